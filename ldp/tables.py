@@ -1,0 +1,229 @@
+"""k-way marginal tables from co-occurrence counts (Vinterbo 2018), and post-processing for display.
+
+For a set K of k bits the 2^k cells are indexed by ``b`` with bit ``j`` of ``b`` the value of
+``K[j]`` (K sorted). Both the noisy histogram ``y_K`` and the table are linear (Moebius)
+transforms of the counts of the subsets of K (Carette Lemma A.1), so no extra accumulator is
+needed::
+
+    y_K  = (x)_j U c_K,           U = [[1, -1], [0, 1]]       (counts -> noisy patterns)
+    pi_K = (x)_j C_j^{-1} y_K,    C_j = [[1-p, 1-q], [p, q]]  (Vinterbo Thm 4.4 / sec. 4.2)
+
+applied factor by factor (O(k 2^k)), never as a dense 2^k x 2^k Kronecker matrix.
+
+Cell covariance, conditional on the window's true reports (the same conditioning as TMDH)::
+
+    Cov(pi_K) = A diag(y_K) A^T - diag(pi_K),   A = (x)_j C_j^{-1}
+
+which is unbiased with the estimates plugged in. Vinterbo's ``N^{-1}(C^{-1} diag(C pi) C^{-T} - pi pi^T)``
+is the covariance when the true patterns are themselves a multinomial sample from ``pi``; it adds
+the sampling term ``N (diag(pi) - pi pi^T)`` (see :meth:`MarginalTable.superpopulation_covariance`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import norm
+
+from ldp._checks import check_level
+from ldp.encoding import CATEGORICAL, Layout
+from ldp.sets import _normalize
+from ldp.tmdh import TMDHEstimate
+
+_MOEBIUS = np.array([[1.0, -1.0], [0.0, 1.0]])
+
+
+def kron_apply(factors: Sequence[np.ndarray], values: np.ndarray) -> np.ndarray:
+    """``(factors[k-1] (x) ... (x) factors[0]) @ values`` without forming the Kronecker product.
+
+    ``values`` has ``2**k`` rows indexed by ``b`` (bit ``j`` of ``b`` <-> factor ``j``), and may
+    have further columns. Cost O(k 2^k) per column.
+    """
+    k = len(factors)
+    v = np.asarray(values, dtype=np.float64)
+    tail = v.shape[1:]
+    t = v.reshape((2,) * k + tail)
+    for j, f in enumerate(factors):
+        axis = k - 1 - j  # C-order reshape: the last tensor axis is bit 0
+        t = np.moveaxis(np.tensordot(f, t, axes=([1], [axis])), 0, axis)
+    return t.reshape(v.shape)
+
+
+def cell_patterns(k: int) -> np.ndarray:
+    """``(2**k, k)`` 0/1 patterns of the cells: row ``b``, column ``j`` = bit ``j`` of ``b``."""
+    b = np.arange(1 << k)
+    return ((b[:, None] >> np.arange(k)[None, :]) & 1).astype(np.uint8)
+
+
+def _subset_vector(values_of, columns: tuple) -> np.ndarray:
+    """Vector over cells ``b``: the value of the subset of ``columns`` whose members are the bits set in b."""
+    k = len(columns)
+    return np.array([values_of(tuple(columns[j] for j in range(k) if b >> j & 1)) for b in range(1 << k)])
+
+
+@dataclass(frozen=True)
+class MarginalTable:
+    """Estimated counts of the 2^k patterns of bits ``columns``, with their covariance."""
+
+    columns: tuple
+    labels: tuple
+    n: int
+    estimate: np.ndarray      # (2^k,) estimated counts per cell
+    covariance: np.ndarray    # (2^k, 2^k), conditional on the window's reports
+
+    @property
+    def patterns(self) -> np.ndarray:
+        return cell_patterns(len(self.columns))
+
+    @property
+    def variances(self) -> np.ndarray:
+        return np.diagonal(self.covariance).copy()
+
+    @property
+    def frequencies(self) -> np.ndarray:
+        return self.estimate / self.n if self.n else np.full_like(self.estimate, np.nan)
+
+    def intervals(self, level: float = 0.95):
+        z = norm.ppf(0.5 + check_level(level) / 2.0)
+        half = z * np.sqrt(np.maximum(self.variances, 0.0))
+        return self.estimate - half, self.estimate + half
+
+    def superpopulation_covariance(self) -> np.ndarray:
+        """Vinterbo's covariance of the counts when the true patterns are a multinomial sample:
+        the conditional covariance plus ``N (diag(pi) - pi pi^T)``."""
+        if not self.n:
+            return self.covariance.copy()
+        f = self.estimate / self.n
+        return self.covariance + self.n * (np.diag(f) - np.outer(f, f))
+
+
+def noisy_histogram(est: TMDHEstimate, columns) -> np.ndarray:
+    """``y_K``: how many reports showed each noisy pattern on K, from the co-occurrence counts."""
+    cols = _normalize(est.family.n_bits, columns)
+    counts = _subset_vector(lambda s: est.counts[est.family.index(s)], cols)
+    return kron_apply([_MOEBIUS] * len(cols), counts)
+
+
+def marginal_table(est: TMDHEstimate, columns, labels: Sequence[str] | None = None) -> MarginalTable:
+    """The 2^k-cell table of a counted set K (Vinterbo's Kronecker inverse), with its covariance.
+
+    Needs the counts of every subset of K (so K itself must be counted).
+    """
+    cols = _normalize(est.family.n_bits, columns)
+    if not cols:
+        raise ValueError("columns must name at least one bit, got columns=()")
+    if cols not in est.family:
+        raise ValueError(f"the table of {list(cols)} needs the count of set {list(cols)}, which was not counted "
+                         f"(max_order={est.family.max_order}); raise max_order or add the set")
+    inverses = [est.channels[i].inverse_matrix() for i in cols]
+    y = noisy_histogram(est, cols)
+    table = kron_apply(inverses, y)
+    a_diag = kron_apply(inverses, np.diag(y))           # A diag(y)
+    cov = kron_apply(inverses, a_diag.T).T - np.diag(table)  # A diag(y) A^T - diag(pi)
+    cov = (cov + cov.T) / 2.0
+    names = tuple(labels) if labels is not None else tuple(str(i) for i in cols)
+    return MarginalTable(cols, names, est.n, table, cov)
+
+
+def marginal_table_from_means(est: TMDHEstimate, columns) -> np.ndarray:
+    """The same table as :func:`marginal_table` by the Moebius transform of TMDH means (Carette
+    Lemma A.1): cell with ones-set J = ``sum_{J subset S subset K} (-1)^{|S|-|J|} t_S``."""
+    cols = _normalize(est.family.n_bits, columns)
+    means = _subset_vector(lambda s: est.means[est.family.index(s)], cols)
+    return kron_apply([_MOEBIUS] * len(cols), means)
+
+
+@dataclass(frozen=True)
+class CategoricalTable:
+    """Joint counts of the value combinations of a group of categorical (one-hot) features."""
+
+    features: tuple
+    cells: tuple              # tuples of values, one per feature
+    bit_sets: tuple           # the bit set estimated for each cell
+    n: int
+    estimate: np.ndarray
+    covariance: np.ndarray
+
+    @property
+    def variances(self) -> np.ndarray:
+        return np.diagonal(self.covariance).copy()
+
+    def intervals(self, level: float = 0.95):
+        z = norm.ppf(0.5 + check_level(level) / 2.0)
+        half = z * np.sqrt(np.maximum(self.variances, 0.0))
+        return self.estimate - half, self.estimate + half
+
+
+def categorical_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> CategoricalTable:
+    """Table of a group of categorical features: cell (v_1, ..., v_g) is the TMDH estimate of the
+    set of the g one-hot bits ``f_1=v_1, ..., f_g=v_g`` (order g counts needed).
+
+    Two different cells differ on some feature f, so their union holds two one-hot bits of f,
+    whose true count is 0: the cells are uncorrelated and the covariance is diagonal (exactly,
+    by the structural zeros of the one-hot encoding).
+    """
+    names = tuple(features)
+    if not names:
+        raise ValueError("features must name at least one feature, got features=()")
+    feats = [layout.feature(n) for n in names]
+    for f in feats:
+        if f.kind != CATEGORICAL:
+            raise ValueError(f"features must be categorical, got feature={f.name!r} of kind {f.kind!r}")
+    group_est = est if est.exclusive_groups else TMDHEstimate(
+        est.family, est.channels, est.counts, est.means, est.variances, layout.exclusive_groups)
+    cells, sets = [], []
+    for combo in product(*[range(f.n_bits) for f in feats]):
+        cells.append(tuple(f.values[i] for f, i in zip(feats, combo)))
+        sets.append(tuple(sorted(layout.bits_of(f.name)[i] for f, i in zip(feats, combo))))
+    estimate = np.array([group_est.mean(s) for s in sets])
+    cov = group_est.covariance_matrix(sets)
+    return CategoricalTable(names, tuple(cells), tuple(sets), est.n, estimate, cov)
+
+
+def project_to_simplex(frequencies) -> np.ndarray:
+    """Euclidean projection of a table's frequencies onto valid probabilities (non-negative,
+    summing to 1), for display only (Duchi et al. 2008, sort-based).
+
+    This is post-processing: the result is biased and has no closed-form variance. Publish the
+    unbiased estimate and its interval; show this only where a chart needs probabilities.
+    """
+    v = np.asarray(frequencies, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
+        raise ValueError(f"frequencies must be a non-empty finite 1-D array, got shape={v.shape}")
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - 1.0
+    idx = np.arange(1, v.size + 1)
+    rho = np.nonzero(u - css / idx > 0)[0][-1]
+    theta = css[rho] / (rho + 1.0)
+    return np.maximum(v - theta, 0.0)
+
+
+def phi_coefficient(est: TMDHEstimate, i: int, j: int):
+    """Correlation (phi) of bits i and j with its delta-method variance.
+
+    ``phi = (N t_ij - t_i t_j) / sqrt(t_i (N - t_i) t_j (N - t_j))``; the variance is
+    ``g^T Sigma g`` with ``g`` the gradient in ``(t_i, t_j, t_ij)`` and ``Sigma`` the TMDH
+    covariance of those three estimates (Carette sec. 3.2 illustrates this estimator).
+    Returns ``(phi, variance)``.
+    """
+    a, b = sorted((int(i), int(j)))
+    if a == b:
+        raise ValueError(f"i and j must be different bits, got i={i}, j={j}")
+    n = float(est.n)
+    ti, tj, tij = est.mean((a,)), est.mean((b,)), est.mean((a, b))
+    for name, t in (("t_i", ti), ("t_j", tj)):
+        if not 0.0 < t < n:
+            raise ValueError(f"phi needs 0 < {name} < N, got {name}={t:.6g}, N={n:.0f}")
+    d = n * tij - ti * tj
+    qi, qj = ti * (n - ti), tj * (n - tj)
+    root = np.sqrt(qi * qj)
+    phi = d / root
+    grad = np.array([
+        -tj / root - 0.5 * phi * (n - 2 * ti) / ti / (n - ti),
+        -ti / root - 0.5 * phi * (n - 2 * tj) / tj / (n - tj),
+        n / root,
+    ])
+    sigma = est.covariance_matrix([(a,), (b,), (a, b)])
+    return float(phi), float(grad @ sigma @ grad)
