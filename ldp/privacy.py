@@ -17,6 +17,11 @@ and for k reports per user (eq. 6.3)::
 then ``flip = 1/(1 + rho)`` with ``rho = ((phi+1) + sqrt((phi+1)^2 - 4))/2`` (eq. 3.16).
 Vectors with at most w set bits protect like ``L = 2w`` (sec. 5). At k = 1, eq. 6.3 differs from
 eq. 3.15 by a ``-1/N`` inside the root; we use eq. 3.15 for k = 1 as the paper does.
+
+Checked by Monte Carlo (tests/ldp/test_privacy.py): the ``mu + 3 sigma`` rule is a heuristic whose
+tail can exceed 1% (2.5% at L = 12, N = 20000, lambda = 2), and eq. 6.3 understates the variance
+for k > 1 (tail ~30% at L = 5, N = 1000, lambda = 2, k = 2). :func:`sufficient_dp_flip_by_tail`
+calibrates on the Monte Carlo tail itself and is the one to rely on for a promise.
 """
 from __future__ import annotations
 
@@ -154,11 +159,11 @@ def _log_elementary_symmetric_mean(log_x: np.ndarray, counts: np.ndarray, k: int
         return np.log(np.maximum(e[k], 0.0)) + k * scale - log_binom
 
 
-def tail_probability(flip: float, n_bits: int, population: int, lam: float, repeats: int = 1,
-                     trials: int = 20_000, rng=None) -> TailEstimate:
-    """Monte Carlo ``P[R(T) > lambda]`` from the multinomial law of eq. 3.5 (generalized to k
-    reports per user: ``T ~ MN(kN - k, p_0) + MN(k, p_1)`` and ``R = e_k(x) / C(kN, k)``, eq. 8.21,
-    where ``x_l = (q/p)^(L - 2l)`` is the contribution of a report with l set bits)."""
+def sample_log_privacy_ratio(flip: float, n_bits: int, population: int, repeats: int = 1,
+                             trials: int = 20_000, rng=None) -> np.ndarray:
+    """Monte Carlo draws of ``log R`` from the multinomial law of eq. 3.5, generalized to k
+    reports per user: ``T ~ MN(kN - k, p_0) + MN(k, p_1)`` and ``R = e_k(x) / C(kN, k)`` (eq. 8.21),
+    where ``x_l = (q/p)^(L - 2l)`` is the contribution of a report with l set bits."""
     f = check_probability("flip", flip, open_low=True)
     if not f < 0.5:
         raise ValueError(f"flip must be in (0, 0.5), got flip={flip}")
@@ -166,7 +171,6 @@ def tail_probability(flip: float, n_bits: int, population: int, lam: float, repe
     N = check_int("population", population, minimum=1)
     k = check_int("repeats", repeats, minimum=1)
     n_trials = check_int("trials", trials, minimum=1)
-    lam = check_positive("lam", lam)
     rng = np.random.default_rng() if rng is None else rng
     keep = 1.0 - f
     ls = np.arange(L + 1)
@@ -177,8 +181,51 @@ def tail_probability(flip: float, n_bits: int, population: int, lam: float, repe
     log_x = (L - 2 * ls) * math.log(f / keep)
     if k == 1:
         with np.errstate(divide="ignore"):
-            log_r = logsumexp(np.log(t) + log_x, axis=1) - math.log(N)
-    else:
-        log_r = _log_elementary_symmetric_mean(log_x, t, k, k * N)
+            return logsumexp(np.log(t) + log_x, axis=1) - math.log(N)
+    return _log_elementary_symmetric_mean(log_x, t, k, k * N)
+
+
+def tail_probability(flip: float, n_bits: int, population: int, lam: float, repeats: int = 1,
+                     trials: int = 20_000, rng=None) -> TailEstimate:
+    """Monte Carlo ``P[R(T) > lambda]`` with its standard error (see :func:`sample_log_privacy_ratio`)."""
+    lam = check_positive("lam", lam)
+    log_r = sample_log_privacy_ratio(flip, n_bits, population, repeats, trials, rng)
     prob = float(np.mean(log_r > math.log(lam)))
-    return TailEstimate(prob, math.sqrt(prob * (1 - prob) / n_trials), n_trials)
+    return TailEstimate(prob, math.sqrt(prob * (1 - prob) / log_r.size), int(log_r.size))
+
+
+def sufficient_dp_flip_by_tail(n_bits: int, population: int, lam: float, eta: float = 0.01, repeats: int = 1,
+                               max_ones: int | None = None, trials: int = 20_000, seed: int = 0) -> float:
+    """Smallest flip whose Monte Carlo tail ``P[R > lambda]`` is at most ``eta`` (bisection with
+    common random numbers, so the tail is monotone in the flip for a fixed seed).
+
+    Use this to check or replace the moment rules: the ``mu + 3 sigma`` rule of eq. 3.15 is a
+    heuristic (its tail can exceed 1%), and eq. 6.3 for k > 1 understates Var R(S^k) because its
+    derivation adds the variances of overlapping k-subsets as if independent, so it calibrates
+    far too little noise (see tests/ldp/test_privacy.py).
+    """
+    L = effective_bits(n_bits, max_ones)
+    N = check_int("population", population, minimum=1)
+    k = check_int("repeats", repeats, minimum=1)
+    eta = check_probability("eta", eta, open_low=True, open_high=True)
+    lam = check_positive("lam", lam)
+    if lam <= 1.0:
+        raise ValueError(f"lam must be > 1, got lam={lam}")
+
+    def tail(f):
+        log_r = sample_log_privacy_ratio(f, L, N, k, trials, np.random.default_rng(seed))
+        return float(np.mean(log_r > math.log(lam)))
+
+    hi = local_dp_flip(L, lam)  # local DP: R <= lambda always
+    lo = 1e-6
+    if tail(lo) <= eta:
+        return lo
+    for _ in range(40):
+        mid = (lo + hi) / 2.0
+        if tail(mid) <= eta:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo < 1e-6:
+            break
+    return hi

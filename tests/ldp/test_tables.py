@@ -1,0 +1,171 @@
+from functools import reduce
+
+import numpy as np
+import pytest
+
+from ldp.channels import Channel, ChannelSet
+from ldp.cooccurrence import CooccurrenceAccumulator, count_bits
+from ldp.encoding import Feature, Layout
+from ldp.randomizer import randomize_bits
+from ldp.sets import SetFamily
+from ldp.tables import (categorical_table, cell_patterns, kron_apply, marginal_table,
+                        marginal_table_from_means, noisy_histogram, phi_coefficient, project_to_simplex)
+from ldp.tmdh import estimate_tmdh, expected_counts
+from scipy.stats import chi2
+
+from tests.stats import ALPHA, Z, assert_mean_close, assert_variance_ratio
+
+CHANNELS = ChannelSet.from_arrays([0.1, 0.2, 0.3, 0.25, 0.05], [0.9, 0.85, 0.95, 0.6, 0.7])
+
+
+def pattern_counts(bits, cols):
+    code = (bits[:, list(cols)] << np.arange(len(cols))).sum(axis=1)
+    return np.bincount(code, minlength=1 << len(cols)).astype(float)
+
+
+def dense_reference(y, cols):
+    """Vinterbo's estimator with the dense Kronecker matrix (cell b: bit j <-> cols[j])."""
+    c_inv = reduce(np.kron, [CHANNELS[i].inverse_matrix() for i in reversed(cols)])
+    table = c_inv @ y
+    return table, c_inv @ np.diag(y) @ c_inv.T - np.diag(table)
+
+
+def simulate(n=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.random(n)
+    x = ((z[:, None] + 0.5 * rng.random((n, 5))) / 1.5 < [0.3, 0.5, 0.6, 0.4, 0.2]).astype(np.uint8)
+    return x, randomize_bits(x, CHANNELS, rng)
+
+
+@pytest.mark.parametrize("cols", [(0,), (1, 3), (0, 2, 4), (0, 1, 2, 3)])
+def test_kronecker_table_equals_dense_reference_and_moebius_of_means(cols):
+    x, y = simulate()
+    fam = SetFamily.all_up_to(5, 4)
+    est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(y), CHANNELS)
+    table = marginal_table(est, cols)
+    hist = pattern_counts(y, cols)
+    assert np.array_equal(noisy_histogram(est, cols), hist)
+    ref_table, ref_cov = dense_reference(hist, cols)
+    assert np.allclose(table.estimate, ref_table, atol=1e-8)
+    assert np.allclose(table.covariance, ref_cov, atol=1e-6)
+    assert np.allclose(marginal_table_from_means(est, cols), ref_table, atol=1e-8)
+    assert table.estimate.sum() == pytest.approx(4000)
+    # cell covariance is the Moebius image of the TMDH covariance (same conditioning)
+    k = len(cols)
+    subsets = [tuple(cols[j] for j in range(k) if b >> j & 1) for b in range(1 << k)]
+    tmdh_cov = np.zeros((1 << k, 1 << k))
+    for a, sa in enumerate(subsets):
+        for b, sb in enumerate(subsets):
+            tmdh_cov[a, b] = est.covariance(sa, sb) if sa and sb else 0.0
+    moebius = reduce(np.kron, [np.array([[1.0, -1.0], [0.0, 1.0]])] * k)
+    assert np.allclose(moebius @ tmdh_cov @ moebius.T, table.covariance, atol=1e-6)
+
+
+def test_expected_counts_give_the_true_table():
+    x, _ = simulate(900, 1)
+    fam = SetFamily.all_up_to(5, 3)
+    truth = count_bits(x, fam)
+    est = estimate_tmdh(expected_counts(truth, fam, CHANNELS), CHANNELS, fam)
+    table = marginal_table(est, (1, 2, 4), labels=("a", "b", "c"))
+    assert np.allclose(table.estimate, pattern_counts(x, (1, 2, 4)), atol=1e-9)
+    assert table.patterns.tolist()[:3] == [[0, 0, 0], [1, 0, 0], [0, 1, 0]]
+    assert table.labels == ("a", "b", "c")
+
+
+def test_kron_apply_matches_dense_for_matrices():
+    rng = np.random.default_rng(2)
+    factors = [rng.random((2, 2)) for _ in range(3)]
+    values = rng.random((8, 4))
+    dense = reduce(np.kron, list(reversed(factors)))
+    assert np.allclose(kron_apply(factors, values), dense @ values)
+    assert cell_patterns(2).tolist() == [[0, 0], [1, 0], [0, 1], [1, 1]]
+
+
+@pytest.mark.statistical
+def test_table_cells_unbiased_with_closed_form_variance():
+    x, _ = simulate(1200, 3)
+    fam = SetFamily.all_up_to(5, 3)
+    cols = (0, 1, 4)
+    truth = pattern_counts(x, cols)
+    exact = marginal_table(estimate_tmdh(expected_counts(count_bits(x, fam), fam, CHANNELS), CHANNELS, fam), cols)
+    rng = np.random.default_rng(99)
+    reps = 1500
+    cells = np.empty((reps, 8))
+    for r in range(reps):
+        est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(randomize_bits(x, CHANNELS, rng)), CHANNELS)
+        cells[r] = marginal_table(est, cols).estimate
+    # the covariance at the expected counts is the exact covariance of the cells
+    assert_mean_close(cells, truth, exact.variances)
+    assert_variance_ratio(cells, exact.variances)
+    sample = np.cov(cells.T)
+    sd = np.sqrt((np.outer(exact.variances, exact.variances) + exact.covariance ** 2) / reps)
+    assert np.all(np.abs(sample - exact.covariance) <= Z * sd)
+
+
+def test_table_errors():
+    fam = SetFamily.all_up_to(5, 2)
+    est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(simulate(100)[1]), CHANNELS)
+    with pytest.raises(ValueError, match=r"the table of \[0, 1, 2\] needs the count of set \[0, 1, 2\], which was not counted"):
+        marginal_table(est, (0, 1, 2))
+
+
+def test_categorical_table_is_the_joint_one_hot_cells_with_diagonal_covariance():
+    layout = Layout((Feature.categorical("os", ["mac", "win", "linux"]), Feature.boolean("beta"),
+                     Feature.categorical("plan", ["free", "pro"])))
+    chans = ChannelSet.uniform(Channel.optimized_unary(2.0), layout.n_bits)
+    rng = np.random.default_rng(5)
+    n = 3000
+    os_v = rng.choice(["mac", "win", "linux"], n, p=[0.3, 0.5, 0.2])
+    plan = np.where(rng.random(n) < np.where(os_v == "mac", 0.6, 0.2), "pro", "free")
+    x = layout.encode_many({"os": o, "beta": bool(i % 2), "plan": pl} for i, (o, pl) in enumerate(zip(os_v, plan)))
+    fam = SetFamily.all_up_to(layout.n_bits, 2)
+    truth = count_bits(x, fam)
+    est = estimate_tmdh(expected_counts(truth, fam, chans), chans, fam, layout.exclusive_groups)
+    table = categorical_table(est, layout, ["os", "plan"])
+    assert table.cells[0] == ("mac", "free") and len(table.cells) == 6
+    for cell, value in zip(table.cells, table.estimate):
+        assert value == pytest.approx(np.sum((os_v == cell[0]) & (plan == cell[1])), abs=1e-8)
+    assert np.allclose(table.covariance, np.diag(table.variances), atol=1e-8)
+    assert np.all(table.variances > 0)
+    # the exclusive groups are taken from the layout when the estimate has none
+    plain = estimate_tmdh(expected_counts(truth, fam, chans), chans, fam)
+    assert np.allclose(categorical_table(plain, layout, ["os", "plan"]).covariance, table.covariance)
+    with pytest.raises(ValueError, match=r"features must be categorical, got feature='beta' of kind 'boolean'"):
+        categorical_table(est, layout, ["os", "beta"])
+
+
+def test_projection_onto_the_simplex():
+    out = project_to_simplex([0.5, 0.6, -0.2, 0.1])
+    assert out.min() >= 0 and out.sum() == pytest.approx(1.0)
+    assert np.allclose(project_to_simplex([0.2, 0.3, 0.5]), [0.2, 0.3, 0.5])  # already valid: unchanged
+    # it is the Euclidean projection: no valid point is closer (checked against random valid points)
+    rng = np.random.default_rng(0)
+    v = np.array([0.5, 0.6, -0.2, 0.1])
+    others = rng.dirichlet(np.ones(4), 5000)
+    assert np.all(np.linalg.norm(others - v, axis=1) >= np.linalg.norm(out - v) - 1e-12)
+    with pytest.raises(ValueError, match=r"frequencies must be a non-empty finite 1-D array, got shape=\(0,\)"):
+        project_to_simplex([])
+
+
+@pytest.mark.statistical
+def test_phi_delta_method_variance_by_simulation():
+    x, _ = simulate(3000, 8)
+    fam = SetFamily.all_up_to(5, 2)
+    rng = np.random.default_rng(77)
+    phis, variances = [], []
+    for _ in range(1000):
+        est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(randomize_bits(x, CHANNELS, rng)), CHANNELS)
+        phi, var = phi_coefficient(est, 0, 1)
+        phis.append(phi)
+        variances.append(var)
+    xi, xj = x[:, 0].astype(float), x[:, 1].astype(float)
+    true_phi = np.corrcoef(xi, xj)[0, 1]
+    phis = np.array(phis)
+    mean_var = float(np.mean(variances))
+    # delta method: phi is nearly unbiased and its variance is close to the mean plug-in variance;
+    # tolerances are the Monte Carlo error plus the delta method's O(1/N) bias (10% of the variance)
+    assert abs(phis.mean() - true_phi) <= Z * np.sqrt(mean_var / phis.size) + 0.1 * np.sqrt(mean_var)
+    lo, hi = chi2.ppf([ALPHA / 2, 1 - ALPHA / 2], phis.size - 1) / (phis.size - 1)
+    assert 0.95 * lo <= phis.var(ddof=1) / mean_var <= 1.05 * hi  # chi-square band, widened 5% for the delta method
+    with pytest.raises(ValueError, match=r"i and j must be different bits, got i=1, j=1"):
+        phi_coefficient(est, 1, 1)
