@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: env test demo clean
+.PHONY: env test demo bench clean
 
 env: $(STAMP)
 
@@ -23,6 +23,9 @@ test: $(STAMP)
 demo: $(STAMP)
 	@echo "make demo: the runnable job arrives with issue 3 (pipelines/); nothing to run yet." >&2
 	@exit 2
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.counting
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
