@@ -20,9 +20,8 @@ accumulator can hold many independent estimators (one per sketch position, say).
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
 
-from ldp._checks import check_level
+from ldp.intervals import normal_interval
 
 OPS = ("or", "and")
 
@@ -143,10 +142,7 @@ class ExtremeAccumulator:
         return self._product(self.neg_v, self.log_v, self.zeros_v) - self.product()
 
     def interval(self, level: float = 0.95):
-        z = norm.ppf(0.5 + check_level(level) / 2.0)
-        est = self.estimate()
-        half = z * np.sqrt(np.maximum(self.variance(), 0.0))
-        return est - half, est + half
+        return normal_interval(self.estimate(), self.variance(), level)
 
 
 def or_variance(true_bits, p, q) -> float:

@@ -25,9 +25,8 @@ from itertools import product
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import norm
 
-from ldp._checks import check_level
+from ldp.intervals import normal_interval
 from ldp.encoding import CATEGORICAL, Layout
 from ldp.sets import _normalize
 from ldp.tmdh import TMDHEstimate
@@ -86,9 +85,7 @@ class MarginalTable:
         return self.estimate / self.n if self.n else np.full_like(self.estimate, np.nan)
 
     def intervals(self, level: float = 0.95):
-        z = norm.ppf(0.5 + check_level(level) / 2.0)
-        half = z * np.sqrt(np.maximum(self.variances, 0.0))
-        return self.estimate - half, self.estimate + half
+        return normal_interval(self.estimate, self.variances, level)
 
     def superpopulation_covariance(self) -> np.ndarray:
         """Vinterbo's covariance of the counts when the true patterns are a multinomial sample:
@@ -151,9 +148,7 @@ class CategoricalTable:
         return np.diagonal(self.covariance).copy()
 
     def intervals(self, level: float = 0.95):
-        z = norm.ppf(0.5 + check_level(level) / 2.0)
-        half = z * np.sqrt(np.maximum(self.variances, 0.0))
-        return self.estimate - half, self.estimate + half
+        return normal_interval(self.estimate, self.variances, level)
 
 
 def categorical_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> CategoricalTable:

@@ -25,9 +25,8 @@ from itertools import combinations
 from typing import Iterable, Sequence
 
 import numpy as np
-from scipy.stats import norm
 
-from ldp._checks import check_level
+from ldp.intervals import normal_interval
 from ldp.channels import ChannelSet
 from ldp.cooccurrence import CooccurrenceAccumulator
 from ldp.sets import SetFamily, _normalize
@@ -117,9 +116,7 @@ class TMDHEstimate:
 
     def intervals(self, level: float = 0.95):
         """Normal confidence intervals ``(low, high)`` of the counts at ``level``."""
-        z = norm.ppf(0.5 + check_level(level) / 2.0)
-        half = z * np.sqrt(np.maximum(self.variances, 0.0))
-        return self.means - half, self.means + half
+        return normal_interval(self.means, self.variances, level)
 
     def _is_structural_zero(self, s: tuple) -> bool:
         return any(len(set(s) & set(g)) > 1 for g in self.exclusive_groups)
