@@ -19,7 +19,12 @@ from ldp.encoding import Feature, Layout, pack_bits, unpack_bits
 from ldp.extremes import ExtremeAccumulator, union_cardinality
 from ldp.randomizer import ClientRandomizer, randomize_bits
 from ldp.sets import SetFamily
-from ldp.tables import categorical_table, marginal_table, phi_coefficient, project_to_simplex
+from ldp.tables import (
+    categorical_table,
+    marginal_table,
+    phi_coefficient,
+    project_to_simplex,
+)
 from ldp.tmdh import TMDHEstimate, estimate_tmdh, expected_counts
 
 __all__ = [

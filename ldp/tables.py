@@ -26,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ldp.intervals import normal_interval
 from ldp.encoding import CATEGORICAL, Layout
+from ldp.intervals import normal_interval
 from ldp.sets import _normalize
 from ldp.tmdh import TMDHEstimate
 

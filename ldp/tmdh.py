@@ -26,9 +26,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ldp.intervals import normal_interval
 from ldp.channels import ChannelSet
 from ldp.cooccurrence import CooccurrenceAccumulator
+from ldp.intervals import normal_interval
 from ldp.sets import SetFamily, _normalize
 
 

@@ -2,7 +2,11 @@ import numpy as np
 import pytest
 
 from ldp.channels import Channel, ChannelSet
-from ldp.efficiency import bisymmetric_trace_constant, efficiency_loss, efficiency_loss_greenwood
+from ldp.efficiency import (
+    bisymmetric_trace_constant,
+    efficiency_loss,
+    efficiency_loss_greenwood,
+)
 from ldp.tables import kron_apply
 
 

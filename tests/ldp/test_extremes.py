@@ -1,15 +1,19 @@
 import pickle
+from itertools import product
 
 import numpy as np
 import pytest
 from scipy.stats import binom
 
-from ldp.extremes import ExtremeAccumulator, and_variance, or_variance, union_cardinality
-from ldp.randomizer import randomize_bits
 from ldp.channels import ChannelSet
+from ldp.extremes import (
+    ExtremeAccumulator,
+    and_variance,
+    or_variance,
+    union_cardinality,
+)
+from ldp.randomizer import randomize_bits
 from tests.stats import Z, assert_mean_close, assert_variance_ratio
-
-from itertools import product
 
 
 def exact_distribution(op, x, p, q):

@@ -4,9 +4,18 @@ import numpy as np
 import pytest
 from scipy.special import comb
 
-from ldp.privacy import (concentration_bound, effective_bits, flip_of_phi, local_dp_flip, phi_of_flip,
-                         privacy_ratio_moments, sample_log_privacy_ratio, sufficient_dp_flip,
-                         sufficient_dp_flip_by_tail, tail_probability)
+from ldp.privacy import (
+    concentration_bound,
+    effective_bits,
+    flip_of_phi,
+    local_dp_flip,
+    phi_of_flip,
+    privacy_ratio_moments,
+    sample_log_privacy_ratio,
+    sufficient_dp_flip,
+    sufficient_dp_flip_by_tail,
+    tail_probability,
+)
 from tests.stats import Z
 
 E2 = math.exp(2.0)

@@ -2,17 +2,24 @@ from functools import reduce
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 
 from ldp.channels import Channel, ChannelSet
 from ldp.cooccurrence import CooccurrenceAccumulator, count_bits
 from ldp.encoding import Feature, Layout
 from ldp.randomizer import randomize_bits
 from ldp.sets import SetFamily
-from ldp.tables import (categorical_table, cell_patterns, kron_apply, marginal_table,
-                        marginal_table_from_means, noisy_histogram, phi_coefficient, project_to_simplex)
+from ldp.tables import (
+    categorical_table,
+    cell_patterns,
+    kron_apply,
+    marginal_table,
+    marginal_table_from_means,
+    noisy_histogram,
+    phi_coefficient,
+    project_to_simplex,
+)
 from ldp.tmdh import estimate_tmdh, expected_counts
-from scipy.stats import chi2
-
 from tests.stats import ALPHA, Z, assert_mean_close, assert_variance_ratio
 
 CHANNELS = ChannelSet.from_arrays([0.1, 0.2, 0.3, 0.25, 0.05], [0.9, 0.85, 0.95, 0.6, 0.7])
