@@ -127,6 +127,17 @@ class Layout:
         except ValueError:
             raise ValueError(f"label must be one of the layout's bit labels, got label={label!r}") from None
 
+    def group_sets(self, names: Sequence[str]) -> list:
+        """The bit sets of a feature group's cells: one bit per feature (boolean: its bit;
+        categorical: each value's bit), for counting the group's table explicitly."""
+        if not names:
+            raise ValueError("names must list at least one feature, got names=[]")
+        ranges = [list(self.bits_of(n)) for n in names]
+        out = [()]
+        for r in ranges:
+            out = [s + (b,) for s in out for b in r]
+        return [tuple(sorted(s)) for s in out]
+
     @cached_property
     def exclusive_groups(self) -> tuple:
         """Bit groups of which at most one bit is set in any true vector (categorical features)."""

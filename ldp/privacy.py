@@ -35,6 +35,33 @@ from scipy.special import gammaln, logsumexp
 from ldp._checks import check_int, check_positive, check_probability
 
 
+def local_dp_epsilon(layout, channels) -> float:
+    """Tight local-DP epsilon of a whole report of ``layout`` under per-bit ``channels``.
+
+    Two users may differ in every feature. A boolean feature's bit contributes its ``eps_bit``; a
+    categorical (one-hot) feature changes one bit 1 -> 0 and another 0 -> 1, which contributes
+    ``max_{i != j} ln(q_i/p_i) + ln((1-p_j)/(1-q_j))`` (``swap_epsilon`` for equal channels).
+    """
+    if len(channels) != layout.n_bits:
+        raise ValueError(f"channels must have {layout.n_bits} bits, got len(channels)={len(channels)}")
+    total = 0.0
+    for feature in layout.features:
+        bits = list(layout.bits_of(feature.name))
+        if len(bits) == 1 and feature.kind == "boolean":
+            total += channels[bits[0]].epsilon_bit
+            continue
+        best = 0.0
+        for i in bits:
+            for j in bits:
+                if i != j:
+                    ci, cj = channels[i], channels[j]
+                    up = math.inf if ci.p == 0 else math.log(ci.q / ci.p)
+                    down = math.inf if cj.q == 1 else math.log((1 - cj.p) / (1 - cj.q))
+                    best = max(best, up + down)
+        total += best
+    return total
+
+
 def local_dp_flip(n_bits: int, lam: float) -> float:
     """Flip probability that makes a whole L-bit report ``ln(lambda)``-LDP: ``1/(1 + lambda^(1/L))`` (eq. 4.2)."""
     n = check_int("n_bits", n_bits, minimum=1)

@@ -20,6 +20,8 @@ def test_layout_labels_and_bits(layout):
     assert layout.bit_index("os=linux") == 3
     assert layout.exclusive_groups == ((1, 2, 3),)
     assert layout.encode({"dark_mode": True, "os": "win", "beta": False}).tolist() == [1, 0, 1, 0, 0]
+    assert layout.group_sets(["os", "beta"]) == [(1, 4), (2, 4), (3, 4)]
+    assert layout.group_sets(["dark_mode", "os"]) == [(0, 1), (0, 2), (0, 3)]
 
 
 def test_layout_validation(layout):

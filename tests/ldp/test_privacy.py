@@ -1,13 +1,17 @@
 import math
+from itertools import product
 
 import numpy as np
 import pytest
 from scipy.special import comb
 
+from ldp.channels import Channel, ChannelSet
+from ldp.encoding import Feature, Layout
 from ldp.privacy import (
     concentration_bound,
     effective_bits,
     flip_of_phi,
+    local_dp_epsilon,
     local_dp_flip,
     phi_of_flip,
     privacy_ratio_moments,
@@ -27,6 +31,21 @@ def test_local_dp_flip_matches_eq_4_2_and_the_papers_numbers():
     # (p/q)^L = lambda exactly at that flip
     f = local_dp_flip(7, 3.0)
     assert ((1 - f) / f) ** 7 == pytest.approx(3.0)
+
+
+def test_local_dp_epsilon_of_a_layout_is_tight():
+    layout = Layout((Feature.boolean("a"), Feature.categorical("os", ["mac", "win", "linux"])))
+    chans = ChannelSet((Channel(0.2, 0.7), Channel(0.1, 0.6), Channel(0.3, 0.9), Channel(0.25, 0.5)))
+    # brute force: max over pairs of true records and noisy outputs of the likelihood ratio
+    records = [layout.encode({"a": a, "os": o}) for a in (False, True) for o in ("mac", "win", "linux")]
+    outputs = np.array(list(product((0, 1), repeat=4)))
+
+    def probs(x):
+        return np.prod(np.where(outputs == 1, np.where(x == 1, chans.q, chans.p),
+                                np.where(x == 1, 1 - chans.q, 1 - chans.p)), axis=1)
+    worst = max(np.max(np.log(probs(x) / probs(y))) for x in records for y in records)
+    assert local_dp_epsilon(layout, chans) == pytest.approx(worst)
+    assert local_dp_epsilon(layout, chans) <= chans.epsilon(3)  # tighter than w * eps_bit bounds
 
 
 def test_phi_and_flip_are_inverse():
