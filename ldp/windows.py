@@ -1,0 +1,26 @@
+"""Event-time window assignment in numpy, the same windows Beam assigns (for true counts of
+simulations and for readers that pre-aggregate)."""
+from __future__ import annotations
+
+import numpy as np
+
+GLOBAL_WINDOW = (0, 4_102_444_800_000)
+
+
+def assign_windows(window, event_ms: np.ndarray):
+    """``[((start_ms, end_ms), indices), ...]`` sorted by window, for a config window with
+    ``type`` fixed / sliding / global, ``size_seconds`` and ``period_seconds`` (Beam's
+    ``FixedWindows`` and ``SlidingWindows`` with offset 0)."""
+    t = np.asarray(event_ms, dtype=np.int64)
+    if window.type == "global":
+        return [(GLOBAL_WINDOW, np.arange(t.size))] if t.size else []
+    size = int(round(window.size_seconds * 1000))
+    period = size if window.type == "fixed" else int(round(window.period_seconds * 1000))
+    out = {}
+    last_start = t - (t % period)
+    for back in range(0, (size + period - 1) // period):
+        start = last_start - back * period
+        inside = t < start + size
+        for s in np.unique(start[inside]):
+            out.setdefault(int(s), []).append(np.flatnonzero(inside & (start == s)))
+    return [((s, s + size), np.sort(np.concatenate(parts))) for s, parts in sorted(out.items())]

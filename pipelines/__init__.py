@@ -1,0 +1,1 @@
+"""Runnable jobs and the ``ldp-marginals`` command line."""

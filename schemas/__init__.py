@@ -1,0 +1,111 @@
+"""The project's contracts: Avro schemas (``*.avsc`` beside this file) with fastavro helpers to
+load, validate, read and write them, and the collection config (:mod:`schemas.config`).
+
+Timestamps (``timestamp-millis``) are ints of milliseconds since the epoch inside the project;
+fastavro writes ints as they are and reads them back as aware UTC datetimes, which
+:func:`read_avro` turns back into millis so that rows round-trip unchanged.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import io
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import fastavro
+from fastavro.validation import validate as _validate
+
+SCHEMA_DIR = Path(__file__).resolve().parent
+NAMES = ("noisy_report", "marginal_estimate", "extreme_estimate", "table_cell", "withheld_window", "dead_letter")
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict:
+    """The parsed Avro schema ``schemas/<name>.avsc``."""
+    if name not in NAMES:
+        raise ValueError(f"name must be one of {list(NAMES)}, got name={name!r}")
+    with open(SCHEMA_DIR / f"{name}.avsc") as fh:
+        return fastavro.parse_schema(json.load(fh))
+
+
+def raw_schema(name: str) -> dict:
+    """The schema as written in the ``.avsc`` file (for deriving other schemas, e.g. BigQuery)."""
+    load_schema(name)
+    with open(SCHEMA_DIR / f"{name}.avsc") as fh:
+        return json.load(fh)
+
+
+def validate(name: str, record: dict) -> bool:
+    """True when ``record`` matches the schema; raises fastavro's ValidationError otherwise."""
+    return _validate(record, load_schema(name), raise_errors=True)
+
+
+def _to_millis(value):
+    if isinstance(value, _dt.datetime):
+        return int(round(value.timestamp() * 1000))
+    return value
+
+
+def _timestamp_fields(name: str) -> tuple:
+    return tuple(f["name"] for f in raw_schema(name)["fields"]
+                 if isinstance(f["type"], dict) and f["type"].get("logicalType") == "timestamp-millis")
+
+
+def normalize(name: str, record: dict) -> dict:
+    """Timestamps as int millis (fastavro reads them as datetimes)."""
+    out = dict(record)
+    for field in _timestamp_fields(name):
+        if field in out:
+            out[field] = _to_millis(out[field])
+    return out
+
+
+def write_avro(path, name: str, records: Iterable[dict], codec: str = "deflate") -> int:
+    """Write records of schema ``name`` to an Avro container file; returns how many."""
+    rows = list(records)
+    with open(path, "wb") as fh:
+        fastavro.writer(fh, load_schema(name), rows, codec=codec)
+    return len(rows)
+
+
+def iter_avro(fileobj) -> Iterator[dict]:
+    """Records of an Avro container file object, as fastavro decodes them."""
+    yield from fastavro.reader(fileobj)
+
+
+def read_avro(path, name: str) -> list:
+    """All records of an Avro file of schema ``name``, timestamps as int millis."""
+    with open(path, "rb") as fh:
+        return [normalize(name, r) for r in fastavro.reader(fh)]
+
+
+def encode_message(name: str, record: dict) -> bytes:
+    """One record as a schemaless Avro message (Pub/Sub and Kafka payloads)."""
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, load_schema(name), record)
+    return buf.getvalue()
+
+
+def decode_message(name: str, payload: bytes) -> dict:
+    """Inverse of :func:`encode_message`; raises on truncated or trailing bytes."""
+    buf = io.BytesIO(payload)
+    record = fastavro.schemaless_reader(buf, load_schema(name), None)
+    if buf.tell() != len(payload):
+        raise ValueError(f"payload has {len(payload) - buf.tell()} trailing bytes after one {name} record")
+    return record
+
+
+def to_json_line(record: dict) -> str:
+    """A JSON line for a row: bytes (dead-letter payloads) as base64, datetimes as int millis."""
+
+    def default(o):
+        if isinstance(o, (bytes, bytearray)):
+            return base64.b64encode(bytes(o)).decode("ascii")
+        if isinstance(o, _dt.datetime):
+            return _to_millis(o)
+        raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+    return json.dumps(record, sort_keys=True, default=default, allow_nan=True)

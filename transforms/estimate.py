@@ -1,0 +1,156 @@
+"""The windowed estimation composite: window, key, combine, extract rows (with the min_reports guard)."""
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+
+from ldp.intervals import normal_interval
+from ldp.tables import categorical_table
+from ldp.tmdh import estimate_tmdh
+from transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
+from transforms.windowing import window_into
+
+MARGINALS, TABLES, EXTREMES, WITHHELD = "marginals", "tables", "extremes", "withheld"
+OUTPUT_KINDS = (MARGINALS, TABLES, EXTREMES, WITHHELD)
+_MAX_MS = 4_102_444_800_000  # the global window's "end" in output rows (year 2100)
+
+
+def window_bounds_ms(w) -> tuple:
+    """(start, end) in millis of a window; the global window maps to [0, 2100-01-01)."""
+    if isinstance(w, beam.window.GlobalWindow):
+        return 0, _MAX_MS
+    return int(w.start.micros // 1000), int(w.end.micros // 1000)
+
+
+def marginal_rows(config, est, base) -> list:
+    """One MarginalEstimate row per counted set of order >= 1."""
+    low, high = est.intervals(config.level)
+    n = est.n
+    labels = config.layout.labels
+    rows = []
+    for i, s in enumerate(est.family):
+        if not s:
+            continue
+        rows.append(dict(base, columns=list(s), labels=[labels[b] for b in s], estimate=float(est.means[i]),
+                         frequency=float(est.means[i] / n), variance=float(est.variances[i]),
+                         ci_low=float(low[i]), ci_high=float(high[i])))
+    return rows
+
+
+def table_rows(config, est, base) -> list:
+    """TableCell rows of every configured feature group (one value per feature per cell)."""
+    rows = []
+    for group in config.groups:
+        feats = [config.layout.feature(f) for f in group]
+        if all(f.kind == "categorical" for f in feats):
+            table = categorical_table(est, config.layout, group)
+            cells = [list(c) for c in table.cells]
+            sets, estimate, variances = table.bit_sets, table.estimate, table.variances
+        else:
+            sets = config.layout.group_sets(group)
+            estimate = np.array([est.mean(s) for s in sets])
+            variances = np.array([est.variance(s) for s in sets])
+            cells = []
+            for s in sets:
+                cell = []
+                for f in feats:
+                    bits = set(config.layout.bits_of(f.name)) & set(s)
+                    label = config.layout.labels[bits.pop()]
+                    cell.append(label.split("=", 1)[1] if "=" in label else "true")
+                cells.append(cell)
+        low, high = normal_interval(estimate, variances, config.level)
+        for cell, s, e, v, lo, hi in zip(cells, sets, estimate, variances, low, high):
+            rows.append(dict(base, group=list(group), cell=cell, columns=list(s), estimate=float(e),
+                             frequency=float(e / est.n), variance=float(v), ci_low=float(lo), ci_high=float(hi)))
+    return rows
+
+
+def extreme_row(base, ext, n, estimate, variance, level) -> dict:
+    low, high = normal_interval(estimate, variance, level)
+    return dict(base, name=ext.name, op=ext.op, n=int(n), estimate=float(estimate), variance=float(variance),
+                ci_low=float(low), ci_high=float(high))
+
+
+class ExtractEstimatesFn(beam.DoFn):
+    """``((collection, dims), WindowAccumulator)`` -> rows of every kind, tagged by kind; windows
+    with fewer than ``min_reports`` reports produce only a ``withheld`` row."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def process(self, element, w=beam.DoFn.WindowParam):
+        (collection, dims), acc = element
+        start, end = window_bounds_ms(w)
+        n = acc.cooc.n
+        base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
+        if n < self.config.min_reports or n == 0:
+            yield beam.pvalue.TaggedOutput(WITHHELD, dict(
+                base, n_reports=n, min_reports=self.config.min_reports,
+                reason=f"{n} reports < min_reports={self.config.min_reports}"))
+            return
+        est = estimate_tmdh(acc.cooc, self.config.channels, exclusive_groups=self.config.layout.exclusive_groups)
+        counted = dict(base, n_reports=n)
+        for row in marginal_rows(self.config, est, counted):
+            yield beam.pvalue.TaggedOutput(MARGINALS, row)
+        for row in table_rows(self.config, est, counted):
+            yield beam.pvalue.TaggedOutput(TABLES, row)
+        for ext, (total, var) in zip(self.config.report_extremes, acc.extreme_sums):
+            yield beam.pvalue.TaggedOutput(EXTREMES, extreme_row(base, ext, n, total, var, self.config.level))
+
+
+class SumClientExtremesFn(beam.DoFn):
+    """``((collection, dims), [per-client [(estimate, variance)...]])`` -> extreme rows summed over
+    clients; withheld when fewer clients than ``min_reports``."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def process(self, element, w=beam.DoFn.WindowParam):
+        (collection, dims), per_client = element
+        per_client = list(per_client)
+        start, end = window_bounds_ms(w)
+        base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
+        n = len(per_client)
+        if n < self.config.min_reports:
+            yield beam.pvalue.TaggedOutput(WITHHELD, dict(
+                base, n_reports=n, min_reports=self.config.min_reports,
+                reason=f"{n} clients < min_reports={self.config.min_reports} (client extremes)"))
+            return
+        sums = np.sum(np.array(per_client, dtype=float).reshape(n, -1, 2), axis=0)
+        for ext, (total, var) in zip(self.config.client_extremes, sums):
+            yield beam.pvalue.TaggedOutput(EXTREMES, extreme_row(base, ext, n, total, var, self.config.level))
+
+
+class EstimateCollection(beam.PTransform):
+    """Timestamped :class:`~transforms.reports.Report` s of one collection -> per window and key
+    (collection, public dimensions): marginal rows, table rows, extreme rows, withheld windows.
+    Owns its windowing and triggers. Returns a dict of PCollections by kind."""
+
+    def __init__(self, config, streaming: bool = False):
+        super().__init__()
+        self.config = config
+        self.streaming = streaming
+
+    def expand(self, reports):
+        cfg = self.config
+        windowed = reports | "Window" >> window_into(cfg, self.streaming)
+        combined = (windowed
+                    | "KeyByDimensions" >> beam.Map(lambda r: ((r.collection, r.dimensions), r.bits))
+                    | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg)))
+        outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(
+            MARGINALS, TABLES, EXTREMES, WITHHELD)
+        result = {k: outs[k] for k in OUTPUT_KINDS}
+        if cfg.client_extremes:
+            per_client = (windowed
+                          | "ClientReports" >> beam.Filter(lambda r: r.client is not None)
+                          | "KeyByClient" >> beam.Map(lambda r: ((r.collection, r.dimensions, r.client), r.bits))
+                          | "CombinePerClient" >> beam.CombinePerKey(ClientExtremesCombineFn(cfg))
+                          | "DropClient" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), kv[1]))
+                          | "GroupClients" >> beam.GroupByKey())
+            client_outs = per_client | "SumClients" >> beam.ParDo(SumClientExtremesFn(cfg)).with_outputs(
+                EXTREMES, WITHHELD)
+            result[EXTREMES] = ((result[EXTREMES], client_outs[EXTREMES])
+                                | "FlattenExtremes" >> beam.Flatten())
+            result[WITHHELD] = ((result[WITHHELD], client_outs[WITHHELD])
+                                | "FlattenWithheld" >> beam.Flatten())
+        return result

@@ -1,0 +1,84 @@
+"""Counting reports that arrive too late (streaming).
+
+Beam drops elements whose window expired (watermark past window end + allowed lateness) without
+a trace. So that nothing is lost silently, this stateful DoFn runs before the windowing, keyed by
+collection and dimensions in the global window: an event-time timer at each seen window's
+expiry records how far the watermark has passed, and a report whose windows have all expired by
+then becomes a dead letter with reason ``late`` (and a counter) instead of a silent drop.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.coders import VarIntCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec, CombiningValueStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.window import WindowFn
+from apache_beam.utils.timestamp import Timestamp
+
+from transforms.reports import DEAD_LETTER, NAMESPACE, dead_letter
+from transforms.windowing import window_fn
+
+
+class _FlagLateFn(beam.DoFn):
+    EXPIRED = CombiningValueStateSpec("expired_through_micros", VarIntCoder(), max)
+    PENDING = BagStateSpec("pending_deadlines", VarIntCoder())
+    EXPIRY = TimerSpec("expiry", TimeDomain.WATERMARK)
+
+    def __init__(self, configs):
+        self.configs = configs
+
+    def process(self, element, ts=beam.DoFn.TimestampParam, expired=beam.DoFn.StateParam(EXPIRED),
+                pending=beam.DoFn.StateParam(PENDING), expiry=beam.DoFn.TimerParam(EXPIRY)):
+        _, report = element
+        cfg = self.configs[report.collection]
+        windows = window_fn(cfg.window).assign(WindowFn.AssignContext(ts, element=report))
+        lateness_micros = int(round(cfg.allowed_lateness_seconds * 1_000_000))
+        # the GroupByKey drops a window once watermark > window.end + allowed lateness
+        deadlines = [w.end.micros + lateness_micros for w in windows]
+        through = expired.read()
+        if through is not None and all(d <= through for d in deadlines):
+            Metrics.counter(NAMESPACE, "dead_letter.late").inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
+                "late", f"event time {ts} is past its window's allowed lateness "
+                        f"({cfg.allowed_lateness_seconds}s)", "stream", record=_json_safe(report)))
+            return
+        known = set(pending.read())
+        new = [d for d in deadlines if d not in known and (through is None or d > through)]
+        for d in new:
+            pending.add(d)
+        if new:
+            expiry.set(Timestamp(micros=min(known | set(new))))
+        yield report
+
+    @on_timer(EXPIRY)
+    def on_expiry(self, fire_ts=beam.DoFn.TimestampParam, expired=beam.DoFn.StateParam(EXPIRED),
+                  pending=beam.DoFn.StateParam(PENDING), expiry=beam.DoFn.TimerParam(EXPIRY)):
+        expired.add(fire_ts.micros)
+        left = sorted(d for d in pending.read() if d > fire_ts.micros)
+        pending.clear()
+        for d in left:
+            pending.add(d)
+        if left:
+            expiry.set(Timestamp(micros=left[0]))
+        return []
+
+
+def _json_safe(report) -> dict:
+    out = report._asdict()
+    out["dimensions"] = dict(report.dimensions)
+    out["bits"] = report.bits.hex()
+    return out
+
+
+class DropLateReports(beam.PTransform):
+    """Timestamped reports -> on-time reports (``reports``) and late ones as dead letters."""
+
+    def __init__(self, configs):
+        super().__init__()
+        self.configs = configs
+
+    def expand(self, reports):
+        return (reports
+                | "KeyForLateness" >> beam.Map(lambda r: ((r.collection, r.dimensions), r))
+                | "FlagLate" >> beam.ParDo(_FlagLateFn(self.configs)).with_outputs(DEAD_LETTER, main="reports"))

@@ -1,0 +1,91 @@
+"""Sinks: rows to Avro and JSON-lines files, one file set per window (and pane), names sorting by window."""
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+
+import apache_beam as beam
+import fastavro
+from apache_beam.io.filesystems import FileSystems
+
+import schemas
+from transforms.estimate import EXTREMES, MARGINALS, TABLES, WITHHELD, window_bounds_ms
+
+SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "extreme_estimate",
+             WITHHELD: "withheld_window", "dead_letters": "dead_letter"}
+
+
+def _stamp(ms: int) -> str:
+    """UTC ``YYYYMMDDTHHMMSSmmmZ``: fixed width, so names sort by time."""
+    t = dt.datetime.fromtimestamp(ms // 1000, tz=dt.timezone.utc)
+    return f"{t:%Y%m%dT%H%M%S}{ms % 1000:03d}Z"
+
+
+def window_file_stem(w, collection: str, pane_index: int) -> str:
+    """``<start>_<end>_<collection>_pane<NNN>``: sorts by window start, then end; ``global`` for the global window."""
+    if isinstance(w, beam.window.GlobalWindow):
+        return f"global_{collection}_pane{pane_index:03d}"
+    start, end = window_bounds_ms(w)
+    return f"{_stamp(start)}_{_stamp(end)}_{collection}_pane{pane_index:03d}"
+
+
+class WriteWindowFilesFn(beam.DoFn):
+    """``((kind, collection), rows)`` of one window and pane -> ``<dir>/<kind>/<stem>.avro`` and ``.jsonl``."""
+
+    def __init__(self, output_dir: str):
+        self.output_dir = output_dir
+
+    def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        (kind, collection), rows = element
+        rows = sorted(rows, key=schemas.to_json_line)  # deterministic file contents
+        index = pane.index if pane is not None else 0
+        stem = window_file_stem(w, collection, index)
+        folder = FileSystems.join(self.output_dir, kind)
+        if not FileSystems.exists(folder):
+            try:
+                FileSystems.mkdirs(folder)
+            except IOError:  # another worker made it first
+                pass
+        avro_path = FileSystems.join(folder, stem + ".avro")
+        json_path = FileSystems.join(folder, stem + ".jsonl")
+        buf = io.BytesIO()
+        fastavro.writer(buf, schemas.load_schema(SCHEMA_OF[kind]), rows, codec="deflate")
+        for path, data in ((avro_path, buf.getvalue()),
+                           (json_path, "".join(schemas.to_json_line(r) + "\n" for r in rows).encode())):
+            tmp = path + ".tmp"
+            with FileSystems.create(tmp) as fh:
+                fh.write(data)
+            FileSystems.rename([tmp], [path])
+        yield avro_path
+
+
+class WriteRows(beam.PTransform):
+    """Rows of one output kind -> files per (window, pane, collection) under ``output_dir/kind``."""
+
+    def __init__(self, kind: str, output_dir: str):
+        super().__init__()
+        if kind not in SCHEMA_OF:
+            raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
+        self.kind = kind
+        self.output_dir = output_dir
+
+    def expand(self, rows):
+        kind = self.kind
+        collection_of = (lambda r: "all") if kind == "dead_letters" else (lambda r: r["collection"])
+        return (rows
+                | "KeyByFile" >> beam.Map(lambda r: ((kind, collection_of(r)), r))
+                | "GroupByFile" >> beam.GroupByKey()
+                | "WriteFiles" >> beam.ParDo(WriteWindowFilesFn(self.output_dir)))
+
+
+class FileSink:
+    """The job's default sink: every output kind to Avro + JSON-lines files under one directory."""
+
+    def __init__(self, output_dir: str):
+        self.output_dir = output_dir
+        if "://" not in output_dir:
+            os.makedirs(output_dir, exist_ok=True)
+
+    def write(self, kind: str, rows):
+        return rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
