@@ -1,0 +1,64 @@
+"""The ``ldp-marginals`` command: run, simulate, calibrate, demo."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines import calibrate as calibrate_cmd
+
+
+def _simulate(args):
+    from pipelines.run import load_all_configs
+    from pipelines.simulate import simulate_population, write_population
+    configs = load_all_configs([args.config])
+    if len(configs) != 1:
+        raise ValueError(f"simulate needs a config with one collection, got {sorted(configs)}")
+    cfg = next(iter(configs.values()))
+    pop = simulate_population(cfg, args.reports, seed=args.seed, start_ms=args.start_ms,
+                              span_seconds=args.span_seconds, reports_per_client=args.reports_per_client)
+    truth = write_population(cfg, pop, args.out)
+    print(f"wrote {args.reports:,} reports of {cfg.name!r} to {args.out} and the true counts to {truth}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="ldp-marginals", description="Windowed private marginals from LDP telemetry")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser("run", help="run the job (batch over Avro files, or --streaming)", add_help=False)
+    run_p.add_argument("-h", "--help", action="store_true")
+    sim = sub.add_parser("simulate", help="write a synthetic population of reports and its true counts")
+    sim.add_argument("--config", required=True)
+    sim.add_argument("--reports", type=int, required=True)
+    sim.add_argument("--out", required=True)
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--start-ms", type=int, default=1_767_225_600_000, help="first event time (ms since epoch)")
+    sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows)")
+    sim.add_argument("--reports-per-client", type=int, default=1)
+    cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP")
+    calibrate_cmd.add_calibrate_arguments(cal)
+    demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth")
+    demo.add_argument("--out", default="out/demo")
+    demo.add_argument("--reports", type=int, default=60_000)
+    demo.add_argument("--seed", type=int, default=7)
+
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.command == "run":
+            from pipelines.run import run
+            run(rest if not args.help else ["--help"])
+        elif rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        elif args.command == "simulate":
+            _simulate(args)
+        elif args.command == "calibrate":
+            calibrate_cmd.main(args)
+        elif args.command == "demo":
+            from pipelines.demo import main as demo_main
+            demo_main(args.out, args.reports, args.seed)
+    except ValueError as err:
+        print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
