@@ -8,8 +8,14 @@ import math
 import numpy as np
 
 from ldp.channels import Channel
-from ldp.privacy import (concentration_bound, effective_bits, local_dp_flip, sufficient_dp_flip,
-                         sufficient_dp_flip_by_tail, tail_probability)
+from ldp.privacy import (
+    concentration_bound,
+    effective_bits,
+    local_dp_flip,
+    sufficient_dp_flip,
+    sufficient_dp_flip_by_tail,
+    tail_probability,
+)
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:

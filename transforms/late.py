@@ -12,7 +12,12 @@ import apache_beam as beam
 from apache_beam.coders import VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec, CombiningValueStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.userstate import (
+    BagStateSpec,
+    CombiningValueStateSpec,
+    TimerSpec,
+    on_timer,
+)
 from apache_beam.transforms.window import WindowFn
 from apache_beam.utils.timestamp import Timestamp
 

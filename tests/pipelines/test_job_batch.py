@@ -1,0 +1,135 @@
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+import schemas
+from ldp.cooccurrence import CooccurrenceAccumulator
+from ldp.extremes import ExtremeAccumulator
+from ldp.tmdh import estimate_tmdh
+from ldp.windows import assign_windows
+from pipelines.job import JobOptions, build
+from pipelines.simulate import report_records, simulate_population
+from transforms.reports import ReadNoisyReportFiles
+
+
+class Shards(beam.PTransform):
+    """Several Create shards flattened: the runner must merge accumulators across them."""
+
+    def __init__(self, records, n_shards=4):
+        super().__init__()
+        self.records = records
+        self.n_shards = n_shards
+
+    def expand(self, pbegin):
+        parts = [pbegin | f"Shard{i}" >> beam.Create(self.records[i::self.n_shards]) for i in range(self.n_shards)]
+        return parts | "FlattenShards" >> beam.Flatten()
+
+
+def core_rows(config, pop, records):
+    """Expected rows computed with ldp directly, window by window."""
+    marg, withheld, extremes = [], [], []
+    packed = pop.noisy
+    bits = np.unpackbits(packed, axis=1, bitorder="little")[:, :config.layout.n_bits]
+    for (start, end), idx in assign_windows(config.window, pop.event_ms):
+        base = {"collection": config.name, "window_start": start, "window_end": end, "dimensions": {}}
+        if len(idx) < config.min_reports:
+            withheld.append(dict(base, n_reports=len(idx), min_reports=config.min_reports,
+                                 reason=f"{len(idx)} reports < min_reports={config.min_reports}"))
+            if config.client_extremes:  # fewer clients than reports: the client extremes are withheld too
+                n_clients = len(set(pop.clients[idx]))
+                withheld.append(dict(base, n_reports=n_clients, min_reports=config.min_reports,
+                                     reason=f"{n_clients} clients < min_reports={config.min_reports} (client extremes)"))
+            continue
+        est = estimate_tmdh(CooccurrenceAccumulator(config.family).add_packed(packed[idx]), config.channels)
+        low, high = est.intervals(config.level)
+        for i, s in enumerate(config.family):
+            if s:
+                marg.append((start, tuple(s), est.means[i], est.variances[i], low[i], high[i], len(idx)))
+        for ext in config.report_extremes:
+            cols = list(ext.bits)
+            acc = ExtremeAccumulator(ext.op, (len(idx),)).add(bits[idx][:, cols].T, config.channels.p[cols][:, None],
+                                                              config.channels.q[cols][:, None])
+            extremes.append((start, ext.name, acc.estimate().sum(), acc.variance().sum()))
+    return marg, withheld, extremes
+
+
+def test_batch_estimates_equal_the_core_on_the_same_reports(small_config):
+    pop = simulate_population(small_config, 3000, seed=3, span_seconds=3.01 * 3600)  # last window is small
+    records = list(report_records(small_config, pop))
+    marg, withheld, extremes = core_rows(small_config, pop, records)
+    assert withheld, "the simulation should leave a window below min_reports"
+    with BeamTestPipeline() as p:
+        outs = build(p, Shards(records), None, JobOptions({"app": small_config}))
+        assert_that(outs["marginals"] | beam.Map(lambda r: (r["window_start"], tuple(r["columns"]), r["estimate"],
+                                                            r["variance"], r["ci_low"], r["ci_high"], r["n_reports"])),
+                    equal_to(marg), label="marginals")
+        assert_that(outs["withheld"], equal_to(withheld), label="withheld")
+        assert_that(outs["dead_letters"], equal_to([]), label="no dead letters")
+        report_ext = outs["extremes"] | beam.Filter(lambda r: r["name"] != "active_client")
+        assert_that(report_ext | beam.Map(lambda r: (r["window_start"], r["name"], round(r["estimate"], 6),
+                                                     round(r["variance"], 6))),
+                    equal_to([(s, n, round(e, 6), round(v, 6)) for s, n, e, v in extremes]), label="extremes")
+
+
+def malformed_inputs(config):
+    good = next(iter(report_records(config, simulate_population(config, 1, seed=1))))
+    n_bytes = config.layout.n_bytes
+
+    def bad(**changes):
+        r = dict(good)
+        r.update(changes)
+        return r
+    no_time = dict(good)
+    del no_time["event_time"]
+    return [
+        (bad(collection="other"), "unknown_collection"),
+        (bad(collection=7), "bad_field"),
+        (bad(bits=b"\x00" * (n_bytes + 1)), "wrong_length"),
+        (bad(bits=b"\xff" * n_bytes), "padding_bits"),  # 6 bits: bits 6 and 7 are padding
+        (no_time, "bad_timestamp"),
+        (bad(event_time=-5), "bad_timestamp"),
+        (bad(event_time=7_000_000_000_000), "bad_timestamp"),
+        (bad(event_time="yesterday"), "bad_timestamp"),
+        (bad(bits="0101"), "bad_field"),
+        (bad(dimensions={"version": 3}), "bad_field"),
+        (bad(client=12), "bad_field"),
+        (b"\x01\x02 not avro", "undecodable"),
+        ("a string", "undecodable"),
+        ((schemas.encode_message("noisy_report", good) + b"\x00", "kafka:t"), "undecodable"),  # trailing byte
+    ], good
+
+
+def test_every_malformed_kind_is_dead_lettered_and_totals_add_up(small_config):
+    bad, good = malformed_inputs(small_config)
+    goods = [good] * 60 + [schemas.encode_message("noisy_report", good)] * 5  # dicts and Avro messages
+    inputs = [b for b, _ in bad] + goods
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(inputs), None, JobOptions({"app": small_config}))
+        assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]), equal_to([r for _, r in bad]),
+                    label="reasons")
+        assert_that(outs["dead_letters"] | beam.Filter(lambda d: not d["detail"] or not d["source"]),
+                    equal_to([]), label="every dead letter says why and where")
+        counted = (outs["marginals"] | beam.Filter(lambda r: r["columns"] == [0])
+                   | beam.Map(lambda r: r["n_reports"]) | beam.WindowInto(beam.window.GlobalWindows())
+                   | beam.CombineGlobally(sum))
+        assert_that(counted, equal_to([len(goods)]), label="counted")
+    assert len(bad) + len(goods) == len(inputs)
+
+
+def test_unreadable_files_are_dead_lettered(small_config, tmp_path):
+    pop = simulate_population(small_config, 80, seed=4, span_seconds=600)  # one window
+    schemas.write_avro(tmp_path / "good.avro", "noisy_report", report_records(small_config, pop))
+    (tmp_path / "junk.avro").write_bytes(b"Obj\x01 this is not an avro container")
+    data = (tmp_path / "good.avro").read_bytes()
+    (tmp_path / "truncated.avro").write_bytes(data[: len(data) // 2])
+    with BeamTestPipeline() as p:
+        outs = build(p, ReadNoisyReportFiles(str(tmp_path / "*.avro")), None, JobOptions({"app": small_config}))
+        assert_that(outs["dead_letters"] | beam.Map(lambda d: (d["reason"], d["source"].split("/")[-1].split("#")[0])),
+                    equal_to([("undecodable", "junk.avro"), ("undecodable", "truncated.avro")]), label="files")
+        counted = (outs["marginals"] | beam.Filter(lambda r: r["columns"] == [0])
+                   | beam.Map(lambda r: r["n_reports"]) | beam.WindowInto(beam.window.GlobalWindows())
+                   | beam.CombineGlobally(sum))
+        # all 80 good reports, plus whatever complete blocks of the truncated copy could be read
+        assert_that(counted | beam.Map(lambda n: n >= 80), equal_to([True]), label="good file counted")
