@@ -14,7 +14,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
     BagStateSpec,
-    CombiningValueStateSpec,
+    ReadModifyWriteStateSpec,
     TimerSpec,
     on_timer,
 )
@@ -26,7 +26,7 @@ from transforms.windowing import window_fn
 
 
 class _FlagLateFn(beam.DoFn):
-    EXPIRED = CombiningValueStateSpec("expired_through_micros", VarIntCoder(), max)
+    EXPIRED = ReadModifyWriteStateSpec("expired_through_micros", VarIntCoder())
     PENDING = BagStateSpec("pending_deadlines", VarIntCoder())
     EXPIRY = TimerSpec("expiry", TimeDomain.WATERMARK)
 
@@ -42,14 +42,15 @@ class _FlagLateFn(beam.DoFn):
         # the GroupByKey drops a window once watermark > window.end + allowed lateness
         deadlines = [w.end.micros + lateness_micros for w in windows]
         through = expired.read()
-        if through is not None and all(d <= through for d in deadlines):
+        through = -1 if through is None else through  # -1: no window of this key has expired yet
+        if all(d <= through for d in deadlines):
             Metrics.counter(NAMESPACE, "dead_letter.late").inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
                 "late", f"event time {ts} is past its window's allowed lateness "
                         f"({cfg.allowed_lateness_seconds}s)", "stream", record=_json_safe(report)))
             return
         known = set(pending.read())
-        new = [d for d in deadlines if d not in known and (through is None or d > through)]
+        new = [d for d in deadlines if d not in known and d > through]
         for d in new:
             pending.add(d)
         if new:
@@ -59,7 +60,7 @@ class _FlagLateFn(beam.DoFn):
     @on_timer(EXPIRY)
     def on_expiry(self, fire_ts=beam.DoFn.TimestampParam, expired=beam.DoFn.StateParam(EXPIRED),
                   pending=beam.DoFn.StateParam(PENDING), expiry=beam.DoFn.TimerParam(EXPIRY)):
-        expired.add(fire_ts.micros)
+        expired.write(max(expired.read() or -1, fire_ts.micros))
         left = sorted(d for d in pending.read() if d > fire_ts.micros)
         pending.clear()
         for d in left:
