@@ -20,7 +20,7 @@ from ldp.extremes import ExtremeAccumulator, union_cardinality
 from ldp.randomizer import ClientRandomizer, randomize_bits
 from ldp.sets import SetFamily
 from ldp.tables import (
-    categorical_table,
+    group_table,
     marginal_table,
     phi_coefficient,
     project_to_simplex,
@@ -29,7 +29,7 @@ from ldp.tmdh import TMDHEstimate, estimate_tmdh, expected_counts
 
 __all__ = [
     "Channel", "ChannelSet", "ClientRandomizer", "CooccurrenceAccumulator", "ExtremeAccumulator", "Feature",
-    "Layout", "SetFamily", "TMDHEstimate", "categorical_table", "count_bits", "count_packed", "estimate_tmdh",
+    "Layout", "SetFamily", "TMDHEstimate", "group_table", "count_bits", "count_packed", "estimate_tmdh",
     "expected_counts", "marginal_table", "pack_bits", "phi_coefficient", "project_to_simplex", "randomize_bits",
     "unpack_bits", "union_cardinality",
 ]

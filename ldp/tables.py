@@ -21,7 +21,7 @@ the sampling term ``N (diag(pi) - pi pi^T)`` (see :meth:`MarginalTable.superpopu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
+from itertools import combinations, product
 from typing import Sequence
 
 import numpy as np
@@ -133,12 +133,13 @@ def marginal_table_from_means(est: TMDHEstimate, columns) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class CategoricalTable:
-    """Joint counts of the value combinations of a group of categorical (one-hot) features."""
+class GroupTable:
+    """Joint counts of the value combinations of a group of features (categorical values, and
+    ``false`` / ``true`` for booleans), with the covariance of the cells."""
 
     features: tuple
     cells: tuple              # tuples of values, one per feature
-    bit_sets: tuple           # the bit set estimated for each cell
+    columns: tuple            # per cell: the bits the cell depends on
     n: int
     estimate: np.ndarray
     covariance: np.ndarray
@@ -151,30 +152,50 @@ class CategoricalTable:
         return normal_interval(self.estimate, self.variances, level)
 
 
-def categorical_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> CategoricalTable:
-    """Table of a group of categorical features: cell (v_1, ..., v_g) is the TMDH estimate of the
-    set of the g one-hot bits ``f_1=v_1, ..., f_g=v_g`` (order g counts needed).
+def group_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> GroupTable:
+    """Table of a group of features. A cell fixes one value per feature: the bits ``T`` that must be 1
+    (the categorical values' one-hot bits and the booleans that are true) and the boolean bits ``F``
+    that must be 0. By inclusion-exclusion (Carette Lemma A.1) its count is
+    ``sum_{B subset F} (-1)^|B| t_{T u B}``, a linear combination of TMDH estimates, so its covariance
+    is ``C Sigma C^T`` with ``Sigma`` the TMDH covariance (Carette eq. 136) of the sets involved.
 
-    Two different cells differ on some feature f, so their union holds two one-hot bits of f,
-    whose true count is 0: the cells are uncorrelated and the covariance is diagonal (exactly,
-    by the structural zeros of the one-hot encoding).
+    Needs the count of the group's full cell sets (one bit per feature). For categorical-only groups
+    the covariance is diagonal: two different cells differ on some feature f, so their union holds
+    two one-hot bits of f, whose true count is 0 (a structural zero of the one-hot encoding).
     """
     names = tuple(features)
     if not names:
         raise ValueError("features must name at least one feature, got features=()")
     feats = [layout.feature(n) for n in names]
-    for f in feats:
-        if f.kind != CATEGORICAL:
-            raise ValueError(f"features must be categorical, got feature={f.name!r} of kind {f.kind!r}")
     group_est = est if est.exclusive_groups else TMDHEstimate(
         est.family, est.channels, est.counts, est.means, est.variances, layout.exclusive_groups)
-    cells, sets = [], []
-    for combo in product(*[range(f.n_bits) for f in feats]):
-        cells.append(tuple(f.values[i] for f, i in zip(feats, combo)))
-        sets.append(tuple(sorted(layout.bits_of(f.name)[i] for f, i in zip(feats, combo))))
-    estimate = np.array([group_est.mean(s) for s in sets])
-    cov = group_est.covariance_matrix(sets)
-    return CategoricalTable(names, tuple(cells), tuple(sets), est.n, estimate, cov)
+    options = []
+    for f in feats:
+        bits = list(layout.bits_of(f.name))
+        if f.kind == CATEGORICAL:
+            options.append([(v, (b,), ()) for v, b in zip(f.values, bits)])
+        else:
+            options.append([("false", (), (bits[0],)), ("true", (bits[0],), ())])
+    cells, columns, terms = [], [], []
+    for combo in product(*options):
+        ones = tuple(sorted(b for _, t, _ in combo for b in t))
+        zeros = tuple(sorted(b for _, _, z in combo for b in z))
+        cells.append(tuple(v for v, _, _ in combo))
+        columns.append(tuple(sorted(ones + zeros)))
+        cell_terms = []
+        for r in range(len(zeros) + 1):
+            for extra in combinations(zeros, r):
+                cell_terms.append((tuple(sorted(ones + extra)), (-1) ** r))
+        terms.append(cell_terms)
+    sets = sorted({s for cell_terms in terms for s, _ in cell_terms}, key=lambda s: (len(s), s))
+    where = {s: i for i, s in enumerate(sets)}
+    coef = np.zeros((len(cells), len(sets)))
+    for row, cell_terms in enumerate(terms):
+        for s, sign in cell_terms:
+            coef[row, where[s]] += sign
+    means = np.array([group_est.mean(s) for s in sets])
+    sigma = group_est.covariance_matrix(sets)
+    return GroupTable(names, tuple(cells), tuple(columns), est.n, coef @ means, coef @ sigma @ coef.T)
 
 
 def project_to_simplex(frequencies) -> np.ndarray:

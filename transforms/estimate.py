@@ -1,11 +1,13 @@
 """The windowed estimation composite: window, key, combine, extract rows (with the min_reports guard)."""
 from __future__ import annotations
 
+import math
+
 import apache_beam as beam
 import numpy as np
 
 from ldp.intervals import normal_interval
-from ldp.tables import categorical_table
+from ldp.tables import group_table
 from ldp.tmdh import estimate_tmdh
 from transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
 from transforms.windowing import window_into
@@ -38,29 +40,13 @@ def marginal_rows(config, est, base) -> list:
 
 
 def table_rows(config, est, base) -> list:
-    """TableCell rows of every configured feature group (one value per feature per cell)."""
+    """TableCell rows of every configured feature group."""
     rows = []
     for group in config.groups:
-        feats = [config.layout.feature(f) for f in group]
-        if all(f.kind == "categorical" for f in feats):
-            table = categorical_table(est, config.layout, group)
-            cells = [list(c) for c in table.cells]
-            sets, estimate, variances = table.bit_sets, table.estimate, table.variances
-        else:
-            sets = config.layout.group_sets(group)
-            estimate = np.array([est.mean(s) for s in sets])
-            variances = np.array([est.variance(s) for s in sets])
-            cells = []
-            for s in sets:
-                cell = []
-                for f in feats:
-                    bits = set(config.layout.bits_of(f.name)) & set(s)
-                    label = config.layout.labels[bits.pop()]
-                    cell.append(label.split("=", 1)[1] if "=" in label else "true")
-                cells.append(cell)
-        low, high = normal_interval(estimate, variances, config.level)
-        for cell, s, e, v, lo, hi in zip(cells, sets, estimate, variances, low, high):
-            rows.append(dict(base, group=list(group), cell=cell, columns=list(s), estimate=float(e),
+        table = group_table(est, config.layout, group)
+        low, high = table.intervals(config.level)
+        for cell, cols, e, v, lo, hi in zip(table.cells, table.columns, table.estimate, table.variances, low, high):
+            rows.append(dict(base, group=list(group), cell=list(cell), columns=list(cols), estimate=float(e),
                              frequency=float(e / est.n), variance=float(v), ci_low=float(lo), ci_high=float(hi)))
     return rows
 
@@ -116,7 +102,9 @@ class SumClientExtremesFn(beam.DoFn):
                 base, n_reports=n, min_reports=self.config.min_reports,
                 reason=f"{n} clients < min_reports={self.config.min_reports} (client extremes)"))
             return
-        sums = np.sum(np.array(per_client, dtype=float).reshape(n, -1, 2), axis=0)
+        values = np.array(per_client, dtype=float).reshape(n, -1, 2)
+        # math.fsum: exactly rounded, so the result does not depend on the order clients arrive in
+        sums = [[math.fsum(values[:, e, j]) for j in range(2)] for e in range(values.shape[1])]
         for ext, (total, var) in zip(self.config.client_extremes, sums):
             yield beam.pvalue.TaggedOutput(EXTREMES, extreme_row(base, ext, n, total, var, self.config.level))
 

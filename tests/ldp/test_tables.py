@@ -10,8 +10,8 @@ from ldp.encoding import Feature, Layout
 from ldp.randomizer import randomize_bits
 from ldp.sets import SetFamily
 from ldp.tables import (
-    categorical_table,
     cell_patterns,
+    group_table,
     kron_apply,
     marginal_table,
     marginal_table_from_means,
@@ -116,7 +116,7 @@ def test_table_errors():
         marginal_table(est, (0, 1, 2))
 
 
-def test_categorical_table_is_the_joint_one_hot_cells_with_diagonal_covariance():
+def test_group_table_of_categorical_features_has_diagonal_covariance():
     layout = Layout((Feature.categorical("os", ["mac", "win", "linux"]), Feature.boolean("beta"),
                      Feature.categorical("plan", ["free", "pro"])))
     chans = ChannelSet.uniform(Channel.optimized_unary(2.0), layout.n_bits)
@@ -128,7 +128,7 @@ def test_categorical_table_is_the_joint_one_hot_cells_with_diagonal_covariance()
     fam = SetFamily.all_up_to(layout.n_bits, 2)
     truth = count_bits(x, fam)
     est = estimate_tmdh(expected_counts(truth, fam, chans), chans, fam, layout.exclusive_groups)
-    table = categorical_table(est, layout, ["os", "plan"])
+    table = group_table(est, layout, ["os", "plan"])
     assert table.cells[0] == ("mac", "free") and len(table.cells) == 6
     for cell, value in zip(table.cells, table.estimate):
         assert value == pytest.approx(np.sum((os_v == cell[0]) & (plan == cell[1])), abs=1e-8)
@@ -136,9 +136,38 @@ def test_categorical_table_is_the_joint_one_hot_cells_with_diagonal_covariance()
     assert np.all(table.variances > 0)
     # the exclusive groups are taken from the layout when the estimate has none
     plain = estimate_tmdh(expected_counts(truth, fam, chans), chans, fam)
-    assert np.allclose(categorical_table(plain, layout, ["os", "plan"]).covariance, table.covariance)
-    with pytest.raises(ValueError, match=r"features must be categorical, got feature='beta' of kind 'boolean'"):
-        categorical_table(est, layout, ["os", "beta"])
+    assert np.allclose(group_table(plain, layout, ["os", "plan"]).covariance, table.covariance)
+    # a group with a boolean: false and true cells, counts by inclusion-exclusion
+    mixed = group_table(est, layout, ["os", "beta"])
+    assert len(mixed.cells) == 6 and mixed.cells[:2] == (("mac", "false"), ("mac", "true"))
+    beta = x[:, layout.bit_index("beta")].astype(bool)
+    for cell, value in zip(mixed.cells, mixed.estimate):
+        assert value == pytest.approx(np.sum((os_v == cell[0]) & (beta == (cell[1] == "true"))), abs=1e-8)
+    assert mixed.estimate.sum() == pytest.approx(n)
+
+
+@pytest.mark.statistical
+def test_mixed_group_table_variance_by_simulation():
+    layout = Layout((Feature.categorical("os", ["mac", "win"]), Feature.boolean("beta"), Feature.boolean("dark")))
+    chans = ChannelSet.from_arrays([0.1, 0.2, 0.15, 0.25], [0.85, 0.9, 0.8, 0.7])
+    rng = np.random.default_rng(12)
+    n = 1500
+    os_v = rng.choice(["mac", "win"], n, p=[0.4, 0.6])
+    x = layout.encode_many({"os": o, "beta": bool(rng.random() < 0.3), "dark": bool(rng.random() < 0.6)}
+                           for o in os_v)
+    fam = SetFamily(layout.n_bits, 2, extra=layout.group_sets(["os", "beta", "dark"]))
+    exact = group_table(estimate_tmdh(expected_counts(count_bits(x, fam), fam, chans), chans, fam,
+                                      layout.exclusive_groups), layout, ["os", "beta", "dark"])
+    reps = 1500
+    cells = np.empty((reps, len(exact.cells)))
+    for r in range(reps):
+        est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(randomize_bits(x, chans, rng)), chans)
+        cells[r] = group_table(est, layout, ["os", "beta", "dark"]).estimate
+    assert_mean_close(cells, exact.estimate, exact.variances)
+    assert_variance_ratio(cells, exact.variances)
+    sample = np.cov(cells.T)
+    sd = np.sqrt((np.outer(exact.variances, exact.variances) + exact.covariance ** 2) / reps)
+    assert np.all(np.abs(sample - exact.covariance) <= Z * sd)
 
 
 def test_projection_onto_the_simplex():

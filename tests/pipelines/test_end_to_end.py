@@ -1,0 +1,132 @@
+"""simulate -> ldp-marginals run -> Avro rows read back; the same job on the other local runners."""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy.stats import binom
+
+import schemas
+from pipelines.run import run
+from tests.conftest import SMALL_CONFIG
+from tests.stats import ALPHA
+
+
+def cli(*args):
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e2e")
+    spec = dict(SMALL_CONFIG, min_reports=500)
+    (d / "config.yaml").write_text(yaml.safe_dump(spec))
+    cli("simulate", "--config", str(d / "config.yaml"), "--reports", "40000", "--out", str(d / "reports.avro"),
+        "--seed", "11", "--reports-per-client", "4")
+    return d
+
+
+def read_rows(folder, name):
+    return [r for path in sorted(glob.glob(os.path.join(folder, "*.avro"))) for r in schemas.read_avro(path, name)]
+
+
+def test_cli_run_estimates_cover_the_truth_at_the_level(simulated):
+    d = simulated
+    stdout = cli("run", "--config", str(d / "config.yaml"), "--input", str(d / "*.avro"), "--output", str(d / "out"))
+    assert "counted 40000 reports; dead-lettered 0" in stdout
+    assert json.loads((d / "out" / "summary.json").read_text())["reports_counted"] == 40000
+    truth = {}
+    for w in json.loads((d / "reports.avro.truth.json").read_text())["windows"]:
+        for s, c in zip(w["sets"], w["counts"]):
+            truth[(w["window_start"], tuple(s))] = c
+    rows = read_rows(d / "out" / "marginals", "marginal_estimate")
+    assert len(rows) == 4 * (len([s for s in truth if s[0] == rows[0]["window_start"]]) - 1)
+    covered = [r["ci_low"] <= truth[(r["window_start"], tuple(r["columns"]))] <= r["ci_high"] for r in rows]
+    n = len(covered)
+    # coverage at the 95% level: a binomial band with a tiny false-alarm rate (estimates in one
+    # window are correlated, which widens the spread; the band is wide enough for that)
+    lo, hi = binom.ppf([ALPHA / 2, 1 - ALPHA / 2], n, 0.95)
+    assert lo <= sum(covered) <= hi, (sum(covered), n)
+    # the frequencies are the counts over n_reports, and the JSON lines mirror the Avro rows
+    assert all(abs(r["frequency"] * r["n_reports"] - r["estimate"]) < 1e-6 * max(1, abs(r["estimate"])) for r in rows)
+    jsonl = [json.loads(line) for p in sorted(glob.glob(str(d / "out" / "marginals" / "*.jsonl")))
+             for line in Path(p).read_text().splitlines()]
+    assert sorted(map(schemas.to_json_line, jsonl)) == sorted(map(schemas.to_json_line, rows))
+    # one file set per window, names sorting by window
+    names = sorted(os.path.basename(p) for p in glob.glob(str(d / "out" / "marginals" / "*.avro")))
+    starts = [schemas.read_avro(d / "out" / "marginals" / name, "marginal_estimate")[0]["window_start"] for name in names]
+    assert starts == sorted(starts) and len(set(starts)) == 4
+    tables = read_rows(d / "out" / "tables", "table_cell")
+    assert {tuple(r["group"]) for r in tables} == {("os", "dark")} and len(tables) == 4 * 3 * 2
+    extremes = read_rows(d / "out" / "extremes", "extreme_estimate")
+    assert {r["name"] for r in extremes} == {"any_flag", "all_flags", "active_client"}
+
+
+@pytest.mark.parametrize("runner_args", [
+    ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"],
+], ids=["multi_processing", "portable_loopback"])
+def test_other_runners_give_the_same_rows(simulated, tmp_path, runner_args):
+    d = simulated
+    small = tmp_path / "small.avro"
+    records = schemas.read_avro(d / "reports.avro", "noisy_report")[:3000]
+    schemas.write_avro(small, "noisy_report", records)
+    base = ["--config", str(d / "config.yaml"), "--input", str(small)]
+    ref = run(base + ["--output", str(tmp_path / "ref")])
+    other = run(base + ["--output", str(tmp_path / "other")] + runner_args)
+    assert other["reports_counted"] == ref["reports_counted"] == 3000
+    # estimates from integer counts are identical whatever the runner's split of the work
+    for kind, schema in (("marginals", "marginal_estimate"), ("withheld", "withheld_window"), ("tables", "table_cell")):
+        a = sorted(map(schemas.to_json_line, read_rows(tmp_path / "ref" / kind, schema)))
+        b = sorted(map(schemas.to_json_line, read_rows(tmp_path / "other" / kind, schema)))
+        assert a == b and (a or kind == "withheld"), kind
+    # extremes are sums of floats over reports or clients: equal up to the order of the additions
+    key = lambda r: (r["window_start"], r["name"])  # noqa: E731
+    a = sorted(read_rows(tmp_path / "ref" / "extremes", "extreme_estimate"), key=key)
+    b = sorted(read_rows(tmp_path / "other" / "extremes", "extreme_estimate"), key=key)
+    assert [key(r) for r in a] == [key(r) for r in b] and a
+    for ra, rb in zip(a, b):
+        assert ra["n"] == rb["n"]
+        for field in ("estimate", "variance", "ci_low", "ci_high"):
+            assert ra[field] == pytest.approx(rb[field], rel=1e-9, abs=1e-9)
+
+
+def test_calibrate_json():
+    from ldp.privacy import local_dp_flip, sufficient_dp_flip
+    out = json.loads(cli("calibrate", "--bits", "40", "--population", "10000000", "--epsilon", "2", "--json",
+                         "--trials", "4000"))
+    assert out["local_dp_flip"] == pytest.approx(local_dp_flip(40, np.exp(2.0)))
+    assert out["sufficient_dp_flip"] == pytest.approx(sufficient_dp_flip(40, 10_000_000, np.exp(2.0)))
+    assert out["sufficient_dp_flip"] == pytest.approx(0.351, abs=5e-4)
+    assert 0 <= out["tail_probability"] <= 1 and out["monte_carlo_flip"] < out["local_dp_flip"]
+    human = cli("calibrate", "--bits", "5", "--population", "1000", "--epsilon", "0.693", "--max-ones", "1",
+                "--trials", "2000")
+    assert "sufficient DP flip" in human and re.search(r"bits L \(effective\)\s+5 \(2\)", human)
+
+
+def test_cli_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(dict(SMALL_CONFIG, max_order=0)))
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--config", str(bad), "--input", "x",
+                          "--output", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 2 and "max_order must be >= 1, got max_order=0" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "calibrate", "--bits", "5", "--population", "10",
+                          "--epsilon", "0.5"], capture_output=True, text=True)
+    assert out.returncode == 2 and "population=10 is too small" in out.stderr
+
+
+def test_demo_writes_real_outputs(tmp_path):
+    stdout = cli("demo", "--out", str(tmp_path / "demo"), "--reports", "12000")
+    assert "cover the truth" in stdout and "withheld below min_reports" in stdout
+    result = json.loads((tmp_path / "demo" / "demo_result.json").read_text())
+    assert result["summary"]["reports_counted"] == 12500 and result["withheld"] == 1
+    assert result["coverage"] > 0.8
+    assert glob.glob(str(tmp_path / "demo" / "estimates" / "marginals" / "*.avro"))
