@@ -61,7 +61,7 @@ def run(argv=None) -> dict:
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
     pipeline = beam.Pipeline(options=options)
-    build(pipeline, source, FileSink(args.output), JobOptions(configs, streaming=args.streaming))
+    build(pipeline, source, FileSink(args.output, streaming=args.streaming), JobOptions(configs, streaming=args.streaming))
     result = pipeline.run()
     result.wait_until_finish()
     summary = summarize(result)

@@ -95,7 +95,7 @@ def decode_message(name: str, payload: bytes) -> dict:
     record = fastavro.schemaless_reader(buf, load_schema(name), None)
     if buf.tell() != len(payload):
         raise ValueError(f"payload has {len(payload) - buf.tell()} trailing bytes after one {name} record")
-    return record
+    return normalize(name, record)
 
 
 def to_json_line(record: dict) -> str:

@@ -208,7 +208,7 @@ def parse_config(spec: dict) -> CollectionConfig:
     lateness = _number(spec.get("allowed_lateness_seconds", 0), "allowed_lateness_seconds", minimum=0)
     early = spec.get("early_firing_seconds")
     if early is not None:
-        _number(early, "early_firing_seconds", minimum=0)
+        _number(early, "early_firing_seconds", minimum=0, integer=True)
         if early <= 0:
             raise ValueError(f"early_firing_seconds must be > 0, got early_firing_seconds={early}")
     extremes = []

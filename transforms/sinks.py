@@ -8,6 +8,7 @@ import os
 import apache_beam as beam
 import fastavro
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms import trigger
 
 import schemas
 from transforms.estimate import EXTREMES, MARGINALS, TABLES, WITHHELD, window_bounds_ms
@@ -80,12 +81,23 @@ class WriteRows(beam.PTransform):
 
 
 class FileSink:
-    """The job's default sink: every output kind to Avro + JSON-lines files under one directory."""
+    """The job's default sink: every output kind to Avro + JSON-lines files under one directory.
 
-    def __init__(self, output_dir: str):
+    In streaming mode the dead letters, which live in the global window, are written in panes every
+    ``dead_letter_seconds`` of processing time (a global window's default trigger never fires there).
+    """
+
+    def __init__(self, output_dir: str, streaming: bool = False, dead_letter_seconds: int = 60):
         self.output_dir = output_dir
+        self.streaming = streaming
+        self.dead_letter_seconds = dead_letter_seconds
         if "://" not in output_dir:
             os.makedirs(output_dir, exist_ok=True)
 
     def write(self, kind: str, rows):
+        if self.streaming and kind == "dead_letters":
+            rows = rows | "PaneDeadLetters" >> beam.WindowInto(
+                beam.window.GlobalWindows(),
+                trigger=trigger.Repeatedly(trigger.AfterProcessingTime(self.dead_letter_seconds)),
+                accumulation_mode=trigger.AccumulationMode.DISCARDING)
         return rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)

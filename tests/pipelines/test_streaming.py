@@ -6,6 +6,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to, equal_to_per_window
 from apache_beam.transforms.window import IntervalWindow
 
+import schemas
 from pipelines.job import JobOptions, build
 from schemas.config import parse_config
 from tests.conftest import SMALL_CONFIG
@@ -77,3 +78,22 @@ def test_early_panes_fire_before_the_watermark():
     with streaming_pipeline() as p:
         outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
         assert_that(n_per_pane(outs), equal_to([(0, 1), (0, 2)]), label="early then on time")
+
+
+def test_streaming_file_sink_writes_windows_and_dead_letters(tmp_path):
+    from transforms.sinks import FileSink
+    cfg = config()
+    stream = (test_stream.TestStream()
+              .advance_watermark_to(START)
+              .add_elements([record(cfg, 1), record(cfg, 2), dict(record(cfg, 3), bits=b"\x01\x02")])
+              .advance_processing_time(61)
+              .advance_watermark_to(START + 100)
+              .add_elements([record(cfg, 70)])
+              .advance_watermark_to_infinity())
+    with streaming_pipeline() as p:
+        build(p, stream, FileSink(str(tmp_path), streaming=True), JobOptions({cfg.name: cfg}, streaming=True))
+    marginals = sorted(f.name for f in (tmp_path / "marginals").glob("*.avro"))
+    assert marginals == ["20260101T000000000Z_20260101T000100000Z_app_pane000.avro",
+                         "20260101T000100000Z_20260101T000200000Z_app_pane000.avro"]
+    dead = [r for f in (tmp_path / "dead_letters").glob("*.avro") for r in schemas.read_avro(f, "dead_letter")]
+    assert [d["reason"] for d in dead] == ["wrong_length"]
