@@ -89,3 +89,27 @@ def test_extreme_and_union_combine_fns_match_the_core():
     assert ufn.extract_output(uacc) == pytest.approx(union_cardinality(sketches, 0.1, 0.9))
     with pytest.raises(ValueError, match=r"op must be 'or' or 'and', got op='max'"):
         ExtremeCombineFn("max")
+
+
+def test_extreme_and_union_transforms_in_a_pipeline():
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from transforms.combiners import EstimateExtremes, EstimateUnionSize
+    rng = np.random.default_rng(9)
+    bits = (rng.random((2, 30)) < 0.2).astype(int)
+    sketches = (rng.random((5, 16)) < 0.3).astype(np.uint8)
+    expected = []
+    for key in (0, 1):
+        core = ExtremeAccumulator("and").add(bits[key], 0.1, 0.9)
+        expected.append((key, round(float(core.estimate()), 9), round(float(core.variance()), 9), 30))
+    union = union_cardinality(sketches, 0.2, 0.8)
+    with BeamTestPipeline() as p:
+        stream = p | "Bits" >> beam.Create([(k, (int(b), 0.1, 0.9)) for k in (0, 1) for b in bits[k]])
+        out = stream | EstimateExtremes("and") | beam.MapTuple(
+            lambda k, v: (k, round(v[0], 9), round(v[1], 9), v[2]))
+        assert_that(out, equal_to(expected), label="and per key")
+        packed = p | "Sketches" >> beam.Create([np.packbits(r, bitorder="little").tobytes() for r in sketches])
+        size = packed | EstimateUnionSize(16, 0.2, 0.8) | beam.Map(lambda ev: (round(ev[0], 9), round(ev[1], 9)))
+        assert_that(size, equal_to([(round(union[0], 9), round(union[1], 9))]), label="union")
