@@ -11,6 +11,15 @@ from ldp.extremes import ExtremeAccumulator, union_from_state
 FLUSH_REPORTS = 4096  # packed reports buffered before one vectorized count
 
 
+def _merge_into_first(accumulators):
+    """Merge mergeable ldp states; Beam's contract: only the first may be modified and returned."""
+    it = iter(accumulators)
+    first = next(it)
+    for other in it:
+        first.merge(other)
+    return first
+
+
 class WindowAccumulator:
     """Accumulator of one collection's window and key.
 
@@ -140,11 +149,7 @@ class ExtremeCombineFn(beam.CombineFn):
         return acc.add_one(bit, p, q)
 
     def merge_accumulators(self, accumulators):
-        it = iter(accumulators)
-        first = next(it)
-        for other in it:
-            first.merge(other)
-        return first
+        return _merge_into_first(accumulators)
 
     def extract_output(self, acc):
         return float(acc.estimate()), float(acc.variance()), int(acc.n)
@@ -168,11 +173,7 @@ class UnionSizeCombineFn(beam.CombineFn):
         return acc.add(bits[None, :], self.p, self.q)
 
     def merge_accumulators(self, accumulators):
-        it = iter(accumulators)
-        first = next(it)
-        for other in it:
-            first.merge(other)
-        return first
+        return _merge_into_first(accumulators)
 
     def extract_output(self, acc):
         return union_from_state(acc)
