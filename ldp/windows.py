@@ -24,3 +24,15 @@ def assign_windows(window, event_ms: np.ndarray):
         for s in np.unique(start[inside]):
             out.setdefault(int(s), []).append(np.flatnonzero(inside & (start == s)))
     return [((s, s + size), np.sort(np.concatenate(parts))) for s, parts in sorted(out.items())]
+
+
+def slice_starts(window, event_ms: np.ndarray) -> np.ndarray:
+    """Start (ms) of each event's slice: the period-aligned interval whose events all belong to the
+    same windows (a fixed window itself; a sliding window's period; one slice for the global window).
+    Pre-aggregating per slice and timestamping the aggregate with the slice start lets Beam assign
+    it to exactly the windows of its events."""
+    t = np.asarray(event_ms, dtype=np.int64)
+    if window.type == "global":
+        return np.zeros_like(t)
+    period = int(round((window.size_seconds if window.type == "fixed" else window.period_seconds) * 1000))
+    return t - (t % period)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.pvalue import DoOutputsTuple, PCollection
 
+from transforms.blocks import PARTIALS
 from transforms.estimate import OUTPUT_KINDS, EstimateCollection
 from transforms.late import DropLateReports
 from transforms.reports import DEAD_LETTER, ValidateReportsFn
@@ -31,15 +32,19 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
 
     ``source`` is a PTransform from the pipeline root to records (dicts), Avro messages (bytes) or
     ``(either, source_label)`` pairs; it may instead return outputs tagged ``records`` and
-    ``dead_letter`` (as :class:`transforms.reports.ReadNoisyReportFiles` does). ``sink`` has
+    ``dead_letter`` (as :class:`transforms.reports.ReadNoisyReportFiles` does), and ``partials``:
+    accumulators pre-aggregated by the block reader (:class:`transforms.blocks.ReadReportFilesFast`). ``sink`` has
     ``write(kind, pcoll)``, or is None. Returns the output PCollections by kind (``marginals``,
     ``tables``, ``extremes``, ``withheld``, ``dead_letters``). Stage labels are stable.
     """
     read = pipeline | "ReadReports" >> source
     dead = []
+    partials = None
     if isinstance(read, DoOutputsTuple):
         elements = read["records"]
         dead.append(read[DEAD_LETTER])
+        if PARTIALS in read._tags:
+            partials = read[PARTIALS]
     elif isinstance(read, PCollection):
         elements = read
     else:
@@ -56,9 +61,12 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     names = sorted(options.configs)
     index = {name: i for i, name in enumerate(names)}
     parts = reports | "SplitByCollection" >> beam.Partition(lambda r, n: index[r.collection], len(names))
+    if partials is not None:
+        partial_parts = partials | "SplitPartials" >> beam.Partition(lambda p, n: index[p.collection], len(names))
     per_kind = {kind: [] for kind in OUTPUT_KINDS}
-    for name, part in zip(names, parts):
-        outs = part | f"Estimate[{name}]" >> EstimateCollection(options.configs[name], options.streaming)
+    for i, (name, part) in enumerate(zip(names, parts)):
+        inputs = part if partials is None else {"reports": part, "partials": partial_parts[i]}
+        outs = inputs | f"Estimate[{name}]" >> EstimateCollection(options.configs[name], options.streaming)
         for kind in OUTPUT_KINDS:
             per_kind[kind].append(outs[kind])
     outputs = {kind: tuple(pcolls) | f"All[{kind}]" >> beam.Flatten() for kind, pcolls in per_kind.items()}

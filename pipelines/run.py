@@ -26,6 +26,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subscription", help="Pub/Sub subscription of Avro-encoded reports")
     parser.add_argument("--kafka-topic", help="Kafka topic of Avro-encoded reports")
     parser.add_argument("--kafka-bootstrap", help="Kafka bootstrap servers")
+    parser.add_argument("--per-element", action="store_true",
+                        help="batch: read files record by record instead of the block fast path (for comparison)")
 
 
 def load_all_configs(paths) -> dict:
@@ -57,7 +59,7 @@ def run(argv=None) -> dict:
     add_run_arguments(parser)
     args, beam_args = parser.parse_known_args(argv)
     configs = load_all_configs(args.config)
-    source = make_source(args)
+    source = make_source(args, configs)
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
     pipeline = beam.Pipeline(options=options)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from transforms.blocks import ReadReportFilesFast
 from transforms.reports import ReadNoisyReportFiles
 
 
@@ -37,7 +38,7 @@ class ReadKafkaReports(beam.PTransform):
                 | "Label" >> beam.Map(lambda kv: (kv[1], f"kafka:{topic}")))
 
 
-def make_source(args) -> beam.PTransform:
+def make_source(args, configs: dict) -> beam.PTransform:
     """The source the command line asks for; ValueError naming what is missing."""
     if args.subscription:
         return ReadPubSubReports(args.subscription)
@@ -48,5 +49,7 @@ def make_source(args) -> beam.PTransform:
     if args.input:
         if args.streaming:
             raise ValueError("--input reads files in batch; use --subscription or --kafka-topic with --streaming")
-        return ReadNoisyReportFiles(args.input)
+        if getattr(args, "per_element", False):
+            return ReadNoisyReportFiles(args.input)
+        return ReadReportFilesFast(args.input, configs)
     raise ValueError("one of --input, --subscription or --kafka-topic is required")

@@ -74,8 +74,11 @@ class CollectionCombineFn(beam.CombineFn):
             acc.extreme_sums[i, 1] += per_report.variance().sum()
         return acc
 
-    def add_input(self, acc, report_bits):
-        acc.pending.append(bytes(report_bits))
+    def add_input(self, acc, element):
+        """A report's packed bits, or a pre-aggregated :class:`WindowAccumulator` (block reader)."""
+        if isinstance(element, WindowAccumulator):
+            return self.merge_accumulators([acc, element])
+        acc.pending.append(bytes(element))
         if len(acc.pending) >= FLUSH_REPORTS:
             self._flush(acc)
         return acc

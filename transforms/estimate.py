@@ -119,12 +119,19 @@ class EstimateCollection(beam.PTransform):
         self.config = config
         self.streaming = streaming
 
-    def expand(self, reports):
+    def expand(self, inputs):
+        """``inputs``: the reports, or ``{"reports": ..., "partials": ...}`` where partials are
+        timestamped :class:`transforms.blocks.Partial` accumulators from the block reader."""
         cfg = self.config
+        reports = inputs["reports"] if isinstance(inputs, dict) else inputs
         windowed = reports | "Window" >> window_into(cfg, self.streaming)
-        combined = (windowed
-                    | "KeyByDimensions" >> beam.Map(lambda r: ((r.collection, r.dimensions), r.bits))
-                    | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg)))
+        keyed = windowed | "KeyByDimensions" >> beam.Map(lambda r: ((r.collection, r.dimensions), r.bits))
+        if isinstance(inputs, dict) and inputs.get("partials") is not None:
+            partials = (inputs["partials"]
+                        | "WindowPartials" >> window_into(cfg, self.streaming)
+                        | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
+            keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()
+        combined = keyed | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg))
         outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(
             MARGINALS, TABLES, EXTREMES, WITHHELD)
         result = {k: outs[k] for k in OUTPUT_KINDS}

@@ -1,0 +1,89 @@
+"""The block fast path gives exactly what the record-by-record path gives."""
+import fastavro
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+
+import schemas
+from pipelines.job import JobOptions, build
+from pipelines.simulate import report_records, simulate_population
+from schemas.config import parse_config
+from schemas.fast_reader import iter_report_blocks
+from tests.conftest import SMALL_CONFIG
+from transforms.blocks import ReadReportFilesFast
+from transforms.reports import ReadNoisyReportFiles
+from transforms.sinks import SCHEMA_OF, FileSink
+
+NO_CLIENTS = dict(SMALL_CONFIG, extremes=[e for e in SMALL_CONFIG["extremes"] if e.get("over") != "client"],
+                  min_reports=40)
+
+
+def mixed_records(cfg, n, seed):
+    """Valid reports over a few windows and two dimension values, with malformed ones mixed in."""
+    pop = simulate_population(cfg, n, seed=seed, span_seconds=3 * 3600)
+    out = []
+    for i, r in enumerate(report_records(cfg, pop)):
+        r = dict(r, dimensions={"v": "1.0"} if i % 3 else {"v": "2.0", "arch": "arm"})
+        if i % 97 == 0:
+            r["bits"] = b"\xff"                      # padding bits
+        elif i % 101 == 0:
+            r["bits"] = b"\x01\x00"                  # wrong length
+        elif i % 103 == 0:
+            r["collection"] = "elsewhere"            # unknown collection
+        elif i % 107 == 0:
+            r["event_time"] = -1000                  # absurd timestamp
+        out.append(r)
+    return out
+
+
+def test_fast_reader_equals_fastavro_and_falls_back_on_other_writer_schemas(tmp_path):
+    cfg = parse_config(SMALL_CONFIG)
+    records = mixed_records(cfg, 3000, 1)
+    records[5]["client"] = "c-éé"  # non-ASCII client token
+    schemas.write_avro(tmp_path / "a.avro", "noisy_report", records)
+    with open(tmp_path / "a.avro", "rb") as fh:
+        blocks = list(iter_report_blocks(fh))
+    assert all(b.records is None for b in blocks) and len(blocks) > 1
+    got = [b.record(i) for b in blocks for i in range(len(b))]
+    assert got == [schemas.normalize("noisy_report", r) for r in records]
+    # an older writer without the client field: fastavro's records, same content
+    old = fastavro.parse_schema({"type": "record", "name": "NoisyReport", "namespace": "ldp_marginals", "fields": [
+        f for f in schemas.raw_schema("noisy_report")["fields"] if f["name"] != "client"]})
+    with open(tmp_path / "old.avro", "wb") as fh:
+        fastavro.writer(fh, old, [{k: v for k, v in r.items() if k != "client"} for r in records[:50]])
+    with open(tmp_path / "old.avro", "rb") as fh:
+        old_blocks = list(iter_report_blocks(fh))
+    assert all(b.records is not None for b in old_blocks)
+    assert sum(len(b) for b in old_blocks) == 50
+
+
+@pytest.mark.parametrize("window", [{"type": "fixed", "size_seconds": 3600},
+                                    {"type": "sliding", "size_seconds": 7200, "period_seconds": 1800},
+                                    {"type": "global"}], ids=["fixed", "sliding", "global"])
+def test_fast_path_equals_the_per_element_path(tmp_path, window):
+    cfg = parse_config(dict(NO_CLIENTS, window=window))
+    records = mixed_records(cfg, 4000, 2)
+    schemas.write_avro(tmp_path / "r1.avro", "noisy_report", records[:2500])
+    schemas.write_avro(tmp_path / "r2.avro", "noisy_report", records[2500:])
+    pattern = str(tmp_path / "*.avro")
+
+    results = {}
+    for name, source in (("slow", ReadNoisyReportFiles(pattern)), ("fast", ReadReportFilesFast(pattern, {"app": cfg}))):
+        out_dir = tmp_path / name
+        with BeamTestPipeline() as p:
+            build(p, source, FileSink(str(out_dir)), JobOptions({"app": cfg}))
+        results[name] = {kind: read_kind(out_dir, kind) for kind in SCHEMA_OF}
+    slow, fast = results["slow"], results["fast"]
+    assert slow["marginals"] and slow["dead_letters"]
+    assert {d["reason"] for d in slow["dead_letters"]} == {"padding_bits", "wrong_length", "unknown_collection",
+                                                          "bad_timestamp"}
+    for kind in ("marginals", "tables", "withheld"):
+        assert sorted(map(schemas.to_json_line, fast[kind])) == sorted(map(schemas.to_json_line, slow[kind])), kind
+    dead = lambda rows: sorted((d["reason"], d["source"].split("/")[-1], d["record_json"]) for d in rows)  # noqa: E731
+    assert dead(fast["dead_letters"]) == dead(slow["dead_letters"])
+    ext = lambda rows: sorted((r["window_start"], r["name"], r["n"], round(r["estimate"], 8),  # noqa: E731
+                               round(r["variance"], 8)) for r in rows)
+    assert ext(fast["extremes"]) == ext(slow["extremes"]) and slow["extremes"]
+
+
+def read_kind(out_dir, kind):
+    return [r for path in sorted((out_dir / kind).glob("*.avro")) for r in schemas.read_avro(path, SCHEMA_OF[kind])]
