@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(VENV)/bin/ldp-marginals demo --out out/demo
 
 bench: $(STAMP)
-	$(PY) -m benchmarks.counting
+	$(PY) -m benchmarks.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -7,7 +7,7 @@ set, whose count is the number of reports ``N``. Index lookups are vectorized: a
 """
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import combinations
 from typing import Iterable, Sequence
 
@@ -74,7 +74,7 @@ class SetFamily:
 
     # -- pickling and equality by specification -----------------------------------------------
     def __reduce__(self):
-        return (SetFamily, (self.n_bits, self.max_order, self.extra))
+        return (family_from_spec, (self.n_bits, self.max_order, self.extra))
 
     def _spec(self):
         return (self.n_bits, self.max_order, self.extra)
@@ -174,3 +174,10 @@ class SetFamily:
         member ``j`` of each set where bit ``j`` of ``mask`` is set. Column 0 is the empty set,
         the last column the set itself."""
         return self._subset_tables[order]
+
+
+@lru_cache(maxsize=64)
+def family_from_spec(n_bits: int, max_order: int, extra: tuple) -> SetFamily:
+    """The family of a specification, built once per process (accumulators unpickle through this,
+    so merging thousands of them does not rebuild the set tables each time)."""
+    return SetFamily(n_bits, max_order, extra)

@@ -47,7 +47,7 @@ def summarize(result) -> dict:
     for c in counters:
         value = c.committed if c.committed is not None else c.attempted
         totals[c.key.metric.name] = totals.get(c.key.metric.name, 0) + (value or 0)
-    dead = {k.split(".", 1)[1]: v for k, v in totals.items() if k.startswith("dead_letter.")}
+    dead = {k.split(".", 1)[1]: v for k, v in totals.items() if k.startswith("dead_letter.") and v}
     valid = totals.get("reports.valid", 0)
     late = dead.get("late", 0)
     return {"reports_counted": valid - late, "reports_dead_lettered": sum(dead.values()),

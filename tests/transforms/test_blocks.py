@@ -9,6 +9,7 @@ from pipelines.simulate import report_records, simulate_population
 from schemas.config import parse_config
 from schemas.fast_reader import iter_report_blocks
 from tests.conftest import SMALL_CONFIG
+from transforms import blocks
 from transforms.blocks import ReadReportFilesFast
 from transforms.reports import ReadNoisyReportFiles
 from transforms.sinks import SCHEMA_OF, FileSink
@@ -59,7 +60,8 @@ def test_fast_reader_equals_fastavro_and_falls_back_on_other_writer_schemas(tmp_
 @pytest.mark.parametrize("window", [{"type": "fixed", "size_seconds": 3600},
                                     {"type": "sliding", "size_seconds": 7200, "period_seconds": 1800},
                                     {"type": "global"}], ids=["fixed", "sliding", "global"])
-def test_fast_path_equals_the_per_element_path(tmp_path, window):
+def test_fast_path_equals_the_per_element_path(tmp_path, window, monkeypatch):
+    monkeypatch.setattr(blocks, "FLUSH_ROWS", 700)  # several flushes per file, across block boundaries
     cfg = parse_config(dict(NO_CLIENTS, window=window))
     records = mixed_records(cfg, 4000, 2)
     schemas.write_avro(tmp_path / "r1.avro", "noisy_report", records[:2500])

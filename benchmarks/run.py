@@ -1,0 +1,67 @@
+"""`make bench`: every performance goal of issue 4 as a ratio against a baseline measured in the
+same run, written to benchmarks/results/latest.md and latest.json.
+
+    python -m benchmarks.run [--full] [--out benchmarks/results]
+
+Small defaults finish in a few minutes on 2 cores; --full uses the sizes named in the goals.
+Nothing here is a test: no assertion on time, only measurements and whether each goal was met.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+
+from benchmarks import e2e, kernels, streaming
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
+
+
+def render(results: dict) -> str:
+    lines = [f"# Benchmarks ({results['mode']})", "", f"Machine: {results['machine']}", "",
+             "| goal | measured | baseline | ratio | target | met |", "|---|---|---|---|---|---|"]
+    for g in results["goals"]:
+        lines.append(f"| {g['goal']} | {g['measured']} | {g['baseline']} | {g['ratio']:.2f}x | {g['target']} | "
+                     f"{'yes' if g['met'] else 'NO'} |")
+    lines += ["", "Details:", ""]
+    for k, v in results["details"].items():
+        lines.append(f"- {k}: {v}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="the goals' sizes (10 files of 1M reports, ...)")
+    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    args = parser.parse_args(argv)
+    goals, details = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for step in (kernels.run, e2e.run, streaming.run):
+            g, d = step(tmp, args.full)
+            goals.extend(g)
+            details.update(d)
+    results = {"mode": "full" if args.full else "small", "machine": machine(), "goals": goals, "details": details}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "latest.json"), "w") as fh:
+        json.dump(results, fh, indent=2)
+    text = render(results)
+    with open(os.path.join(args.out, "latest.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
