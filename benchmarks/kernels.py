@@ -27,8 +27,9 @@ def run(tmp, full):
     xf = bits.astype(np.float32)
     t_floor = best_of(lambda: xf.T @ xf)
     t_two = best_of(lambda: count_bits(bits, fam2))
-    n3 = n if full else 250_000
-    t_three = best_of(lambda: count_bits(bits[:n3], fam3), repeats=1)
+    n3 = n
+    count_bits(bits[:1000], fam3)  # load (or compile) the numba kernel before timing
+    t_three = best_of(lambda: count_bits(bits[:n3], fam3), repeats=2)
     acc = CooccurrenceAccumulator(fam2).add_bits(bits)
     chans = ChannelSet.uniform(Channel.symmetric(0.2), d)
     t_extract = best_of(lambda: estimate_tmdh(acc, chans))
@@ -43,4 +44,4 @@ def run(tmp, full):
          "baseline": f"counting 1M reports {t_two * 1000:.0f} ms", "ratio": t_two / t_extract, "target": ">= 10x",
          "met": t_two / t_extract >= 10},
     ]
-    return goals, {"kernel sizes": f"{n:,} x {d} bits (order 3 on {n3:,})"}
+    return goals, {"kernel sizes": f"{n:,} x {d} bits"}

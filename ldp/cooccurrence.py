@@ -6,8 +6,10 @@ addition. Kernels (measured on 2 cores, see ``benchmarks/``):
 
 - orders 1-2: one float32 Gram matrix ``X^T X`` per chunk of at most 2**20 rows (BLAS). Each
   entry is an integer at most the chunk size < 2**24, so float32 holds it exactly;
-- orders >= 3: bit-sliced columns (64 reports per uint64 word) ANDed along each set and counted
-  with ``np.bitwise_count``; sets sharing a prefix reuse the prefix's AND.
+- orders >= 3: bit-sliced columns (64 reports per uint64 word) ANDed along each set and counted;
+  sets sharing a prefix reuse the prefix's AND. With numba installed one compiled pass fuses the
+  AND and the popcount (1.26M reports/s at d = 64, k = 3, against 0.4M/s for the numpy passes
+  with ``np.bitwise_count``, which remain the fallback).
 
 There is no Python loop per report; the loops run over chunks of rows and set prefixes.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldp import _compiled
 from ldp.encoding import unpack_bits
 from ldp.sets import SetFamily
 
-_GRAM_ROWS = 1 << 20   # float32 exactness needs chunk rows < 2**24
+_GRAM_ROWS = 1 << 14   # float32 exactness needs chunk rows < 2**24; small chunks stay in cache
 _SLICE_ROWS = 1 << 18  # bit-sliced chunk: 4096 words per column, cache friendly
+USE_COMPILED = True     # orders >= 3 through the numba kernel when numba is installed
 
 
 def _bit_slices(bits: np.ndarray) -> np.ndarray:
@@ -40,6 +44,9 @@ def _count_high_orders(bits: np.ndarray, family: SetFamily, out: np.ndarray) -> 
         if members.shape[0] == 0:
             continue
         base = family.offset(m)
+        if _compiled.AVAILABLE and USE_COMPILED:
+            _compiled.count_sets(cols, members, out[base:base + members.shape[0]])
+            continue
         prefixes = members[:, :-1]
         change = np.ones(members.shape[0], dtype=bool)
         change[1:] = (prefixes[1:] != prefixes[:-1]).any(axis=1)
@@ -68,16 +75,20 @@ def count_bits(bits, family: SetFamily) -> np.ndarray:
         return out
     ones = family.members(1)
     pairs = family.members(2)
-    for start in range(0, n, _GRAM_ROWS):
-        chunk = x[start:start + _GRAM_ROWS]
-        if pairs.shape[0]:
-            xf = chunk.astype(np.float32)
-            gram = xf.T @ xf
-            out[family.order_slice(2)] += gram[pairs[:, 0], pairs[:, 1]].astype(np.int64)
-            if ones.shape[0]:
-                out[family.order_slice(1)] += np.diagonal(gram)[ones[:, 0]].astype(np.int64)
-        elif ones.shape[0]:
-            out[family.order_slice(1)] += chunk[:, ones[:, 0]].sum(axis=0, dtype=np.int64)
+    if pairs.shape[0]:
+        # one reused float32 buffer per call: the uint8 -> float32 copy of a chunk stays in cache
+        buf = np.empty((min(n, _GRAM_ROWS), x.shape[1]), dtype=np.float32)
+        gram = np.zeros((x.shape[1], x.shape[1]), dtype=np.int64)
+        for start in range(0, n, _GRAM_ROWS):
+            chunk = x[start:start + _GRAM_ROWS]
+            xf = buf[:chunk.shape[0]]
+            np.copyto(xf, chunk)
+            gram += (xf.T @ xf).astype(np.int64)  # exact: every entry <= chunk rows < 2**24
+        out[family.order_slice(2)] += gram[pairs[:, 0], pairs[:, 1]]
+        if ones.shape[0]:
+            out[family.order_slice(1)] += np.diagonal(gram)[ones[:, 0]]
+    elif ones.shape[0]:
+        out[family.order_slice(1)] += x[:, ones[:, 0]].sum(axis=0, dtype=np.int64)
     if family.top_order >= 3:
         for start in range(0, n, _SLICE_ROWS):
             _count_high_orders(x[start:start + _SLICE_ROWS], family, out)

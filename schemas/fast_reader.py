@@ -148,9 +148,13 @@ def iter_report_blocks(fileobj):
     """Blocks of a NoisyReport container file: fast arrays where the writer schema is the contract,
     fastavro records otherwise. Raises like fastavro on a corrupt container."""
     index = 0
+    checked = {}  # the writer schema is the file's: compare it once, not per block
     for block in fastavro.block_reader(fileobj):
         n = block.num_records
-        fast = _schema_signature(block.writer_schema) == _CONTRACT
+        key = id(block.writer_schema)
+        if key not in checked:
+            checked[key] = _schema_signature(block.writer_schema) == _CONTRACT
+        fast = checked[key]
         if fast:
             buf = np.frombuffer(block.bytes_.getvalue(), dtype=np.uint8)
             fields = np.empty((n, 10), dtype=np.int64)
@@ -194,3 +198,41 @@ def _distinct_ids(buf, offs, lens):
 def distinct_ids(block: ReportBlock, offset_col: int, length: np.ndarray):
     """``(ids, first_records)`` of equal byte strings (collections, dimension maps) in a fast block."""
     return _distinct_ids(block.buf, np.ascontiguousarray(block.fields[:, offset_col]), np.ascontiguousarray(length))
+
+
+def iter_report_batches(fileobj, min_records: int = 1 << 16):
+    """Like :func:`iter_report_blocks`, with consecutive fast blocks joined into batches of at least
+    ``min_records`` reports (offsets shifted into the joined bytes), so per-batch work is amortized
+    over many small Avro blocks. Fallback blocks pass through on their own, in order."""
+    pending = []
+
+    def joined():
+        if len(pending) == 1:
+            return pending[0]
+        shifts = np.cumsum([0] + [b.buf.shape[0] for b in pending[:-1]])
+        fields = []
+        for b, shift in zip(pending, shifts):
+            f = b.fields.copy()
+            for col in (0, 3, 5, 6):
+                f[:, col] += shift
+            has_client = f[:, 8] >= 0
+            f[has_client, 8] += shift
+            fields.append(f)
+        return ReportBlock(np.concatenate(fields), np.concatenate([b.buf for b in pending]), None,
+                           pending[0].first_index)
+
+    count = 0
+    for block in iter_report_blocks(fileobj):
+        if block.records is not None:
+            if pending:
+                yield joined()
+                pending, count = [], 0
+            yield block
+            continue
+        pending.append(block)
+        count += len(block)
+        if count >= min_records:
+            yield joined()
+            pending, count = [], 0
+    if pending:
+        yield joined()

@@ -16,7 +16,7 @@ from apache_beam.metrics import Metrics
 
 from ldp.encoding import padding_mask
 from ldp.windows import slice_starts
-from schemas.fast_reader import distinct_ids, iter_report_blocks
+from schemas.fast_reader import distinct_ids, iter_report_batches
 from transforms.combiners import CollectionCombineFn
 from transforms.reports import (
     DEAD_LETTER,
@@ -55,7 +55,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
         self._buffered = 0
         try:
             with readable_file.open() as fh:
-                for block in iter_report_blocks(fh):
+                for block in iter_report_batches(fh):
                     if block.records is not None:
                         for i, record in enumerate(block.records):
                             yield beam.pvalue.TaggedOutput("records", (record, f"{path}#{block.first_index + i}"))

@@ -92,3 +92,12 @@ def test_accumulator_validation():
     with pytest.raises(ValueError, match=r"counts must have shape \(11,\), got shape=\(3,\)"):
         CooccurrenceAccumulator(SetFamily.all_up_to(4, 2), [1, 2, 3])
     assert CooccurrenceAccumulator(SetFamily.all_up_to(4, 2)).n == 0
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
+def test_compiled_and_numpy_kernels_agree(monkeypatch, compiled):
+    monkeypatch.setattr(cooc, "USE_COMPILED", compiled)
+    rng = np.random.default_rng(21)
+    bits = (rng.random((3000, 12)) < 0.5).astype(np.uint8)
+    for fam in (SetFamily.all_up_to(12, 4), SetFamily(12, 2, extra=[(0, 5, 9, 11), (2, 3, 4)])):
+        assert np.array_equal(count_bits(bits, fam), brute_counts(bits, fam))

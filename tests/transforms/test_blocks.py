@@ -7,7 +7,7 @@ import schemas
 from pipelines.job import JobOptions, build
 from pipelines.simulate import report_records, simulate_population
 from schemas.config import parse_config
-from schemas.fast_reader import iter_report_blocks
+from schemas.fast_reader import iter_report_batches, iter_report_blocks
 from tests.conftest import SMALL_CONFIG
 from transforms import blocks
 from transforms.blocks import ReadReportFilesFast
@@ -46,6 +46,10 @@ def test_fast_reader_equals_fastavro_and_falls_back_on_other_writer_schemas(tmp_
     assert all(b.records is None for b in blocks) and len(blocks) > 1
     got = [b.record(i) for b in blocks for i in range(len(b))]
     assert got == [schemas.normalize("noisy_report", r) for r in records]
+    with open(tmp_path / "a.avro", "rb") as fh:
+        batches = list(iter_report_batches(fh, min_records=1000))
+    assert len(batches) < len(blocks) and [b.first_index for b in batches][:2] == [0, len(batches[0])]
+    assert [b.record(i) for b in batches for i in range(len(b))] == got
     # an older writer without the client field: fastavro's records, same content
     old = fastavro.parse_schema({"type": "record", "name": "NoisyReport", "namespace": "ldp_marginals", "fields": [
         f for f in schemas.raw_schema("noisy_report")["fields"] if f["name"] != "client"]})
