@@ -43,6 +43,16 @@ def _varint(buf, pos, end):
 
 
 @njit(cache=True)
+def _span(buf, pos, end):
+    """A length-prefixed ``string`` or ``bytes`` at ``pos``: ``(offset, length, next_pos)``;
+    ``next_pos`` is -1 when it does not fit in the block."""
+    ln, pos = _varint(buf, pos, end)
+    if pos < 0 or ln < 0 or pos + ln > end:
+        return 0, 0, -1
+    return pos, ln, pos + ln
+
+
+@njit(cache=True)
 def _decode_block(buf, n, fields):
     """Fill ``fields`` (n, 10) int64 per record: coll_off, coll_len, event_ms, bits_off, bits_len,
     dims_off, dims_end, dims_count, client_off, client_len (-1 when null). Returns the end
@@ -50,22 +60,15 @@ def _decode_block(buf, n, fields):
     pos = 0
     end = buf.shape[0]
     for i in range(n):
-        ln, pos = _varint(buf, pos, end)
-        if pos < 0 or ln < 0 or pos + ln > end:
-            return _ERR_OVERFLOW
-        fields[i, 0] = pos
-        fields[i, 1] = ln
-        pos += ln
-        ev, pos = _varint(buf, pos, end)
+        fields[i, 0], fields[i, 1], pos = _span(buf, pos, end)
         if pos < 0:
             return _ERR_OVERFLOW
-        fields[i, 2] = ev
-        ln, pos = _varint(buf, pos, end)
-        if pos < 0 or ln < 0 or pos + ln > end:
+        fields[i, 2], pos = _varint(buf, pos, end)
+        if pos < 0:
             return _ERR_OVERFLOW
-        fields[i, 3] = pos
-        fields[i, 4] = ln
-        pos += ln
+        fields[i, 3], fields[i, 4], pos = _span(buf, pos, end)
+        if pos < 0:
+            return _ERR_OVERFLOW
         fields[i, 5] = pos
         count_total = 0
         while True:
@@ -79,11 +82,10 @@ def _decode_block(buf, n, fields):
                 _, pos = _varint(buf, pos, end)  # block size in bytes
                 if pos < 0:
                     return _ERR_OVERFLOW
-            for _ in range(2 * cnt):
-                ln, pos = _varint(buf, pos, end)
-                if pos < 0 or ln < 0 or pos + ln > end:
+            for _ in range(2 * cnt):  # key, value
+                _, _, pos = _span(buf, pos, end)
+                if pos < 0:
                     return _ERR_OVERFLOW
-                pos += ln
             count_total += cnt
         fields[i, 6] = pos
         fields[i, 7] = count_total
@@ -94,12 +96,9 @@ def _decode_block(buf, n, fields):
             fields[i, 8] = -1
             fields[i, 9] = -1
         elif branch == 1:
-            ln, pos = _varint(buf, pos, end)
-            if pos < 0 or ln < 0 or pos + ln > end:
+            fields[i, 8], fields[i, 9], pos = _span(buf, pos, end)
+            if pos < 0:
                 return _ERR_OVERFLOW
-            fields[i, 8] = pos
-            fields[i, 9] = ln
-            pos += ln
         else:
             return _ERR_OVERFLOW
     return pos

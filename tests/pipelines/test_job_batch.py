@@ -1,6 +1,7 @@
 
 import apache_beam as beam
 import numpy as np
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -11,6 +12,7 @@ from ldp.tmdh import estimate_tmdh
 from ldp.windows import assign_windows
 from pipelines.job import JobOptions, build
 from pipelines.simulate import report_records, simulate_population
+from transforms.blocks import ReadReportFilesFast
 from transforms.reports import ReadNoisyReportFiles
 
 
@@ -118,14 +120,17 @@ def test_every_malformed_kind_is_dead_lettered_and_totals_add_up(small_config):
     assert len(bad) + len(goods) == len(inputs)
 
 
-def test_unreadable_files_are_dead_lettered(small_config, tmp_path):
+@pytest.mark.parametrize("fast", [False, True], ids=["per_element", "block_reader"])
+def test_unreadable_files_are_dead_lettered(small_config, tmp_path, fast):
     pop = simulate_population(small_config, 80, seed=4, span_seconds=600)  # one window
     schemas.write_avro(tmp_path / "good.avro", "noisy_report", report_records(small_config, pop))
     (tmp_path / "junk.avro").write_bytes(b"Obj\x01 this is not an avro container")
     data = (tmp_path / "good.avro").read_bytes()
     (tmp_path / "truncated.avro").write_bytes(data[: len(data) // 2])
     with BeamTestPipeline() as p:
-        outs = build(p, ReadNoisyReportFiles(str(tmp_path / "*.avro")), None, JobOptions({"app": small_config}))
+        pattern = str(tmp_path / "*.avro")
+        source = ReadReportFilesFast(pattern, {"app": small_config}) if fast else ReadNoisyReportFiles(pattern)
+        outs = build(p, source, None, JobOptions({"app": small_config}))
         assert_that(outs["dead_letters"] | beam.Map(lambda d: (d["reason"], d["source"].split("/")[-1].split("#")[0])),
                     equal_to([("undecodable", "junk.avro"), ("undecodable", "truncated.avro")]), label="files")
         counted = (outs["marginals"] | beam.Filter(lambda r: r["columns"] == [0])
