@@ -8,6 +8,7 @@ fastavro writes ints as they are and reads them back as aware UTC datetimes, whi
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as _dt
 import io
 import json
@@ -33,7 +34,12 @@ def load_schema(name: str) -> dict:
 
 def raw_schema(name: str) -> dict:
     """The schema as written in the ``.avsc`` file (for deriving other schemas, e.g. BigQuery)."""
-    load_schema(name)
+    return copy.deepcopy(_raw_schema(name))
+
+
+@lru_cache(maxsize=None)
+def _raw_schema(name: str) -> dict:
+    load_schema(name)  # validates the name
     with open(SCHEMA_DIR / f"{name}.avsc") as fh:
         return json.load(fh)
 
@@ -49,8 +55,9 @@ def _to_millis(value):
     return value
 
 
+@lru_cache(maxsize=None)
 def _timestamp_fields(name: str) -> tuple:
-    return tuple(f["name"] for f in raw_schema(name)["fields"]
+    return tuple(f["name"] for f in _raw_schema(name)["fields"]
                  if isinstance(f["type"], dict) and f["type"].get("logicalType") == "timestamp-millis")
 
 

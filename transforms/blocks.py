@@ -23,7 +23,11 @@ from transforms.reports import (
     MAX_EVENT_MS,
     MIN_EVENT_MS,
     NAMESPACE,
+    collection_detail,
     dead_letter,
+    length_detail,
+    padding_detail,
+    time_detail,
 )
 
 PARTIALS = "partials"
@@ -95,7 +99,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
             name = block.text(f[first, 0], f[first, 1])
             cfg = self.configs.get(name)
             if cfg is None:
-                yield from self._dead(block, rows, "unknown_collection", lambda i: f"no config for collection {name!r}",
+                yield from self._dead(block, rows, "unknown_collection", lambda i: collection_detail(name),
                                       path)
                 continue
             if cfg.client_extremes:  # per-client grouping happens on the per-element path
@@ -105,16 +109,16 @@ class ReadAndPreaggregateFn(beam.DoFn):
             event = f[rows, 2]
             bad_time = (event < MIN_EVENT_MS) | (event >= MAX_EVENT_MS)
             yield from self._dead(block, rows[bad_time], "bad_timestamp",
-                                  lambda i: f"event_time {f[i, 2]} is outside [1970, 2100)", path)
+                                  lambda i: time_detail(f[i, 2]), path)
             rows = rows[~bad_time]
             n_bits, n_bytes = cfg.layout.n_bits, cfg.layout.n_bytes
             wrong = f[rows, 4] != n_bytes
-            yield from self._dead(block, rows[wrong], "wrong_length", lambda i: (
-                f"{f[i, 4]} bytes, the layout of {name!r} has {n_bits} bits = {n_bytes} bytes"), path)
+            yield from self._dead(block, rows[wrong], "wrong_length",
+                                  lambda i: length_detail(name, f[i, 4], n_bits, n_bytes), path)
             rows = rows[~wrong]
             packed = block.buf[f[rows, 3][:, None] + np.arange(n_bytes)[None, :]]
             padded = padding_mask(packed, n_bits)
-            yield from self._dead(block, rows[padded], "padding_bits", lambda i: f"a bit past bit {n_bits - 1} is set",
+            yield from self._dead(block, rows[padded], "padding_bits", lambda i: padding_detail(n_bits),
                                   path)
             rows, packed = rows[~padded], packed[~padded]
             if rows.size == 0:

@@ -83,11 +83,6 @@ class CollectionCombineFn(beam.CombineFn):
             self._flush(acc)
         return acc
 
-    def add_inputs(self, acc, elements):
-        for e in elements:
-            acc = self.add_input(acc, e)
-        return acc
-
     def merge_accumulators(self, accumulators):
         it = iter(accumulators)
         first = self._flush(next(it))

@@ -36,6 +36,22 @@ def dead_letter(reason: str, detail: str, source: str, record=None, payload: byt
             "payload": None if payload is None else bytes(payload)}
 
 
+def time_detail(event) -> str:
+    return f"event_time {event} is outside [1970, 2100)"
+
+
+def length_detail(name: str, got: int, n_bits: int, n_bytes: int) -> str:
+    return f"{got} bytes, the layout of {name!r} has {n_bits} bits = {n_bytes} bytes"
+
+
+def padding_detail(n_bits: int) -> str:
+    return f"a bit past bit {n_bits - 1} is set"
+
+
+def collection_detail(name) -> str:
+    return f"no config for collection {name!r}"
+
+
 def _count(reason: str):
     Metrics.counter(NAMESPACE, f"dead_letter.{reason}").inc()
 
@@ -90,22 +106,22 @@ class ValidateReportsFn(beam.DoFn):
         if not isinstance(name, str):
             return "bad_field", f"collection must be a string, got {name!r}", None, None
         if name not in self._layouts:
-            return "unknown_collection", f"no config for collection {name!r}", None, None
+            return "unknown_collection", collection_detail(name), None, None
         event = schemas._to_millis(record.get("event_time"))
         if event is None:
             return "bad_timestamp", "event_time is missing", None, None
         if isinstance(event, bool) or not isinstance(event, numbers.Integral):
             return "bad_timestamp", f"event_time must be int millis, got {event!r}", None, None
         if not MIN_EVENT_MS <= event < MAX_EVENT_MS:
-            return "bad_timestamp", f"event_time {event} is outside [1970, 2100)", None, None
+            return "bad_timestamp", time_detail(event), None, None
         bits = record.get("bits")
         if not isinstance(bits, (bytes, bytearray)):
             return "bad_field", f"bits must be bytes, got {type(bits).__name__}", None, None
         n_bits, n_bytes = self._layouts[name]
         if len(bits) != n_bytes:
-            return "wrong_length", f"{len(bits)} bytes, the layout of {name!r} has {n_bits} bits = {n_bytes} bytes", None, None
+            return "wrong_length", length_detail(name, len(bits), n_bits, n_bytes), None, None
         if padding_mask(np.frombuffer(bytes(bits), np.uint8).reshape(1, -1), n_bits)[0]:
-            return "padding_bits", f"a bit past bit {n_bits - 1} is set", None, None
+            return "padding_bits", padding_detail(n_bits), None, None
         dims = record.get("dimensions") or {}
         if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
             return "bad_field", f"dimensions must map strings to strings, got {dims!r}", None, None
