@@ -14,7 +14,7 @@ import os
 import platform
 import tempfile
 
-from benchmarks import e2e, kernels, streaming
+from benchmarks import e2e, kernels, peers, streaming
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,26 +30,45 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
 
 
+def _met(met) -> str:
+    return "n/a" if met is None else ("yes" if met else "NO")
+
+
 def render(results: dict) -> str:
     lines = [f"# Benchmarks ({results['mode']})", "", f"Machine: {results['machine']}", "",
              "| goal | measured | baseline | ratio | target | met |", "|---|---|---|---|---|---|"]
     for g in results["goals"]:
         lines.append(f"| {g['goal']} | {g['measured']} | {g['baseline']} | {g['ratio']:.2f}x | {g['target']} | "
-                     f"{'yes' if g['met'] else 'NO'} |")
+                     f"{_met(g['met'])} |")
     lines += ["", "Details:", ""]
     for k, v in results["details"].items():
         lines.append(f"- {k}: {v}")
     return "\n".join(lines) + "\n"
 
 
+def update_readme(text: str, readme: str = os.path.join(ROOT, "README.md")) -> None:
+    """Put the run's machine line and table between the README's bench-table markers."""
+    begin, end = "<!-- bench-table -->\n", "<!-- /bench-table -->"
+    with open(readme) as fh:
+        doc = fh.read()
+    if begin not in doc or end not in doc:
+        raise ValueError(f"readme must hold the markers {begin.strip()} and {end}, got readme={readme!r}")
+    table = text.split("Details:", 1)[0].split("\n", 2)[2].strip()  # from the machine line to the table's end
+    head, rest = doc.split(begin, 1)
+    with open(readme, "w") as fh:
+        fh.write(head + begin + table + "\n" + end + rest.split(end, 1)[1])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="the goals' sizes (10 files of 1M reports, ...)")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    parser.add_argument("--no-readme", dest="readme", action="store_false",
+                        help="do not copy the table into README.md")
     args = parser.parse_args(argv)
     goals, details = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for step in (kernels.run, e2e.run, streaming.run):
+        for step in (kernels.run, e2e.run, streaming.run, peers.run):
             g, d = step(tmp, args.full)
             goals.extend(g)
             details.update(d)
@@ -60,6 +79,8 @@ def main(argv=None):
     text = render(results)
     with open(os.path.join(args.out, "latest.md"), "w") as fh:
         fh.write(text)
+    if args.readme:
+        update_readme(text)
     print(text)
 
 

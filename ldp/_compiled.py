@@ -18,7 +18,7 @@ else:
         x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
         return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
 
-    @njit(cache=True)
+    @njit(cache=True, nogil=True)
     def count_sets(cols, members, out):
         """``out[r] += popcount(AND of cols[members[r, :]])`` over all words, for sets sorted so that
         sets sharing their prefix (all members but the last) are adjacent: the prefix's AND is

@@ -26,7 +26,7 @@ import schemas
 _ERR_OVERFLOW = -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _varint(buf, pos, end):
     result = 0
     shift = 0
@@ -42,7 +42,7 @@ def _varint(buf, pos, end):
     return (result >> 1) ^ -(result & 1), pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _span(buf, pos, end):
     """A length-prefixed ``string`` or ``bytes`` at ``pos``: ``(offset, length, next_pos)``;
     ``next_pos`` is -1 when it does not fit in the block."""
@@ -52,7 +52,7 @@ def _span(buf, pos, end):
     return pos, ln, pos + ln
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _decode_block(buf, n, fields):
     """Fill ``fields`` (n, 10) int64 per record: coll_off, coll_len, event_ms, bits_off, bits_len,
     dims_off, dims_end, dims_count, client_off, client_len (-1 when null). Returns the end
@@ -111,20 +111,35 @@ def _schema_signature(schema) -> tuple:
 _CONTRACT = _schema_signature(schemas.raw_schema("noisy_report"))
 
 
+@njit(cache=True, nogil=True)
+def _gather(buf, offsets, width):
+    """``(n, width)`` bytes starting at each offset, as one contiguous array."""
+    out = np.empty((offsets.shape[0], width), dtype=np.uint8)
+    for i in range(offsets.shape[0]):
+        o = offsets[i]
+        for j in range(width):
+            out[i, j] = buf[o + j]
+    return out
+
+
 @dataclass
 class ReportBlock:
-    """Reports of one Avro block as arrays (fast path) or as records (fallback)."""
+    """Reports of one or more Avro blocks as arrays (fast path) or as records (fallback)."""
 
-    fields: np.ndarray | None   # (n, 10) int64 offsets, see _decode_block
-    buf: np.ndarray | None      # the block's bytes
+    fields: np.ndarray | None   # (n, 10) int64 offsets, see _decode_block (columns contiguous)
+    buf: np.ndarray | None      # the blocks' bytes
     records: list | None        # fallback: fastavro dicts
-    first_index: int            # index of the block's first record in the file
+    first_index: int            # index of the first record in the file
 
     def __len__(self):
         return len(self.records) if self.records is not None else self.fields.shape[0]
 
     def text(self, off: int, length: int) -> str:
         return self.buf[off:off + length].tobytes().decode("utf-8")
+
+    def packed(self, rows: np.ndarray, n_bytes: int) -> np.ndarray:
+        """The ``bits`` of ``rows`` (all exactly ``n_bytes`` long) as a contiguous (n, n_bytes) array."""
+        return _gather(self.buf, self.fields[rows, 3], n_bytes)
 
     def record(self, i: int) -> dict:
         """Record i as fastavro would give it (timestamps as int millis)."""
@@ -143,30 +158,64 @@ class ReportBlock:
                                           {"type": "map", "values": "string"}, None)
 
 
-def iter_report_blocks(fileobj):
-    """Blocks of a NoisyReport container file: fast arrays where the writer schema is the contract,
-    fastavro records otherwise. Raises like fastavro on a corrupt container."""
-    index = 0
+def _decoded(data: bytes, n: int, first_index: int) -> ReportBlock | None:
+    """``n`` records back to back in ``data`` as a fast block, or None when they do not parse."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    fields = np.empty((10, n), dtype=np.int64).T  # columns contiguous: cheap per-field slices
+    if _decode_block(buf, n, fields) != buf.shape[0]:
+        return None
+    return ReportBlock(fields, buf, None, first_index)
+
+
+def iter_report_batches(fileobj, min_records: int = 1 << 16):
+    """Reports of a NoisyReport container file in batches: consecutive Avro blocks of the contract's
+    writer schema decompressed, joined and decoded by one compiled call per batch of at least
+    ``min_records`` reports; blocks of another writer schema, or whose bytes do not parse, as
+    fastavro records on their own, in order. Raises like fastavro on a corrupt container."""
     checked = {}  # the writer schema is the file's: compare it once, not per block
+    pending = []
+    index = 0
+
+    def batch():
+        n = sum(b.num_records for b in pending)
+        joined = _decoded(b"".join(b.bytes_.getvalue() for b in pending), n, index)
+        if joined is not None:
+            yield joined
+            return
+        at = index  # some block does not parse: decode each on its own, records for the bad ones
+        for b in pending:
+            one = _decoded(b.bytes_.getvalue(), b.num_records, at)
+            yield one if one is not None else ReportBlock(None, None, list(b), at)
+            at += b.num_records
+
+    count = 0
     for block in fastavro.block_reader(fileobj):
-        n = block.num_records
         key = id(block.writer_schema)
         if key not in checked:
             checked[key] = _schema_signature(block.writer_schema) == _CONTRACT
-        fast = checked[key]
-        if fast:
-            buf = np.frombuffer(block.bytes_.getvalue(), dtype=np.uint8)
-            fields = np.empty((n, 10), dtype=np.int64)
-            if _decode_block(buf, n, fields) == buf.shape[0]:
-                yield ReportBlock(fields, buf, None, index)
-                index += n
-                continue
-        records = list(block)
-        yield ReportBlock(None, None, records, index)
-        index += len(records)
+        if not checked[key]:
+            if pending:
+                yield from batch()
+                index, pending, count = index + count, [], 0
+            records = list(block)
+            yield ReportBlock(None, None, records, index)
+            index += len(records)
+            continue
+        pending.append(block)
+        count += block.num_records
+        if count >= min_records:
+            yield from batch()
+            index, pending, count = index + count, [], 0
+    if pending:
+        yield from batch()
 
 
-@njit(cache=True)
+def iter_report_blocks(fileobj):
+    """Like :func:`iter_report_batches`, one Avro block at a time."""
+    return iter_report_batches(fileobj, min_records=1)
+
+
+@njit(cache=True, nogil=True)
 def _distinct_ids(buf, offs, lens):
     """Id per record of the byte string ``buf[off:off+len]``, and the first record of each id."""
     n = offs.shape[0]
@@ -196,42 +245,4 @@ def _distinct_ids(buf, offs, lens):
 
 def distinct_ids(block: ReportBlock, offset_col: int, length: np.ndarray):
     """``(ids, first_records)`` of equal byte strings (collections, dimension maps) in a fast block."""
-    return _distinct_ids(block.buf, np.ascontiguousarray(block.fields[:, offset_col]), np.ascontiguousarray(length))
-
-
-def iter_report_batches(fileobj, min_records: int = 1 << 16):
-    """Like :func:`iter_report_blocks`, with consecutive fast blocks joined into batches of at least
-    ``min_records`` reports (offsets shifted into the joined bytes), so per-batch work is amortized
-    over many small Avro blocks. Fallback blocks pass through on their own, in order."""
-    pending = []
-
-    def joined():
-        if len(pending) == 1:
-            return pending[0]
-        shifts = np.cumsum([0] + [b.buf.shape[0] for b in pending[:-1]])
-        fields = []
-        for b, shift in zip(pending, shifts):
-            f = b.fields.copy()
-            for col in (0, 3, 5, 6):
-                f[:, col] += shift
-            has_client = f[:, 8] >= 0
-            f[has_client, 8] += shift
-            fields.append(f)
-        return ReportBlock(np.concatenate(fields), np.concatenate([b.buf for b in pending]), None,
-                           pending[0].first_index)
-
-    count = 0
-    for block in iter_report_blocks(fileobj):
-        if block.records is not None:
-            if pending:
-                yield joined()
-                pending, count = [], 0
-            yield block
-            continue
-        pending.append(block)
-        count += len(block)
-        if count >= min_records:
-            yield joined()
-            pending, count = [], 0
-    if pending:
-        yield joined()
+    return _distinct_ids(block.buf, block.fields[:, offset_col], np.ascontiguousarray(length))

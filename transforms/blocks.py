@@ -13,8 +13,8 @@ from typing import NamedTuple
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+from numba import njit
 
-from ldp.encoding import padding_mask
 from ldp.windows import slice_starts
 from schemas.fast_reader import distinct_ids, iter_report_batches
 from transforms.combiners import CollectionCombineFn
@@ -40,6 +40,43 @@ class Partial(NamedTuple):
     collection: str
     dimensions: tuple
     accumulator: object
+
+
+_OTHER, _OK, _BAD_TIME, _WRONG_LENGTH, _PADDING = -1, 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True)
+def _screen(buf, fields, coll_ids, cid, n_bytes, n_bits, lo_ms, hi_ms):
+    """One compiled pass over the reports of collection ``cid``: a code per record (``_OTHER`` for
+    other collections, else ``_OK`` or the first failed check in the per-element path's order),
+    the rows that passed, and their bits gathered into a contiguous ``(n_ok, n_bytes)`` array."""
+    n = coll_ids.shape[0]
+    codes = np.full(n, _OTHER, dtype=np.int8)
+    rem = n_bits % 8
+    n_ok = 0
+    for i in range(n):
+        if coll_ids[i] != cid:
+            continue
+        if fields[i, 2] < lo_ms or fields[i, 2] >= hi_ms:
+            codes[i] = _BAD_TIME
+        elif fields[i, 4] != n_bytes:
+            codes[i] = _WRONG_LENGTH
+        elif rem != 0 and (buf[fields[i, 3] + n_bytes - 1] >> rem) != 0:
+            codes[i] = _PADDING
+        else:
+            codes[i] = _OK
+            n_ok += 1
+    rows = np.empty(n_ok, dtype=np.int64)
+    packed = np.empty((n_ok, n_bytes), dtype=np.uint8)
+    k = 0
+    for i in range(n):
+        if codes[i] == _OK:
+            rows[k] = i
+            o = fields[i, 3]
+            for j in range(n_bytes):
+                packed[k, j] = buf[o + j]
+            k += 1
+    return codes, rows, packed
 
 
 class ReadAndPreaggregateFn(beam.DoFn):
@@ -78,7 +115,8 @@ class ReadAndPreaggregateFn(beam.DoFn):
         """One vectorized count per (collection, dimensions, slice) for everything buffered."""
         for (name, dims, start), parts in sorted(self._buffers.items()):
             combine = self._combine[name]
-            acc = combine.add_packed(combine.create_accumulator(), np.concatenate(parts))
+            packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            acc = combine.add_packed(combine.create_accumulator(), packed)
             yield beam.pvalue.TaggedOutput(PARTIALS, beam.window.TimestampedValue(Partial(name, dims, acc),
                                                                                  start / 1000.0))
         self._buffers = {}
@@ -95,42 +133,42 @@ class ReadAndPreaggregateFn(beam.DoFn):
         coll_ids, coll_first = distinct_ids(block, 0, f[:, 1])
         dims_ids, dims_first = distinct_ids(block, 5, f[:, 6] - f[:, 5])
         for cid, first in enumerate(coll_first):
-            rows = np.flatnonzero(coll_ids == cid)
             name = block.text(f[first, 0], f[first, 1])
             cfg = self.configs.get(name)
             if cfg is None:
-                yield from self._dead(block, rows, "unknown_collection", lambda i: collection_detail(name),
-                                      path)
+                yield from self._dead(block, np.flatnonzero(coll_ids == cid), "unknown_collection",
+                                      lambda i: collection_detail(name), path)
                 continue
             if cfg.client_extremes:  # per-client grouping happens on the per-element path
-                for i in rows:
+                for i in np.flatnonzero(coll_ids == cid):
                     yield beam.pvalue.TaggedOutput("records", (block.record(i), f"{path}#{block.first_index + i}"))
                 continue
-            event = f[rows, 2]
-            bad_time = (event < MIN_EVENT_MS) | (event >= MAX_EVENT_MS)
-            yield from self._dead(block, rows[bad_time], "bad_timestamp",
-                                  lambda i: time_detail(f[i, 2]), path)
-            rows = rows[~bad_time]
             n_bits, n_bytes = cfg.layout.n_bits, cfg.layout.n_bytes
-            wrong = f[rows, 4] != n_bytes
-            yield from self._dead(block, rows[wrong], "wrong_length",
-                                  lambda i: length_detail(name, f[i, 4], n_bits, n_bytes), path)
-            rows = rows[~wrong]
-            packed = block.buf[f[rows, 3][:, None] + np.arange(n_bytes)[None, :]]
-            padded = padding_mask(packed, n_bits)
-            yield from self._dead(block, rows[padded], "padding_bits", lambda i: padding_detail(n_bits),
-                                  path)
-            rows, packed = rows[~padded], packed[~padded]
+            codes, rows, packed = _screen(block.buf, f, coll_ids, cid, n_bytes, n_bits, MIN_EVENT_MS, MAX_EVENT_MS)
+            if rows.size < coll_ids.size:
+                yield from self._dead(block, np.flatnonzero(codes == _BAD_TIME), "bad_timestamp",
+                                      lambda i: time_detail(f[i, 2]), path)
+                yield from self._dead(block, np.flatnonzero(codes == _WRONG_LENGTH), "wrong_length",
+                                      lambda i: length_detail(name, f[i, 4], n_bits, n_bytes), path)
+                yield from self._dead(block, np.flatnonzero(codes == _PADDING), "padding_bits",
+                                      lambda i: padding_detail(n_bits), path)
             if rows.size == 0:
                 continue
             Metrics.counter(NAMESPACE, "reports.valid").inc(int(rows.size))
             starts = slice_starts(cfg.window, f[rows, 2])
             groups = dims_ids[rows] * (1 << 44) + (starts - starts.min())
-            for g in np.unique(groups):
-                sel = np.flatnonzero(groups == g)
-                dims = tuple(sorted(block.dimensions(int(rows[sel[0]])).items()))
-                self._buffers.setdefault((name, dims, int(starts[sel[0]])), []).append(packed[sel])
-                self._buffered += sel.size
+            if groups.min() == groups.max():  # the common case: one key and slice in the batch
+                self._buffer(name, block, rows[0], int(starts[0]), packed)
+                continue
+            order = np.argsort(groups, kind="stable")
+            cuts = np.flatnonzero(np.diff(groups[order])) + 1
+            for sel in np.split(order, cuts):
+                self._buffer(name, block, rows[sel[0]], int(starts[sel[0]]), packed[sel])
+
+    def _buffer(self, name, block, row, start, packed):
+        dims = tuple(sorted(block.dimensions(int(row)).items()))
+        self._buffers.setdefault((name, dims, start), []).append(packed)
+        self._buffered += packed.shape[0]
 
 
 class ReadReportFilesFast(beam.PTransform):

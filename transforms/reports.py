@@ -5,11 +5,9 @@ import numbers
 from typing import NamedTuple
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 
 import schemas
-from ldp.encoding import padding_mask
 
 DEAD_LETTER = "dead_letter"
 NAMESPACE = "ldp_marginals"
@@ -80,6 +78,9 @@ class ValidateReportsFn(beam.DoFn):
     def __init__(self, configs: dict):
         self._layouts = {name: (cfg.layout.n_bits, cfg.layout.n_bytes) for name, cfg in configs.items()}
 
+    def setup(self):
+        self._valid = Metrics.counter(NAMESPACE, "reports.valid")  # made once: ~10 us per report otherwise
+
     def process(self, element):
         payload, source = element if isinstance(element, tuple) and len(element) == 2 else (element, "input")
         record = payload
@@ -96,7 +97,7 @@ class ValidateReportsFn(beam.DoFn):
             _count(reason)
             yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(reason, detail, source, record=record))
             return
-        Metrics.counter(NAMESPACE, "reports.valid").inc()
+        self._valid.inc()
         yield beam.window.TimestampedValue(report, event_ms / 1000.0)
 
     def _check(self, record):
@@ -120,7 +121,7 @@ class ValidateReportsFn(beam.DoFn):
         n_bits, n_bytes = self._layouts[name]
         if len(bits) != n_bytes:
             return "wrong_length", length_detail(name, len(bits), n_bits, n_bytes), None, None
-        if padding_mask(np.frombuffer(bytes(bits), np.uint8).reshape(1, -1), n_bits)[0]:
+        if n_bits % 8 and bits[-1] >> (n_bits % 8):  # a padding bit of the last byte is set
             return "padding_bits", padding_detail(n_bits), None, None
         dims = record.get("dimensions") or {}
         if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):

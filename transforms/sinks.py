@@ -39,7 +39,10 @@ class WriteWindowFilesFn(beam.DoFn):
 
     def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         (kind, collection), rows = element
-        rows = sorted(rows, key=schemas.to_json_line)  # deterministic file contents
+        rows = list(rows)
+        # each row serialized once: the sort key (deterministic file contents) and the JSON line
+        keyed = sorted((schemas.to_json_line(r), i) for i, r in enumerate(rows))
+        rows = [rows[i] for _, i in keyed]
         index = pane.index if pane is not None else 0
         stem = window_file_stem(w, collection, index)
         folder = FileSystems.join(self.output_dir, kind)
@@ -53,7 +56,7 @@ class WriteWindowFilesFn(beam.DoFn):
         buf = io.BytesIO()
         fastavro.writer(buf, schemas.load_schema(SCHEMA_OF[kind]), rows, codec="deflate")
         for path, data in ((avro_path, buf.getvalue()),
-                           (json_path, "".join(schemas.to_json_line(r) + "\n" for r in rows).encode())):
+                           (json_path, "".join(line + "\n" for line, _ in keyed).encode())):
             tmp = path + ".tmp"
             with FileSystems.create(tmp) as fh:
                 fh.write(data)
