@@ -216,6 +216,18 @@ def project_to_simplex(frequencies) -> np.ndarray:
     return np.maximum(v - theta, 0.0)
 
 
+def phi_from_frequencies(f_i: float, f_j: float, f_ij: float) -> float | None:
+    """Phi correlation of two bits from their (estimated) frequencies and joint frequency:
+    ``(f_ij - f_i f_j) / sqrt(f_i (1 - f_i) f_j (1 - f_j))`` (the point estimate of
+    :func:`phi_coefficient`); None where a frequency is outside (0, 1) and phi is undefined. An
+    estimate from noisy frequencies can fall outside [-1, 1]; it is returned as it is."""
+    values = (float(f_i), float(f_j), float(f_ij))
+    if not all(np.isfinite(values)) or not (0.0 < values[0] < 1.0 and 0.0 < values[1] < 1.0):
+        return None
+    a, b, ab = values
+    return (ab - a * b) / float(np.sqrt(a * (1.0 - a) * b * (1.0 - b)))
+
+
 def phi_coefficient(est: TMDHEstimate, i: int, j: int):
     """Correlation (phi) of bits i and j with its delta-method variance.
 

@@ -1,4 +1,4 @@
-"""The ``ldp-marginals`` command: run, simulate, calibrate, demo."""
+"""The ``ldp-marginals`` command: run, simulate, calibrate, demo, dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +40,10 @@ def main(argv=None) -> int:
     demo.add_argument("--reports", type=int, default=60_000)
     demo.add_argument("--seed", type=int, default=7)
 
+    dash = sub.add_parser("dashboard", help="the outputs as one offline HTML page, written or served on localhost")
+    from pipelines.dashboard import add_dashboard_arguments
+    add_dashboard_arguments(dash)
+
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "run":
@@ -54,6 +58,9 @@ def main(argv=None) -> int:
         elif args.command == "demo":
             from pipelines.demo import main as demo_main
             demo_main(args.out, args.reports, args.seed)
+        elif args.command == "dashboard":
+            from pipelines.dashboard import main as dashboard_main
+            dashboard_main(args)
     except ValueError as err:
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ import numpy as np
 import yaml
 
 import schemas
+from pipelines import dashboard
 from pipelines.run import run
 from pipelines.simulate import simulate_population, true_counts, write_population
 from schemas.config import parse_config
@@ -50,15 +51,20 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
         yaml.safe_dump(DEMO_CONFIG, fh, sort_keys=False)
     cfg = parse_config(DEMO_CONFIG)
     t0 = time.time()
-    _step(f"simulating {reports:,} reports over 4 hourly windows, plus 500 in a fifth (below min_reports)")
-    main_pop = simulate_population(cfg, reports, seed=seed, start_ms=START_MS, span_seconds=4 * 3600)
-    small = simulate_population(cfg, 500, seed=seed + 1, start_ms=START_MS + 4 * 3_600_000, span_seconds=3600)
+    _step(f"simulating {reports:,} reports from two regions over 4 hourly windows, plus 500 in a fifth "
+          "(below min_reports)")
     reports_dir = os.path.join(out_dir, "reports")
     os.makedirs(reports_dir, exist_ok=True)
-    write_population(cfg, main_pop, os.path.join(reports_dir, "reports-000.avro"))
-    write_population(cfg, small, os.path.join(reports_dir, "reports-001.avro"))
-    truth = {(w["window_start"], tuple(s)): c for w in true_counts(cfg, main_pop)
-             for s, c in zip(w["sets"], w["counts"])}
+    truth = {}  # (dimensions, window start, set) -> true count
+    sizes = {"eu": reports * 11 // 20, "us": reports - reports * 11 // 20}
+    for i, (region, size) in enumerate(sizes.items()):
+        pop = simulate_population(cfg, size, seed=seed + 10 * i, start_ms=START_MS, span_seconds=4 * 3600)
+        write_population(cfg, pop, os.path.join(reports_dir, f"reports-{region}.avro"), dimensions={"region": region})
+        for w in true_counts(cfg, pop):
+            for s, c in zip(w["sets"], w["counts"]):
+                truth[((("region", region),), w["window_start"], tuple(s))] = c
+    small = simulate_population(cfg, 500, seed=seed + 1, start_ms=START_MS + 4 * 3_600_000, span_seconds=3600)
+    write_population(cfg, small, os.path.join(reports_dir, "reports-eu-late.avro"), dimensions={"region": "eu"})
     _step(f"simulated in {time.time() - t0:.1f}s; running the job on the DirectRunner")
     t1 = time.time()
     estimates_dir = os.path.join(out_dir, "estimates")
@@ -69,18 +75,26 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
             for r in schemas.read_avro(path, "marginal_estimate")]
     withheld = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "withheld", "*.avro")))
                 for r in schemas.read_avro(path, "withheld_window")]
-    covered = [r["ci_low"] <= truth[(r["window_start"], tuple(r["columns"]))] <= r["ci_high"] for r in rows]
+    def true_count(r):
+        return truth[(tuple(sorted(r["dimensions"].items())), r["window_start"], tuple(r["columns"]))]
+
+    covered = [r["ci_low"] <= true_count(r) <= r["ci_high"] for r in rows]
     first = min(r["window_start"] for r in rows)
-    print(f"\n1-way marginals of the first window (n = {rows[0]['n_reports']:,} reports, 95% intervals):")
+    shown = sorted((r for r in rows if r["window_start"] == first and r["dimensions"] == {"region": "eu"}
+                    and len(r["columns"]) == 1), key=lambda r: r["columns"])
+    print(f"\n1-way marginals of the first window, region eu (n = {shown[0]['n_reports']:,} reports, "
+          "95% intervals):")
     print(f"{'bit':<16}{'estimate':>10}{'truth':>8}{'ci_low':>10}{'ci_high':>10}")
-    for r in sorted((r for r in rows if r["window_start"] == first and len(r["columns"]) == 1),
-                    key=lambda r: r["columns"]):
-        t = truth[(first, tuple(r["columns"]))]
+    for r in shown:
+        t = true_count(r)
         print(f"{r['labels'][0]:<16}{r['estimate']:>10.0f}{t:>8}{r['ci_low']:>10.0f}{r['ci_high']:>10.0f}")
     rate = float(np.mean(covered)) if covered else float("nan")
     print(f"\n{sum(covered)} of {len(covered)} estimates ({rate:.1%}) cover the truth; "
           f"{len(withheld)} window(s) withheld below min_reports={cfg.min_reports}")
-    result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld)}
+    page = dashboard.write(estimates_dir, os.path.join(out_dir, "dashboard.html"))
+    print(f"\ndashboard: {os.path.abspath(page)}")
+    result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld),
+              "dashboard": os.path.abspath(page)}
     with open(os.path.join(out_dir, "demo_result.json"), "w") as fh:
         json.dump(result, fh, indent=2)
     return result

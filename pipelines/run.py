@@ -54,6 +54,21 @@ def summarize(result) -> dict:
             "dead_letters_by_reason": dict(sorted(dead.items()))}
 
 
+COLLECTIONS_FILE = "collections.json"
+
+
+def write_collections(output_dir: str, configs: dict) -> str:
+    """``<output>/collections.json``: each collection's bits, channels, epsilon and guard, so that
+    readers of the outputs (the dashboard) need not find the config files."""
+    from apache_beam.io.filesystems import FileSystems
+    if "://" not in output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+    path = FileSystems.join(output_dir, COLLECTIONS_FILE)
+    with FileSystems.create(path) as fh:
+        fh.write(json.dumps([configs[name].describe() for name in sorted(configs)], indent=2).encode())
+    return path
+
+
 def run(argv=None) -> dict:
     parser = argparse.ArgumentParser(prog="ldp-marginals run", description=__doc__.splitlines()[0])
     add_run_arguments(parser)
@@ -62,6 +77,7 @@ def run(argv=None) -> dict:
     source = make_source(args, configs)
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
+    write_collections(args.output, configs)
     pipeline = beam.Pipeline(options=options)
     build(pipeline, source, FileSink(args.output, streaming=args.streaming), JobOptions(configs, streaming=args.streaming))
     result = pipeline.run()

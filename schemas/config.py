@@ -33,6 +33,7 @@ import yaml
 
 from ldp.channels import Channel, ChannelSet
 from ldp.encoding import Feature, Layout
+from ldp.privacy import local_dp_epsilon
 from ldp.sets import SetFamily
 
 WINDOW_TYPES = ("fixed", "sliding", "global")
@@ -142,6 +143,19 @@ class CollectionConfig:
     @property
     def report_extremes(self) -> tuple:
         return tuple(e for e in self.extremes if e.over == "report")
+
+    def describe(self) -> dict:
+        """What a reader of the outputs needs to know about the collection (JSON-safe): the bits, the
+        channels and the local-DP epsilon they give a whole report, the window and the guard."""
+        return {"collection": self.name, "labels": list(self.layout.labels),
+                "p": [float(c.p) for c in self.channels.channels], "q": [float(c.q) for c in self.channels.channels],
+                "local_epsilon": float(local_dp_epsilon(self.layout, self.channels)),
+                "window": {"type": self.window.type, "size_seconds": self.window.size_seconds,
+                           "period_seconds": self.window.period_seconds},
+                "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
+                "groups": [list(g) for g in self.groups],
+                "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
+                             for e in self.extremes]}
 
 
 def _bits_of(layout: Layout, items, where: str) -> tuple:

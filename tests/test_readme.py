@@ -27,6 +27,6 @@ def test_readme_python_example_runs():
 
 def test_readme_names_the_commands_that_exist():
     from pipelines.cli import main
-    for command in ("run", "simulate", "calibrate", "demo"):
+    for command in ("run", "simulate", "calibrate", "demo", "dashboard"):
         assert f"ldp-marginals {command}" in README
     assert main(["calibrate", "--bits", "4", "--population", "100000", "--epsilon", "1", "--trials", "500"]) == 0

@@ -124,9 +124,9 @@ def test_cli_errors_are_clear(tmp_path):
 
 
 def test_demo_writes_real_outputs(tmp_path):
-    stdout = cli("demo", "--out", str(tmp_path / "demo"), "--reports", "12000")
+    stdout = cli("demo", "--out", str(tmp_path / "demo"), "--reports", "20000")
     assert "cover the truth" in stdout and "withheld below min_reports" in stdout
     result = json.loads((tmp_path / "demo" / "demo_result.json").read_text())
-    assert result["summary"]["reports_counted"] == 12500 and result["withheld"] == 1
+    assert result["summary"]["reports_counted"] == 20500 and result["withheld"] == 1
     assert result["coverage"] > 0.8
     assert glob.glob(str(tmp_path / "demo" / "estimates" / "marginals" / "*.avro"))

@@ -1,0 +1,194 @@
+"""``ldp-marginals dashboard``: one self-contained HTML page of the job's outputs (Plotly, embedded,
+no network), written to a file or served on localhost with new windows picked up as they land.
+
+    ldp-marginals dashboard --estimates out/demo/estimates --out out/demo/dashboard.html
+    ldp-marginals dashboard --estimates out/demo/estimates --serve 8050
+
+The page reads the JSON-lines twins of the Avro outputs (``<kind>/<start>_<end>_<collection>_paneNNN``;
+of several panes of a window the latest wins) and ``collections.json`` (channels, epsilon,
+min_reports), which ``ldp-marginals run`` writes beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import http.server
+import json
+import math
+import os
+from importlib import resources
+
+from ldp.tables import phi_from_frequencies
+from pipelines.run import COLLECTIONS_FILE
+
+KINDS = ("marginals", "tables", "extremes", "withheld")
+
+
+def _latest_panes(folder: str) -> list:
+    """The JSON-lines files of a kind's folder, only the latest pane of each (window, collection)."""
+    best = {}
+    for path in glob.glob(os.path.join(folder, "*.jsonl")):
+        name = os.path.basename(path)
+        stem, _, pane = name[:-len(".jsonl")].rpartition("_pane")
+        if not pane.isdigit():
+            continue
+        if stem not in best or int(pane) > best[stem][0]:
+            best[stem] = (int(pane), path)
+    return [path for _, path in sorted(best.values(), key=lambda item: item[1])]
+
+
+def _read_rows(path: str) -> list:
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def _correlations(marginals: list) -> list:
+    """Per (collection, window, dimensions): the phi matrix of the bits whose 1- and 2-way
+    marginals were estimated."""
+    by_key = {}
+    for r in marginals:
+        key = (r["collection"], r["window_start"], r["window_end"], json.dumps(r["dimensions"], sort_keys=True))
+        by_key.setdefault(key, []).append(r)
+    out = []
+    for (collection, start, end, dims), rows in sorted(by_key.items()):
+        single = {r["columns"][0]: r for r in rows if len(r["columns"]) == 1}
+        pairs = {tuple(r["columns"]): r["frequency"] for r in rows if len(r["columns"]) == 2}
+        bits = sorted(single)
+        if len(bits) < 2 or not pairs:
+            continue
+        z = [[1.0 if a == b else phi_from_frequencies(single[a]["frequency"], single[b]["frequency"],
+                                                      pairs.get((min(a, b), max(a, b)), float("nan")))
+              for b in bits] for a in bits]
+        out.append({"collection": collection, "window_start": start, "window_end": end,
+                    "dimensions": json.loads(dims), "labels": [single[b]["labels"][0] for b in bits], "z": z})
+    return out
+
+
+def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
+    """Everything the page shows, as JSON-safe data. ``marginals``: label lists of the sets to
+    chart over time (default: every 1-way marginal)."""
+    if not os.path.isdir(estimates_dir):
+        raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
+    data = {kind: [r for path in _latest_panes(os.path.join(estimates_dir, kind)) for r in _read_rows(path)]
+            for kind in KINDS}
+    collections_path = os.path.join(estimates_dir, COLLECTIONS_FILE)
+    data["collections"] = []
+    if os.path.exists(collections_path):
+        with open(collections_path) as fh:
+            data["collections"] = json.load(fh)
+    summary_path = os.path.join(estimates_dir, "summary.json")
+    data["summary"] = None
+    if os.path.exists(summary_path):
+        with open(summary_path) as fh:
+            data["summary"] = json.load(fh)
+    data["correlations"] = _correlations(data["marginals"])
+    data["chosen_marginals"] = [list(m) for m in marginals] if marginals else None
+    return data
+
+
+def _finite(value):
+    """JSON-safe: NaN and infinities (not JSON) as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _asset(name: str) -> str:
+    return resources.files("pipelines").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
+
+
+def render(data: dict | None, data_url: str | None = None, refresh_seconds: float = 5.0) -> str:
+    """The page: Plotly and the app inlined; the data inlined, or fetched from ``data_url`` every
+    ``refresh_seconds`` (served mode)."""
+    from plotly.offline import get_plotlyjs
+    boot = {"data": data, "dataUrl": data_url, "refreshSeconds": refresh_seconds}
+    # every "<" as \\u003c (the same JSON): the data can neither close nor comment out its script element
+    boot_json = json.dumps(_finite(boot), allow_nan=False).replace("<", "\\u003c")
+    parts = {"/*PLOTLY*/": get_plotlyjs(), "/*BOOT*/null": boot_json, "/*APP*/": _asset("app.js")}
+    page = _asset("page.html")
+    out = []
+    for marker, content in parts.items():  # split on the template's markers, so content is never rescanned
+        before, found, page = page.partition(marker)
+        if not found:
+            raise RuntimeError(f"dashboard template lacks {marker}")
+        out += [before, content]
+    return "".join(out + [page])
+
+
+def write(estimates_dir: str, out_path: str, marginals: list | None = None) -> str:
+    data = load_estimates(estimates_dir, marginals)
+    folder = os.path.dirname(os.path.abspath(out_path))
+    os.makedirs(folder, exist_ok=True)
+    with open(out_path, "w", encoding="utf-8") as fh:
+        fh.write(render(data))
+    return out_path
+
+
+def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginals: list | None = None,
+                refresh_seconds: float = 5.0) -> http.server.ThreadingHTTPServer:
+    """A server of the page at ``/`` and fresh data at ``/data.json`` (re-read on every request)."""
+    if not os.path.isdir(estimates_dir):
+        raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
+    page = render(None, data_url="data.json", refresh_seconds=refresh_seconds).encode("utf-8")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path in ("/", "/index.html"):
+                body, kind = page, "text/html; charset=utf-8"
+            elif self.path.split("?")[0] == "/data.json":
+                body = json.dumps(_finite(load_estimates(estimates_dir, marginals)), allow_nan=False).encode()
+                kind = "application/json"
+            else:
+                self.send_error(404, "not found")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, fmt, *args):  # quiet: one line per request is noise on a dashboard
+            pass
+
+    return http.server.ThreadingHTTPServer((host, port), Handler)
+
+
+def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--estimates", required=True, help="the job's output directory")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="write one self-contained HTML file")
+    where.add_argument("--serve", type=int, metavar="PORT", help="serve the page on localhost:PORT")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: localhost only)")
+    parser.add_argument("--marginal", action="append", default=None, metavar="LABELS",
+                        help="a set to chart over time, as comma-separated bit labels (repeat); "
+                             "default: every 1-way marginal")
+    parser.add_argument("--refresh-seconds", type=float, default=5.0, help="served page: how often to look for new windows")
+
+
+def main(args) -> None:
+    marginals = [[label.strip() for label in m.split(",") if label.strip()] for m in args.marginal or []] or None
+    if args.refresh_seconds <= 0:
+        raise ValueError(f"--refresh-seconds must be > 0, got --refresh-seconds={args.refresh_seconds}")
+    if args.out:
+        print(f"dashboard written to {os.path.abspath(write(args.estimates, args.out, marginals))}")
+        return
+    if not 0 < args.serve < 65536:
+        raise ValueError(f"--serve must be a port in 1..65535, got --serve={args.serve}")
+    server = make_server(args.estimates, args.serve, args.host, marginals, args.refresh_seconds)
+    print(f"serving the dashboard of {args.estimates} on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+

@@ -1,0 +1,279 @@
+// The dashboard: the job's rows (inlined, or fetched from dataUrl in served mode) -> Plotly charts.
+// Every chart is redrawn from the current selection: collection, dimension values, window and the
+// marginals charted over time. window.dashboardReady / dashboardRenders let tests wait for a render.
+(function () {
+  "use strict";
+  const boot = window.LDP_BOOT;
+  const state = { data: null, collection: null, dims: {}, window: "", sets: null };
+  window.dashboardReady = false;
+  window.dashboardRenders = 0;
+
+  const $ = (id) => document.getElementById(id);
+  const iso = (ms) => new Date(ms).toISOString().replace(".000Z", "Z");
+  const setName = (r) => r.labels.join(" & ");
+  const fmt = (v, digits) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
+  const config = { displaylogo: false, responsive: true };
+  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf"];  // Plotly's default colorway: each band takes its line's colour
+
+  function el(tag, text) {
+    const node = document.createElement(tag);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function fillTable(table, header, rows) {
+    table.replaceChildren();
+    const head = el("tr");
+    header.forEach((h) => head.appendChild(el("th", h)));
+    table.appendChild(head);
+    rows.forEach((cells) => {
+      const tr = el("tr");
+      cells.forEach((c) => tr.appendChild(el("td", c)));
+      table.appendChild(tr);
+    });
+  }
+
+  function allRows() {
+    const d = state.data;
+    return [].concat(d.marginals, d.tables, d.extremes, d.withheld);
+  }
+
+  function collections() {
+    const names = new Set(state.data.collections.map((c) => c.collection));
+    allRows().forEach((r) => names.add(r.collection));
+    return Array.from(names).sort();
+  }
+
+  function dimensionValues() {
+    const keys = {};
+    allRows().filter((r) => r.collection === state.collection).forEach((r) => {
+      Object.entries(r.dimensions).forEach(([k, v]) => { (keys[k] = keys[k] || new Set()).add(v); });
+    });
+    const out = {};
+    Object.keys(keys).sort().forEach((k) => { out[k] = Array.from(keys[k]).sort(); });
+    return out;
+  }
+
+  function selected(r) {
+    if (r.collection !== state.collection) return false;
+    const keys = Object.keys(r.dimensions);
+    if (keys.length !== Object.keys(state.dims).length) return false;
+    return keys.every((k) => state.dims[k] === r.dimensions[k]);
+  }
+
+  function windowStarts(rows) {
+    return Array.from(new Set(rows.map((r) => r.window_start))).sort((a, b) => a - b);
+  }
+
+  function currentWindow(marginals) {
+    if (state.window !== "") return Number(state.window);
+    const starts = windowStarts(marginals);
+    return starts.length ? starts[starts.length - 1] : null;
+  }
+
+  function setOptions(select, values, labelOf, current) {
+    select.replaceChildren();
+    values.forEach((v) => {
+      const o = el("option", labelOf(v));
+      o.value = String(v);
+      select.appendChild(o);
+    });
+    if (current !== undefined && values.map(String).includes(String(current))) select.value = String(current);
+  }
+
+  function renderFilters() {
+    const names = collections();
+    if (!names.includes(state.collection)) state.collection = names.length ? names[0] : null;
+    setOptions($("collection-filter"), names, (v) => v, state.collection);
+
+    const dims = dimensionValues();
+    const box = $("dimension-filters");
+    box.replaceChildren();
+    const next = {};
+    Object.entries(dims).forEach(([k, values]) => {
+      next[k] = values.includes(state.dims[k]) ? state.dims[k] : values[0];
+      const label = el("label", k + " ");
+      const select = el("select");
+      select.id = "dimension-filter-" + k;
+      select.dataset.dimension = k;
+      setOptions(select, values, (v) => v, next[k]);
+      select.addEventListener("change", () => { state.dims[k] = select.value; render(); });
+      label.appendChild(select);
+      box.appendChild(label);
+    });
+    state.dims = next;
+
+    const marginals = state.data.marginals.filter(selected);
+    const starts = windowStarts(marginals);
+    if (state.window !== "" && !starts.includes(Number(state.window))) state.window = "";
+    const windowSelect = $("window-filter");
+    setOptions(windowSelect, [""].concat(starts), (v) => (v === "" ? "latest" : iso(v)), state.window);
+
+    const sets = new Map();
+    marginals.forEach((r) => sets.set(setName(r), r.columns));
+    const available = Array.from(sets.keys()).sort((a, b) =>
+      sets.get(a).length - sets.get(b).length || sets.get(a)[0] - sets.get(b)[0] || a.localeCompare(b));
+    if (state.sets === null) {
+      const chosen = state.data.chosen_marginals;
+      state.sets = chosen ? chosen.map((labels) => labels.join(" & "))
+        : available.filter((name) => sets.get(name).length === 1);
+    }
+    const marginalSelect = $("marginal-filter");
+    setOptions(marginalSelect, available, (v) => v);
+    Array.from(marginalSelect.options).forEach((o) => { o.selected = state.sets.includes(o.value); });
+  }
+
+  function renderMarginals(marginals) {
+    const traces = [];
+    state.sets.forEach((name, i) => {
+      const rows = marginals.filter((r) => setName(r) === name).sort((a, b) => a.window_start - b.window_start);
+      if (!rows.length) return;
+      const x = rows.map((r) => iso(r.window_start));
+      const lo = rows.map((r) => r.ci_low / r.n_reports);
+      const hi = rows.map((r) => r.ci_high / r.n_reports);
+      const color = PALETTE[i % PALETTE.length];
+      traces.push({ x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()), fill: "toself",
+        mode: "lines", line: { width: 0 }, fillcolor: color, opacity: 0.2, hoverinfo: "skip", showlegend: false,
+        legendgroup: name, name: name + " band", meta: { role: "band", set: name } });
+      traces.push({ x, y: rows.map((r) => r.frequency), mode: "lines+markers", name, legendgroup: name,
+        line: { color }, marker: { color },
+        meta: { role: "estimate", set: name }, customdata: rows.map((r, j) => [lo[j], hi[j], r.n_reports]),
+        hovertemplate: "%{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}] n=%{customdata[2]}<extra>" +
+          name + "</extra>" });
+    });
+    Plotly.react("chart-marginals", traces, {
+      margin: { t: 10, r: 10 }, xaxis: { title: { text: "window start (UTC)" } },
+      yaxis: { title: { text: "estimated frequency" } },
+    }, config);
+  }
+
+  function renderCorrelations(windowStart) {
+    const entry = state.data.correlations.find((c) => selected(c) && c.window_start === windowStart);
+    const traces = entry ? [{ type: "heatmap", z: entry.z, x: entry.labels, y: entry.labels, zmin: -1, zmax: 1,
+      colorscale: "RdBu", reversescale: true, meta: { role: "phi" },
+      hovertemplate: "%{y} / %{x}: phi=%{z:.3f}<extra></extra>" }] : [];
+    Plotly.react("chart-correlations", traces, { margin: { t: 10, l: 110, b: 110 },
+      yaxis: { autorange: "reversed" } }, config);
+  }
+
+  function renderTables(tables) {
+    const groups = new Map();
+    tables.forEach((r) => {
+      const g = r.group.join(" × ");
+      if (!groups.has(g)) groups.set(g, []);
+      groups.get(g).push(r);
+    });
+    const traces = [];
+    const rows = [];
+    Array.from(groups.keys()).sort().forEach((g) => {
+      const cells = groups.get(g).sort((a, b) => a.cell.join().localeCompare(b.cell.join()));
+      const x = cells.map((r) => r.cell.map((v, i) => r.group[i] + "=" + v).join(", "));
+      const y = cells.map((r) => r.frequency);
+      traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g },
+        error_y: { type: "data", array: cells.map((r, i) => r.ci_high / r.n_reports - y[i]),
+          arrayminus: cells.map((r, i) => y[i] - r.ci_low / r.n_reports) } });
+      cells.forEach((r, i) => rows.push([x[i], fmt(r.estimate, 1), fmt(r.frequency, 4),
+        fmt(r.ci_low / r.n_reports, 4) + " – " + fmt(r.ci_high / r.n_reports, 4)]));
+    });
+    Plotly.react("chart-tables", traces, { margin: { t: 10 }, yaxis: { title: { text: "estimated frequency" } },
+      barmode: "group", showlegend: traces.length > 1 }, config);
+    fillTable($("table-cells"), ["cell", "estimate", "frequency", "interval"], rows);
+  }
+
+  function renderExtremes(extremes) {
+    const names = Array.from(new Set(extremes.map((r) => r.name))).sort();
+    const traces = names.map((name) => {
+      const rows = extremes.filter((r) => r.name === name).sort((a, b) => a.window_start - b.window_start);
+      const y = rows.map((r) => r.estimate);
+      return { x: rows.map((r) => iso(r.window_start)), y, mode: "lines+markers",
+        name: name + " (" + rows[0].op.toUpperCase() + ")", meta: { role: "extreme", name },
+        error_y: { type: "data", array: rows.map((r, i) => r.ci_high - y[i]),
+          arrayminus: rows.map((r, i) => y[i] - r.ci_low) } };
+    });
+    Plotly.react("chart-extremes", traces, { margin: { t: 10 },
+      yaxis: { title: { text: "estimated reports (OR: union size)" } },
+      annotations: traces.length ? [] : [{ text: "the job produced no OR/AND estimates for this selection",
+        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }, config);
+  }
+
+  function channelText(c) {
+    const same = (xs) => xs.every((v) => v === xs[0]);
+    if (same(c.p) && same(c.q)) return "p=" + fmt(c.p[0], 4) + ", q=" + fmt(c.q[0], 4) + " on each of " +
+      c.p.length + " bits";
+    return c.p.map((p, i) => c.labels[i] + ": p=" + fmt(p, 4) + " q=" + fmt(c.q[i], 4)).join("; ");
+  }
+
+  function renderPrivacy(marginals, withheld) {
+    const info = state.data.collections.filter((c) => c.collection === state.collection);
+    fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "window", "min_reports"],
+      info.map((c) => [c.collection, channelText(c), fmt(c.local_epsilon, 3),
+        c.window.type + (c.window.size_seconds ? " " + c.window.size_seconds + " s" : ""), String(c.min_reports)]));
+    const published = new Map();
+    marginals.forEach((r) => published.set(r.window_start, r.n_reports));
+    const starts = Array.from(published.keys()).sort((a, b) => a - b);
+    const held = withheld.slice().sort((a, b) => a.window_start - b.window_start);
+    const min = info.length ? info[0].min_reports : null;
+    const traces = [
+      { type: "bar", name: "published", x: starts.map(iso), y: starts.map((s) => published.get(s)),
+        meta: { role: "published" } },
+      { type: "bar", name: "withheld", x: held.map((r) => iso(r.window_start)), y: held.map((r) => r.n_reports),
+        marker: { color: "#c0392b" }, meta: { role: "withheld" } },
+    ];
+    const shapes = min === null ? [] : [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: min, y1: min,
+      line: { dash: "dash", color: "#c0392b" } }];
+    Plotly.react("chart-reports", traces, { margin: { t: 10 }, barmode: "overlay", shapes,
+      xaxis: { type: "category", categoryorder: "category ascending", title: { text: "window start (UTC)" } },
+      yaxis: { title: { text: "reports per window" } } }, config);
+    fillTable($("withheld-table"), ["window start", "window end", "reports", "min_reports", "reason"],
+      held.map((r) => [iso(r.window_start), iso(r.window_end), String(r.n_reports), String(r.min_reports),
+        r.reason]));
+  }
+
+  function render() {
+    renderFilters();
+    const marginals = state.data.marginals.filter(selected);
+    const windowStart = currentWindow(marginals);
+    renderMarginals(marginals);
+    renderCorrelations(windowStart);
+    renderTables(state.data.tables.filter((r) => selected(r) && r.window_start === windowStart));
+    renderExtremes(state.data.extremes.filter(selected));
+    renderPrivacy(marginals, state.data.withheld.filter(selected));
+    const s = state.data.summary;
+    $("status").textContent = windowStarts(marginals).length + " published windows; showing " +
+      (windowStart === null ? "none" : iso(windowStart)) +
+      (s ? "; " + s.reports_counted + " reports counted, " + s.reports_dead_lettered + " dead-lettered" : "") +
+      (boot.dataUrl ? "; updated " + new Date().toLocaleTimeString() : "");
+    window.dashboardRenders += 1;
+    window.dashboardReady = true;
+  }
+
+  function listen() {
+    $("collection-filter").addEventListener("change", (e) => {
+      state.collection = e.target.value; state.dims = {}; state.window = ""; state.sets = null; render();
+    });
+    $("window-filter").addEventListener("change", (e) => { state.window = e.target.value; render(); });
+    $("marginal-filter").addEventListener("change", (e) => {
+      state.sets = Array.from(e.target.selectedOptions).map((o) => o.value); render();
+    });
+  }
+
+  function poll() {
+    fetch(boot.dataUrl, { cache: "no-store" })
+      .then((response) => {
+        if (!response.ok) throw new Error("data.json: HTTP " + response.status);
+        return response.json();
+      })
+      .then((data) => { state.data = data; render(); })
+      .catch((err) => { $("status").textContent = "could not load new windows: " + err.message; })
+      .finally(() => setTimeout(poll, boot.refreshSeconds * 1000));
+  }
+
+  listen();
+  if (boot.dataUrl) {
+    poll();
+  } else {
+    state.data = boot.data;
+    render();
+  }
+})();

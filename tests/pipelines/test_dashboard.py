@@ -1,0 +1,221 @@
+"""The dashboard: data loading checked directly, and the demo's page rendered in headless Chromium
+(Debian's chromium + chromium-driver, installed by `make test`), its charts compared with the files."""
+import json
+import os
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ldp.tables import phi_from_frequencies
+from pipelines import dashboard
+from pipelines.demo import main as demo_main
+from pipelines.run import run
+from pipelines.simulate import simulate_population, write_population
+from schemas.config import parse_config
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+CHARTS = ("chart-marginals", "chart-correlations", "chart-tables", "chart-extremes", "chart-reports")
+
+
+def rows_of(estimates, kind):
+    return [r for path in dashboard._latest_panes(os.path.join(estimates, kind)) for r in dashboard._read_rows(path)]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    result = demo_main(str(out), reports=20_000, seed=3)
+    return out, Path(result["dashboard"])
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail("Debian's chromium and chromium-driver are missing: `make test` installs them")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,2600", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, condition: str, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if driver.execute_script(f"return {condition};"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {condition}")
+
+
+def traces(driver, chart, role):
+    return driver.execute_script(
+        "return document.getElementById(arguments[0]).data.filter(t => t.meta && t.meta.role === arguments[1])"
+        ".map(t => ({x: t.x, y: t.y, z: t.z || null, name: t.name, meta: t.meta,"
+        " err: t.error_y ? [t.error_y.array, t.error_y.arrayminus] : null}))", chart, role)
+
+
+def select(driver, element_id, value):
+    from selenium.webdriver.support.ui import Select
+    before = driver.execute_script("return window.dashboardRenders")
+    Select(driver.find_element("id", element_id)).select_by_value(str(value))
+    wait_for(driver, f"window.dashboardRenders > {before}")
+
+
+def severe_logs(driver):
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def iso(ms):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def test_latest_pane_wins_and_correlations_are_phi_of_the_files(tmp_path):
+    folder = tmp_path / "marginals"
+    folder.mkdir()
+    base = {"collection": "c", "window_start": 0, "window_end": 10, "dimensions": {}, "n_reports": 100,
+            "estimate": 0.0, "variance": 1.0, "ci_low": 0.0, "ci_high": 1.0}
+    old = [dict(base, columns=[0], labels=["a"], frequency=0.9)]
+    new = [dict(base, columns=[0], labels=["a"], frequency=0.5), dict(base, columns=[1], labels=["b"], frequency=0.4),
+           dict(base, columns=[0, 1], labels=["a", "b"], frequency=0.3)]
+    for pane, rows in ((0, old), (1, new)):
+        (folder / f"19700101T000000000Z_19700101T000000010Z_c_pane{pane:03d}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows))
+    data = dashboard.load_estimates(str(tmp_path))
+    assert [r["frequency"] for r in data["marginals"]] == [0.5, 0.4, 0.3]
+    (corr,) = data["correlations"]
+    assert corr["labels"] == ["a", "b"]
+    assert corr["z"][0][1] == corr["z"][1][0] == pytest.approx((0.3 - 0.2) / (0.25 * 0.24) ** 0.5)
+    assert phi_from_frequencies(0.0, 0.5, 0.1) is None and phi_from_frequencies(0.5, 0.5, float("nan")) is None
+
+
+def test_page_is_offline_and_data_cannot_close_its_script(tmp_path):
+    data = {"marginals": [], "tables": [], "extremes": [], "withheld": [], "collections": [], "summary": None,
+            "correlations": [], "chosen_marginals": None, "note": "</script><script>alert(1)</script> nan",
+            "bad": float("nan")}
+    page = dashboard.render(data)
+    assert page.count("</script>") == 3  # plotly, the data, the app: the data's own is escaped
+    assert "\\u003c/script>\\u003cscript>alert(1)" in page and '"bad": null' in page
+    assert "http://" not in page.split("<script>", 1)[0] and "src=" not in page.split("<body>", 1)[1]
+    with pytest.raises(ValueError, match="estimates must be a directory"):
+        dashboard.load_estimates(str(tmp_path / "missing"))
+
+
+def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tmp_path):
+    out, page = demo
+    estimates = str(out / "estimates")
+    browser.get(page.as_uri())
+    wait_for(browser, "window.dashboardReady === true")
+    assert severe_logs(browser) == []
+    browser.save_screenshot(str(tmp_path / "dashboard.png"))
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+
+    marginals, tables = rows_of(estimates, "marginals"), rows_of(estimates, "tables")
+    extremes, withheld = rows_of(estimates, "extremes"), rows_of(estimates, "withheld")
+    (info,) = json.loads((out / "estimates" / "collections.json").read_text())
+
+    def shown(rows, region):
+        return [r for r in rows if r["dimensions"] == {"region": region}]
+
+    for region in ("eu", "us"):
+        if region == "us":
+            select(browser, "dimension-filter-region", "us")
+        mine = shown(marginals, region)
+        starts = sorted({r["window_start"] for r in mine})
+        latest = starts[-1]
+        # marginals over time: one estimate series and one band per 1-way marginal, a point per window
+        one_way = sorted((r for r in mine if len(r["columns"]) == 1), key=lambda r: r["columns"])
+        labels = list(dict.fromkeys(r["labels"][0] for r in one_way))
+        series = traces(browser, "chart-marginals", "estimate")
+        assert [s["name"] for s in series] == labels == list(info["labels"])
+        assert len(traces(browser, "chart-marginals", "band")) == len(labels)
+        for s in series:
+            rows = sorted((r for r in one_way if r["labels"][0] == s["name"]), key=lambda r: r["window_start"])
+            assert s["x"] == [iso(r["window_start"]) for r in rows] and len(s["x"]) == len(starts)
+            assert s["y"] == [r["frequency"] for r in rows]
+        # correlations of the latest window: phi from the files' 1- and 2-way frequencies
+        (heat,) = traces(browser, "chart-correlations", "phi")
+        freq = {tuple(r["columns"]): r["frequency"] for r in mine if r["window_start"] == latest}
+        d = len(labels)
+        assert heat["x"] == labels and len(heat["z"]) == d
+        for a in range(d):
+            for b in range(a + 1, d):
+                expected = phi_from_frequencies(freq[(a,)], freq[(b,)], freq[(a, b)])
+                assert heat["z"][a][b] == pytest.approx(expected, rel=1e-12)
+        # the (os, plan) table of the latest window, with its intervals
+        (bars,) = traces(browser, "chart-tables", "table")
+        cells = sorted((r for r in shown(tables, region) if r["window_start"] == latest),
+                       key=lambda r: ",".join(r["cell"]))
+        assert len(bars["x"]) == len(cells) == 6 and bars["y"] == [r["frequency"] for r in cells]
+        assert bars["err"][0] == pytest.approx([r["ci_high"] / r["n_reports"] - r["frequency"] for r in cells])
+        # OR/AND estimates: one series per extreme, a point per window
+        ext = traces(browser, "chart-extremes", "extreme")
+        assert sorted(e["meta"]["name"] for e in ext) == ["all_betas", "any_beta"]
+        for e in ext:
+            rows = sorted((r for r in shown(extremes, region) if r["name"] == e["meta"]["name"]),
+                          key=lambda r: r["window_start"])
+            assert e["y"] == [r["estimate"] for r in rows] and len(rows) == len(starts)
+        # privacy panel: reports per window, withheld windows, epsilon
+        (published,) = traces(browser, "chart-reports", "published")
+        (held,) = traces(browser, "chart-reports", "withheld")
+        per_window = {r["window_start"]: r["n_reports"] for r in mine}
+        assert published["y"] == [per_window[s] for s in starts]
+        assert held["y"] == [r["n_reports"] for r in shown(withheld, region)]
+        assert len(held["y"]) == (1 if region == "eu" else 0)
+        text = browser.find_element("id", "privacy-table").text
+        assert f"{info['local_epsilon']:.3f}" in text and str(info["min_reports"]) in text
+    # a chosen window instead of the latest
+    first = min(r["window_start"] for r in shown(marginals, "us"))
+    select(browser, "window-filter", first)
+    (bars,) = traces(browser, "chart-tables", "table")
+    assert bars["y"] == [r["frequency"] for r in sorted(
+        (r for r in shown(tables, "us") if r["window_start"] == first), key=lambda r: ",".join(r["cell"]))]
+    assert severe_logs(browser) == []
+
+
+def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
+    out, _ = demo
+    estimates = tmp_path / "estimates"
+    shutil.copytree(out / "estimates", estimates)
+    server = dashboard.make_server(str(estimates), 0, refresh_seconds=0.3)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(url + "nothing")
+        browser.get(url)
+        wait_for(browser, "window.dashboardReady === true")
+        select(browser, "dimension-filter-region", "us")
+        n_before = len(traces(browser, "chart-marginals", "estimate")[0]["x"])
+        # the job writes a new hourly window of region us into the same output directory
+        config = parse_config(yaml.safe_load((out / "demo_config.yaml").read_text()))
+        pop = simulate_population(config, 3000, seed=11, start_ms=1_767_225_600_000 + 5 * 3_600_000,
+                                  span_seconds=3600)
+        write_population(config, pop, str(tmp_path / "new.avro"), dimensions={"region": "us"})
+        run(["--config", str(out / "demo_config.yaml"), "--input", str(tmp_path / "new.avro"),
+             "--output", str(estimates)])
+        wait_for(browser, "document.getElementById('chart-marginals').data"
+                          f".filter(t => t.meta.role === 'estimate')[0].x.length === {n_before + 1}")
+        latest = traces(browser, "chart-marginals", "estimate")[0]
+        new_rows = [r for r in rows_of(str(estimates), "marginals")
+                    if r["window_start"] == 1_767_225_600_000 + 5 * 3_600_000 and r["columns"] == [0]]
+        assert latest["y"][-1] == new_rows[0]["frequency"]
+        assert severe_logs(browser) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
