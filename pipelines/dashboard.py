@@ -68,11 +68,15 @@ def _correlations(marginals: list) -> list:
     return out
 
 
+def _check_dir(estimates_dir: str) -> None:
+    if not os.path.isdir(estimates_dir):
+        raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
+
+
 def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
     """Everything the page shows, as JSON-safe data. ``marginals``: label lists of the sets to
     chart over time (default: every 1-way marginal)."""
-    if not os.path.isdir(estimates_dir):
-        raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
+    _check_dir(estimates_dir)
     data = {kind: [r for path in _latest_panes(os.path.join(estimates_dir, kind)) for r in _read_rows(path)]
             for kind in KINDS}
     collections_path = os.path.join(estimates_dir, COLLECTIONS_FILE)
@@ -135,8 +139,7 @@ def write(estimates_dir: str, out_path: str, marginals: list | None = None) -> s
 def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginals: list | None = None,
                 refresh_seconds: float = 5.0) -> http.server.ThreadingHTTPServer:
     """A server of the page at ``/`` and fresh data at ``/data.json`` (re-read on every request)."""
-    if not os.path.isdir(estimates_dir):
-        raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
+    _check_dir(estimates_dir)
     page = render(None, data_url="data.json", refresh_seconds=refresh_seconds).encode("utf-8")
 
     class Handler(http.server.BaseHTTPRequestHandler):

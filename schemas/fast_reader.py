@@ -112,7 +112,7 @@ _CONTRACT = _schema_signature(schemas.raw_schema("noisy_report"))
 
 
 @njit(cache=True, nogil=True)
-def _gather(buf, offsets, width):
+def gather_bytes(buf, offsets, width):
     """``(n, width)`` bytes starting at each offset, as one contiguous array."""
     out = np.empty((offsets.shape[0], width), dtype=np.uint8)
     for i in range(offsets.shape[0]):
@@ -139,7 +139,7 @@ class ReportBlock:
 
     def packed(self, rows: np.ndarray, n_bytes: int) -> np.ndarray:
         """The ``bits`` of ``rows`` (all exactly ``n_bytes`` long) as a contiguous (n, n_bytes) array."""
-        return _gather(self.buf, self.fields[rows, 3], n_bytes)
+        return gather_bytes(self.buf, self.fields[rows, 3], n_bytes)
 
     def record(self, i: int) -> dict:
         """Record i as fastavro would give it (timestamps as int millis)."""

@@ -16,7 +16,7 @@ from apache_beam.metrics import Metrics
 from numba import njit
 
 from ldp.windows import slice_starts
-from schemas.fast_reader import distinct_ids, iter_report_batches
+from schemas.fast_reader import distinct_ids, gather_bytes, iter_report_batches
 from transforms.combiners import CollectionCombineFn
 from transforms.reports import (
     DEAD_LETTER,
@@ -67,16 +67,14 @@ def _screen(buf, fields, coll_ids, cid, n_bytes, n_bits, lo_ms, hi_ms):
             codes[i] = _OK
             n_ok += 1
     rows = np.empty(n_ok, dtype=np.int64)
-    packed = np.empty((n_ok, n_bytes), dtype=np.uint8)
+    offsets = np.empty(n_ok, dtype=np.int64)
     k = 0
     for i in range(n):
         if codes[i] == _OK:
             rows[k] = i
-            o = fields[i, 3]
-            for j in range(n_bytes):
-                packed[k, j] = buf[o + j]
+            offsets[k] = fields[i, 3]
             k += 1
-    return codes, rows, packed
+    return codes, rows, gather_bytes(buf, offsets, n_bytes)
 
 
 class ReadAndPreaggregateFn(beam.DoFn):

@@ -219,3 +219,18 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
         server.shutdown()
         server.server_close()
 
+
+
+def test_dashboard_command(demo, tmp_path, capsys):
+    from pipelines.cli import main
+    out, _ = demo
+    page = tmp_path / "page.html"
+    assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),
+                 "--marginal", "os=mac,plan=pro"]) == 0
+    assert str(page) in capsys.readouterr().out
+    html = page.read_text()
+    assert '"chosen_marginals": [["os=mac", "plan=pro"]]' in html and "Plotly" in html
+    assert main(["dashboard", "--estimates", str(tmp_path / "none"), "--out", str(page)]) == 2
+    assert "estimates must be a directory" in capsys.readouterr().err
+    assert main(["dashboard", "--estimates", str(out / "estimates"), "--serve", "0"]) == 2
+    assert "--serve must be a port" in capsys.readouterr().err
