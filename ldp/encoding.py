@@ -193,6 +193,13 @@ def unpack_bits(packed, n_bits: int) -> np.ndarray:
     return full[..., :d]
 
 
+def has_padding(data: bytes, n_bits: int) -> bool:
+    """One packed report (``ceil(n_bits / 8)`` bytes): True where a padding bit is set. The
+    per-report twin of :func:`padding_mask`, without building an array (message hot path)."""
+    rem = n_bits % 8
+    return rem != 0 and (data[-1] >> rem) != 0
+
+
 def padding_mask(packed: np.ndarray, n_bits: int) -> np.ndarray:
     """Boolean per row of ``(n, n_bytes)`` packed reports: True where a padding bit is set."""
     d = check_int("n_bits", n_bits, minimum=1)

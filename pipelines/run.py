@@ -7,6 +7,7 @@ import json
 import os
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -59,10 +60,8 @@ COLLECTIONS_FILE = "collections.json"
 
 def write_collections(output_dir: str, configs: dict) -> str:
     """``<output>/collections.json``: each collection's bits, channels, epsilon and guard, so that
-    readers of the outputs (the dashboard) need not find the config files."""
-    from apache_beam.io.filesystems import FileSystems
-    if "://" not in output_dir:
-        os.makedirs(output_dir, exist_ok=True)
+    readers of the outputs (the dashboard) need not find the config files. The directory exists
+    once the job's :class:`FileSink` is made."""
     path = FileSystems.join(output_dir, COLLECTIONS_FILE)
     with FileSystems.create(path) as fh:
         fh.write(json.dumps([configs[name].describe() for name in sorted(configs)], indent=2).encode())
@@ -77,9 +76,10 @@ def run(argv=None) -> dict:
     source = make_source(args, configs)
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
+    sink = FileSink(args.output, streaming=args.streaming)
     write_collections(args.output, configs)
     pipeline = beam.Pipeline(options=options)
-    build(pipeline, source, FileSink(args.output, streaming=args.streaming), JobOptions(configs, streaming=args.streaming))
+    build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming))
     result = pipeline.run()
     result.wait_until_finish()
     summary = summarize(result)

@@ -15,6 +15,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from numba import njit
 
+from ldp.encoding import padding_mask
 from ldp.windows import slice_starts
 from schemas.fast_reader import distinct_ids, gather_bytes, iter_report_batches
 from transforms.combiners import CollectionCombineFn
@@ -46,13 +47,13 @@ _OTHER, _OK, _BAD_TIME, _WRONG_LENGTH, _PADDING = -1, 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
-def _screen(buf, fields, coll_ids, cid, n_bytes, n_bits, lo_ms, hi_ms):
+def _screen(buf, fields, coll_ids, cid, n_bytes, lo_ms, hi_ms):
     """One compiled pass over the reports of collection ``cid``: a code per record (``_OTHER`` for
-    other collections, else ``_OK`` or the first failed check in the per-element path's order),
-    the rows that passed, and their bits gathered into a contiguous ``(n_ok, n_bytes)`` array."""
+    other collections, else ``_OK`` or the first failed check of timestamp and length, in the
+    per-element path's order), the rows that passed, and their bits gathered into a contiguous
+    ``(n_ok, n_bytes)`` array (padding bits are checked on that array afterwards)."""
     n = coll_ids.shape[0]
     codes = np.full(n, _OTHER, dtype=np.int8)
-    rem = n_bits % 8
     n_ok = 0
     for i in range(n):
         if coll_ids[i] != cid:
@@ -61,8 +62,6 @@ def _screen(buf, fields, coll_ids, cid, n_bytes, n_bits, lo_ms, hi_ms):
             codes[i] = _BAD_TIME
         elif fields[i, 4] != n_bytes:
             codes[i] = _WRONG_LENGTH
-        elif rem != 0 and (buf[fields[i, 3] + n_bytes - 1] >> rem) != 0:
-            codes[i] = _PADDING
         else:
             codes[i] = _OK
             n_ok += 1
@@ -142,7 +141,11 @@ class ReadAndPreaggregateFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput("records", (block.record(i), f"{path}#{block.first_index + i}"))
                 continue
             n_bits, n_bytes = cfg.layout.n_bits, cfg.layout.n_bytes
-            codes, rows, packed = _screen(block.buf, f, coll_ids, cid, n_bytes, n_bits, MIN_EVENT_MS, MAX_EVENT_MS)
+            codes, rows, packed = _screen(block.buf, f, coll_ids, cid, n_bytes, MIN_EVENT_MS, MAX_EVENT_MS)
+            padded = padding_mask(packed, n_bits)
+            if padded.any():
+                codes[rows[padded]] = _PADDING
+                rows, packed = rows[~padded], packed[~padded]
             if rows.size < coll_ids.size:
                 yield from self._dead(block, np.flatnonzero(codes == _BAD_TIME), "bad_timestamp",
                                       lambda i: time_detail(f[i, 2]), path)

@@ -8,6 +8,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 import schemas
+from ldp.encoding import has_padding
 
 DEAD_LETTER = "dead_letter"
 NAMESPACE = "ldp_marginals"
@@ -121,7 +122,7 @@ class ValidateReportsFn(beam.DoFn):
         n_bits, n_bytes = self._layouts[name]
         if len(bits) != n_bytes:
             return "wrong_length", length_detail(name, len(bits), n_bits, n_bytes), None, None
-        if n_bits % 8 and bits[-1] >> (n_bits % 8):  # a padding bit of the last byte is set
+        if has_padding(bits, n_bits):
             return "padding_bits", padding_detail(n_bits), None, None
         dims = record.get("dimensions") or {}
         if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ldp.channels import Channel, ChannelSet
-from ldp.encoding import Feature, Layout, pack_bits, padding_mask, unpack_bits
+from ldp.encoding import Feature, Layout, has_padding, pack_bits, padding_mask, unpack_bits
 from ldp.randomizer import ClientRandomizer, SecureUniform, randomize_bits
 from tests.stats import Z
 
@@ -62,6 +62,8 @@ def test_pack_unpack_round_trip_and_errors():
     with pytest.raises(ValueError, match=r"padding bits past bit 12 must be 0"):
         unpack_bits(bad, 13)
     assert padding_mask(bad, 13).tolist() == [i == 5 for i in range(100)]
+    assert [has_padding(row.tobytes(), 13) for row in bad] == padding_mask(bad, 13).tolist()
+    assert not has_padding(b"\xff", 8) and has_padding(b"\x40", 6) and not has_padding(b"\x20", 6)
     with pytest.raises(ValueError, match="bits must contain only 0 and 1"):
         pack_bits([0, 2])
 
