@@ -8,15 +8,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 BENCH  := $(VENV)/.installed-bench
+# the deployment images' pins, used as constraints here so the tests run the versions that ship
+PINS   := deploy/dataflow/requirements.txt
 
 .PHONY: env test demo bench clean
 
 env: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PINS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -c $(PINS) -e ".[test]"
 	touch $(STAMP)
 
 # The dashboard test drives Debian's Chromium through chromedriver (no browser downloads here).
@@ -35,7 +37,7 @@ demo: $(STAMP)
 
 # the peer libraries of goal 6 go into the same environment, only for `make bench`
 $(BENCH): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,bench]"
 	touch $(BENCH)
 
 bench: $(BENCH)

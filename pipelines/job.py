@@ -25,6 +25,10 @@ class JobOptions:
     def __post_init__(self):
         if not self.configs:
             raise ValueError("configs must name at least one collection, got configs={}")
+        for name, cfg in self.configs.items():
+            if self.streaming and cfg.window.type == "global" and not cfg.early_firing_seconds:
+                raise ValueError(f"collection {name!r}: a global window never closes in streaming, so it needs "
+                                 f"early_firing_seconds, got early_firing_seconds={cfg.early_firing_seconds!r}")
 
 
 def build(pipeline, source, sink, options: JobOptions) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -12,33 +13,98 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipelines.job import JobOptions, build
-from pipelines.sources import make_source
-from schemas.config import load_configs
+from pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
+from schemas.config import configs_from_text, parse_window
+from transforms.bigquery import METHODS, BigQuerySink
 from transforms.reports import NAMESPACE
-from transforms.sinks import FileSink
+from transforms.sinks import FileSink, Sinks
+
+
+def _option(parser, name: str, **kwargs) -> None:
+    """``--a-b`` also spelled ``--a_b``: Dataflow flex templates pass parameters by their metadata
+    names, which are snake_case."""
+    spellings = [name] + (["--" + name[2:].replace("-", "_")] if "-" in name[2:] else [])
+    parser.add_argument(*spellings, **kwargs)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", action="append", required=True,
-                        help="collection config (JSON or YAML); repeat for several collections")
-    parser.add_argument("--input", help="glob of Avro report files (batch)")
-    parser.add_argument("--output", required=True, help="output directory (local path or gs://...)")
-    parser.add_argument("--streaming", action="store_true", help="streaming mode (with --subscription or --kafka-topic)")
-    parser.add_argument("--subscription", help="Pub/Sub subscription of Avro-encoded reports")
-    parser.add_argument("--kafka-topic", help="Kafka topic of Avro-encoded reports")
-    parser.add_argument("--kafka-bootstrap", help="Kafka bootstrap servers")
-    parser.add_argument("--per-element", action="store_true",
-                        help="batch: read files record by record instead of the block fast path (for comparison)")
+    _option(parser, "--config", action="append", required=True,
+            help="collection config (JSON or YAML, local or gs://...); repeat for several collections")
+    _option(parser, "--input", help="glob of Avro report files (batch)")
+    _option(parser, "--output", required=True,
+            help="output directory (local path or gs://...): windowed Avro and JSON-lines files")
+    _option(parser, "--streaming", action="store_true", help="streaming mode (with --subscription or --kafka-topic)")
+    _option(parser, "--subscription", help="Pub/Sub subscription of Avro-encoded reports: projects/P/subscriptions/S")
+    _option(parser, "--pubsub-timestamp-attribute",
+            help="message attribute holding the report's event time (millis or RFC 3339); default: publish time")
+    _option(parser, "--kafka-topic", help="Kafka topic of Avro-encoded reports")
+    _option(parser, "--kafka-bootstrap", help="Kafka bootstrap servers")
+    _option(parser, "--kafka-timestamp-policy", default="CreateTime", choices=KAFKA_TIMESTAMP_POLICIES,
+            help="event time of a Kafka record (default CreateTime: the producer's timestamp)")
+    _option(parser, "--kafka-consumer-config", action="append", metavar="KEY=VALUE",
+            help="Kafka consumer property (security, group.id); repeatable")
+    _option(parser, "--kafka-java-boot", metavar="PATH",
+            help="Java SDK harness boot binary on the workers: run the Kafka reader as a process there "
+                 "(Flink on Kubernetes) instead of in Docker")
+    _option(parser, "--bigquery-dataset", metavar="[PROJECT:]DATASET",
+            help="also write each output kind to the BigQuery table DATASET.<kind>")
+    _option(parser, "--bigquery-method", default="STREAMING_INSERTS", choices=METHODS,
+            help="how rows reach BigQuery (default STREAMING_INSERTS)")
+    _option(parser, "--window", metavar="fixed:S|sliding:S:P|global",
+            help="override every collection's window (seconds)")
+    _option(parser, "--allowed-lateness-seconds", type=float,
+            help="override every collection's allowed lateness (streaming)")
+    _option(parser, "--detach", action="store_true",
+            help="submit the job and return without waiting (Dataflow, Flink)")
+    _option(parser, "--per-element", action="store_true",
+            help="batch: read files record by record instead of the block fast path (for comparison)")
 
 
-def load_all_configs(paths) -> dict:
+def _read_text(path: str) -> str:
+    with FileSystems.open(path) as fh:
+        return fh.read().decode("utf-8")
+
+
+def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds: float | None = None) -> dict:
+    """Configs of every file (local or any Beam filesystem), with the job-wide overrides applied."""
     configs = {}
     for path in paths:
-        for name, cfg in load_configs(path).items():
+        for name, cfg in configs_from_text(_read_text(path), path).items():
             if name in configs:
                 raise ValueError(f"collection {name!r} is configured twice (in {path})")
             configs[name] = cfg
-    return configs
+    if allowed_lateness_seconds is not None and not allowed_lateness_seconds >= 0:
+        raise ValueError(f"allowed_lateness_seconds must be >= 0, got allowed_lateness_seconds={allowed_lateness_seconds!r}")
+    overrides = {}
+    if window is not None:
+        overrides["window"] = parse_window(window)
+    if allowed_lateness_seconds is not None:
+        overrides["allowed_lateness_seconds"] = float(allowed_lateness_seconds)
+    return {name: replace(cfg, **overrides) for name, cfg in configs.items()}
+
+
+def make_sink(args):
+    """Files under ``--output`` always; BigQuery tables too with ``--bigquery-dataset`` (its refused
+    rows become dead-letter files under ``--output``)."""
+    files = FileSink(args.output, streaming=args.streaming)
+    if not args.bigquery_dataset:
+        return files
+    return Sinks(files, BigQuerySink(args.bigquery_dataset, args.output, args.bigquery_method, args.streaming))
+
+
+def make_pipeline(argv=None, expansion_service=None):
+    """The job's pipeline as the command line asks, built but not run: ``(pipeline, args, configs)``.
+    ``expansion_service`` replaces Kafka's Java expansion service (tests)."""
+    parser = argparse.ArgumentParser(prog="ldp-marginals run", description=__doc__.splitlines()[0])
+    add_run_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    configs = load_all_configs(args.config, args.window, args.allowed_lateness_seconds)
+    options = PipelineOptions(beam_args)
+    options.view_as(StandardOptions).streaming = args.streaming
+    pipeline = beam.Pipeline(options=options)
+    source = make_source(args, configs, expansion_service)
+    build(pipeline, source, make_sink(args), JobOptions(configs, streaming=args.streaming))
+    return pipeline, args, configs
 
 
 def summarize(result) -> dict:
@@ -69,18 +135,13 @@ def write_collections(output_dir: str, configs: dict) -> str:
 
 
 def run(argv=None) -> dict:
-    parser = argparse.ArgumentParser(prog="ldp-marginals run", description=__doc__.splitlines()[0])
-    add_run_arguments(parser)
-    args, beam_args = parser.parse_known_args(argv)
-    configs = load_all_configs(args.config)
-    source = make_source(args, configs)
-    options = PipelineOptions(beam_args)
-    options.view_as(StandardOptions).streaming = args.streaming
-    sink = FileSink(args.output, streaming=args.streaming)
+    """Build and run the job; wait for it and summarize its counters unless ``--detach``."""
+    pipeline, args, configs = make_pipeline(argv)
     write_collections(args.output, configs)
-    pipeline = beam.Pipeline(options=options)
-    build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming))
     result = pipeline.run()
+    if args.detach:
+        print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
+        return {"detached": True}
     result.wait_until_finish()
     summary = summarize(result)
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"

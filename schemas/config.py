@@ -244,7 +244,11 @@ def parse_config(spec: dict) -> CollectionConfig:
 
 def load_configs(path) -> dict:
     """Collection configs from a JSON or YAML file (one mapping, or a list): name -> config."""
-    text = Path(path).read_text()
+    return configs_from_text(Path(path).read_text(), path)
+
+
+def configs_from_text(text: str, path) -> dict:
+    """Collection configs from the text of the file ``path`` (JSON if it ends ``.json``, else YAML)."""
     try:
         data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
@@ -257,3 +261,18 @@ def load_configs(path) -> dict:
             raise ValueError(f"collection names must be unique, got {cfg.name!r} twice")
         out[cfg.name] = cfg
     return out
+
+
+def parse_window(spec: str) -> Window:
+    """``fixed:SECONDS``, ``sliding:SIZE:PERIOD`` or ``global`` -> :class:`Window` (a job-wide override)."""
+    parts = spec.split(":") if isinstance(spec, str) else []
+    try:
+        if parts == ["global"]:
+            return Window("global")
+        if len(parts) == 2 and parts[0] == "fixed":
+            return Window("fixed", float(parts[1]))
+        if len(parts) == 3 and parts[0] == "sliding":
+            return Window("sliding", float(parts[1]), float(parts[2]))
+    except ValueError as err:
+        raise ValueError(f"window must be fixed:SECONDS, sliding:SIZE:PERIOD or global, got window={spec!r} ({err})") from None
+    raise ValueError(f"window must be fixed:SECONDS, sliding:SIZE:PERIOD or global, got window={spec!r}")

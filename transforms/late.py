@@ -8,6 +8,8 @@ then becomes a dead letter with reason ``late`` (and a counter) instead of a sil
 """
 from __future__ import annotations
 
+import typing
+
 import apache_beam as beam
 from apache_beam.coders import VarIntCoder
 from apache_beam.metrics import Metrics
@@ -86,5 +88,7 @@ class DropLateReports(beam.PTransform):
 
     def expand(self, reports):
         return (reports
-                | "KeyForLateness" >> beam.Map(lambda r: ((r.collection, r.dimensions), r))
+                # a string key: state needs a deterministic key coder on every runner
+                | "KeyForLateness" >> beam.Map(lambda r: (repr((r.collection, r.dimensions)), r))
+                .with_output_types(typing.Tuple[str, typing.Any])
                 | "FlagLate" >> beam.ParDo(_FlagLateFn(self.configs)).with_outputs(DEAD_LETTER, main="reports"))

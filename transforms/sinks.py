@@ -65,18 +65,22 @@ class WriteWindowFilesFn(beam.DoFn):
 
 
 class WriteRows(beam.PTransform):
-    """Rows of one output kind -> files per (window, pane, collection) under ``output_dir/kind``."""
+    """Rows of one output kind -> files per (window, pane, collection) under ``output_dir/kind``.
 
-    def __init__(self, kind: str, output_dir: str):
+    ``group`` names the files instead of the rows' collection (dead letters, which have none, are
+    ``all`` unless a group is given)."""
+
+    def __init__(self, kind: str, output_dir: str, group: str | None = None):
         super().__init__()
         if kind not in SCHEMA_OF:
             raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
         self.kind = kind
         self.output_dir = output_dir
+        self.group = group
 
     def expand(self, rows):
-        kind = self.kind
-        collection_of = (lambda r: "all") if kind == "dead_letters" else (lambda r: r["collection"])
+        kind, group = self.kind, self.group or "all"
+        collection_of = (lambda r: group) if kind == "dead_letters" or self.group else (lambda r: r["collection"])
         return (rows
                 | "KeyByFile" >> beam.Map(lambda r: ((kind, collection_of(r)), r))
                 | "GroupByFile" >> beam.GroupByKey()
@@ -104,3 +108,15 @@ class FileSink:
                 trigger=trigger.Repeatedly(trigger.AfterProcessingTime(self.dead_letter_seconds)),
                 accumulation_mode=trigger.AccumulationMode.DISCARDING)
         return rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
+
+
+class Sinks:
+    """Several sinks fed the same outputs (files and BigQuery, say); stage labels stay each sink's own."""
+
+    def __init__(self, *sinks):
+        if not sinks:
+            raise ValueError("sinks must name at least one sink, got none")
+        self.sinks = sinks
+
+    def write(self, kind: str, rows):
+        return [sink.write(kind, rows) for sink in self.sinks]
