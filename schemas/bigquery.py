@@ -23,7 +23,7 @@ import datetime as dt
 import math
 from functools import lru_cache
 
-from schemas import raw_schema
+from schemas import _to_millis, raw_schema
 
 _PRIMITIVES = {"string": "STRING", "bytes": "BYTES", "int": "INTEGER", "long": "INTEGER",
                "double": "FLOAT", "float": "FLOAT", "boolean": "BOOLEAN"}
@@ -74,7 +74,8 @@ def _value(field: dict, value):
         one = {**field, "mode": "REQUIRED"}
         return [_value(one, v) for v in value]
     kind = field["type"]
-    if kind == "TIMESTAMP":  # millis -> RFC 3339 (BigQuery's JSON form, exact to the millisecond)
+    if kind == "TIMESTAMP":  # millis (or a datetime read back from Avro) -> RFC 3339, exact to the millisecond
+        value = _to_millis(value)
         t = dt.datetime.fromtimestamp(value // 1000, tz=dt.timezone.utc)
         return f"{t:%Y-%m-%dT%H:%M:%S}.{value % 1000:03d}Z"
     if kind == "BYTES":
@@ -90,5 +91,6 @@ def _value(field: dict, value):
 
 
 def to_row(name: str, record: dict) -> dict:
-    """A row of the Avro schema ``name`` (as the job emits it) -> a BigQuery JSON row of :func:`table_schema`."""
+    """A row of the Avro schema ``name`` (as the job emits it, or as read back from its Avro files) ->
+    a BigQuery JSON row of :func:`table_schema`."""
     return {f["name"]: _value(f, record.get(f["name"])) for f in _schema(name)["fields"]}
