@@ -266,6 +266,7 @@ def configs_from_text(text: str, path) -> dict:
 def parse_window(spec: str) -> Window:
     """``fixed:SECONDS``, ``sliding:SIZE:PERIOD`` or ``global`` -> :class:`Window` (a job-wide override)."""
     parts = spec.split(":") if isinstance(spec, str) else []
+    expected = f"window must be fixed:SECONDS, sliding:SIZE:PERIOD or global, got window={spec!r}"
     try:
         if parts == ["global"]:
             return Window("global")
@@ -274,5 +275,5 @@ def parse_window(spec: str) -> Window:
         if len(parts) == 3 and parts[0] == "sliding":
             return Window("sliding", float(parts[1]), float(parts[2]))
     except ValueError as err:
-        raise ValueError(f"window must be fixed:SECONDS, sliding:SIZE:PERIOD or global, got window={spec!r} ({err})") from None
-    raise ValueError(f"window must be fixed:SECONDS, sliding:SIZE:PERIOD or global, got window={spec!r}")
+        raise ValueError(f"{expected} ({err})") from None
+    raise ValueError(expected)

@@ -10,11 +10,10 @@ import apache_beam as beam
 from apache_beam.io.gcp.bigquery import BigQueryDisposition, WriteToBigQuery
 from apache_beam.io.gcp.bigquery_tools import RetryStrategy
 from apache_beam.metrics import Metrics
-from apache_beam.transforms import trigger
 
 from schemas.bigquery import table_schema, to_row
 from transforms.reports import NAMESPACE, dead_letter
-from transforms.sinks import SCHEMA_OF, WriteRows
+from transforms.sinks import SCHEMA_OF, WriteRows, check_kind, processing_time_panes
 
 METHODS = ("STREAMING_INSERTS", "FILE_LOADS")
 _DATASET = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9][:.])?[A-Za-z0-9_]{1,1024}$")
@@ -63,8 +62,7 @@ class _WriteKind(beam.PTransform):
 
     def __init__(self, sink: BigQuerySink, kind: str):
         super().__init__()
-        if kind not in SCHEMA_OF:
-            raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
+        check_kind(kind)
         self.sink = sink
         self.kind = kind
 
@@ -86,10 +84,7 @@ class _WriteKind(beam.PTransform):
             return result
         return (result.failed_rows_with_errors
                 | "Refused" >> beam.Map(_refused)
-                | "PaneRefused" >> beam.WindowInto(
-                    beam.window.GlobalWindows(),
-                    trigger=trigger.Repeatedly(trigger.AfterProcessingTime(sink.dead_letter_seconds)),
-                    accumulation_mode=trigger.AccumulationMode.DISCARDING)
+                | "PaneRefused" >> processing_time_panes(sink.dead_letter_seconds)
                 | "WriteRefused" >> WriteRows("dead_letters", sink.failed_dir, group=f"bigquery-{kind}"))
 
 

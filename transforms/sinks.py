@@ -64,6 +64,19 @@ class WriteWindowFilesFn(beam.DoFn):
         yield avro_path
 
 
+def check_kind(kind: str) -> None:
+    if kind not in SCHEMA_OF:
+        raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
+
+
+def processing_time_panes(seconds: float) -> beam.WindowInto:
+    """Rows in the global window (dead letters) -> a pane every ``seconds`` of processing time: in
+    streaming, a global window's default trigger never fires."""
+    return beam.WindowInto(beam.window.GlobalWindows(),
+                           trigger=trigger.Repeatedly(trigger.AfterProcessingTime(seconds)),
+                           accumulation_mode=trigger.AccumulationMode.DISCARDING)
+
+
 class WriteRows(beam.PTransform):
     """Rows of one output kind -> files per (window, pane, collection) under ``output_dir/kind``.
 
@@ -72,15 +85,15 @@ class WriteRows(beam.PTransform):
 
     def __init__(self, kind: str, output_dir: str, group: str | None = None):
         super().__init__()
-        if kind not in SCHEMA_OF:
-            raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
+        check_kind(kind)
         self.kind = kind
         self.output_dir = output_dir
         self.group = group
 
     def expand(self, rows):
-        kind, group = self.kind, self.group or "all"
-        collection_of = (lambda r: group) if kind == "dead_letters" or self.group else (lambda r: r["collection"])
+        kind = self.kind
+        group = self.group or ("all" if kind == "dead_letters" else None)
+        collection_of = (lambda r: group) if group else (lambda r: r["collection"])
         return (rows
                 | "KeyByFile" >> beam.Map(lambda r: ((kind, collection_of(r)), r))
                 | "GroupByFile" >> beam.GroupByKey()
@@ -103,10 +116,7 @@ class FileSink:
 
     def write(self, kind: str, rows):
         if self.streaming and kind == "dead_letters":
-            rows = rows | "PaneDeadLetters" >> beam.WindowInto(
-                beam.window.GlobalWindows(),
-                trigger=trigger.Repeatedly(trigger.AfterProcessingTime(self.dead_letter_seconds)),
-                accumulation_mode=trigger.AccumulationMode.DISCARDING)
+            rows = rows | "PaneDeadLetters" >> processing_time_panes(self.dead_letter_seconds)
         return rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
 
 
