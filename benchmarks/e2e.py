@@ -13,11 +13,11 @@ import apache_beam as beam
 import numpy as np
 import yaml
 
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.encoding import unpack_bits
-from pipelines.simulate import simulate_population, write_population
-from schemas.config import parse_config
-from schemas.fast_reader import iter_report_batches
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.encoding import unpack_bits
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.fast_reader import iter_report_batches
 
 D = 32
 REPEATS = 3
@@ -35,7 +35,7 @@ def make_files(folder, n_files, per_file):
     cfg = parse_config(CONFIG)
     os.makedirs(folder, exist_ok=True)
     for i in range(n_files):
-        pop = simulate_population(cfg, per_file, seed=i, start_ms=1_767_225_600_000 + i * 3_600_000,
+        pop = simulate_population(cfg, per_file, seed=i, start_ms=DEFAULT_START_MS + i * 3_600_000,
                                   span_seconds=3600)
         write_population(cfg, pop, os.path.join(folder, f"reports-{i:03d}.avro"))
     return cfg
@@ -86,7 +86,7 @@ def naive_seconds(pattern):
 
 
 def job_seconds(pattern, config_path, out_dir, extra=()):
-    from pipelines.run import run
+    from ldp_marginals.pipelines.run import run
     start = time.perf_counter()
     run(["--config", config_path, "--input", pattern, "--output", out_dir, *extra])
     return time.perf_counter() - start
@@ -95,7 +95,7 @@ def job_seconds(pattern, config_path, out_dir, extra=()):
 def peak_rss_mib(pattern, config_path, out_dir):
     """Peak RSS of the job in a fresh process (ru_maxrss of the child)."""
     code = ("import resource, subprocess, sys\n"
-            "subprocess.run([sys.executable, '-m', 'pipelines.cli', 'run', '--config', sys.argv[1], '--input', "
+            "subprocess.run([sys.executable, '-m', 'ldp_marginals.pipelines.cli', 'run', '--config', sys.argv[1], '--input', "
             "sys.argv[2], '--output', sys.argv[3]], check=True, capture_output=True)\n"
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     out = subprocess.run([sys.executable, "-c", code, config_path, pattern, out_dir], capture_output=True, text=True,

@@ -5,10 +5,10 @@ import time
 
 import numpy as np
 
-from ldp.channels import Channel, ChannelSet
-from ldp.cooccurrence import CooccurrenceAccumulator, count_bits
-from ldp.sets import SetFamily
-from ldp.tmdh import estimate_tmdh
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator, count_bits
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.tmdh import estimate_tmdh
 
 
 def best_of(fn, repeats=3):

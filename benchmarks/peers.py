@@ -19,12 +19,12 @@ from itertools import combinations
 
 import numpy as np
 
-from ldp.channels import Channel, ChannelSet
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.randomizer import randomize_bits
-from ldp.sets import SetFamily
-from ldp.tables import marginal_table, project_to_simplex
-from ldp.tmdh import estimate_tmdh
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.randomizer import randomize_bits
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.tables import marginal_table, project_to_simplex
+from ldp_marginals.ldp.tmdh import estimate_tmdh
 
 UE_EPSILON = 2.0          # UE's epsilon: each of the two differing bits spends epsilon / 2
 PAIR_EPSILON = 1.0        # per bit, 2-way benchmark

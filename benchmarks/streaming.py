@@ -6,12 +6,12 @@ import time
 
 import apache_beam as beam
 
-import schemas
 from benchmarks.e2e import CONFIG, NaiveCombineFn
-from pipelines.simulate import report_records, simulate_population
-from schemas.config import parse_config
-from transforms.combiners import CollectionCombineFn
-from transforms.reports import ValidateReportsFn
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.simulate import report_records, simulate_population
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms.reports import ValidateReportsFn
 
 
 def pipeline_seconds(messages, cfg, combine_fn):

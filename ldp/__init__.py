@@ -13,19 +13,19 @@ Modules, each small and named for what it holds:
 - :mod:`ldp.privacy`      local DP and sufficient DP calibration (Zhilyaev & Zeber)
 - :mod:`ldp.efficiency`   Vinterbo's efficiency loss
 """
-from ldp.channels import Channel, ChannelSet
-from ldp.cooccurrence import CooccurrenceAccumulator, count_bits, count_packed
-from ldp.encoding import Feature, Layout, pack_bits, unpack_bits
-from ldp.extremes import ExtremeAccumulator, union_cardinality
-from ldp.randomizer import ClientRandomizer, randomize_bits
-from ldp.sets import SetFamily
-from ldp.tables import (
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator, count_bits, count_packed
+from ldp_marginals.ldp.encoding import Feature, Layout, pack_bits, unpack_bits
+from ldp_marginals.ldp.extremes import ExtremeAccumulator, union_cardinality
+from ldp_marginals.ldp.randomizer import ClientRandomizer, randomize_bits
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.tables import (
     group_table,
     marginal_table,
     phi_coefficient,
     project_to_simplex,
 )
-from ldp.tmdh import TMDHEstimate, estimate_tmdh, expected_counts
+from ldp_marginals.ldp.tmdh import TMDHEstimate, estimate_tmdh, expected_counts
 
 __all__ = [
     "Channel", "ChannelSet", "ClientRandomizer", "CooccurrenceAccumulator", "ExtremeAccumulator", "Feature",

@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ldp._checks import check_int, check_positive, check_probability
+from ldp_marginals.ldp._checks import check_int, check_positive, check_probability
 
 
 @dataclass(frozen=True)

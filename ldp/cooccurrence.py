@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp import _compiled
-from ldp.encoding import unpack_bits
-from ldp.sets import SetFamily
+from ldp_marginals.ldp import _compiled
+from ldp_marginals.ldp.encoding import unpack_bits
+from ldp_marginals.ldp.sets import SetFamily
 
 _GRAM_ROWS = 1 << 14   # float32 exactness needs chunk rows < 2**24; small chunks stay in cache
 _SLICE_ROWS = 1 << 18  # bit-sliced chunk: 4096 words per column, cache friendly

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp.channels import ChannelSet
-from ldp.tables import kron_apply
+from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.tables import kron_apply
 
 
 def _column_norms(channels: ChannelSet) -> list:

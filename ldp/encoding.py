@@ -13,7 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ldp._checks import check_int
+from ldp_marginals.ldp._checks import check_int
 
 BOOLEAN = "boolean"
 CATEGORICAL = "categorical"

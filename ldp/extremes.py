@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp.intervals import normal_interval
+from ldp_marginals.ldp.intervals import normal_interval
 
 OPS = ("or", "and")
 

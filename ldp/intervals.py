@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
-from ldp._checks import check_level
+from ldp_marginals.ldp._checks import check_level
 
 
 def normal_interval(estimate, variance, level: float = 0.95):

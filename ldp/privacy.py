@@ -32,7 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import gammaln, logsumexp
 
-from ldp._checks import check_int, check_positive, check_probability
+from ldp_marginals.ldp._checks import check_int, check_positive, check_probability
 
 
 def local_dp_epsilon(layout, channels) -> float:

@@ -11,8 +11,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ldp.channels import ChannelSet
-from ldp.encoding import Layout, pack_bits
+from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.encoding import Layout, pack_bits
 
 _CHUNK_ROWS = 1 << 16
 

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ldp._checks import check_int
+from ldp_marginals.ldp._checks import check_int
 
 _KEY_LIMIT = 2 ** 62
 

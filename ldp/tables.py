@@ -26,10 +26,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ldp.encoding import CATEGORICAL, Layout
-from ldp.intervals import normal_interval
-from ldp.sets import _normalize
-from ldp.tmdh import TMDHEstimate
+from ldp_marginals.ldp.encoding import CATEGORICAL, Layout
+from ldp_marginals.ldp.intervals import normal_interval
+from ldp_marginals.ldp.sets import _normalize
+from ldp_marginals.ldp.tmdh import TMDHEstimate
 
 _MOEBIUS = np.array([[1.0, -1.0], [0.0, 1.0]])
 

@@ -26,10 +26,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ldp.channels import ChannelSet
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.intervals import normal_interval
-from ldp.sets import SetFamily, _normalize
+from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.intervals import normal_interval
+from ldp_marginals.ldp.sets import SetFamily, _normalize
 
 
 def _subset_sum(family: SetFamily, values: np.ndarray, coef_out, coef_in) -> np.ndarray:

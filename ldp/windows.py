@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-GLOBAL_WINDOW = (0, 4_102_444_800_000)
+# The product's event-time range, defined here once: reports outside [1970, 2100) are absurd for
+# telemetry and dead-lettered; the global window is reported as this range in output rows.
+MIN_EVENT_MS = 0
+MAX_EVENT_MS = 4_102_444_800_000  # 2100-01-01T00:00:00Z
+GLOBAL_WINDOW = (MIN_EVENT_MS, MAX_EVENT_MS)
 
 
 def assign_windows(window, event_ms: np.ndarray):

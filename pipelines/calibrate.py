@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from ldp.channels import Channel
-from ldp.privacy import (
+from ldp_marginals.ldp.channels import Channel
+from ldp_marginals.ldp.privacy import (
     concentration_bound,
     effective_bits,
     local_dp_flip,

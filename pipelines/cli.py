@@ -4,12 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines import calibrate as calibrate_cmd
+from ldp_marginals.pipelines import calibrate as calibrate_cmd
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 
 
 def _simulate(args):
-    from pipelines.run import load_all_configs
-    from pipelines.simulate import simulate_population, write_population
+    from ldp_marginals.pipelines.run import load_all_configs
+    from ldp_marginals.pipelines.simulate import simulate_population, write_population
     configs = load_all_configs([args.config])
     if len(configs) != 1:
         raise ValueError(f"simulate needs a config with one collection, got {sorted(configs)}")
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
     sim.add_argument("--reports", type=int, required=True)
     sim.add_argument("--out", required=True)
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--start-ms", type=int, default=1_767_225_600_000, help="first event time (ms since epoch)")
+    sim.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="first event time (ms since epoch)")
     sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows)")
     sim.add_argument("--reports-per-client", type=int, default=1)
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP")
@@ -41,13 +42,13 @@ def main(argv=None) -> int:
     demo.add_argument("--seed", type=int, default=7)
 
     dash = sub.add_parser("dashboard", help="the outputs as one offline HTML page, written or served on localhost")
-    from pipelines.dashboard import add_dashboard_arguments
+    from ldp_marginals.pipelines.dashboard import add_dashboard_arguments
     add_dashboard_arguments(dash)
 
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "run":
-            from pipelines.run import run
+            from ldp_marginals.pipelines.run import run
             run(rest if not args.help else ["--help"])
         elif rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -56,10 +57,10 @@ def main(argv=None) -> int:
         elif args.command == "calibrate":
             calibrate_cmd.main(args)
         elif args.command == "demo":
-            from pipelines.demo import main as demo_main
+            from ldp_marginals.pipelines.demo import main as demo_main
             demo_main(args.out, args.reports, args.seed)
         elif args.command == "dashboard":
-            from pipelines.dashboard import main as dashboard_main
+            from ldp_marginals.pipelines.dashboard import main as dashboard_main
             dashboard_main(args)
     except ValueError as err:
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)

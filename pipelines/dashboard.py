@@ -18,8 +18,8 @@ import math
 import os
 from importlib import resources
 
-from ldp.tables import phi_from_frequencies
-from pipelines.run import COLLECTIONS_FILE
+from ldp_marginals.ldp.tables import phi_from_frequencies
+from ldp_marginals.pipelines.run import COLLECTIONS_FILE
 
 KINDS = ("marginals", "tables", "extremes", "withheld")
 
@@ -106,7 +106,7 @@ def _finite(value):
 
 
 def _asset(name: str) -> str:
-    return resources.files("pipelines").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
+    return resources.files("ldp_marginals.pipelines").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
 
 
 def render(data: dict | None, data_url: str | None = None, refresh_seconds: float = 5.0) -> str:

@@ -10,11 +10,11 @@ import time
 import numpy as np
 import yaml
 
-import schemas
-from pipelines import dashboard
-from pipelines.run import run
-from pipelines.simulate import simulate_population, true_counts, write_population
-from schemas.config import parse_config
+from ldp_marginals import schemas
+from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines.run import run
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, true_counts, write_population
+from ldp_marginals.schemas.config import parse_config
 
 DEMO_CONFIG = {
     "collection": "demo_app",
@@ -37,7 +37,6 @@ DEMO_CONFIG = {
         {"name": "all_betas", "op": "and", "features": ["beta_search", "beta_sync"]},
     ],
 }
-START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
 def _step(message: str):
@@ -58,12 +57,12 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     truth = {}  # (dimensions, window start, set) -> true count
     sizes = {"eu": reports * 11 // 20, "us": reports - reports * 11 // 20}
     for i, (region, size) in enumerate(sizes.items()):
-        pop = simulate_population(cfg, size, seed=seed + 10 * i, start_ms=START_MS, span_seconds=4 * 3600)
+        pop = simulate_population(cfg, size, seed=seed + 10 * i, start_ms=DEFAULT_START_MS, span_seconds=4 * 3600)
         write_population(cfg, pop, os.path.join(reports_dir, f"reports-{region}.avro"), dimensions={"region": region})
         for w in true_counts(cfg, pop):
             for s, c in zip(w["sets"], w["counts"]):
                 truth[((("region", region),), w["window_start"], tuple(s))] = c
-    small = simulate_population(cfg, 500, seed=seed + 1, start_ms=START_MS + 4 * 3_600_000, span_seconds=3600)
+    small = simulate_population(cfg, 500, seed=seed + 1, start_ms=DEFAULT_START_MS + 4 * 3_600_000, span_seconds=3600)
     write_population(cfg, small, os.path.join(reports_dir, "reports-eu-late.avro"), dimensions={"region": "eu"})
     _step(f"simulated in {time.time() - t0:.1f}s; running the job on the DirectRunner")
     t1 = time.time()

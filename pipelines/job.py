@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.pvalue import DoOutputsTuple, PCollection
 
-from transforms.blocks import PARTIALS
-from transforms.estimate import OUTPUT_KINDS, EstimateCollection
-from transforms.late import DropLateReports
-from transforms.reports import DEAD_LETTER, ValidateReportsFn
+from ldp_marginals.transforms.blocks import PARTIALS
+from ldp_marginals.transforms.estimate import OUTPUT_KINDS, EstimateCollection
+from ldp_marginals.transforms.late import DropLateReports
+from ldp_marginals.transforms.reports import DEAD_LETTER, ValidateReportsFn
 
 DEAD_LETTERS = "dead_letters"
 

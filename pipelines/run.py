@@ -12,12 +12,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from pipelines.job import JobOptions, build
-from pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
-from schemas.config import configs_from_text, parse_window
-from transforms.bigquery import METHODS, BigQuerySink
-from transforms.reports import NAMESPACE
-from transforms.sinks import FileSink, Sinks
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
+from ldp_marginals.schemas.config import configs_from_text, parse_window
+from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
+from ldp_marginals.transforms.reports import NAMESPACE
+from ldp_marginals.transforms.sinks import FileSink, Sinks
 
 
 def _option(parser, name: str, **kwargs) -> None:

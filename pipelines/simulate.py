@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import schemas
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.randomizer import ClientRandomizer
-from ldp.windows import assign_windows
+from ldp_marginals import schemas
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.randomizer import ClientRandomizer
+from ldp_marginals.ldp.windows import assign_windows
+
+DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first event time of simulations and the demo
 
 
 @dataclass
@@ -26,7 +28,7 @@ class Population:
     clients: np.ndarray       # (n,) object (str) or None
 
 
-def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = 1_767_225_600_000,
+def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = DEFAULT_START_MS,
                         span_seconds: float | None = None, reports_per_client: int = 1) -> Population:
     """``n_reports`` reports of ``config``'s layout, event times uniform over ``span_seconds``
     (default: four windows, or one day for the global window) from ``start_ms``."""

@@ -6,8 +6,8 @@ import re
 
 import apache_beam as beam
 
-from transforms.blocks import ReadReportFilesFast
-from transforms.reports import ReadNoisyReportFiles
+from ldp_marginals.transforms.blocks import ReadReportFilesFast
+from ldp_marginals.transforms.reports import ReadNoisyReportFiles
 
 # Beam's own check (apache_beam.io.gcp.pubsub): a project id of 6-63 characters; the same pattern is
 # the flex template's (deploy/dataflow/metadata.json)

@@ -23,7 +23,7 @@ import datetime as dt
 import math
 from functools import lru_cache
 
-from schemas import _to_millis, raw_schema
+from ldp_marginals.schemas import _to_millis, raw_schema
 
 _PRIMITIVES = {"string": "STRING", "bytes": "BYTES", "int": "INTEGER", "long": "INTEGER",
                "double": "FLOAT", "float": "FLOAT", "boolean": "BOOLEAN"}

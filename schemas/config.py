@@ -31,10 +31,10 @@ from pathlib import Path
 
 import yaml
 
-from ldp.channels import Channel, ChannelSet
-from ldp.encoding import Feature, Layout
-from ldp.privacy import local_dp_epsilon
-from ldp.sets import SetFamily
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.encoding import Feature, Layout
+from ldp_marginals.ldp.privacy import local_dp_epsilon
+from ldp_marginals.ldp.sets import SetFamily
 
 WINDOW_TYPES = ("fixed", "sliding", "global")
 

@@ -21,7 +21,7 @@ import fastavro
 import numpy as np
 from numba import njit
 
-import schemas
+from ldp_marginals import schemas
 
 _ERR_OVERFLOW = -1
 

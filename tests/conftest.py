@@ -1,6 +1,6 @@
 import pytest
 
-from schemas.config import parse_config
+from ldp_marginals.schemas.config import parse_config
 
 SMALL_CONFIG = {
     "collection": "app",

@@ -1,21 +1,66 @@
-"""`pip install .` must carry what the job needs at run time: the Avro schemas and the command."""
+"""The wheel installs one top-level package, ``ldp_marginals``, that carries what the job needs at
+run time (the Avro schemas, the dashboard's assets, the command), and the installed package works
+from a directory that holds no sources."""
+import os
 import subprocess
 import sys
+import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
-def test_wheel_contains_schemas_and_the_command(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
-                         capture_output=True, text=True)
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("wheel")
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+                          "-q", "-w", str(out_dir)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
-    wheel = next(tmp_path.glob("ldp_marginals-*.whl"))
+    (path,) = out_dir.glob("ldp_marginals-*.whl")
+    return path
+
+
+def test_the_only_top_level_package_is_ldp_marginals(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"ldp_marginals"}
+    packages = {"/".join(n.split("/")[:2]) for n in names if n.endswith(".py")}  # ldp_marginals/<package>
+    assert packages == {f"ldp_marginals/{p}" for p in ("ldp", "schemas", "transforms", "pipelines")}
+    dist_info = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info"))
+    assert zipfile.ZipFile(wheel).read(f"{dist_info}/top_level.txt").decode().split() == ["ldp_marginals"]
+
+
+def test_the_wheel_carries_schemas_assets_and_the_command(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for schema in ("noisy_report", "marginal_estimate", "extreme_estimate", "table_cell", "withheld_window",
                    "dead_letter"):
-        assert f"schemas/{schema}.avsc" in names
+        assert f"ldp_marginals/schemas/{schema}.avsc" in names
+    assert {"ldp_marginals/pipelines/dashboard_assets/page.html",
+            "ldp_marginals/pipelines/dashboard_assets/app.js"} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ldp-marginals = pipelines.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert not any(n.startswith("tests/") for n in names)
+    assert "ldp-marginals = ldp_marginals.pipelines.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert PYPROJECT["project"]["scripts"]["ldp-marginals"] == "ldp_marginals.pipelines.cli:main"
+    assert not any(n.startswith(("tests/", "benchmarks/", "deploy/")) for n in names)
+
+
+def test_the_installed_package_imports_from_outside_the_repository(wheel, tmp_path):
+    target = tmp_path / "site"
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                          str(wheel)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # -S: no site hooks, so the editable install of this checkout cannot answer; the dependencies come
+    # from the environment's site-packages, the project only from the installed wheel
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]))
+    code = ("import ldp_marginals.pipelines.run as r, ldp_marginals.ldp as l, ldp_marginals.schemas as s\n"
+            "from ldp_marginals.pipelines.dashboard import render\n"
+            "print(r.__file__, l.__file__, s.__file__, s.load_schema('noisy_report')['name'], len(render({})) > 0)")
+    run = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    *files, schema, rendered = run.stdout.split()
+    assert all(f.startswith(str(target / "ldp_marginals")) for f in files), files
+    assert schema == "ldp_marginals.NoisyReport" and rendered == "True"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from schemas.config import parse_config
+from ldp_marginals.schemas.config import parse_config
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -26,7 +26,7 @@ def test_readme_python_example_runs():
 
 
 def test_readme_names_the_commands_that_exist():
-    from pipelines.cli import main
+    from ldp_marginals.pipelines.cli import main
     for command in ("run", "simulate", "calibrate", "demo", "dashboard"):
         assert f"ldp-marginals {command}" in README
     assert main(["calibrate", "--bits", "4", "--population", "100000", "--epsilon", "1", "--trials", "500"]) == 0

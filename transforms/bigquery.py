@@ -11,9 +11,9 @@ from apache_beam.io.gcp.bigquery import BigQueryDisposition, WriteToBigQuery
 from apache_beam.io.gcp.bigquery_tools import RetryStrategy
 from apache_beam.metrics import Metrics
 
-from schemas.bigquery import table_schema, to_row
-from transforms.reports import NAMESPACE, dead_letter
-from transforms.sinks import SCHEMA_OF, WriteRows, check_kind, processing_time_panes
+from ldp_marginals.schemas.bigquery import table_schema, to_row
+from ldp_marginals.transforms.reports import NAMESPACE, dead_letter
+from ldp_marginals.transforms.sinks import SCHEMA_OF, WriteRows, check_kind, processing_time_panes
 
 METHODS = ("STREAMING_INSERTS", "FILE_LOADS")
 _DATASET = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9][:.])?[A-Za-z0-9_]{1,1024}$")

@@ -15,14 +15,12 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from numba import njit
 
-from ldp.encoding import padding_mask
-from ldp.windows import slice_starts
-from schemas.fast_reader import distinct_ids, gather_bytes, iter_report_batches
-from transforms.combiners import CollectionCombineFn
-from transforms.reports import (
+from ldp_marginals.ldp.encoding import padding_mask
+from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, slice_starts
+from ldp_marginals.schemas.fast_reader import distinct_ids, gather_bytes, iter_report_batches
+from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms.reports import (
     DEAD_LETTER,
-    MAX_EVENT_MS,
-    MIN_EVENT_MS,
     NAMESPACE,
     collection_detail,
     dead_letter,

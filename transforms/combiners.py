@@ -4,9 +4,9 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.encoding import unpack_bits
-from ldp.extremes import ExtremeAccumulator, union_from_state
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.encoding import unpack_bits
+from ldp_marginals.ldp.extremes import ExtremeAccumulator, union_from_state
 
 FLUSH_REPORTS = 4096  # packed reports buffered before one vectorized count
 

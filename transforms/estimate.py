@@ -6,21 +6,21 @@ import math
 import apache_beam as beam
 import numpy as np
 
-from ldp.intervals import normal_interval
-from ldp.tables import group_table
-from ldp.tmdh import estimate_tmdh
-from transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
-from transforms.windowing import window_into
+from ldp_marginals.ldp.intervals import normal_interval
+from ldp_marginals.ldp.tables import group_table
+from ldp_marginals.ldp.tmdh import estimate_tmdh
+from ldp_marginals.ldp.windows import GLOBAL_WINDOW
+from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
+from ldp_marginals.transforms.windowing import window_into
 
 MARGINALS, TABLES, EXTREMES, WITHHELD = "marginals", "tables", "extremes", "withheld"
 OUTPUT_KINDS = (MARGINALS, TABLES, EXTREMES, WITHHELD)
-_MAX_MS = 4_102_444_800_000  # the global window's "end" in output rows (year 2100)
 
 
 def window_bounds_ms(w) -> tuple:
     """(start, end) in millis of a window; the global window maps to [0, 2100-01-01)."""
     if isinstance(w, beam.window.GlobalWindow):
-        return 0, _MAX_MS
+        return GLOBAL_WINDOW
     return int(w.start.micros // 1000), int(w.end.micros // 1000)
 
 

@@ -23,8 +23,8 @@ from apache_beam.transforms.userstate import (
 from apache_beam.transforms.window import WindowFn
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.reports import DEAD_LETTER, NAMESPACE, dead_letter
-from transforms.windowing import window_fn
+from ldp_marginals.transforms.reports import DEAD_LETTER, NAMESPACE, dead_letter
+from ldp_marginals.transforms.windowing import window_fn
 
 
 class _FlagLateFn(beam.DoFn):

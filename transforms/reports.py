@@ -7,14 +7,12 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-import schemas
-from ldp.encoding import has_padding
+from ldp_marginals import schemas
+from ldp_marginals.ldp.encoding import has_padding
+from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 
 DEAD_LETTER = "dead_letter"
 NAMESPACE = "ldp_marginals"
-# timestamps outside [1970, 2100) are absurd for telemetry
-MIN_EVENT_MS = 0
-MAX_EVENT_MS = 4_102_444_800_000
 
 
 class Report(NamedTuple):

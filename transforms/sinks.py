@@ -10,8 +10,8 @@ import fastavro
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 
-import schemas
-from transforms.estimate import EXTREMES, MARGINALS, TABLES, WITHHELD, window_bounds_ms
+from ldp_marginals import schemas
+from ldp_marginals.transforms.estimate import EXTREMES, MARGINALS, TABLES, WITHHELD, window_bounds_ms
 
 SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "extreme_estimate",
              WITHHELD: "withheld_window", "dead_letters": "dead_letter"}

@@ -4,7 +4,7 @@ region, temp location, ``--sdk_container_image``). It builds the streaming job a
 the job is submitted; the job's code is the same ``ldp-marginals run`` every runner uses."""
 import sys
 
-from pipelines.run import run
+from ldp_marginals.pipelines.run import run
 
 # the template is the streaming job; the workers run this same image, so nothing is staged
 TEMPLATE_ARGS = ["--streaming", "--detach", "--sdk_location=container"]

@@ -10,8 +10,8 @@ import yaml
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from pipelines.run import add_run_arguments, make_pipeline
-from pipelines.sources import kafka_expansion_service
+from ldp_marginals.pipelines.run import add_run_arguments, make_pipeline
+from ldp_marginals.pipelines.sources import kafka_expansion_service
 from tests.conftest import SMALL_CONFIG
 from tests.deploy.commands import DEPLOY, commands_starting, flag_values, submit_job_args
 from tests.deploy.kafka_standin import KAFKA_URN, KafkaExpansionStandIn, decode_config

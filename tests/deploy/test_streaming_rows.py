@@ -13,11 +13,11 @@ from apache_beam.io.gcp import bigquery_tools
 from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
 
-import schemas
-from pipelines.job import JobOptions, build
-from schemas.bigquery import table_schema, to_row
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.schemas.bigquery import table_schema, to_row
+from ldp_marginals.transforms.sinks import SCHEMA_OF, FileSink
 from tests.pipelines.test_streaming import START, config, streaming_pipeline
-from transforms.sinks import SCHEMA_OF, FileSink
 
 SUBSCRIPTION = "projects/my-project/subscriptions/noisy-reports"
 RFC3339 = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -87,7 +87,7 @@ def test_rows_convert_exactly():
 
 
 def test_unmappable_avro_types_are_refused():
-    from schemas.bigquery import _field
+    from ldp_marginals.schemas.bigquery import _field
     with pytest.raises(ValueError, match="only \\['null', T\\] unions"):
         _field("x", ["null", "string", "long"])
     with pytest.raises(ValueError, match="no BigQuery type"):

@@ -4,7 +4,7 @@ import pickle
 import numpy as np
 import pytest
 
-from ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.channels import Channel, ChannelSet
 
 
 def test_symmetric_from_epsilon_has_that_epsilon_per_bit():

@@ -3,10 +3,10 @@ import pickle
 import numpy as np
 import pytest
 
-import ldp.cooccurrence as cooc
-from ldp.cooccurrence import CooccurrenceAccumulator, count_bits, count_packed
-from ldp.encoding import pack_bits
-from ldp.sets import SetFamily
+from ldp_marginals.ldp import cooccurrence as cooc
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator, count_bits, count_packed
+from ldp_marginals.ldp.encoding import pack_bits
+from ldp_marginals.ldp.sets import SetFamily
 
 
 def brute_counts(bits, family):

@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from ldp.channels import Channel, ChannelSet
-from ldp.efficiency import (
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.efficiency import (
     bisymmetric_trace_constant,
     efficiency_loss,
     efficiency_loss_greenwood,
 )
-from ldp.tables import kron_apply
+from ldp_marginals.ldp.tables import kron_apply
 
 
 def test_vinterbo_figure_1_example():

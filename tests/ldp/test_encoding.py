@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from ldp.channels import Channel, ChannelSet
-from ldp.encoding import Feature, Layout, has_padding, pack_bits, padding_mask, unpack_bits
-from ldp.randomizer import ClientRandomizer, SecureUniform, randomize_bits
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.encoding import Feature, Layout, has_padding, pack_bits, padding_mask, unpack_bits
+from ldp_marginals.ldp.randomizer import ClientRandomizer, SecureUniform, randomize_bits
 from tests.stats import Z
 
 

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from ldp.channels import ChannelSet
-from ldp.extremes import (
+from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.extremes import (
     ExtremeAccumulator,
     and_variance,
     or_variance,
     union_cardinality,
 )
-from ldp.randomizer import randomize_bits
+from ldp_marginals.ldp.randomizer import randomize_bits
 from tests.stats import Z, assert_mean_close, assert_variance_ratio
 
 

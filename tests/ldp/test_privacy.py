@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.special import comb
 
-from ldp.channels import Channel, ChannelSet
-from ldp.encoding import Feature, Layout
-from ldp.privacy import (
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.encoding import Feature, Layout
+from ldp_marginals.ldp.privacy import (
     concentration_bound,
     effective_bits,
     flip_of_phi,

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from ldp.channels import Channel, ChannelSet
-from ldp.cooccurrence import CooccurrenceAccumulator, count_bits
-from ldp.encoding import Feature, Layout
-from ldp.randomizer import randomize_bits
-from ldp.sets import SetFamily
-from ldp.tables import (
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator, count_bits
+from ldp_marginals.ldp.encoding import Feature, Layout
+from ldp_marginals.ldp.randomizer import randomize_bits
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.tables import (
     cell_patterns,
     group_table,
     kron_apply,
@@ -19,7 +19,7 @@ from ldp.tables import (
     phi_coefficient,
     project_to_simplex,
 )
-from ldp.tmdh import estimate_tmdh, expected_counts
+from ldp_marginals.ldp.tmdh import estimate_tmdh, expected_counts
 from tests.stats import ALPHA, Z, assert_mean_close, assert_variance_ratio
 
 CHANNELS = ChannelSet.from_arrays([0.1, 0.2, 0.3, 0.25, 0.05], [0.9, 0.85, 0.95, 0.6, 0.7])

@@ -3,11 +3,11 @@ from itertools import product
 import numpy as np
 import pytest
 
-from ldp.channels import Channel, ChannelSet
-from ldp.cooccurrence import CooccurrenceAccumulator, count_bits
-from ldp.randomizer import randomize_bits
-from ldp.sets import SetFamily
-from ldp.tmdh import estimate_tmdh, expected_counts
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator, count_bits
+from ldp_marginals.ldp.randomizer import randomize_bits
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.tmdh import estimate_tmdh, expected_counts
 from tests.stats import Z, assert_coverage, assert_mean_close, assert_variance_ratio
 
 UNEQUAL = ChannelSet.from_arrays([0.1, 0.25, 0.05, 0.3, 0.15], [0.9, 0.7, 0.8, 0.95, 0.6])

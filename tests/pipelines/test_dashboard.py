@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ldp.tables import phi_from_frequencies
-from pipelines import dashboard
-from pipelines.demo import main as demo_main
-from pipelines.run import run
-from pipelines.simulate import simulate_population, write_population
-from schemas.config import parse_config
+from ldp_marginals.ldp.tables import phi_from_frequencies
+from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines.demo import main as demo_main
+from ldp_marginals.pipelines.run import run
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
+from ldp_marginals.schemas.config import parse_config
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 CHARTS = ("chart-marginals", "chart-correlations", "chart-tables", "chart-extremes", "chart-reports")
@@ -203,7 +203,7 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
         n_before = len(traces(browser, "chart-marginals", "estimate")[0]["x"])
         # the job writes a new hourly window of region us into the same output directory
         config = parse_config(yaml.safe_load((out / "demo_config.yaml").read_text()))
-        pop = simulate_population(config, 3000, seed=11, start_ms=1_767_225_600_000 + 5 * 3_600_000,
+        pop = simulate_population(config, 3000, seed=11, start_ms=DEFAULT_START_MS + 5 * 3_600_000,
                                   span_seconds=3600)
         write_population(config, pop, str(tmp_path / "new.avro"), dimensions={"region": "us"})
         run(["--config", str(out / "demo_config.yaml"), "--input", str(tmp_path / "new.avro"),
@@ -212,7 +212,7 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
                           f".filter(t => t.meta.role === 'estimate')[0].x.length === {n_before + 1}")
         latest = traces(browser, "chart-marginals", "estimate")[0]
         new_rows = [r for r in rows_of(str(estimates), "marginals")
-                    if r["window_start"] == 1_767_225_600_000 + 5 * 3_600_000 and r["columns"] == [0]]
+                    if r["window_start"] == DEFAULT_START_MS + 5 * 3_600_000 and r["columns"] == [0]]
         assert latest["y"][-1] == new_rows[0]["frequency"]
         assert severe_logs(browser) == []
     finally:
@@ -222,7 +222,7 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
 
 
 def test_dashboard_command(demo, tmp_path, capsys):
-    from pipelines.cli import main
+    from ldp_marginals.pipelines.cli import main
     out, _ = demo
     page = tmp_path / "page.html"
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),

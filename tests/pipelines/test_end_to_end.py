@@ -12,14 +12,14 @@ import pytest
 import yaml
 from scipy.stats import binom
 
-import schemas
-from pipelines.run import run
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.run import run
 from tests.conftest import SMALL_CONFIG
 from tests.stats import ALPHA
 
 
 def cli(*args):
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", *args], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -100,7 +100,7 @@ def test_other_runners_give_the_same_rows(simulated, tmp_path, runner_args):
 
 
 def test_calibrate_json():
-    from ldp.privacy import local_dp_flip, sufficient_dp_flip
+    from ldp_marginals.ldp.privacy import local_dp_flip, sufficient_dp_flip
     out = json.loads(cli("calibrate", "--bits", "40", "--population", "10000000", "--epsilon", "2", "--json",
                          "--trials", "4000"))
     assert out["local_dp_flip"] == pytest.approx(local_dp_flip(40, np.exp(2.0)))
@@ -115,10 +115,10 @@ def test_calibrate_json():
 def test_cli_errors_are_clear(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(dict(SMALL_CONFIG, max_order=0)))
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--config", str(bad), "--input", "x",
+    out = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(bad), "--input", "x",
                           "--output", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 2 and "max_order must be >= 1, got max_order=0" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "calibrate", "--bits", "5", "--population", "10",
+    out = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "calibrate", "--bits", "5", "--population", "10",
                           "--epsilon", "0.5"], capture_output=True, text=True)
     assert out.returncode == 2 and "population=10 is too small" in out.stderr
 

@@ -5,15 +5,15 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-import schemas
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.extremes import ExtremeAccumulator
-from ldp.tmdh import estimate_tmdh
-from ldp.windows import assign_windows
-from pipelines.job import JobOptions, build
-from pipelines.simulate import report_records, simulate_population
-from transforms.blocks import ReadReportFilesFast
-from transforms.reports import ReadNoisyReportFiles
+from ldp_marginals import schemas
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.extremes import ExtremeAccumulator
+from ldp_marginals.ldp.tmdh import estimate_tmdh
+from ldp_marginals.ldp.windows import assign_windows
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.pipelines.simulate import report_records, simulate_population
+from ldp_marginals.transforms.blocks import ReadReportFilesFast
+from ldp_marginals.transforms.reports import ReadNoisyReportFiles
 
 
 class Shards(beam.PTransform):

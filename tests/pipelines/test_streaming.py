@@ -6,9 +6,9 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to, equal_to_per_window
 from apache_beam.transforms.window import IntervalWindow
 
-import schemas
-from pipelines.job import JobOptions, build
-from schemas.config import parse_config
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.schemas.config import parse_config
 from tests.conftest import SMALL_CONFIG
 
 START = 1_767_225_600  # seconds; an hour boundary
@@ -81,7 +81,7 @@ def test_early_panes_fire_before_the_watermark():
 
 
 def test_streaming_file_sink_writes_windows_and_dead_letters(tmp_path):
-    from transforms.sinks import FileSink
+    from ldp_marginals.transforms.sinks import FileSink
     cfg = config()
     stream = (test_stream.TestStream()
               .advance_watermark_to(START)

@@ -4,8 +4,8 @@ import fastavro
 import pytest
 import yaml
 
-import schemas
-from schemas.config import load_configs, parse_config
+from ldp_marginals import schemas
+from ldp_marginals.schemas.config import load_configs, parse_config
 from tests.conftest import SMALL_CONFIG
 
 

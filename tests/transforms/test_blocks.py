@@ -3,16 +3,16 @@ import fastavro
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
-import schemas
-from pipelines.job import JobOptions, build
-from pipelines.simulate import report_records, simulate_population
-from schemas.config import parse_config
-from schemas.fast_reader import iter_report_batches, iter_report_blocks
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.pipelines.simulate import report_records, simulate_population
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.fast_reader import iter_report_batches, iter_report_blocks
+from ldp_marginals.transforms import blocks
+from ldp_marginals.transforms.blocks import ReadReportFilesFast
+from ldp_marginals.transforms.reports import ReadNoisyReportFiles
+from ldp_marginals.transforms.sinks import SCHEMA_OF, FileSink
 from tests.conftest import SMALL_CONFIG
-from transforms import blocks
-from transforms.blocks import ReadReportFilesFast
-from transforms.reports import ReadNoisyReportFiles
-from transforms.sinks import SCHEMA_OF, FileSink
 
 NO_CLIENTS = dict(SMALL_CONFIG, extremes=[e for e in SMALL_CONFIG["extremes"] if e.get("over") != "client"],
                   min_reports=40)

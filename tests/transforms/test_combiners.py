@@ -3,11 +3,11 @@ import pickle
 import numpy as np
 import pytest
 
-from ldp.cooccurrence import CooccurrenceAccumulator
-from ldp.extremes import ExtremeAccumulator, union_cardinality
-from pipelines.simulate import simulate_population
-from transforms import combiners
-from transforms.combiners import (
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.extremes import ExtremeAccumulator, union_cardinality
+from ldp_marginals.pipelines.simulate import simulate_population
+from ldp_marginals.transforms import combiners
+from ldp_marginals.transforms.combiners import (
     ClientExtremesCombineFn,
     CollectionCombineFn,
     ExtremeCombineFn,
@@ -96,7 +96,7 @@ def test_extreme_and_union_transforms_in_a_pipeline():
     from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    from transforms.combiners import EstimateExtremes, EstimateUnionSize
+    from ldp_marginals.transforms.combiners import EstimateExtremes, EstimateUnionSize
     rng = np.random.default_rng(9)
     bits = (rng.random((2, 30)) < 0.2).astype(int)
     sketches = (rng.random((5, 16)) < 0.3).astype(np.uint8)

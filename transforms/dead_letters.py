@@ -1,0 +1,82 @@
+"""Dead letters, owned here: the reasons and their meanings, the DeadLetter row
+(``schemas/dead_letter.avsc``), the counter names, the tag they travel under, and
+:func:`dead_letter`, the one function that counts a dead letter and tags it.
+
+Every input the job reads ends up counted (counter ``reports.valid``) or dead-lettered (counter
+``dead_letter.<reason>``, and a row of kind ``dead_letters``).
+"""
+from __future__ import annotations
+
+import types
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from ldp_marginals import schemas
+from ldp_marginals.schemas.outputs import DEAD_LETTERS
+
+NAMESPACE = "ldp_marginals"   # every counter of the job lives in this metrics namespace
+VALID = "reports.valid"       # counter: reports that passed validation
+TAG = DEAD_LETTERS            # the tagged output that carries dead-letter rows, named as their kind
+
+# reason -> meaning (read-only). The schema's doc of the ``reason`` field lists the same codes.
+REASONS = types.MappingProxyType({
+    "undecodable": "the bytes are not a NoisyReport: a message that does not decode, or the unreadable "
+                   "rest of an Avro file",
+    "unknown_collection": "no config names the report's collection",
+    "wrong_length": "bits has another length than the collection's layout",
+    "padding_bits": "a bit past the layout's last bit is set",
+    "bad_timestamp": "event_time is missing, not int millis, or outside [1970, 2100)",
+    "bad_field": "a field has the wrong type (collection, bits, dimensions, client)",
+    "late": "the report arrived after its window's allowed lateness (streaming)",
+    "bigquery_insert": "BigQuery refused the row (streaming inserts); the row is kept in the dead letter",
+})
+
+
+def counter_name(reason: str) -> str:
+    """The counter of one reason: ``dead_letter.<reason>``."""
+    return f"dead_letter.{check_reason(reason)}"
+
+
+def check_reason(reason: str) -> str:
+    if reason not in REASONS:
+        raise ValueError(f"reason must be one of {sorted(REASONS)}, got reason={reason!r}")
+    return reason
+
+
+def row(reason: str, detail: str, source: str, record=None, payload: bytes | None = None) -> dict:
+    """A DeadLetter row: the original as JSON text (``record``) or raw bytes (``payload``)."""
+    record_json = None
+    if record is not None:
+        record_json = schemas.to_json_line(record) if isinstance(record, dict) else repr(record)
+    return {"reason": check_reason(reason), "detail": detail, "source": source, "record_json": record_json,
+            "payload": None if payload is None else bytes(payload)}
+
+
+def dead_letter(reason: str, detail: str, source: str, record=None, payload: bytes | None = None):
+    """Count one dead letter of ``reason`` and return its row tagged for the ``dead_letters`` output."""
+    Metrics.counter(NAMESPACE, counter_name(reason)).inc()
+    return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, record, payload))
+
+
+def totals_by_reason(counters: dict) -> dict:
+    """``{reason: count}`` (non-zero only) from the job's counter totals by name."""
+    return {reason: counters[counter_name(reason)] for reason in REASONS if counters.get(counter_name(reason))}
+
+
+# Details shared by both readers (per element and block), so their dead letters are identical.
+
+def time_detail(event) -> str:
+    return f"event_time {event} is outside [1970, 2100)"
+
+
+def length_detail(name: str, got: int, n_bits: int, n_bytes: int) -> str:
+    return f"{got} bytes, the layout of {name!r} has {n_bits} bits = {n_bytes} bytes"
+
+
+def padding_detail(n_bits: int) -> str:
+    return f"a bit past bit {n_bits - 1} is set"
+
+
+def collection_detail(name) -> str:
+    return f"no config for collection {name!r}"
