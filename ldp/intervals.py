@@ -1,8 +1,9 @@
 """Normal confidence intervals, shared by every estimator of the core."""
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
-from scipy.stats import norm
 
 from ldp_marginals.ldp._checks import check_level
 
@@ -12,7 +13,7 @@ def normal_interval(estimate, variance, level: float = 0.95):
 
     A plug-in variance estimate can be slightly negative in tiny windows; it is clipped at 0 here.
     """
-    z = norm.ppf(0.5 + check_level(level) / 2.0)
+    z = NormalDist().inv_cdf(0.5 + check_level(level) / 2.0)
     est = np.asarray(estimate, dtype=np.float64)
     half = z * np.sqrt(np.maximum(variance, 0.0))
     return est - half, est + half

@@ -29,8 +29,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import gammaln, logsumexp
 
 from ldp_marginals.ldp._checks import check_int, check_positive, check_probability
 
@@ -139,6 +137,8 @@ def sufficient_dp_flip(n_bits: int, population: int, lam: float, repeats: int = 
         hi *= 2.0
         if hi > 1e4:
             return 0.0
+    from scipy.optimize import brentq  # imported here: scipy stays off the core's import path
+
     log_phi = brentq(gap, 0.0, hi, xtol=1e-14, rtol=1e-14)
     return flip_of_phi(math.exp(log_phi))
 
@@ -181,6 +181,8 @@ def _log_elementary_symmetric_mean(log_x: np.ndarray, counts: np.ndarray, k: int
         for i in range(1, m + 1):
             s += (-1) ** (i - 1) * e[m - i] * power[:, i - 1]
         e.append(s / m)
+    from scipy.special import gammaln
+
     log_binom = gammaln(total + 1) - gammaln(k + 1) - gammaln(total - k + 1)
     with np.errstate(divide="ignore"):
         return np.log(np.maximum(e[k], 0.0)) + k * scale - log_binom
@@ -198,6 +200,8 @@ def sample_log_privacy_ratio(flip: float, n_bits: int, population: int, repeats:
     N = check_int("population", population, minimum=1)
     k = check_int("repeats", repeats, minimum=1)
     n_trials = check_int("trials", trials, minimum=1)
+    from scipy.special import gammaln, logsumexp  # imported here: scipy stays off the core's import path
+
     rng = np.random.default_rng() if rng is None else rng
     keep = 1.0 - f
     ls = np.arange(L + 1)

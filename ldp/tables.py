@@ -124,14 +124,6 @@ def marginal_table(est: TMDHEstimate, columns, labels: Sequence[str] | None = No
     return MarginalTable(cols, names, est.n, table, cov)
 
 
-def marginal_table_from_means(est: TMDHEstimate, columns) -> np.ndarray:
-    """The same table as :func:`marginal_table` by the Moebius transform of TMDH means (Carette
-    Lemma A.1): cell with ones-set J = ``sum_{J subset S subset K} (-1)^{|S|-|J|} t_S``."""
-    cols = _normalize(est.family.n_bits, columns)
-    means = _subset_vector(lambda s: est.means[est.family.index(s)], cols)
-    return kron_apply([_MOEBIUS] * len(cols), means)
-
-
 @dataclass(frozen=True)
 class GroupTable:
     """Joint counts of the value combinations of a group of features (categorical values, and

@@ -109,11 +109,6 @@ class TMDHEstimate:
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.means / self.n if self.n else np.full_like(self.means, np.nan)
 
-    @property
-    def frequency_variances(self) -> np.ndarray:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return self.variances / self.n ** 2 if self.n else np.full_like(self.variances, np.nan)
-
     def intervals(self, level: float = 0.95):
         """Normal confidence intervals ``(low, high)`` of the counts at ``level``."""
         return normal_interval(self.means, self.variances, level)

@@ -9,9 +9,9 @@ from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 
 
 def _simulate(args):
-    from ldp_marginals.pipelines.run import load_all_configs
     from ldp_marginals.pipelines.simulate import simulate_population, write_population
-    configs = load_all_configs([args.config])
+    from ldp_marginals.schemas.config import load_configs
+    configs = load_configs(args.config)
     if len(configs) != 1:
         raise ValueError(f"simulate needs a config with one collection, got {sorted(configs)}")
     cfg = next(iter(configs.values()))

@@ -4,14 +4,14 @@ no network), written to a file or served on localhost with new windows picked up
     ldp-marginals dashboard --estimates out/demo/estimates --out out/demo/dashboard.html
     ldp-marginals dashboard --estimates out/demo/estimates --serve 8050
 
-The page reads the JSON-lines twins of the Avro outputs (``<kind>/<start>_<end>_<collection>_paneNNN``;
-of several panes of a window the latest wins) and ``collections.json`` (channels, epsilon,
-min_reports), which ``ldp-marginals run`` writes beside them.
+The page reads the JSON-lines twins of the Avro outputs (of several panes of a window the latest
+wins) and ``collections.json`` (channels, epsilon, min_reports), which ``ldp-marginals run`` writes
+beside them: the layout of :mod:`ldp_marginals.schemas.outputs`. Importing this module does not
+import Beam.
 """
 from __future__ import annotations
 
 import argparse
-import glob
 import http.server
 import json
 import math
@@ -19,22 +19,7 @@ import os
 from importlib import resources
 
 from ldp_marginals.ldp.tables import phi_from_frequencies
-from ldp_marginals.pipelines.run import COLLECTIONS_FILE
-
-KINDS = ("marginals", "tables", "extremes", "withheld")
-
-
-def _latest_panes(folder: str) -> list:
-    """The JSON-lines files of a kind's folder, only the latest pane of each (window, collection)."""
-    best = {}
-    for path in glob.glob(os.path.join(folder, "*.jsonl")):
-        name = os.path.basename(path)
-        stem, _, pane = name[:-len(".jsonl")].rpartition("_pane")
-        if not pane.isdigit():
-            continue
-        if stem not in best or int(pane) > best[stem][0]:
-            best[stem] = (int(pane), path)
-    return [path for _, path in sorted(best.values(), key=lambda item: item[1])]
+from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, ESTIMATE_KINDS, SUMMARY_FILE, kind_dir, latest_panes
 
 
 def _read_rows(path: str) -> list:
@@ -77,14 +62,14 @@ def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
     """Everything the page shows, as JSON-safe data. ``marginals``: label lists of the sets to
     chart over time (default: every 1-way marginal)."""
     _check_dir(estimates_dir)
-    data = {kind: [r for path in _latest_panes(os.path.join(estimates_dir, kind)) for r in _read_rows(path)]
-            for kind in KINDS}
+    data = {kind: [r for path in latest_panes(kind_dir(estimates_dir, kind)) for r in _read_rows(path)]
+            for kind in ESTIMATE_KINDS}
     collections_path = os.path.join(estimates_dir, COLLECTIONS_FILE)
     data["collections"] = []
     if os.path.exists(collections_path):
         with open(collections_path) as fh:
             data["collections"] = json.load(fh)
-    summary_path = os.path.join(estimates_dir, "summary.json")
+    summary_path = os.path.join(estimates_dir, SUMMARY_FILE)
     data["summary"] = None
     if os.path.exists(summary_path):
         with open(summary_path) as fh:

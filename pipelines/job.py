@@ -5,14 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.pvalue import DoOutputsTuple, PCollection
 
-from ldp_marginals.transforms.blocks import PARTIALS
-from ldp_marginals.transforms.estimate import OUTPUT_KINDS, EstimateCollection
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
+from ldp_marginals.transforms.estimate import EstimateCollection
 from ldp_marginals.transforms.late import DropLateReports
-from ldp_marginals.transforms.reports import DEAD_LETTER, ValidateReportsFn
-
-DEAD_LETTERS = "dead_letters"
+from ldp_marginals.transforms.reports import ValidateReportsFn
+from ldp_marginals.transforms.source import PARTIALS, RECORDS, as_source
 
 
 @dataclass(frozen=True)
@@ -34,48 +32,38 @@ class JobOptions:
 def build(pipeline, source, sink, options: JobOptions) -> dict:
     """Apply the job to ``pipeline``.
 
-    ``source`` is a PTransform from the pipeline root to records (dicts), Avro messages (bytes) or
-    ``(either, source_label)`` pairs; it may instead return outputs tagged ``records`` and
-    ``dead_letter`` (as :class:`transforms.reports.ReadNoisyReportFiles` does), and ``partials``:
-    accumulators pre-aggregated by the block reader (:class:`transforms.blocks.ReadReportFilesFast`). ``sink`` has
-    ``write(kind, pcoll)``, or is None. Returns the output PCollections by kind (``marginals``,
-    ``tables``, ``extremes``, ``withheld``, ``dead_letters``). Stage labels are stable.
+    ``source``: one of the product's sources (:class:`~ldp_marginals.transforms.source.ReportSource`:
+    records, pre-aggregated partials and dead letters), or any PTransform from the pipeline root to
+    records (dicts), Avro messages (bytes) or ``(either, source_label)`` pairs, such as
+    ``beam.Create`` or ``TestStream``. ``sink``: a PTransform taking the outputs by kind (the
+    :mod:`ldp_marginals.transforms.sinks`), or None. Returns the output PCollections by kind
+    (``marginals``, ``tables``, ``extremes``, ``withheld``, ``dead_letters``). Stage labels are stable.
     """
-    read = pipeline | "ReadReports" >> source
-    dead = []
-    partials = None
-    if isinstance(read, DoOutputsTuple):
-        elements = read["records"]
-        dead.append(read[DEAD_LETTER])
-        if PARTIALS in read._tags:
-            partials = read[PARTIALS]
-    elif isinstance(read, PCollection):
-        elements = read
-    else:
-        raise ValueError(f"source must produce a PCollection or tagged outputs, got {type(read).__name__}")
-    checked = elements | "ValidateReports" >> beam.ParDo(ValidateReportsFn(options.configs)).with_outputs(
-        DEAD_LETTER, main="reports")
-    dead.append(checked[DEAD_LETTER])
+    read = pipeline | "ReadReports" >> as_source(source)
+    # col : records or messages, optionally (record, source label)
+    checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(ValidateReportsFn(options.configs)).with_outputs(
+        DEAD_LETTERS, main="reports")
+    dead = [read[DEAD_LETTERS], checked[DEAD_LETTERS]]
+    # col : Report, timestamped with its event time
     reports = checked["reports"]
     if options.streaming:
         on_time = reports | "DropLateReports" >> DropLateReports(options.configs)
         reports = on_time["reports"]
-        dead.append(on_time[DEAD_LETTER])
+        dead.append(on_time[DEAD_LETTERS])
 
     names = sorted(options.configs)
     index = {name: i for i, name in enumerate(names)}
     parts = reports | "SplitByCollection" >> beam.Partition(lambda r, n: index[r.collection], len(names))
-    if partials is not None:
-        partial_parts = partials | "SplitPartials" >> beam.Partition(lambda p, n: index[p.collection], len(names))
-    per_kind = {kind: [] for kind in OUTPUT_KINDS}
-    for i, (name, part) in enumerate(zip(names, parts)):
-        inputs = part if partials is None else {"reports": part, "partials": partial_parts[i]}
+    # col : Partial, timestamped with its window slice's start
+    partial_parts = read[PARTIALS] | "SplitPartials" >> beam.Partition(lambda p, n: index[p.collection], len(names))
+    per_kind = {kind: [] for kind in ESTIMATE_KINDS}
+    for i, name in enumerate(names):
+        inputs = {"reports": parts[i], "partials": partial_parts[i]}
         outs = inputs | f"Estimate[{name}]" >> EstimateCollection(options.configs[name], options.streaming)
-        for kind in OUTPUT_KINDS:
+        for kind in ESTIMATE_KINDS:
             per_kind[kind].append(outs[kind])
     outputs = {kind: tuple(pcolls) | f"All[{kind}]" >> beam.Flatten() for kind, pcolls in per_kind.items()}
     outputs[DEAD_LETTERS] = tuple(dead) | f"All[{DEAD_LETTERS}]" >> beam.Flatten()
     if sink is not None:
-        for kind, pcoll in outputs.items():
-            sink.write(kind, pcoll)
+        outputs | sink
     return outputs

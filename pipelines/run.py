@@ -15,8 +15,9 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.schemas.config import configs_from_text, parse_window
+from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, SUMMARY_FILE
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
-from ldp_marginals.transforms.reports import NAMESPACE
+from ldp_marginals.transforms.dead_letters import NAMESPACE, VALID, totals_by_reason
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
 
@@ -114,14 +115,11 @@ def summarize(result) -> dict:
     for c in counters:
         value = c.committed if c.committed is not None else c.attempted
         totals[c.key.metric.name] = totals.get(c.key.metric.name, 0) + (value or 0)
-    dead = {k.split(".", 1)[1]: v for k, v in totals.items() if k.startswith("dead_letter.") and v}
-    valid = totals.get("reports.valid", 0)
+    dead = totals_by_reason(totals)
+    valid = totals.get(VALID, 0)
     late = dead.get("late", 0)
     return {"reports_counted": valid - late, "reports_dead_lettered": sum(dead.values()),
             "dead_letters_by_reason": dict(sorted(dead.items()))}
-
-
-COLLECTIONS_FILE = "collections.json"
 
 
 def write_collections(output_dir: str, configs: dict) -> str:
@@ -147,6 +145,6 @@ def run(argv=None) -> dict:
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else ""))
     if "://" not in args.output:
-        with open(os.path.join(args.output, "summary.json"), "w") as fh:
+        with open(os.path.join(args.output, SUMMARY_FILE), "w") as fh:
             json.dump(summary, fh, indent=2)
     return summary

@@ -8,14 +8,15 @@ import apache_beam as beam
 
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
 from ldp_marginals.transforms.reports import ReadNoisyReportFiles
+from ldp_marginals.transforms.source import RECORDS, ReportSource
 
 # Beam's own check (apache_beam.io.gcp.pubsub): a project id of 6-63 characters; the same pattern is
 # the flex template's (deploy/dataflow/metadata.json)
 _SUBSCRIPTION = re.compile(r"^projects/[a-z][-a-z0-9:.]{4,61}[a-z0-9]/subscriptions/[^/\s]+$")
 
 
-class ReadPubSubReports(beam.PTransform):
-    """Avro-encoded NoisyReport messages from a Pub/Sub subscription -> ``(bytes, source)``.
+class ReadPubSubReports(ReportSource):
+    """Avro-encoded NoisyReport messages from a Pub/Sub subscription -> ``records`` as ``(bytes, source)``.
 
     ``timestamp_attribute`` names the message attribute (millis since the epoch, or RFC 3339) that
     the collector sets to the report's event time, so that the watermark follows event time; without
@@ -30,12 +31,12 @@ class ReadPubSubReports(beam.PTransform):
         self.subscription = subscription
         self.timestamp_attribute = timestamp_attribute
 
-    def expand(self, pbegin):
+    def read(self, pbegin):
         sub = self.subscription
-        return (pbegin
-                | "ReadPubSub" >> beam.io.ReadFromPubSub(subscription=sub,
-                                                        timestamp_attribute=self.timestamp_attribute)
-                | "Label" >> beam.Map(lambda payload: (payload, sub)))
+        return {RECORDS: (pbegin
+                          | "ReadPubSub" >> beam.io.ReadFromPubSub(subscription=sub,
+                                                                  timestamp_attribute=self.timestamp_attribute)
+                          | "Label" >> beam.Map(lambda payload: (payload, sub)))}
 
 
 KAFKA_TIMESTAMP_POLICIES = ("CreateTime", "LogAppendTime", "ProcessingTime")
@@ -54,8 +55,8 @@ def kafka_expansion_service(java_boot: str | None):
         "--experiments=use_deprecated_read"])
 
 
-class ReadKafkaReports(beam.PTransform):
-    """Avro-encoded NoisyReport messages from a Kafka topic (Beam's cross-language Kafka IO).
+class ReadKafkaReports(ReportSource):
+    """Avro-encoded NoisyReport messages from a Kafka topic (Beam's cross-language Kafka IO) -> ``records``.
 
     ``timestamp_policy`` ``CreateTime`` (the default) takes the producer's record timestamp as event
     time, so the collector should set it to the report's event time. ``consumer_config`` adds Kafka
@@ -74,14 +75,14 @@ class ReadKafkaReports(beam.PTransform):
         self.timestamp_policy = timestamp_policy
         self.expansion_service = expansion_service
 
-    def expand(self, pbegin):
+    def read(self, pbegin):
         from apache_beam.io.kafka import ReadFromKafka
         topic = self.topic
-        return (pbegin
-                | "ReadKafka" >> ReadFromKafka(consumer_config=self.consumer_config, topics=[topic],
-                                              timestamp_policy=self.timestamp_policy,
-                                              expansion_service=self.expansion_service)
-                | "Label" >> beam.Map(lambda kv: (kv[1], f"kafka:{topic}")))
+        return {RECORDS: (pbegin
+                          | "ReadKafka" >> ReadFromKafka(consumer_config=self.consumer_config, topics=[topic],
+                                                        timestamp_policy=self.timestamp_policy,
+                                                        expansion_service=self.expansion_service)
+                          | "Label" >> beam.Map(lambda kv: (kv[1], f"kafka:{topic}")))}
 
 
 def _key_values(items, name: str) -> dict:
@@ -94,7 +95,7 @@ def _key_values(items, name: str) -> dict:
     return out
 
 
-def make_source(args, configs: dict, expansion_service=None) -> beam.PTransform:
+def make_source(args, configs: dict, expansion_service=None) -> ReportSource:
     """The source the command line asks for; ValueError naming what is missing. ``expansion_service``
     overrides where Kafka's Java transform is expanded (tests use a stand-in)."""
     if args.subscription and args.kafka_topic:

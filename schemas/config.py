@@ -31,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+from ldp_marginals.ldp._checks import check_int, check_level, check_positive
+from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.encoding import Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
@@ -43,15 +45,6 @@ def _require(mapping: dict, key: str, where: str):
     if key not in mapping:
         raise ValueError(f"{where} must have '{key}', got keys={sorted(mapping)}")
     return mapping[key]
-
-
-def _number(value, name: str, minimum=None, integer=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"{name} must be {kind}, got {name}={value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {name}={value!r}")
-    return value
 
 
 def _channel(spec, where: str) -> Channel:
@@ -87,11 +80,9 @@ class Window:
         if self.type not in WINDOW_TYPES:
             raise ValueError(f"window.type must be one of {list(WINDOW_TYPES)}, got type={self.type!r}")
         if self.type in ("fixed", "sliding"):
-            _number(self.size_seconds, "window.size_seconds")
-            if self.size_seconds <= 0:
-                raise ValueError(f"window.size_seconds must be > 0, got size_seconds={self.size_seconds!r}")
+            check_positive("window.size_seconds", self.size_seconds)
         if self.type == "sliding":
-            _number(self.period_seconds, "window.period_seconds")
+            check_positive("window.period_seconds", self.period_seconds)
             if not 0 < self.period_seconds <= self.size_seconds:
                 raise ValueError(f"window.period_seconds must be in (0, size_seconds], "
                                  f"got period_seconds={self.period_seconds!r}")
@@ -135,6 +126,11 @@ class CollectionConfig:
         for group in self.groups:
             extra.extend(self.layout.group_sets(group))
         return SetFamily(self.layout.n_bits, self.max_order, extra)
+
+    @cached_property
+    def aggregator(self) -> ReportAggregator:
+        """Fills this collection's per-window accumulators: the counted sets and per-report extremes."""
+        return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes))
 
     @property
     def client_extremes(self) -> tuple:
@@ -202,29 +198,25 @@ def parse_config(spec: dict) -> CollectionConfig:
         channels = ChannelSet(tuple(_channel(c, f"channel[{i}]") for i, c in enumerate(chan)))
     else:
         channels = ChannelSet.uniform(_channel(chan, "channel"), layout.n_bits)
-    max_order = _number(_require(spec, "max_order", "config"), "max_order", minimum=1, integer=True)
+    max_order = check_int("max_order", _require(spec, "max_order", "config"), minimum=1)
     if max_order > layout.n_bits:
         raise ValueError(f"max_order must be <= the {layout.n_bits} bits of the layout, got max_order={max_order}")
     w = _require(spec, "window", "config")
     if not isinstance(w, dict):
         raise ValueError(f"window must be a mapping, got window={w!r}")
     window = Window(_require(w, "type", "window"), w.get("size_seconds", 0.0), w.get("period_seconds", 0.0))
-    min_reports = _number(_require(spec, "min_reports", "config"), "min_reports", minimum=0, integer=True)
+    min_reports = check_int("min_reports", _require(spec, "min_reports", "config"), minimum=0)
     sets = tuple(_bits_of(layout, s, "sets") for s in spec.get("sets", []))
     groups = []
     for g in spec.get("groups", []):
         for fname in g:
             layout.feature(fname)
         groups.append(tuple(g))
-    level = _number(spec.get("level", 0.95), "level")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got level={level}")
-    lateness = _number(spec.get("allowed_lateness_seconds", 0), "allowed_lateness_seconds", minimum=0)
+    level = check_level(spec.get("level", 0.95))
+    lateness = check_positive("allowed_lateness_seconds", spec.get("allowed_lateness_seconds", 0), allow_zero=True)
     early = spec.get("early_firing_seconds")
     if early is not None:
-        _number(early, "early_firing_seconds", minimum=0, integer=True)
-        if early <= 0:
-            raise ValueError(f"early_firing_seconds must be > 0, got early_firing_seconds={early}")
+        check_int("early_firing_seconds", early, minimum=1)
     extremes = []
     for i, e in enumerate(spec.get("extremes", [])):
         where = f"extremes[{i}]"

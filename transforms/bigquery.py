@@ -9,11 +9,11 @@ import re
 import apache_beam as beam
 from apache_beam.io.gcp.bigquery import BigQueryDisposition, WriteToBigQuery
 from apache_beam.io.gcp.bigquery_tools import RetryStrategy
-from apache_beam.metrics import Metrics
 
 from ldp_marginals.schemas.bigquery import table_schema, to_row
-from ldp_marginals.transforms.reports import NAMESPACE, dead_letter
-from ldp_marginals.transforms.sinks import SCHEMA_OF, WriteRows, check_kind, processing_time_panes
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, KINDS, SCHEMA_OF, check_kind
+from ldp_marginals.transforms.dead_letters import TAG, dead_letter
+from ldp_marginals.transforms.sinks import WriteRows, processing_time_panes
 
 METHODS = ("STREAMING_INSERTS", "FILE_LOADS")
 _DATASET = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9][:.])?[A-Za-z0-9_]{1,1024}$")
@@ -21,13 +21,14 @@ _DATASET = re.compile(r"^([a-z][a-z0-9-]{4,28}[a-z0-9][:.])?[A-Za-z0-9_]{1,1024}
 
 def _partitioning(kind: str) -> dict:
     """Tables of windowed rows are partitioned by day of window start and clustered by collection."""
-    if kind == "dead_letters":
+    if kind == DEAD_LETTERS:
         return {"timePartitioning": {"type": "DAY"}}
     return {"timePartitioning": {"type": "DAY", "field": "window_start"}, "clustering": {"fields": ["collection"]}}
 
 
-class BigQuerySink:
-    """``write(kind, rows)``: rows of one output kind -> ``<dataset>.<kind>`` (created if needed, appended).
+class BigQuerySink(beam.PTransform):
+    """The job's outputs ``{kind: rows}`` -> one table per kind, ``<dataset>.<kind>`` (created if
+    needed, appended).
 
     ``dataset`` is ``project:dataset`` or ``project.dataset`` (or a bare dataset of the job's project).
     ``method`` is ``STREAMING_INSERTS`` (rows visible within seconds; refused rows come back and are
@@ -37,6 +38,7 @@ class BigQuerySink:
 
     def __init__(self, dataset: str, failed_dir: str, method: str = "STREAMING_INSERTS",
                  streaming: bool = False, load_seconds: int = 300, dead_letter_seconds: int = 60):
+        super().__init__(label="WriteBigQuery")
         if not isinstance(dataset, str) or not _DATASET.match(dataset):
             raise ValueError(f"dataset must be [project:]dataset, got dataset={dataset!r}")
         if method not in METHODS:
@@ -53,8 +55,10 @@ class BigQuerySink:
     def table(self, kind: str) -> str:
         return f"{self.dataset}.{kind}"
 
-    def write(self, kind: str, rows):
-        return rows | f"BigQuery[{kind}]" >> _WriteKind(self, kind)
+    def expand(self, outputs: dict):
+        for kind in KINDS:
+            outputs[kind] | f"BigQuery[{kind}]" >> _WriteKind(self, kind)
+        return None
 
 
 class _WriteKind(beam.PTransform):
@@ -62,9 +66,8 @@ class _WriteKind(beam.PTransform):
 
     def __init__(self, sink: BigQuerySink, kind: str):
         super().__init__()
-        check_kind(kind)
         self.sink = sink
-        self.kind = kind
+        self.kind = check_kind(kind)
 
     def expand(self, rows):
         sink, kind = self.sink, self.kind
@@ -82,14 +85,13 @@ class _WriteKind(beam.PTransform):
                       additional_bq_parameters=_partitioning(kind)))
         if not inserts:
             return result
-        return (result.failed_rows_with_errors
-                | "Refused" >> beam.Map(_refused)
+        refused = result.failed_rows_with_errors | "Refused" >> beam.FlatMap(_refused).with_outputs(TAG, main="none")
+        return (refused[TAG]
                 | "PaneRefused" >> processing_time_panes(sink.dead_letter_seconds)
-                | "WriteRefused" >> WriteRows("dead_letters", sink.failed_dir, group=f"bigquery-{kind}"))
+                | "WriteRefused" >> WriteRows(DEAD_LETTERS, sink.failed_dir, group=f"bigquery-{kind}"))
 
 
-def _refused(failed) -> dict:
-    """``(table, row, errors)`` from WriteToBigQuery -> a dead-letter row."""
+def _refused(failed):
+    """``(table, row, errors)`` from WriteToBigQuery -> a counted dead letter."""
     table, row, errors = failed
-    Metrics.counter(NAMESPACE, "dead_letter.bigquery_insert").inc()
-    return dead_letter("bigquery_insert", json.dumps(errors, default=str)[:4000], str(table), record=row)
+    yield dead_letter("bigquery_insert", json.dumps(errors, default=str)[:4000], str(table), record=row)

@@ -8,8 +8,6 @@ reports become dead letters with the same reasons as :class:`transforms.reports.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
@@ -17,29 +15,31 @@ from numba import njit
 
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, slice_starts
-from ldp_marginals.schemas.fast_reader import distinct_ids, gather_bytes, iter_report_batches
-from ldp_marginals.transforms.combiners import CollectionCombineFn
-from ldp_marginals.transforms.reports import (
-    DEAD_LETTER,
+from ldp_marginals.transforms.avro_blocks import (
+    BITS_LEN,
+    BITS_OFF,
+    COLLECTION_LEN,
+    COLLECTION_OFF,
+    DIMS_END,
+    DIMS_OFF,
+    EVENT_MS,
+    distinct_ids,
+    gather_bytes,
+    iter_report_batches,
+)
+from ldp_marginals.transforms.dead_letters import (
     NAMESPACE,
+    TAG,
+    VALID,
     collection_detail,
     dead_letter,
     length_detail,
     padding_detail,
     time_detail,
 )
+from ldp_marginals.transforms.source import PARTIALS, RECORDS, Partial, ReportSource
 
-PARTIALS = "partials"
 FLUSH_ROWS = 1 << 20  # buffered reports counted in one go (~32 MiB of packed bits at d = 256)
-
-
-class Partial(NamedTuple):
-    """A pre-aggregated accumulator of one collection, dimensions and window slice."""
-
-    collection: str
-    dimensions: tuple
-    accumulator: object
-
 
 _OTHER, _OK, _BAD_TIME, _WRONG_LENGTH, _PADDING = -1, 0, 1, 2, 3
 
@@ -56,9 +56,9 @@ def _screen(buf, fields, coll_ids, cid, n_bytes, lo_ms, hi_ms):
     for i in range(n):
         if coll_ids[i] != cid:
             continue
-        if fields[i, 2] < lo_ms or fields[i, 2] >= hi_ms:
+        if fields[i, EVENT_MS] < lo_ms or fields[i, EVENT_MS] >= hi_ms:
             codes[i] = _BAD_TIME
-        elif fields[i, 4] != n_bytes:
+        elif fields[i, BITS_LEN] != n_bytes:
             codes[i] = _WRONG_LENGTH
         else:
             codes[i] = _OK
@@ -69,20 +69,17 @@ def _screen(buf, fields, coll_ids, cid, n_bytes, lo_ms, hi_ms):
     for i in range(n):
         if codes[i] == _OK:
             rows[k] = i
-            offsets[k] = fields[i, 3]
+            offsets[k] = fields[i, BITS_OFF]
             k += 1
     return codes, rows, gather_bytes(buf, offsets, n_bytes)
 
 
 class ReadAndPreaggregateFn(beam.DoFn):
     """A matched Avro file -> ``partials`` (timestamped :class:`Partial`), per-element ``records``
-    for what the fast path cannot take, and ``dead_letter`` rows."""
+    for what the fast path cannot take, and ``dead_letters`` rows."""
 
     def __init__(self, configs: dict):
         self.configs = configs
-
-    def setup(self):
-        self._combine = {name: CollectionCombineFn(cfg) for name, cfg in self.configs.items()}
 
     def process(self, readable_file):
         path = readable_file.metadata.path
@@ -94,41 +91,38 @@ class ReadAndPreaggregateFn(beam.DoFn):
                 for block in iter_report_batches(fh):
                     if block.records is not None:
                         for i, record in enumerate(block.records):
-                            yield beam.pvalue.TaggedOutput("records", (record, f"{path}#{block.first_index + i}"))
+                            yield beam.pvalue.TaggedOutput(RECORDS, (record, f"{path}#{block.first_index + i}"))
                     else:
                         yield from self._fast_block(block, path)
                         if self._buffered >= FLUSH_ROWS:
                             yield from self._flush()
                     done = block.first_index + len(block)
         except Exception as err:  # noqa: BLE001 - a corrupt container becomes a dead letter, not a crash
-            Metrics.counter(NAMESPACE, "dead_letter.undecodable").inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                "undecodable", f"{type(err).__name__}: {err} (after record {done - 1})", f"{path}#{done}"))
+            yield dead_letter("undecodable", f"{type(err).__name__}: {err} (after record {done - 1})",
+                              f"{path}#{done}")
         yield from self._flush()
 
     def _flush(self):
         """One vectorized count per (collection, dimensions, slice) for everything buffered."""
         for (name, dims, start), parts in sorted(self._buffers.items()):
-            combine = self._combine[name]
+            aggregator = self.configs[name].aggregator
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            acc = combine.add_packed(combine.create_accumulator(), packed)
+            acc = aggregator.add_packed(aggregator.create(), packed)
             yield beam.pvalue.TaggedOutput(PARTIALS, beam.window.TimestampedValue(Partial(name, dims, acc),
                                                                                  start / 1000.0))
         self._buffers = {}
         self._buffered = 0
 
     def _dead(self, block, rows, reason, detail, path):
-        Metrics.counter(NAMESPACE, f"dead_letter.{reason}").inc(len(rows))
         for i in rows:
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                reason, detail(i), f"{path}#{block.first_index + i}", record=block.record(i)))
+            yield dead_letter(reason, detail(i), f"{path}#{block.first_index + i}", record=block.record(i))
 
     def _fast_block(self, block, path):
         f = block.fields
-        coll_ids, coll_first = distinct_ids(block, 0, f[:, 1])
-        dims_ids, dims_first = distinct_ids(block, 5, f[:, 6] - f[:, 5])
+        coll_ids, coll_first = distinct_ids(block, COLLECTION_OFF, length_col=COLLECTION_LEN)
+        dims_ids, dims_first = distinct_ids(block, DIMS_OFF, end_col=DIMS_END)
         for cid, first in enumerate(coll_first):
-            name = block.text(f[first, 0], f[first, 1])
+            name = block.text(f[first, COLLECTION_OFF], f[first, COLLECTION_LEN])
             cfg = self.configs.get(name)
             if cfg is None:
                 yield from self._dead(block, np.flatnonzero(coll_ids == cid), "unknown_collection",
@@ -136,7 +130,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
                 continue
             if cfg.client_extremes:  # per-client grouping happens on the per-element path
                 for i in np.flatnonzero(coll_ids == cid):
-                    yield beam.pvalue.TaggedOutput("records", (block.record(i), f"{path}#{block.first_index + i}"))
+                    yield beam.pvalue.TaggedOutput(RECORDS, (block.record(i), f"{path}#{block.first_index + i}"))
                 continue
             n_bits, n_bytes = cfg.layout.n_bits, cfg.layout.n_bytes
             codes, rows, packed = _screen(block.buf, f, coll_ids, cid, n_bytes, MIN_EVENT_MS, MAX_EVENT_MS)
@@ -146,15 +140,15 @@ class ReadAndPreaggregateFn(beam.DoFn):
                 rows, packed = rows[~padded], packed[~padded]
             if rows.size < coll_ids.size:
                 yield from self._dead(block, np.flatnonzero(codes == _BAD_TIME), "bad_timestamp",
-                                      lambda i: time_detail(f[i, 2]), path)
+                                      lambda i: time_detail(f[i, EVENT_MS]), path)
                 yield from self._dead(block, np.flatnonzero(codes == _WRONG_LENGTH), "wrong_length",
-                                      lambda i: length_detail(name, f[i, 4], n_bits, n_bytes), path)
+                                      lambda i: length_detail(name, f[i, BITS_LEN], n_bits, n_bytes), path)
                 yield from self._dead(block, np.flatnonzero(codes == _PADDING), "padding_bits",
                                       lambda i: padding_detail(n_bits), path)
             if rows.size == 0:
                 continue
-            Metrics.counter(NAMESPACE, "reports.valid").inc(int(rows.size))
-            starts = slice_starts(cfg.window, f[rows, 2])
+            Metrics.counter(NAMESPACE, VALID).inc(int(rows.size))
+            starts = slice_starts(cfg.window, f[rows, EVENT_MS])
             groups = dims_ids[rows] * (1 << 44) + (starts - starts.min())
             if groups.min() == groups.max():  # the common case: one key and slice in the batch
                 self._buffer(name, block, rows[0], int(starts[0]), packed)
@@ -170,18 +164,19 @@ class ReadAndPreaggregateFn(beam.DoFn):
         self._buffered += packed.shape[0]
 
 
-class ReadReportFilesFast(beam.PTransform):
-    """Avro files matching a glob -> tagged ``partials``, ``records`` and ``dead_letter``."""
+class ReadReportFilesFast(ReportSource):
+    """Avro files matching a glob -> ``partials``, ``records`` and ``dead_letters``."""
 
     def __init__(self, pattern: str, configs: dict):
         super().__init__()
         self.pattern = pattern
         self.configs = configs
 
-    def expand(self, pbegin):
+    def read(self, pbegin):
         from apache_beam.io import fileio
-        return (pbegin
+        outs = (pbegin
                 | "Match" >> fileio.MatchFiles(self.pattern)
                 | "Open" >> fileio.ReadMatches()
                 | "ReadBlocks" >> beam.ParDo(ReadAndPreaggregateFn(self.configs)).with_outputs(
-                    "records", DEAD_LETTER, PARTIALS))
+                    RECORDS, TAG, PARTIALS))
+        return {tag: outs[tag] for tag in (RECORDS, TAG, PARTIALS)}

@@ -10,11 +10,9 @@ from ldp_marginals.ldp.intervals import normal_interval
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
+from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
 from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
 from ldp_marginals.transforms.windowing import window_into
-
-MARGINALS, TABLES, EXTREMES, WITHHELD = "marginals", "tables", "extremes", "withheld"
-OUTPUT_KINDS = (MARGINALS, TABLES, EXTREMES, WITHHELD)
 
 
 def window_bounds_ms(w) -> tuple:
@@ -110,7 +108,7 @@ class SumClientExtremesFn(beam.DoFn):
 
 
 class EstimateCollection(beam.PTransform):
-    """Timestamped :class:`~transforms.reports.Report` s of one collection -> per window and key
+    """Timestamped :class:`~ldp_marginals.transforms.reports.Report` s of one collection -> per window and key
     (collection, public dimensions): marginal rows, table rows, extreme rows, withheld windows.
     Owns its windowing and triggers. Returns a dict of PCollections by kind."""
 
@@ -120,21 +118,21 @@ class EstimateCollection(beam.PTransform):
         self.streaming = streaming
 
     def expand(self, inputs):
-        """``inputs``: the reports, or ``{"reports": ..., "partials": ...}`` where partials are
-        timestamped :class:`transforms.blocks.Partial` accumulators from the block reader."""
+        """``inputs``: ``{"reports": ..., "partials": ...}``, the collection's timestamped reports and
+        the timestamped :class:`~ldp_marginals.transforms.source.Partial` accumulators of its readers."""
         cfg = self.config
-        reports = inputs["reports"] if isinstance(inputs, dict) else inputs
-        windowed = reports | "Window" >> window_into(cfg, self.streaming)
+        windowed = inputs["reports"] | "Window" >> window_into(cfg, self.streaming)
+        # col : ((collection, dimensions), packed bits)
         keyed = windowed | "KeyByDimensions" >> beam.Map(lambda r: ((r.collection, r.dimensions), r.bits))
-        if isinstance(inputs, dict) and inputs.get("partials") is not None:
-            partials = (inputs["partials"]
-                        | "WindowPartials" >> window_into(cfg, self.streaming)
-                        | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
-            keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()
+        # col : ((collection, dimensions), WindowAccumulator)
+        partials = (inputs["partials"]
+                    | "WindowPartials" >> window_into(cfg, self.streaming)
+                    | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
+        keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()
         combined = keyed | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg))
         outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(
             MARGINALS, TABLES, EXTREMES, WITHHELD)
-        result = {k: outs[k] for k in OUTPUT_KINDS}
+        result = {k: outs[k] for k in ESTIMATE_KINDS}
         if cfg.client_extremes:
             per_client = (windowed
                           | "ClientReports" >> beam.Filter(lambda r: r.client is not None)

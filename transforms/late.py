@@ -12,7 +12,6 @@ import typing
 
 import apache_beam as beam
 from apache_beam.coders import VarIntCoder
-from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
     BagStateSpec,
@@ -23,7 +22,7 @@ from apache_beam.transforms.userstate import (
 from apache_beam.transforms.window import WindowFn
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_marginals.transforms.reports import DEAD_LETTER, NAMESPACE, dead_letter
+from ldp_marginals.transforms.dead_letters import TAG, dead_letter
 from ldp_marginals.transforms.windowing import window_fn
 
 
@@ -46,10 +45,8 @@ class _FlagLateFn(beam.DoFn):
         through = expired.read()
         through = -1 if through is None else through  # -1: no window of this key has expired yet
         if all(d <= through for d in deadlines):
-            Metrics.counter(NAMESPACE, "dead_letter.late").inc()
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                "late", f"event time {ts} is past its window's allowed lateness "
-                        f"({cfg.allowed_lateness_seconds}s)", "stream", record=_json_safe(report)))
+            yield dead_letter("late", f"event time {ts} is past its window's allowed lateness "
+                                      f"({cfg.allowed_lateness_seconds}s)", "stream", record=_json_safe(report))
             return
         known = set(pending.read())
         new = [d for d in deadlines if d not in known and d > through]
@@ -91,4 +88,4 @@ class DropLateReports(beam.PTransform):
                 # a string key: state needs a deterministic key coder on every runner
                 | "KeyForLateness" >> beam.Map(lambda r: (repr((r.collection, r.dimensions)), r))
                 .with_output_types(typing.Tuple[str, typing.Any])
-                | "FlagLate" >> beam.ParDo(_FlagLateFn(self.configs)).with_outputs(DEAD_LETTER, main="reports"))
+                | "FlagLate" >> beam.ParDo(_FlagLateFn(self.configs)).with_outputs(TAG, main="reports"))

@@ -10,9 +10,17 @@ from apache_beam.metrics import Metrics
 from ldp_marginals import schemas
 from ldp_marginals.ldp.encoding import has_padding
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
-
-DEAD_LETTER = "dead_letter"
-NAMESPACE = "ldp_marginals"
+from ldp_marginals.transforms.dead_letters import (
+    NAMESPACE,
+    TAG,
+    VALID,
+    collection_detail,
+    dead_letter,
+    length_detail,
+    padding_detail,
+    time_detail,
+)
+from ldp_marginals.transforms.source import RECORDS, ReportSource
 
 
 class Report(NamedTuple):
@@ -22,35 +30,6 @@ class Report(NamedTuple):
     dimensions: tuple   # sorted (name, value) pairs: hashable and deterministic as a key
     bits: bytes
     client: str | None
-
-
-def dead_letter(reason: str, detail: str, source: str, record=None, payload: bytes | None = None) -> dict:
-    """A DeadLetter row (schemas/dead_letter.avsc)."""
-    record_json = None
-    if record is not None:
-        record_json = schemas.to_json_line(record) if isinstance(record, dict) else repr(record)
-    return {"reason": reason, "detail": detail, "source": source, "record_json": record_json,
-            "payload": None if payload is None else bytes(payload)}
-
-
-def time_detail(event) -> str:
-    return f"event_time {event} is outside [1970, 2100)"
-
-
-def length_detail(name: str, got: int, n_bits: int, n_bytes: int) -> str:
-    return f"{got} bytes, the layout of {name!r} has {n_bits} bits = {n_bytes} bytes"
-
-
-def padding_detail(n_bits: int) -> str:
-    return f"a bit past bit {n_bits - 1} is set"
-
-
-def collection_detail(name) -> str:
-    return f"no config for collection {name!r}"
-
-
-def _count(reason: str):
-    Metrics.counter(NAMESPACE, f"dead_letter.{reason}").inc()
 
 
 class ReadAvroFileFn(beam.DoFn):
@@ -65,20 +44,19 @@ class ReadAvroFileFn(beam.DoFn):
                 for index, record in enumerate(schemas.iter_avro(fh)):
                     yield record, f"{path}#{index}"
         except Exception as err:  # noqa: BLE001 - any decoding failure becomes a dead letter
-            _count("undecodable")
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                "undecodable", f"{type(err).__name__}: {err} (after record {index})", f"{path}#{index + 1}"))
+            yield dead_letter("undecodable", f"{type(err).__name__}: {err} (after record {index})",
+                              f"{path}#{index + 1}")
 
 
 class ValidateReportsFn(beam.DoFn):
     """``record`` (dict), Avro message ``bytes``, or ``(either, source)`` -> timestamped :class:`Report`;
-    anything malformed -> a dead letter (tag ``dead_letter``) with its reason."""
+    anything malformed -> a dead letter (tag ``dead_letters``) with its reason."""
 
     def __init__(self, configs: dict):
         self._layouts = {name: (cfg.layout.n_bits, cfg.layout.n_bytes) for name, cfg in configs.items()}
 
     def setup(self):
-        self._valid = Metrics.counter(NAMESPACE, "reports.valid")  # made once: ~10 us per report otherwise
+        self._valid = Metrics.counter(NAMESPACE, VALID)  # made once: ~10 us per report otherwise
 
     def process(self, element):
         payload, source = element if isinstance(element, tuple) and len(element) == 2 else (element, "input")
@@ -87,14 +65,11 @@ class ValidateReportsFn(beam.DoFn):
             try:
                 record = schemas.decode_message("noisy_report", bytes(payload))
             except Exception as err:  # noqa: BLE001
-                _count("undecodable")
-                yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(
-                    "undecodable", f"{type(err).__name__}: {err}", source, payload=payload))
+                yield dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
                 return
         reason, detail, report, event_ms = self._check(record)
         if reason:
-            _count(reason)
-            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter(reason, detail, source, record=record))
+            yield dead_letter(reason, detail, source, record=record)
             return
         self._valid.inc()
         yield beam.window.TimestampedValue(report, event_ms / 1000.0)
@@ -131,17 +106,19 @@ class ValidateReportsFn(beam.DoFn):
         return None, None, Report(name, tuple(sorted(dims.items())), bytes(bits), client), int(event)
 
 
-class ReadNoisyReportFiles(beam.PTransform):
-    """Avro files matching a glob -> ``(record, source)``; unreadable files -> dead letters."""
+class ReadNoisyReportFiles(ReportSource):
+    """Avro files matching a glob, record by record -> ``records`` as ``(record, source)``;
+    unreadable files -> ``dead_letters``."""
 
     def __init__(self, pattern: str):
         super().__init__()
         self.pattern = pattern
 
-    def expand(self, pbegin):
+    def read(self, pbegin):
         from apache_beam.io import fileio
-        return (pbegin
+        outs = (pbegin
                 | "Match" >> fileio.MatchFiles(self.pattern)
                 | "Open" >> fileio.ReadMatches()
-                | "Decode" >> beam.ParDo(ReadAvroFileFn()).with_outputs(DEAD_LETTER, main="records"))
+                | "Decode" >> beam.ParDo(ReadAvroFileFn()).with_outputs(TAG, main=RECORDS))
+        return {RECORDS: outs[RECORDS], TAG: outs[TAG]}
 

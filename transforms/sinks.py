@@ -1,7 +1,8 @@
-"""Sinks: rows to Avro and JSON-lines files, one file set per window (and pane), names sorting by window."""
+"""Sinks: PTransforms from the job's outputs (a dict of row PCollections by kind) to where they are
+read. :class:`FileSink` writes Avro and JSON-lines files, one file set per window, collection and
+pane, in the layout of :mod:`ldp_marginals.schemas.outputs`; :class:`Sinks` feeds several sinks."""
 from __future__ import annotations
 
-import datetime as dt
 import io
 import os
 
@@ -11,48 +12,42 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import trigger
 
 from ldp_marginals import schemas
-from ldp_marginals.transforms.estimate import EXTREMES, MARGINALS, TABLES, WITHHELD, window_bounds_ms
-
-SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "extreme_estimate",
-             WITHHELD: "withheld_window", "dead_letters": "dead_letter"}
-
-
-def _stamp(ms: int) -> str:
-    """UTC ``YYYYMMDDTHHMMSSmmmZ``: fixed width, so names sort by time."""
-    t = dt.datetime.fromtimestamp(ms // 1000, tz=dt.timezone.utc)
-    return f"{t:%Y%m%dT%H%M%S}{ms % 1000:03d}Z"
-
-
-def window_file_stem(w, collection: str, pane_index: int) -> str:
-    """``<start>_<end>_<collection>_pane<NNN>``: sorts by window start, then end; ``global`` for the global window."""
-    if isinstance(w, beam.window.GlobalWindow):
-        return f"global_{collection}_pane{pane_index:03d}"
-    start, end = window_bounds_ms(w)
-    return f"{_stamp(start)}_{_stamp(end)}_{collection}_pane{pane_index:03d}"
+from ldp_marginals.schemas.outputs import (
+    AVRO,
+    DEAD_LETTER_GROUP,
+    DEAD_LETTERS,
+    JSON_LINES,
+    KINDS,
+    SCHEMA_OF,
+    check_kind,
+    file_stem,
+)
+from ldp_marginals.transforms.estimate import window_bounds_ms
 
 
 class WriteWindowFilesFn(beam.DoFn):
-    """``((kind, collection), rows)`` of one window and pane -> ``<dir>/<kind>/<stem>.avro`` and ``.jsonl``."""
+    """``((kind, group), rows)`` of one window and pane -> ``<dir>/<kind>/<stem>.avro`` and ``.jsonl``."""
 
     def __init__(self, output_dir: str):
         self.output_dir = output_dir
 
     def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
-        (kind, collection), rows = element
+        (kind, group), rows = element
         rows = list(rows)
         # each row serialized once: the sort key (deterministic file contents) and the JSON line
         keyed = sorted((schemas.to_json_line(r), i) for i, r in enumerate(rows))
         rows = [rows[i] for _, i in keyed]
         index = pane.index if pane is not None else 0
-        stem = window_file_stem(w, collection, index)
+        window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
+        stem = file_stem(window, group, index)
         folder = FileSystems.join(self.output_dir, kind)
         if not FileSystems.exists(folder):
             try:
                 FileSystems.mkdirs(folder)
             except IOError:  # another worker made it first
                 pass
-        avro_path = FileSystems.join(folder, stem + ".avro")
-        json_path = FileSystems.join(folder, stem + ".jsonl")
+        avro_path = FileSystems.join(folder, stem + AVRO)
+        json_path = FileSystems.join(folder, stem + JSON_LINES)
         buf = io.BytesIO()
         fastavro.writer(buf, schemas.load_schema(SCHEMA_OF[kind]), rows, codec="deflate")
         for path, data in ((avro_path, buf.getvalue()),
@@ -64,11 +59,6 @@ class WriteWindowFilesFn(beam.DoFn):
         yield avro_path
 
 
-def check_kind(kind: str) -> None:
-    if kind not in SCHEMA_OF:
-        raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
-
-
 def processing_time_panes(seconds: float) -> beam.WindowInto:
     """Rows in the global window (dead letters) -> a pane every ``seconds`` of processing time: in
     streaming, a global window's default trigger never fires."""
@@ -78,55 +68,63 @@ def processing_time_panes(seconds: float) -> beam.WindowInto:
 
 
 class WriteRows(beam.PTransform):
-    """Rows of one output kind -> files per (window, pane, collection) under ``output_dir/kind``.
+    """Rows of one output kind -> files per (window, pane, group) under ``output_dir/kind``.
 
-    ``group`` names the files instead of the rows' collection (dead letters, which have none, are
-    ``all`` unless a group is given)."""
+    The group names the files: the rows' collection, or ``group`` when given (dead letters, which
+    have no collection, are ``all`` unless a group is given)."""
 
     def __init__(self, kind: str, output_dir: str, group: str | None = None):
         super().__init__()
-        check_kind(kind)
-        self.kind = kind
+        self.kind = check_kind(kind)
         self.output_dir = output_dir
         self.group = group
 
     def expand(self, rows):
         kind = self.kind
-        group = self.group or ("all" if kind == "dead_letters" else None)
-        collection_of = (lambda r: group) if group else (lambda r: r["collection"])
+        group = self.group or (DEAD_LETTER_GROUP if kind == DEAD_LETTERS else None)
+        group_of = (lambda r: group) if group else (lambda r: r["collection"])
         return (rows
-                | "KeyByFile" >> beam.Map(lambda r: ((kind, collection_of(r)), r))
+                | "KeyByFile" >> beam.Map(lambda r: ((kind, group_of(r)), r))
                 | "GroupByFile" >> beam.GroupByKey()
                 | "WriteFiles" >> beam.ParDo(WriteWindowFilesFn(self.output_dir)))
 
 
-class FileSink:
+class FileSink(beam.PTransform):
     """The job's default sink: every output kind to Avro + JSON-lines files under one directory.
 
     In streaming mode the dead letters, which live in the global window, are written in panes every
     ``dead_letter_seconds`` of processing time (a global window's default trigger never fires there).
+    Input: ``{kind: rows}``; output: ``{kind: paths of the Avro files written}``.
     """
 
     def __init__(self, output_dir: str, streaming: bool = False, dead_letter_seconds: int = 60):
+        super().__init__(label="WriteFiles")
         self.output_dir = output_dir
         self.streaming = streaming
         self.dead_letter_seconds = dead_letter_seconds
         if "://" not in output_dir:
             os.makedirs(output_dir, exist_ok=True)
 
-    def write(self, kind: str, rows):
-        if self.streaming and kind == "dead_letters":
-            rows = rows | "PaneDeadLetters" >> processing_time_panes(self.dead_letter_seconds)
-        return rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
+    def expand(self, outputs: dict):
+        written = {}
+        for kind in KINDS:
+            rows = outputs[kind]
+            if self.streaming and kind == DEAD_LETTERS:
+                rows = rows | "PaneDeadLetters" >> processing_time_panes(self.dead_letter_seconds)
+            written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
+        return written
 
 
-class Sinks:
-    """Several sinks fed the same outputs (files and BigQuery, say); stage labels stay each sink's own."""
+class Sinks(beam.PTransform):
+    """Several sinks fed the same outputs (files and BigQuery, say); each keeps its own stage label."""
 
     def __init__(self, *sinks):
+        super().__init__(label="WriteAll")
         if not sinks:
             raise ValueError("sinks must name at least one sink, got none")
         self.sinks = sinks
 
-    def write(self, kind: str, rows):
-        return [sink.write(kind, rows) for sink in self.sinks]
+    def expand(self, outputs: dict):
+        for sink in self.sinks:
+            outputs | sink
+        return None

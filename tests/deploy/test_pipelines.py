@@ -12,7 +12,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 
 from ldp_marginals.pipelines.run import add_run_arguments, make_pipeline
 from ldp_marginals.pipelines.sources import kafka_expansion_service
-from tests.conftest import SMALL_CONFIG
+from tests.configs import SMALL_CONFIG
 from tests.deploy.commands import DEPLOY, commands_starting, flag_values, submit_job_args
 from tests.deploy.kafka_standin import KAFKA_URN, KafkaExpansionStandIn, decode_config
 
@@ -23,10 +23,16 @@ KINDS = ("marginals", "tables", "extremes", "withheld", "dead_letters")
 # The top-level stage names, in order. A Dataflow update or a Flink savepoint maps state by these
 # names: changing one breaks in-place updates of running jobs (Dataflow then needs
 # --transform-name-mappings). Change this list only together with deploy/dataflow/README.md.
-STABLE_STAGES = (["ReadReports", "ValidateReports", "DropLateReports", "SplitByCollection", "Estimate[app]"]
-                 + [f"All[{k}]" for k in KINDS])
+STABLE_STAGES = (["ReadReports", "ValidateReports", "DropLateReports", "SplitByCollection", "SplitPartials",
+                  "Estimate[app]"] + [f"All[{k}]" for k in KINDS])
 FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "dead_letters" else []) + [f"Write[{k}]"]]
 BIGQUERY_STAGES = [f"BigQuery[{k}]" for k in KINDS]
+
+
+def stages_under(proto, parent: str) -> list:
+    """The names of a composite's direct stages, without the parent's prefix."""
+    t = by_name(proto)[parent]
+    return [proto.components.transforms[s].unique_name.removeprefix(parent + "/") for s in t.subtransforms]
 
 
 def dataflow_main():
@@ -87,9 +93,10 @@ def test_dataflow_pipeline_from_the_launch_command(config_file):
     assert args.detach and args.bigquery_dataset == given["bigquery_dataset"]
     proto = pipeline.to_runner_api()
 
-    assert top_level(proto) == STABLE_STAGES + [s for k in KINDS for s in
-                                                (["PaneDeadLetters"] if k == "dead_letters" else [])
-                                                + [f"Write[{k}]", f"BigQuery[{k}]"]]
+    assert top_level(proto) == STABLE_STAGES + ["WriteAll"]
+    assert stages_under(proto, "WriteAll") == ["WriteFiles", "WriteBigQuery"]
+    assert stages_under(proto, "WriteAll/WriteFiles") == FILE_STAGES
+    assert stages_under(proto, "WriteAll/WriteBigQuery") == BIGQUERY_STAGES
     names = by_name(proto)
     read = names["ReadReports/ReadPubSub/Read"]
     assert read.spec.urn == "beam:transform:pubsub_read:v1"
@@ -97,10 +104,10 @@ def test_dataflow_pipeline_from_the_launch_command(config_file):
     assert payload.subscription == given["subscription"]
     assert payload.timestamp_attribute == given["pubsub_timestamp_attribute"]
     for kind in KINDS:
-        write = names[f"BigQuery[{kind}]/Write"]
+        write = names[f"WriteAll/WriteBigQuery/BigQuery[{kind}]/Write"]
         assert write.spec.urn == "beam:transform:write_to_big_query:v0"
-        assert f"BigQuery[{kind}]/WriteRefused" in names  # refused rows are written, not lost
-        assert names[f"Write[{kind}]/GroupByFile"].spec.urn == "beam:transform:group_by_key:v1"
+        assert f"WriteAll/WriteBigQuery/BigQuery[{kind}]/WriteRefused" in names  # refused rows are written
+        assert names[f"WriteAll/WriteFiles/Write[{kind}]/GroupByFile"].spec.urn == "beam:transform:group_by_key:v1"
     # every stage is named by us or by a class: no names that move with line numbers
     assert not [n for n in names if "<lambda" in n or re.search(r"\.py:\d+", n)]
 
@@ -116,7 +123,8 @@ def test_flink_pipeline_from_the_submission_manifest(config_file):
     assert options["checkpointing_interval"] == "60000"  # kept for the Java Flink runner, which parses it
     proto = pipeline.to_runner_api()
 
-    assert top_level(proto) == STABLE_STAGES + FILE_STAGES
+    assert top_level(proto) == STABLE_STAGES + ["WriteFiles"]
+    assert stages_under(proto, "WriteFiles") == FILE_STAGES
     read = by_name(proto)["ReadReports/ReadKafka"]
     assert read.spec.urn == KAFKA_URN
     sent = decode_config(read.spec.payload)

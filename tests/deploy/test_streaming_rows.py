@@ -16,7 +16,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.bigquery import table_schema, to_row
-from ldp_marginals.transforms.sinks import SCHEMA_OF, FileSink
+from ldp_marginals.schemas.outputs import SCHEMA_OF
+from ldp_marginals.transforms.sinks import FileSink
 from tests.pipelines.test_streaming import START, config, streaming_pipeline
 
 SUBSCRIPTION = "projects/my-project/subscriptions/noisy-reports"

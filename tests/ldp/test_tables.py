@@ -14,7 +14,6 @@ from ldp_marginals.ldp.tables import (
     group_table,
     kron_apply,
     marginal_table,
-    marginal_table_from_means,
     noisy_histogram,
     phi_coefficient,
     project_to_simplex,
@@ -55,11 +54,15 @@ def test_kronecker_table_equals_dense_reference_and_moebius_of_means(cols):
     ref_table, ref_cov = dense_reference(hist, cols)
     assert np.allclose(table.estimate, ref_table, atol=1e-8)
     assert np.allclose(table.covariance, ref_cov, atol=1e-6)
-    assert np.allclose(marginal_table_from_means(est, cols), ref_table, atol=1e-8)
-    assert table.estimate.sum() == pytest.approx(4000)
-    # cell covariance is the Moebius image of the TMDH covariance (same conditioning)
+    # the same table as the Moebius transform of the TMDH means (Carette Lemma A.1), cell by cell:
+    # cell with ones-set J = sum over J <= S <= K of (-1)^(|S| - |J|) t_S
     k = len(cols)
     subsets = [tuple(cols[j] for j in range(k) if b >> j & 1) for b in range(1 << k)]
+    moebius_of_means = [sum((-1) ** (len(s) - len(j)) * (est.mean(s) if s else est.n)
+                            for s in subsets if set(j) <= set(s)) for j in subsets]
+    assert np.allclose(moebius_of_means, ref_table, atol=1e-8)
+    assert table.estimate.sum() == pytest.approx(4000)
+    # cell covariance is the Moebius image of the TMDH covariance (same conditioning)
     tmdh_cov = np.zeros((1 << k, 1 << k))
     for a, sa in enumerate(subsets):
         for b, sb in enumerate(subsets):

@@ -14,7 +14,7 @@ from scipy.stats import binom
 
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.run import run
-from tests.conftest import SMALL_CONFIG
+from tests.configs import SMALL_CONFIG
 from tests.stats import ALPHA
 
 

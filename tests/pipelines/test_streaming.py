@@ -9,7 +9,7 @@ from apache_beam.transforms.window import IntervalWindow
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
-from tests.conftest import SMALL_CONFIG
+from tests.configs import SMALL_CONFIG
 
 START = 1_767_225_600  # seconds; an hour boundary
 

@@ -6,7 +6,7 @@ import yaml
 
 from ldp_marginals import schemas
 from ldp_marginals.schemas.config import load_configs, parse_config
-from tests.conftest import SMALL_CONFIG
+from tests.configs import SMALL_CONFIG
 
 
 def test_every_schema_parses_and_report_round_trips(tmp_path):
@@ -53,7 +53,7 @@ def test_config_loads_from_yaml_and_json(tmp_path):
     (dict(max_order=9), r"max_order must be <= the 6 bits of the layout, got max_order=9"),
     (dict(min_reports=-1), r"min_reports must be >= 0, got min_reports=-1"),
     (dict(window={"type": "tumbling"}), r"window.type must be one of \['fixed', 'sliding', 'global'\], got type='tumbling'"),
-    (dict(window={"type": "fixed", "size_seconds": 0}), r"window.size_seconds must be > 0, got size_seconds=0"),
+    (dict(window={"type": "fixed", "size_seconds": 0}), r"window.size_seconds must be > 0, got window.size_seconds=0"),
     (dict(window={"type": "sliding", "size_seconds": 60, "period_seconds": 90}),
      r"window.period_seconds must be in \(0, size_seconds\], got period_seconds=90"),
     (dict(channel={"p": 0.6, "q": 0.4}), r"channel: q must be in \(p, 1\], got p=0.6, q=0.4"),

@@ -7,12 +7,13 @@ from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.fast_reader import iter_report_batches, iter_report_blocks
+from ldp_marginals.schemas.outputs import SCHEMA_OF
 from ldp_marginals.transforms import blocks
+from ldp_marginals.transforms.avro_blocks import iter_report_batches
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
 from ldp_marginals.transforms.reports import ReadNoisyReportFiles
-from ldp_marginals.transforms.sinks import SCHEMA_OF, FileSink
-from tests.conftest import SMALL_CONFIG
+from ldp_marginals.transforms.sinks import FileSink
+from tests.configs import SMALL_CONFIG
 
 NO_CLIENTS = dict(SMALL_CONFIG, extremes=[e for e in SMALL_CONFIG["extremes"] if e.get("over") != "client"],
                   min_reports=40)
@@ -42,7 +43,7 @@ def test_fast_reader_equals_fastavro_and_falls_back_on_other_writer_schemas(tmp_
     records[5]["client"] = "c-éé"  # non-ASCII client token
     schemas.write_avro(tmp_path / "a.avro", "noisy_report", records)
     with open(tmp_path / "a.avro", "rb") as fh:
-        blocks = list(iter_report_blocks(fh))
+        blocks = list(iter_report_batches(fh, min_records=1))
     assert all(b.records is None for b in blocks) and len(blocks) > 1
     got = [b.record(i) for b in blocks for i in range(len(b))]
     assert got == [schemas.normalize("noisy_report", r) for r in records]
@@ -56,7 +57,7 @@ def test_fast_reader_equals_fastavro_and_falls_back_on_other_writer_schemas(tmp_
     with open(tmp_path / "old.avro", "wb") as fh:
         fastavro.writer(fh, old, [{k: v for k, v in r.items() if k != "client"} for r in records[:50]])
     with open(tmp_path / "old.avro", "rb") as fh:
-        old_blocks = list(iter_report_blocks(fh))
+        old_blocks = list(iter_report_batches(fh, min_records=1))
     assert all(b.records is not None for b in old_blocks)
     assert sum(len(b) for b in old_blocks) == 50
 

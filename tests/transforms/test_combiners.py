@@ -3,16 +3,11 @@ import pickle
 import numpy as np
 import pytest
 
+from ldp_marginals.ldp import aggregate
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
-from ldp_marginals.ldp.extremes import ExtremeAccumulator, union_cardinality
+from ldp_marginals.ldp.extremes import ExtremeAccumulator
 from ldp_marginals.pipelines.simulate import simulate_population
-from ldp_marginals.transforms import combiners
-from ldp_marginals.transforms.combiners import (
-    ClientExtremesCombineFn,
-    CollectionCombineFn,
-    ExtremeCombineFn,
-    UnionSizeCombineFn,
-)
+from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
 
 
 def reports(config, n, seed):
@@ -20,7 +15,7 @@ def reports(config, n, seed):
 
 
 def test_collection_combine_fn_contract(small_config, monkeypatch):
-    monkeypatch.setattr(combiners, "FLUSH_REPORTS", 37)  # exercise flushes inside add and merge
+    monkeypatch.setattr(aggregate, "FLUSH_REPORTS", 37)  # exercise flushes inside add and merge
     fn = CollectionCombineFn(small_config)
     data = reports(small_config, 1000, 1)
     rng = np.random.default_rng(0)
@@ -68,48 +63,3 @@ def test_client_extremes_combine_fn(small_config):
         whole = fn.add_input(whole, r)
     assert np.allclose(merged, fn.extract_output(whole), rtol=1e-12)
     assert fn.extract_output(fn.create_accumulator()) == [(0.0, 0.0)]
-
-
-def test_extreme_and_union_combine_fns_match_the_core():
-    rng = np.random.default_rng(5)
-    bits = (rng.random(50) < 0.3).astype(int)
-    p, q = rng.uniform(0.05, 0.3, 50), rng.uniform(0.6, 0.95, 50)
-    fn = ExtremeCombineFn("or")
-    acc = fn.create_accumulator()
-    for b, pp, qq in zip(bits, p, q):
-        acc = fn.add_input(acc, (b, pp, qq))
-    est, var, n = fn.extract_output(fn.merge_accumulators([acc, fn.create_accumulator()]))
-    core = ExtremeAccumulator("or").add(bits, p, q)
-    assert (est, var, n) == (pytest.approx(float(core.estimate())), pytest.approx(float(core.variance())), 50)
-    sketches = (rng.random((6, 20)) < 0.2).astype(np.uint8)
-    ufn = UnionSizeCombineFn(20, 0.1, 0.9)
-    uacc = ufn.create_accumulator()
-    for row in sketches:
-        uacc = ufn.add_input(uacc, np.packbits(row, bitorder="little").tobytes())
-    assert ufn.extract_output(uacc) == pytest.approx(union_cardinality(sketches, 0.1, 0.9))
-    with pytest.raises(ValueError, match=r"op must be 'or' or 'and', got op='max'"):
-        ExtremeCombineFn("max")
-
-
-def test_extreme_and_union_transforms_in_a_pipeline():
-    import apache_beam as beam
-    from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
-    from apache_beam.testing.util import assert_that, equal_to
-
-    from ldp_marginals.transforms.combiners import EstimateExtremes, EstimateUnionSize
-    rng = np.random.default_rng(9)
-    bits = (rng.random((2, 30)) < 0.2).astype(int)
-    sketches = (rng.random((5, 16)) < 0.3).astype(np.uint8)
-    expected = []
-    for key in (0, 1):
-        core = ExtremeAccumulator("and").add(bits[key], 0.1, 0.9)
-        expected.append((key, round(float(core.estimate()), 9), round(float(core.variance()), 9), 30))
-    union = union_cardinality(sketches, 0.2, 0.8)
-    with BeamTestPipeline() as p:
-        stream = p | "Bits" >> beam.Create([(k, (int(b), 0.1, 0.9)) for k in (0, 1) for b in bits[k]])
-        out = stream | EstimateExtremes("and") | beam.MapTuple(
-            lambda k, v: (k, round(v[0], 9), round(v[1], 9), v[2]))
-        assert_that(out, equal_to(expected), label="and per key")
-        packed = p | "Sketches" >> beam.Create([np.packbits(r, bitorder="little").tobytes() for r in sketches])
-        size = packed | EstimateUnionSize(16, 0.2, 0.8) | beam.Map(lambda ev: (round(ev[0], 9), round(ev[1], 9)))
-        assert_that(size, equal_to([(round(union[0], 9), round(union[1], 9))]), label="union")

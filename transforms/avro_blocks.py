@@ -1,4 +1,6 @@
-"""A fast reader of NoisyReport Avro container files: block bytes decoded by a compiled loop.
+"""The block decoder of NoisyReport Avro container files (an I/O kernel of the readers): block bytes
+decoded by a compiled loop. numba is required here (and by :mod:`ldp_marginals.transforms.blocks`);
+the math core ``ldp`` only uses it when installed.
 
 fastavro decodes ~170-400k records/s here, one Python dict per record; polars' Avro reader does
 not read our schema (it fails on the ``map`` field). Our writer schema is fixed by the contract,
@@ -24,6 +26,12 @@ from numba import njit
 from ldp_marginals import schemas
 
 _ERR_OVERFLOW = -1
+
+# The field layout of a decoded block: one row per record, one int64 column per named field.
+# Offsets and lengths index the block's bytes; CLIENT_OFF and CLIENT_LEN are -1 for a null client.
+(COLLECTION_OFF, COLLECTION_LEN, EVENT_MS, BITS_OFF, BITS_LEN, DIMS_OFF, DIMS_END, DIMS_COUNT,
+ CLIENT_OFF, CLIENT_LEN) = range(10)
+N_FIELDS = 10
 
 
 @njit(cache=True, nogil=True)
@@ -54,22 +62,21 @@ def _span(buf, pos, end):
 
 @njit(cache=True, nogil=True)
 def _decode_block(buf, n, fields):
-    """Fill ``fields`` (n, 10) int64 per record: coll_off, coll_len, event_ms, bits_off, bits_len,
-    dims_off, dims_end, dims_count, client_off, client_len (-1 when null). Returns the end
-    position, or -1 when the bytes do not parse."""
+    """Fill ``fields`` (n, N_FIELDS) int64, one row per record in the named layout above. Returns the
+    end position, or -1 when the bytes do not parse."""
     pos = 0
     end = buf.shape[0]
     for i in range(n):
-        fields[i, 0], fields[i, 1], pos = _span(buf, pos, end)
+        fields[i, COLLECTION_OFF], fields[i, COLLECTION_LEN], pos = _span(buf, pos, end)
         if pos < 0:
             return _ERR_OVERFLOW
-        fields[i, 2], pos = _varint(buf, pos, end)
+        fields[i, EVENT_MS], pos = _varint(buf, pos, end)
         if pos < 0:
             return _ERR_OVERFLOW
-        fields[i, 3], fields[i, 4], pos = _span(buf, pos, end)
+        fields[i, BITS_OFF], fields[i, BITS_LEN], pos = _span(buf, pos, end)
         if pos < 0:
             return _ERR_OVERFLOW
-        fields[i, 5] = pos
+        fields[i, DIMS_OFF] = pos
         count_total = 0
         while True:
             cnt, pos = _varint(buf, pos, end)
@@ -87,16 +94,16 @@ def _decode_block(buf, n, fields):
                 if pos < 0:
                     return _ERR_OVERFLOW
             count_total += cnt
-        fields[i, 6] = pos
-        fields[i, 7] = count_total
+        fields[i, DIMS_END] = pos
+        fields[i, DIMS_COUNT] = count_total
         branch, pos = _varint(buf, pos, end)
         if pos < 0:
             return _ERR_OVERFLOW
         if branch == 0:
-            fields[i, 8] = -1
-            fields[i, 9] = -1
+            fields[i, CLIENT_OFF] = -1
+            fields[i, CLIENT_LEN] = -1
         elif branch == 1:
-            fields[i, 8], fields[i, 9], pos = _span(buf, pos, end)
+            fields[i, CLIENT_OFF], fields[i, CLIENT_LEN], pos = _span(buf, pos, end)
             if pos < 0:
                 return _ERR_OVERFLOW
         else:
@@ -126,7 +133,7 @@ def gather_bytes(buf, offsets, width):
 class ReportBlock:
     """Reports of one or more Avro blocks as arrays (fast path) or as records (fallback)."""
 
-    fields: np.ndarray | None   # (n, 10) int64 offsets, see _decode_block (columns contiguous)
+    fields: np.ndarray | None   # (n, N_FIELDS) int64 in the named layout (columns contiguous)
     buf: np.ndarray | None      # the blocks' bytes
     records: list | None        # fallback: fastavro dicts
     first_index: int            # index of the first record in the file
@@ -139,29 +146,29 @@ class ReportBlock:
 
     def packed(self, rows: np.ndarray, n_bytes: int) -> np.ndarray:
         """The ``bits`` of ``rows`` (all exactly ``n_bytes`` long) as a contiguous (n, n_bytes) array."""
-        return gather_bytes(self.buf, self.fields[rows, 3], n_bytes)
+        return gather_bytes(self.buf, self.fields[rows, BITS_OFF], n_bytes)
 
     def record(self, i: int) -> dict:
         """Record i as fastavro would give it (timestamps as int millis)."""
         if self.records is not None:
             return schemas.normalize("noisy_report", self.records[i])
         f = self.fields[i]
-        return {"collection": self.text(f[0], f[1]), "event_time": int(f[2]),
-                "bits": self.buf[f[3]:f[3] + f[4]].tobytes(), "dimensions": self.dimensions(i),
-                "client": None if f[8] < 0 else self.text(f[8], f[9])}
+        return {"collection": self.text(f[COLLECTION_OFF], f[COLLECTION_LEN]), "event_time": int(f[EVENT_MS]),
+                "bits": self.buf[f[BITS_OFF]:f[BITS_OFF] + f[BITS_LEN]].tobytes(), "dimensions": self.dimensions(i),
+                "client": None if f[CLIENT_OFF] < 0 else self.text(f[CLIENT_OFF], f[CLIENT_LEN])}
 
     def dimensions(self, i: int) -> dict:
         f = self.fields[i]
-        if f[7] == 0:
+        if f[DIMS_COUNT] == 0:
             return {}
-        return fastavro.schemaless_reader(io.BytesIO(self.buf[f[5]:f[6]].tobytes()),
+        return fastavro.schemaless_reader(io.BytesIO(self.buf[f[DIMS_OFF]:f[DIMS_END]].tobytes()),
                                           {"type": "map", "values": "string"}, None)
 
 
 def _decoded(data: bytes, n: int, first_index: int) -> ReportBlock | None:
     """``n`` records back to back in ``data`` as a fast block, or None when they do not parse."""
     buf = np.frombuffer(data, dtype=np.uint8)
-    fields = np.empty((10, n), dtype=np.int64).T  # columns contiguous: cheap per-field slices
+    fields = np.empty((N_FIELDS, n), dtype=np.int64).T  # columns contiguous: cheap per-field slices
     if _decode_block(buf, n, fields) != buf.shape[0]:
         return None
     return ReportBlock(fields, buf, None, first_index)
@@ -210,11 +217,6 @@ def iter_report_batches(fileobj, min_records: int = 1 << 16):
         yield from batch()
 
 
-def iter_report_blocks(fileobj):
-    """Like :func:`iter_report_batches`, one Avro block at a time."""
-    return iter_report_batches(fileobj, min_records=1)
-
-
 @njit(cache=True, nogil=True)
 def _distinct_ids(buf, offs, lens):
     """Id per record of the byte string ``buf[off:off+len]``, and the first record of each id."""
@@ -243,6 +245,9 @@ def _distinct_ids(buf, offs, lens):
     return ids, firsts[:k]
 
 
-def distinct_ids(block: ReportBlock, offset_col: int, length: np.ndarray):
-    """``(ids, first_records)`` of equal byte strings (collections, dimension maps) in a fast block."""
-    return _distinct_ids(block.buf, block.fields[:, offset_col], np.ascontiguousarray(length))
+def distinct_ids(block: ReportBlock, offset_col: int, end_col: int | None = None, length_col: int | None = None):
+    """``(ids, first_records)`` of equal byte strings in a fast block: the field starting at column
+    ``offset_col`` and ending at ``end_col`` or ``length_col`` long (collections, dimension maps)."""
+    f = block.fields
+    length = f[:, end_col] - f[:, offset_col] if end_col is not None else f[:, length_col]
+    return _distinct_ids(block.buf, f[:, offset_col], np.ascontiguousarray(length))

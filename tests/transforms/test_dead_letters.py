@@ -1,0 +1,40 @@
+"""The dead-letter contract has one owner: its reasons are the schema's, its rows validate, and the
+counter names round-trip through the summary."""
+import re
+
+import pytest
+from apache_beam.pvalue import TaggedOutput
+
+from ldp_marginals import schemas
+from ldp_marginals.schemas.outputs import DEAD_LETTERS
+from ldp_marginals.transforms import dead_letters
+
+
+def schema_reasons() -> set:
+    doc = next(f["doc"] for f in schemas.raw_schema("dead_letter")["fields"] if f["name"] == "reason")
+    listed = re.search(r"one of: ([a-z_, ]+)\.", doc)
+    return {r.strip() for r in listed.group(1).split(",")}
+
+
+def test_the_code_and_the_schema_list_the_same_reasons():
+    assert schema_reasons() == set(dead_letters.REASONS)
+    assert all(meaning.strip() for meaning in dead_letters.REASONS.values())
+    with pytest.raises(TypeError):
+        dead_letters.REASONS["new"] = "the reasons are read-only"
+
+
+def test_a_dead_letter_is_tagged_as_its_output_kind_and_validates():
+    out = dead_letters.dead_letter("wrong_length", "3 bytes", "f.avro#7", record={"collection": "app", "bits": b"\x01"})
+    assert isinstance(out, TaggedOutput) and out.tag == DEAD_LETTERS == dead_letters.TAG
+    assert schemas.validate("dead_letter", out.value)
+    assert out.value["reason"] == "wrong_length" and out.value["record_json"] == '{"bits": "AQ==", "collection": "app"}'
+    raw = dead_letters.row("undecodable", "bad bytes", "pubsub", payload=b"\x00\x01")
+    assert raw["payload"] == b"\x00\x01" and raw["record_json"] is None
+    with pytest.raises(ValueError, match=r"reason must be one of \[.*\], got reason='typo'"):
+        dead_letters.dead_letter("typo", "", "")
+
+
+def test_counter_names_and_totals():
+    totals = {"reports.valid": 10, "dead_letter.late": 2, "dead_letter.padding_bits": 0, "dead_letter.nope": 5}
+    assert dead_letters.counter_name("late") == "dead_letter.late"
+    assert dead_letters.totals_by_reason(totals) == {"late": 2}
