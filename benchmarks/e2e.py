@@ -17,7 +17,7 @@ from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.fast_reader import iter_report_batches
+from ldp_marginals.transforms.avro_blocks import iter_report_batches
 
 D = 32
 REPEATS = 3

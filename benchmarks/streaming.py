@@ -11,6 +11,7 @@ from ldp_marginals import schemas
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms.dead_letters import TAG
 from ldp_marginals.transforms.reports import ValidateReportsFn
 
 
@@ -18,7 +19,7 @@ def pipeline_seconds(messages, cfg, combine_fn):
     start = time.perf_counter()
     with beam.Pipeline(runner="DirectRunner") as p:
         checked = (p | beam.Create(messages, reshuffle=False)
-                   | beam.ParDo(ValidateReportsFn({cfg.name: cfg})).with_outputs("dead_letter", main="reports"))
+                   | beam.ParDo(ValidateReportsFn({cfg.name: cfg})).with_outputs(TAG, main="reports"))
         checked["reports"] | beam.Map(lambda r: r.bits) | beam.CombineGlobally(combine_fn)
     return time.perf_counter() - start
 

@@ -1,6 +1,7 @@
 """The Dockerfiles, manifests and deployment READMEs, parsed and checked against each other and
 against the environment the tests run in (one Beam version everywhere)."""
 import re
+import tomllib
 from importlib.metadata import version
 
 import apache_beam as beam
@@ -14,6 +15,8 @@ PINS = dict(line.split("#")[0].strip().split("==") for line in
             if line.split("#")[0].strip())
 FLINK_DEPLOYMENT = yaml_documents(DEPLOY / "flink" / "flink-deployment.yaml")[0]
 SUBMIT = submit_job_args()
+# installed package -> source folder, as pyproject.toml maps them
+PACKAGE_DIRS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 
 
 def arg(name: str) -> str:
@@ -42,15 +45,29 @@ def test_dataflow_image_is_launcher_and_worker_on_the_pinned_beam():
     copies = [a for i, a in steps if i == "COPY"]
     assert "deploy/dataflow/main.py main.py" in copies
     assert (DEPLOY / "dataflow" / "main.py").exists()
-    for package in ("ldp", "schemas", "transforms", "pipelines"):
-        assert f"{package} {package}" in copies
+    assert_installs_the_project(steps)
     runs = " ".join(a for i, a in steps if i == "RUN")
     assert "-c /tmp/base-image.txt -r requirements.txt" in runs and "pip check" in runs
     assert steps[-1] == ("ENTRYPOINT", '["/opt/apache/beam/boot"]')
 
 
+def assert_installs_the_project(steps) -> None:
+    """The image copies every source folder the wheel installs, installs the project, and its smoke
+    check imports every installed package by its installed name from a directory without sources."""
+    copies = [a.split() for i, a in steps if i == "COPY" and not a.startswith("--from")]
+    copied = {src for *sources, _ in copies for src in sources}
+    assert set(PACKAGE_DIRS.values()) <= copied and "pyproject.toml" in copied
+    (install,) = [a for i, a in steps if i == "RUN" and "pip install --no-cache-dir --no-deps ." in a]
+    smoke = install.split("&&")[-1].strip()
+    assert smoke.startswith("python -c ") and "cd /" in install
+    imported = set(re.findall(r"ldp_marginals(?:\.\w+)+", smoke))
+    covered = {p for p in PACKAGE_DIRS if any(i == p or i.startswith(p + ".") for i in imported)}
+    assert covered == set(PACKAGE_DIRS)
+
+
 def test_python_image_for_flink_matches_and_carries_the_jars_it_submits_with():
     steps = dockerfile(DEPLOY / "flink" / "Dockerfile.python")
+    assert_installs_the_project(steps)
     assert [a for i, a in steps if i == "FROM"] == [f"apache/beam_python3.11_sdk:{BEAM}"]
     runs = " ".join(a for i, a in steps if i == "RUN")
     flink = FLINK_DEPLOYMENT["spec"]["flinkVersion"].removeprefix("v").replace("_", ".")
