@@ -39,7 +39,7 @@ def _timed(fn):
 
 def _symmetric(eps: float) -> Channel:
     keep = np.exp(eps) / (1.0 + np.exp(eps))
-    return Channel(p=1.0 - keep, q=keep)  # DESIGN.md: p = P(1 | true 0), q = P(1 | true 1)
+    return Channel(p=1.0 - keep, q=keep)  # docs/design.md: p = P(1 | true 0), q = P(1 | true 1)
 
 
 def one_way_trial(rng, n, k):
@@ -83,7 +83,7 @@ def one_way_trial(rng, n, k):
 
 
 def em_pair(y, p, q):
-    """EM (``p``, ``q`` per bit as in DESIGN.md) over individual reports for the 4 cells (00, 10, 01, 11: bit i is the low bit) of a pair."""
+    """EM (``p``, ``q`` per bit as in docs/design.md) over individual reports for the 4 cells (00, 10, 01, 11: bit i is the low bit) of a pair."""
     cells = np.array([[0, 0], [1, 0], [0, 1], [1, 1]])
     like = np.ones((y.shape[0], 4))
     for b in range(2):

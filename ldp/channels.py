@@ -1,6 +1,6 @@
 """Per-bit randomized-response channels and channel sets for a whole bit layout.
 
-Notation (DESIGN.md, Carette and RAPPOR convention): a channel ``(p, q)`` has
+Notation (docs/design.md, Carette and RAPPOR convention): a channel ``(p, q)`` has
 ``p = P(noisy 1 | true 0)`` and ``q = P(noisy 1 | true 1)`` with ``0 <= p < q <= 1``.
 Other papers are translated at these constructors:
 

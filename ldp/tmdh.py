@@ -1,13 +1,13 @@
 """TMDH: unbiased joint-frequency estimates from co-occurrence counts, with closed-form
 variances and covariances (Carette 2022, Thm 3.5 and 3.6, generalized to per-bit channels).
 
-Mean (Carette eq. 35, per-bit form from DESIGN.md): each report contributes
+Mean (Carette eq. 35, in the per-bit form of docs/design.md): each report contributes
 ``prod_{i in S} (y_i - p_i)/(q_i - p_i)``, unbiased for ``prod x_i``; summed over reports::
 
     t_S = sum_{A subset S} c_A prod_{i in S\\A} (-p_i) / prod_{i in S} (q_i - p_i)
 
 Covariance (Carette appendix eq. 136, not the main-text eq. 40 which has a typo), in the form
-that is linear in the truth (DESIGN.md)::
+that is linear in the truth (docs/design.md)::
 
     Cov(t_J, t_J') = sum_{A subset I} prod_{I\\A} alpha_i prod_A beta_i t_{A u D}  -  t_{J u J'}
     I = J n J',  D = J (sym. diff.) J',
@@ -125,7 +125,7 @@ class TMDHEstimate:
         return float(self.means[self.family.index(s)])
 
     def covariance(self, first: Iterable[int], second: Iterable[int]) -> float:
-        """Estimated ``Cov(t_J, t_J')`` (Carette eq. 136 in the linear form of DESIGN.md).
+        """Estimated ``Cov(t_J, t_J')`` (Carette eq. 136 in the linear form of docs/design.md).
 
         Needs the count of ``J u J'``; ``ValueError`` naming the missing set otherwise.
         """
