@@ -7,6 +7,9 @@ import sys
 from ldp_marginals.pipelines import calibrate as calibrate_cmd
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 
+# the demo's hourly windows must each hold min_reports=2000 reports of the smaller region (45%)
+MIN_DEMO_REPORTS = 20_000
+
 
 def _simulate(args):
     from ldp_marginals.pipelines.simulate import simulate_population, write_population
@@ -21,30 +24,38 @@ def _simulate(args):
     print(f"wrote {args.reports:,} reports of {cfg.name!r} to {args.out} and the true counts to {truth}")
 
 
-def main(argv=None) -> int:
+def build_parser() -> tuple:
+    """The command's parser and its subcommands' parsers by name."""
     parser = argparse.ArgumentParser(prog="ldp-marginals", description="Windowed private marginals from LDP telemetry")
     sub = parser.add_subparsers(dest="command", required=True)
-    run_p = sub.add_parser("run", help="run the job (batch over Avro files, or --streaming)", add_help=False)
-    run_p.add_argument("-h", "--help", action="store_true")
+    run_p = sub.add_parser("run", help="run the job (batch over Avro files, or --streaming); run --help lists "
+                                       "its options", add_help=False)
+    run_p.add_argument("-h", "--help", action="store_true", help="the options of run (other options go to Beam)")
     sim = sub.add_parser("simulate", help="write a synthetic population of reports and its true counts")
-    sim.add_argument("--config", required=True)
-    sim.add_argument("--reports", type=int, required=True)
-    sim.add_argument("--out", required=True)
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--config", required=True, help="collection config (JSON or YAML) with one collection")
+    sim.add_argument("--reports", type=int, required=True, help="number of reports to write")
+    sim.add_argument("--out", required=True, help="Avro file to write (the true counts go to <out>.truth.json)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the population and of the randomizer")
     sim.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="first event time (ms since epoch)")
     sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows)")
-    sim.add_argument("--reports-per-client", type=int, default=1)
+    sim.add_argument("--reports-per-client", type=int, default=1,
+                     help="reports per pseudonymous client (for client extremes)")
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP")
     calibrate_cmd.add_calibrate_arguments(cal)
     demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth")
-    demo.add_argument("--out", default="out/demo")
-    demo.add_argument("--reports", type=int, default=60_000)
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
+    demo.add_argument("--reports", type=int, default=60_000,
+                      help=f"reports to simulate, at least {MIN_DEMO_REPORTS:,} (default 60,000)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the simulation (default 7)")
 
     dash = sub.add_parser("dashboard", help="the outputs as one offline HTML page, written or served on localhost")
     from ldp_marginals.pipelines.dashboard import add_dashboard_arguments
     add_dashboard_arguments(dash)
+    return parser, dict(sub.choices)
 
+
+def main(argv=None) -> int:
+    parser, _ = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "run":
@@ -57,6 +68,9 @@ def main(argv=None) -> int:
         elif args.command == "calibrate":
             calibrate_cmd.main(args)
         elif args.command == "demo":
+            if args.reports < MIN_DEMO_REPORTS:
+                raise ValueError(f"--reports must be >= {MIN_DEMO_REPORTS:,}, so that every hourly window of each "
+                                 f"region holds the demo's min_reports=2000, got --reports={args.reports}")
             from ldp_marginals.pipelines.demo import main as demo_main
             demo_main(args.out, args.reports, args.seed)
         elif args.command == "dashboard":
@@ -65,6 +79,12 @@ def main(argv=None) -> int:
     except ValueError as err:
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except RuntimeError as err:
+        from ldp_marginals.pipelines.run import JobFailed  # only run raises it; Beam is loaded by then
+        if not isinstance(err, JobFailed):
+            raise
+        print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,6 +3,8 @@ was counted and what was dead-lettered."""
 from __future__ import annotations
 
 import argparse
+import difflib
+import glob
 import json
 import os
 from dataclasses import replace
@@ -59,11 +61,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="submit the job and return without waiting (Dataflow, Flink)")
     _option(parser, "--per-element", action="store_true",
             help="batch: read files record by record instead of the block fast path (for comparison)")
+    _option(parser, "--allow-empty", action="store_true",
+            help="batch: run (and count 0 reports) when --input matches no file, instead of refusing")
 
 
 def _read_text(path: str) -> str:
-    with FileSystems.open(path) as fh:
-        return fh.read().decode("utf-8")
+    try:
+        with FileSystems.open(path) as fh:
+            data = fh.read()
+    except Exception as err:  # noqa: BLE001 - local and remote filesystems raise their own kinds
+        raise ValueError(f"--config {path}: cannot read it ({type(err).__name__}: {err})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--config {path}: not UTF-8 text ({err})") from None
 
 
 def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds: float | None = None) -> dict:
@@ -96,16 +107,68 @@ def make_sink(args):
 def make_pipeline(argv=None, expansion_service=None):
     """The job's pipeline as the command line asks, built but not run: ``(pipeline, args, configs)``.
     ``expansion_service`` replaces Kafka's Java expansion service (tests)."""
-    parser = argparse.ArgumentParser(prog="ldp-marginals run", description=__doc__.splitlines()[0])
-    add_run_arguments(parser)
+    parser = run_parser()
     args, beam_args = parser.parse_known_args(argv)
+    check_not_misspelled(parser, beam_args)
     configs = load_all_configs(args.config, args.window, args.allowed_lateness_seconds)
+    if args.input and not args.streaming:
+        check_input(args.input, args.allow_empty)
+    check_output(args.output)
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     build(pipeline, source, make_sink(args), JobOptions(configs, streaming=args.streaming))
     return pipeline, args, configs
+
+
+def run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ldp-marginals run", description=__doc__.splitlines()[0],
+        epilog="Any other option goes to Beam: --runner, --direct_running_mode=multi_processing, Dataflow's "
+               "--project/--region/--temp_location, Flink's --flink_master, ... An option that is a near miss "
+               "of one above is refused as a typo.")
+    add_run_arguments(parser)
+    return parser
+
+
+def check_not_misspelled(parser: argparse.ArgumentParser, beam_args) -> None:
+    """A flag left for Beam that Beam does not know and that is a near miss of one of ours is a typo:
+    refuse it rather than pass it on (Beam ignores options it does not know)."""
+    ours = sorted({o for action in parser._actions for o in action.option_strings if o.startswith("--")})
+    beam_known = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
+    for arg in beam_args:
+        flag = arg.split("=", 1)[0]
+        if not flag.startswith("--") or flag[2:].replace("-", "_") in beam_known:
+            continue
+        close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.75)
+        if close:
+            raise ValueError(f"unrecognized option {flag}: did you mean {close[0]}? (see ldp-marginals run --help)")
+
+
+def check_input(pattern: str, allow_empty: bool) -> None:
+    """An input that matches no file is an error (a typo in a path or a glob), unless ``allow_empty``."""
+    try:
+        matched = FileSystems.match([pattern])[0].metadata_list
+    except Exception:  # noqa: BLE001 - a missing directory, a bucket we cannot list: nothing matched
+        matched = []
+    if not matched and not allow_empty:
+        kind = "glob" if glob.has_magic(pattern) else "path"
+        raise ValueError(f"--input {pattern}: the {kind} matches no file (add --allow-empty to run on none)")
+
+
+def check_output(output: str) -> None:
+    """A local output directory must be creatable and writable before the job starts."""
+    if "://" in output:
+        return
+    probe = os.path.join(output, ".ldp-marginals-write-check")
+    try:
+        os.makedirs(output, exist_ok=True)
+        with open(probe, "wb") as fh:
+            fh.write(b"ok")
+        os.remove(probe)
+    except OSError as err:
+        raise ValueError(f"--output {output}: not a writable directory ({err.strerror or err})") from None
 
 
 def summarize(result) -> dict:
@@ -132,15 +195,61 @@ def write_collections(output_dir: str, configs: dict) -> str:
     return path
 
 
+class JobFailed(RuntimeError):
+    """The job started but could not finish (a full disk, an output that became unwritable)."""
+
+
+def _os_error(err: BaseException) -> OSError | None:
+    """The OSError behind a failed job, if any (Beam wraps a DoFn's exception, sometimes as text)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _remove_unfinished(output_dir: str) -> int:
+    """Remove the ``*.tmp`` files a failed run left under ``output_dir`` (never renamed, so never
+    complete); returns how many."""
+    removed = 0
+    for folder, _, files in os.walk(output_dir):
+        for name in files:
+            if name.endswith(".tmp"):
+                os.remove(os.path.join(folder, name))
+                removed += 1
+    return removed
+
+
 def run(argv=None) -> dict:
-    """Build and run the job; wait for it and summarize its counters unless ``--detach``."""
+    """Build and run the job; wait for it and summarize its counters unless ``--detach``.
+
+    A local run that fails for lack of space or permission raises :class:`JobFailed` after removing
+    its unfinished files; ``summary.json`` is written only by a run that finished, so a directory
+    without it holds an incomplete run (a rerun rewrites every file)."""
     pipeline, args, configs = make_pipeline(argv)
+    local = "://" not in args.output
+    if local and os.path.exists(os.path.join(args.output, SUMMARY_FILE)):
+        os.remove(os.path.join(args.output, SUMMARY_FILE))  # a stale summary must not describe this run
     write_collections(args.output, configs)
-    result = pipeline.run()
-    if args.detach:
-        print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
-        return {"detached": True}
-    result.wait_until_finish()
+    try:
+        result = pipeline.run()
+        if args.detach:
+            print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
+            return {"detached": True}
+        result.wait_until_finish()
+    except Exception as err:
+        cause = _os_error(err)
+        text = str(err)
+        if cause is None and "No space left on device" not in text and "Permission denied" not in text:
+            raise
+        removed = _remove_unfinished(args.output) if local else 0
+        reason = f"{cause.strerror or cause}" if cause is not None else (
+            "No space left on device" if "No space left on device" in text else "Permission denied")
+        raise JobFailed(f"writing the outputs under {args.output} failed: {reason}; the run is incomplete "
+                        f"(no {SUMMARY_FILE}; {removed} unfinished files removed). Free space or fix the "
+                        "permissions and run again: a rerun rewrites every output.") from None
     summary = summarize(result)
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else ""))

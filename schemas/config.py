@@ -21,10 +21,20 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     extremes:
       - {name: any_beta, op: or, features: [beta_a, beta_b]}
       - {name: weekly_active, op: or, bits: [active], over: client}
+    dimensions:                                    # the public dimensions reports may carry
+      region: {max_values: 50}                     # at most 50 distinct values per window
+      app_version: {max_values: 500, max_length: 32}
+
+Every mapping is checked for unknown keys (a typo is an error, never ignored), every value for its
+type; a collection whose accumulator would exceed ``MAX_COUNTED_SETS`` counts is refused before
+anything runs. Errors are ``ValueError`` s naming the field and its value (and, from a file, the
+file).
 """
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,6 +49,15 @@ from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.sets import SetFamily
 
 WINDOW_TYPES = ("fixed", "sliding", "global")
+MIN_WINDOW_SECONDS = 1.0
+# A collection name becomes part of file names and table rows: letters, digits, '_', '-', '.'
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+DIMENSION_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+DEFAULT_MAX_VALUES = 100     # distinct values of one dimension per window and collection
+DEFAULT_MAX_LENGTH = 64      # characters of one dimension value
+# The memory budget of one accumulator (one window and key): 8 bytes per counted set. 200,000 sets
+# (1.6 MB) hold all triples of 64 bits (43,745) with room; all 4-sets of 64 bits (679,121) do not.
+MAX_COUNTED_SETS = 200_000
 
 
 def _require(mapping: dict, key: str, where: str):
@@ -47,14 +66,46 @@ def _require(mapping: dict, key: str, where: str):
     return mapping[key]
 
 
+def _mapping(value, where: str, allowed) -> dict:
+    """``value`` as a mapping whose keys are all in ``allowed``."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a mapping, got {where}={value!r}")
+    unknown = sorted(str(k) for k in set(value) - set(allowed))
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {unknown}; known keys are {sorted(allowed)}")
+    return value
+
+
+def _list(value, where: str) -> list:
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list, got {where}={value!r}")
+    return value
+
+
+def _names(value, where: str) -> list:
+    """A list of non-empty strings (feature names, labels)."""
+    items = _list(value, where)
+    if not all(isinstance(v, str) and v for v in items):
+        raise ValueError(f"{where} must be a list of names, got {where}={value!r}")
+    return items
+
+
+_MECHANISMS = {None: ("p", "q"), "symmetric": ("epsilon", "flip"), "optimized_unary": ("epsilon",),
+               "rappor": ("f", "p", "q"), "unrelated_question": ("coin_probability",)}
+
+
 def _channel(spec, where: str) -> Channel:
-    if not isinstance(spec, dict):
-        raise ValueError(f"{where} must be a mapping, got {where}={spec!r}")
-    mech = spec.get("mechanism")
+    mech = spec.get("mechanism") if isinstance(spec, dict) else None
+    if mech not in _MECHANISMS:
+        raise ValueError(f"{where}.mechanism must be one of symmetric, optimized_unary, rappor, unrelated_question, "
+                         f"got mechanism={mech!r}")
+    _mapping(spec, where, _MECHANISMS[mech] + (("mechanism",) if mech else ()))
     try:
         if mech is None:
             return Channel(_require(spec, "p", where), _require(spec, "q", where))
         if mech == "symmetric":
+            if "flip" in spec and "epsilon" in spec:
+                raise ValueError("give one of flip or epsilon, got both")
             if "flip" in spec:
                 return Channel.symmetric(spec["flip"])
             return Channel.symmetric_from_epsilon(_require(spec, "epsilon", where))
@@ -62,12 +113,9 @@ def _channel(spec, where: str) -> Channel:
             return Channel.optimized_unary(_require(spec, "epsilon", where))
         if mech == "rappor":
             return Channel.rappor(_require(spec, "f", where), _require(spec, "p", where), _require(spec, "q", where))
-        if mech == "unrelated_question":
-            return Channel.unrelated_question(_require(spec, "coin_probability", where))
+        return Channel.unrelated_question(_require(spec, "coin_probability", where))
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
-    raise ValueError(f"{where}.mechanism must be one of symmetric, optimized_unary, rappor, unrelated_question, "
-                     f"got mechanism={mech!r}")
 
 
 @dataclass(frozen=True)
@@ -80,12 +128,34 @@ class Window:
         if self.type not in WINDOW_TYPES:
             raise ValueError(f"window.type must be one of {list(WINDOW_TYPES)}, got type={self.type!r}")
         if self.type in ("fixed", "sliding"):
-            check_positive("window.size_seconds", self.size_seconds)
+            _at_least_a_second("window.size_seconds", self.size_seconds)
         if self.type == "sliding":
-            check_positive("window.period_seconds", self.period_seconds)
+            _at_least_a_second("window.period_seconds", self.period_seconds)
             if not 0 < self.period_seconds <= self.size_seconds:
                 raise ValueError(f"window.period_seconds must be in (0, size_seconds], "
                                  f"got period_seconds={self.period_seconds!r}")
+
+
+def _at_least_a_second(name: str, value) -> None:
+    check_positive(name, value)
+    if value < MIN_WINDOW_SECONDS:
+        raise ValueError(f"{name} must be >= {MIN_WINDOW_SECONDS:g} second, got {name}={value!r}")
+
+
+_WINDOW_KEYS = {"fixed": ("type", "size_seconds"), "sliding": ("type", "size_seconds", "period_seconds"),
+                "global": ("type",)}
+
+
+def _window(spec) -> Window:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind not in WINDOW_TYPES:
+        if not isinstance(spec, dict):
+            raise ValueError(f"window must be a mapping, got window={spec!r}")
+        raise ValueError(f"window.type must be one of {list(WINDOW_TYPES)}, got type={kind!r}")
+    _mapping(spec, "window", _WINDOW_KEYS[kind])
+    for key in _WINDOW_KEYS[kind][1:]:
+        _require(spec, key, "window")
+    return Window(kind, spec.get("size_seconds", 0.0), spec.get("period_seconds", 0.0))
 
 
 @dataclass(frozen=True)
@@ -105,6 +175,20 @@ class Extreme:
 
 
 @dataclass(frozen=True)
+class Dimension:
+    """A public dimension reports may carry: at most ``max_values`` distinct values per window (the
+    rest are counted under :data:`OTHER`) of at most ``max_length`` characters."""
+
+    name: str
+    max_values: int = DEFAULT_MAX_VALUES
+    max_length: int = DEFAULT_MAX_LENGTH
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not DIMENSION_PATTERN.match(self.name):
+            raise ValueError(f"dimensions keys must match {DIMENSION_PATTERN.pattern}, got dimension={self.name!r}")
+        check_int(f"dimensions.{self.name}.max_values", self.max_values, minimum=1)
+        check_int(f"dimensions.{self.name}.max_length", self.max_length, minimum=1)
+@dataclass(frozen=True)
 class CollectionConfig:
     name: str
     layout: Layout
@@ -118,6 +202,11 @@ class CollectionConfig:
     allowed_lateness_seconds: float = 0.0
     early_firing_seconds: float | None = None
     extremes: tuple = field(default_factory=tuple)
+    dimensions: tuple = ()   # Dimension, sorted by name
+
+    @property
+    def dimension_limits(self) -> dict:
+        return {d.name: d for d in self.dimensions}
 
     @cached_property
     def family(self) -> SetFamily:
@@ -150,13 +239,15 @@ class CollectionConfig:
                            "period_seconds": self.window.period_seconds},
                 "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
                 "groups": [list(g) for g in self.groups],
+                "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length}
+                               for d in self.dimensions},
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
                              for e in self.extremes]}
 
 
 def _bits_of(layout: Layout, items, where: str) -> tuple:
     out = []
-    for item in items:
+    for item in _list(items, where):
         if isinstance(item, int) and not isinstance(item, bool):
             if not 0 <= item < layout.n_bits:
                 raise ValueError(f"{where} bit must be in [0, {layout.n_bits}), got bit={item}")
@@ -168,28 +259,45 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
     return tuple(sorted(set(out)))
 
 
+_CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
+                "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions")
+
+
+def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups: tuple) -> None:
+    """Refuse, before anything is built, a collection whose accumulator exceeds the budget."""
+    n_bits = layout.n_bits
+    counted = sum(math.comb(n_bits, k) for k in range(max_order + 1))
+    extra = sum(2 ** len(s) for s in sets) + sum(
+        math.prod(len(layout.bits_of(f)) if layout.feature(f).values else 2 for f in g) * 2 ** len(g) for g in groups)
+    if counted + extra > MAX_COUNTED_SETS:
+        raise ValueError(
+            f"collection {name!r}: max_order={max_order} on {n_bits} bits"
+            + (f" with {len(sets)} sets and {len(groups)} groups" if sets or groups else "")
+            + f" needs up to {counted + extra:,} counts per window and key ({8 * (counted + extra) / 1e6:,.1f} MB), "
+            f"over the budget of {MAX_COUNTED_SETS:,} counts ({8 * MAX_COUNTED_SETS / 1e6:.1f} MB); "
+            "lower max_order or count fewer sets")
+
+
 def parse_config(spec: dict) -> CollectionConfig:
     """Validate one collection's config mapping; ``ValueError`` naming the field otherwise."""
-    if not isinstance(spec, dict):
-        raise ValueError(f"config must be a mapping, got {type(spec).__name__}")
-    known = {"collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups", "level",
-             "allowed_lateness_seconds", "early_firing_seconds", "extremes"}
-    unknown = sorted(set(spec) - known)
-    if unknown:
-        raise ValueError(f"config has unknown keys {unknown}; known keys are {sorted(known)}")
+    _mapping(spec, "config", _CONFIG_KEYS)
     name = _require(spec, "collection", "config")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"collection must be a non-empty string, got collection={name!r}")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ValueError(f"collection must be 1-64 letters, digits, '_', '-' or '.' (starting with a letter or "
+                         f"digit), got collection={name!r}")
     feats = []
-    for i, f in enumerate(_require(spec, "features", "config")):
+    for i, f in enumerate(_list(_require(spec, "features", "config"), "features")):
         where = f"features[{i}]"
-        if not isinstance(f, dict):
-            raise ValueError(f"{where} must be a mapping, got {where}={f!r}")
-        kind = _require(f, "type", where)
+        kind = _require(_mapping(f, where, ("name", "type", "values")), "type", where)
         if kind == "categorical":
-            feats.append(Feature.categorical(_require(f, "name", where), _require(f, "values", where)))
+            feats.append(Feature.categorical(_require(f, "name", where), _names(_require(f, "values", where),
+                                                                                f"{where}.values")))
         else:
+            if "values" in f:
+                raise ValueError(f"{where}.values is only for categorical features, got type={kind!r}")
             feats.append(Feature(_require(f, "name", where), kind))
+    if not feats:
+        raise ValueError("features must list at least one feature, got features=[]")
     layout = Layout(tuple(feats))
     chan = _require(spec, "channel", "config")
     if isinstance(chan, list):
@@ -201,37 +309,41 @@ def parse_config(spec: dict) -> CollectionConfig:
     max_order = check_int("max_order", _require(spec, "max_order", "config"), minimum=1)
     if max_order > layout.n_bits:
         raise ValueError(f"max_order must be <= the {layout.n_bits} bits of the layout, got max_order={max_order}")
-    w = _require(spec, "window", "config")
-    if not isinstance(w, dict):
-        raise ValueError(f"window must be a mapping, got window={w!r}")
-    window = Window(_require(w, "type", "window"), w.get("size_seconds", 0.0), w.get("period_seconds", 0.0))
+    window = _window(_require(spec, "window", "config"))
     min_reports = check_int("min_reports", _require(spec, "min_reports", "config"), minimum=0)
-    sets = tuple(_bits_of(layout, s, "sets") for s in spec.get("sets", []))
+    sets = tuple(_bits_of(layout, s, f"sets[{i}]") for i, s in enumerate(_list(spec.get("sets", []), "sets")))
     groups = []
-    for g in spec.get("groups", []):
-        for fname in g:
+    for i, g in enumerate(_list(spec.get("groups", []), "groups")):
+        for fname in _names(g, f"groups[{i}]"):
             layout.feature(fname)
         groups.append(tuple(g))
+    _check_budget(name, layout, max_order, sets, tuple(groups))
     level = check_level(spec.get("level", 0.95))
     lateness = check_positive("allowed_lateness_seconds", spec.get("allowed_lateness_seconds", 0), allow_zero=True)
     early = spec.get("early_firing_seconds")
     if early is not None:
         check_int("early_firing_seconds", early, minimum=1)
     extremes = []
-    for i, e in enumerate(spec.get("extremes", [])):
+    for i, e in enumerate(_list(spec.get("extremes", []), "extremes")):
         where = f"extremes[{i}]"
-        if not isinstance(e, dict):
-            raise ValueError(f"{where} must be a mapping, got {where}={e!r}")
+        _mapping(e, where, ("name", "op", "features", "bits", "over"))
+        if ("features" in e) == ("bits" in e):
+            raise ValueError(f"{where} must give one of features or bits, got keys={sorted(e)}")
         if "features" in e:
-            bits = tuple(sorted(b for fname in e["features"] for b in layout.bits_of(fname)))
+            bits = tuple(sorted(b for fname in _names(e["features"], f"{where}.features")
+                                for b in layout.bits_of(fname)))
         else:
-            bits = _bits_of(layout, _require(e, "bits", where), where)
+            bits = _bits_of(layout, e["bits"], f"{where}.bits")
         extremes.append(Extreme(_require(e, "name", where), _require(e, "op", where), bits, e.get("over", "report")))
     names = [e.name for e in extremes]
     if len(set(names)) != len(names):
         raise ValueError(f"extremes names must be unique, got names={names}")
+    dims = _mapping(spec.get("dimensions", {}), "dimensions", spec.get("dimensions") or {})
+    dimensions = tuple(Dimension(key, **_mapping(limits if limits is not None else {}, f"dimensions.{key}",
+                                                ("max_values", "max_length")))
+                       for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
     return CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
-                            float(lateness), early, tuple(extremes))
+                            float(lateness), early, tuple(extremes), dimensions)
 
 
 def load_configs(path) -> dict:
@@ -248,9 +360,12 @@ def configs_from_text(text: str, path) -> dict:
     items = data if isinstance(data, list) else [data]
     out = {}
     for spec in items:
-        cfg = parse_config(spec)
+        try:
+            cfg = parse_config(spec)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
         if cfg.name in out:
-            raise ValueError(f"collection names must be unique, got {cfg.name!r} twice")
+            raise ValueError(f"{path}: collection names must be unique, got {cfg.name!r} twice")
         out[cfg.name] = cfg
     return out
 

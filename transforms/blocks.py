@@ -175,7 +175,7 @@ class ReadReportFilesFast(ReportSource):
     def read(self, pbegin):
         from apache_beam.io import fileio
         outs = (pbegin
-                | "Match" >> fileio.MatchFiles(self.pattern)
+                | "Match" >> fileio.MatchFiles(self.pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
                 | "Open" >> fileio.ReadMatches()
                 | "ReadBlocks" >> beam.ParDo(ReadAndPreaggregateFn(self.configs)).with_outputs(
                     RECORDS, TAG, PARTIALS))

@@ -117,7 +117,7 @@ class ReadNoisyReportFiles(ReportSource):
     def read(self, pbegin):
         from apache_beam.io import fileio
         outs = (pbegin
-                | "Match" >> fileio.MatchFiles(self.pattern)
+                | "Match" >> fileio.MatchFiles(self.pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
                 | "Open" >> fileio.ReadMatches()
                 | "Decode" >> beam.ParDo(ReadAvroFileFn()).with_outputs(TAG, main=RECORDS))
         return {RECORDS: outs[RECORDS], TAG: outs[TAG]}

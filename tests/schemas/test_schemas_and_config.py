@@ -1,4 +1,6 @@
 import json
+import math
+import re
 
 import fastavro
 import pytest
@@ -65,6 +67,26 @@ def test_config_loads_from_yaml_and_json(tmp_path):
     (dict(extremes=[{"name": "x", "op": "xor", "bits": [0]}]), r"extremes.x.op must be 'or' or 'and', got op='xor'"),
     (dict(early_firing_seconds=2.5), r"early_firing_seconds must be an integer, got early_firing_seconds=2.5"),
     (dict(colour="blue"), r"config has unknown keys \['colour'\]"),
+    # typos and wrong types anywhere are errors, never ignored (issue 12)
+    (dict(channel={"mechanism": "symmetric", "epsilom": 3}), r"channel has unknown keys \['epsilom'\]"),
+    (dict(channel={"epsilom": 3}), r"channel has unknown keys \['epsilom'\]; known keys are \['p', 'q'\]"),
+    (dict(channel={"mechanism": "symmetric", "flip": 0.1, "epsilon": 1}), r"channel: give one of flip or epsilon"),
+    (dict(groups=["a"]), r"groups\[0\] must be a list, got groups\[0\]='a'"),
+    (dict(groups="os"), r"groups must be a list, got groups='os'"),
+    (dict(sets=[[0, 1.5]]), r"sets\[0\] must list bit labels or indices, got 1.5"),
+    (dict(window={"type": "fixed", "size_seconds": 0.0001}),
+     r"window.size_seconds must be >= 1 second, got window.size_seconds=0.0001"),
+    (dict(window={"type": "fixed", "size": 60}), r"window has unknown keys \['size'\]"),
+    (dict(window={"type": "sliding", "size_seconds": 60}), r"window must have 'period_seconds'"),
+    (dict(features=[{"name": "a", "type": "boolean", "vales": ["x"]}]), r"features\[0\] has unknown keys \['vales'\]"),
+    (dict(extremes=[{"name": "x", "op": "or", "bits": [0], "ovr": "client"}]),
+     r"extremes\[0\] has unknown keys \['ovr'\]"),
+    (dict(extremes=[{"name": "x", "op": "or"}]), r"extremes\[0\] must give one of features or bits"),
+    (dict(dimensions={"region": {"max_value": 5}}), r"dimensions.region has unknown keys \['max_value'\]"),
+    (dict(dimensions={"region": {"max_values": 0}}), r"dimensions.region.max_values must be >= 1"),
+    (dict(dimensions={"re gion": {}}), r"dimensions keys must match .* got dimension='re gion'"),
+    (dict(collection="x/../../../escaped"), r"collection must be 1-64 letters, .* got collection='x/../../../escaped'"),
+    (dict(collection=".."), r"got collection='..'"),
 ])
 def test_config_errors_name_the_field_and_value(change, match):
     with pytest.raises(ValueError, match=match):
@@ -77,3 +99,31 @@ def test_config_mechanisms():
                     ({"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75}, 0.25 * 0.75 + 0.75 * 0.25),
                     ({"mechanism": "unrelated_question", "coin_probability": 0.5}, 0.25)):
         assert parse_config(dict(SMALL_CONFIG, channel=spec)).channels[0].p == pytest.approx(p)
+
+
+@pytest.mark.parametrize("max_order", [4, 40])
+def test_accumulators_over_the_memory_budget_are_refused_before_anything_is_built(max_order):
+    counts = f"{sum(math.comb(64, k) for k in range(max_order + 1)):,}"  # all sets of up to max_order of 64 bits
+    spec = dict(SMALL_CONFIG, features=[{"name": f"b{i}", "type": "boolean"} for i in range(64)],
+                channel={"mechanism": "symmetric", "epsilon": 1.0}, max_order=max_order, sets=[], groups=[],
+                extremes=[])
+    with pytest.raises(ValueError, match=rf"collection 'app': max_order={max_order} on 64 bits needs up to {counts} "
+                                         r"counts per window and key \(.* MB\), over the budget of 200,000 counts"):
+        parse_config(spec)
+    assert len(parse_config(dict(spec, max_order=3)).family) == 43_745  # 64 bits to triples fit
+
+
+def test_dimensions_are_declared_with_limits_and_defaults():
+    cfg = parse_config(dict(SMALL_CONFIG, dimensions={"region": {"max_values": 5}, "app_version": None}))
+    assert cfg.dimension_limits["region"].max_values == 5 and cfg.dimension_limits["region"].max_length == 64
+    assert cfg.dimension_limits["app_version"].max_values == 100
+    assert [d.name for d in cfg.dimensions] == ["app_version", "region"]
+    assert cfg.describe()["dimensions"]["region"] == {"max_values": 5, "max_length": 64}
+    assert parse_config(SMALL_CONFIG).dimensions == ()
+
+
+def test_errors_from_a_file_name_the_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(dict(SMALL_CONFIG, channel={"epsilom": 3})))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: channel has unknown keys"):
+        load_configs(path)

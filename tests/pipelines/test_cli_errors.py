@@ -1,0 +1,102 @@
+"""Errors a person can act on: one line naming the file, the field or the option and its value,
+exit code 2 (1 for a run that started and could not finish), no traceback."""
+import errno
+import os
+
+import pytest
+import yaml
+from apache_beam.io.filesystems import FileSystems
+
+from ldp_marginals.pipelines import cli
+from ldp_marginals.pipelines.simulate import simulate_population, write_population
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import SUMMARY_FILE
+from tests.configs import SMALL_CONFIG
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(SMALL_CONFIG))
+    (tmp_path / "in").mkdir()
+    cfg = parse_config(SMALL_CONFIG)
+    write_population(cfg, simulate_population(cfg, 200, seed=1), str(tmp_path / "in" / "r.avro"))
+    return tmp_path
+
+
+def one_line_error(capsys, argv, code=2) -> str:
+    assert cli.main(argv) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def test_missing_or_wrong_config_files(workdir, capsys):
+    missing = workdir / "nope.yaml"
+    err = one_line_error(capsys, ["run", "--config", str(missing), "--input", "x", "--output", str(workdir / "o")])
+    assert f"--config {missing}: cannot read it" in err
+    bad = workdir / "bad.yaml"
+    bad.write_text(yaml.safe_dump(dict(SMALL_CONFIG, channel={"epsilom": 3})))
+    err = one_line_error(capsys, ["run", "--config", str(bad), "--input", "x", "--output", str(workdir / "o")])
+    assert f"{bad}: channel has unknown keys ['epsilom']" in err
+    err = one_line_error(capsys, ["simulate", "--config", str(bad), "--reports", "5", "--out", str(workdir / "s")])
+    assert f"{bad}: channel has unknown keys" in err
+
+
+def test_inputs_that_match_nothing(workdir, capsys):
+    out = str(workdir / "o")
+    err = one_line_error(capsys, ["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/*.avr"),
+                                  "--output", out])
+    assert err.endswith(f"--input {workdir}/in/*.avr: the glob matches no file (add --allow-empty to run on none)")
+    err = one_line_error(capsys, ["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/x.avro"),
+                                  "--output", out])
+    assert "the path matches no file" in err
+    assert cli.main(["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/*.avr"),
+                     "--output", out, "--allow-empty"]) == 0
+    assert "counted 0 reports" in capsys.readouterr().out
+
+
+def test_misspelled_options_and_unwritable_outputs(workdir, capsys):
+    args = ["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/*.avro")]
+    err = one_line_error(capsys, args + ["--outptu", str(workdir / "o"), "--output", str(workdir / "o")])
+    assert "unrecognized option --outptu: did you mean --output?" in err
+    err = one_line_error(capsys, args + ["--output", str(workdir / "o"), "--per_elemnt"])
+    assert "did you mean --per_element?" in err
+    (workdir / "a_file").write_text("")
+    err = one_line_error(capsys, args + ["--output", str(workdir / "a_file" / "o")])
+    assert f"--output {workdir}/a_file/o: not a writable directory" in err
+
+
+def test_every_option_has_help_and_run_help_names_beam(capsys):
+    from ldp_marginals.pipelines.run import run_parser
+    parser, subcommands = cli.build_parser()
+    assert set(subcommands) == {"run", "simulate", "calibrate", "demo", "dashboard"}
+    for p in [parser, run_parser(), *subcommands.values()]:
+        for action in p._actions:
+            if action.option_strings:
+                assert action.help and action.help.strip(), (p.prog, action.option_strings)
+    assert "Any other option goes to Beam" in run_parser().format_help()
+
+
+def test_the_demo_refuses_too_few_reports(capsys):
+    err = one_line_error(capsys, ["demo", "--reports", "100", "--out", "unused"])
+    assert "--reports must be >= 20,000" in err and "got --reports=100" in err
+
+
+def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes(workdir, capsys, monkeypatch):
+    out = workdir / "o"
+    args = ["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/*.avro"), "--output", str(out)]
+    real_create = FileSystems.create
+
+    def full_disk(path, *a, **k):
+        if os.sep + "tables" + os.sep in path:  # the disk fills up while the tables are written
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real_create(path, *a, **k)
+
+    monkeypatch.setattr(FileSystems, "create", staticmethod(full_disk))
+    err = one_line_error(capsys, args, code=1)
+    assert f"writing the outputs under {out} failed: No space left on device" in err
+    assert not list(out.rglob("*.tmp")) and not (out / SUMMARY_FILE).exists()
+    monkeypatch.setattr(FileSystems, "create", real_create)
+    assert cli.main(args) == 0
+    assert (out / SUMMARY_FILE).exists() and list((out / "tables").glob("*.avro"))
