@@ -12,10 +12,14 @@ import Beam.
 from __future__ import annotations
 
 import argparse
+import errno
 import http.server
 import json
 import math
 import os
+import socket
+import sys
+import threading
 from importlib import resources
 
 from ldp_marginals.ldp.tables import phi_from_frequencies
@@ -121,19 +125,80 @@ def write(estimates_dir: str, out_path: str, marginals: list | None = None) -> s
     return out_path
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+IDLE_SECONDS = 10.0  # a connection that sends nothing (idle, or a half-open request) is closed after this
+
+
+def directory_signature(estimates_dir: str) -> tuple:
+    """What changes when the job writes: the names, sizes and modification times of the files the
+    page reads. Listing the folders costs far less than reading the files."""
+    entries = []
+    for folder in [estimates_dir] + [kind_dir(estimates_dir, kind) for kind in ESTIMATE_KINDS]:
+        try:
+            with os.scandir(folder) as it:
+                for e in it:
+                    if e.is_file():
+                        st = e.stat()
+                        entries.append((e.path, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            continue
+    return tuple(sorted(entries))
+
+
+class _DataCache:
+    """``/data.json`` as bytes, rebuilt only when :func:`directory_signature` changes."""
+
+    def __init__(self, estimates_dir: str, marginals):
+        self.estimates_dir, self.marginals = estimates_dir, marginals
+        self.lock = threading.Lock()
+        self.signature, self.body = None, b""
+
+    def get(self) -> bytes:
+        with self.lock:  # one rebuild at a time; concurrent requests wait for it and share it
+            signature = directory_signature(self.estimates_dir)
+            if signature != self.signature:
+                data = load_estimates(self.estimates_dir, self.marginals)
+                self.body = json.dumps(_finite(data), allow_nan=False).encode()
+                self.signature = signature
+            return self.body
+
+
+def allowed_hosts(host: str, port: int) -> set:
+    """The Host headers the server answers: the address it is bound to (and, on loopback, the other
+    loopback names), with its port. Anything else is a DNS-rebinding attempt or a mistake."""
+    names = set(LOOPBACK) if host in LOOPBACK else {host}
+    return {f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names}
+
+
+def exposure_warning(host: str) -> str | None:
+    """A warning when the server is bound beyond this machine's loopback names."""
+    if host in LOOPBACK:
+        return None
+    return (f"warning: serving on {host}, beyond localhost: anyone who can reach that address sees the "
+            "dashboard (published aggregates, but usually kept private); use --host 127.0.0.1 to keep it local")
+
+
 def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginals: list | None = None,
                 refresh_seconds: float = 5.0) -> http.server.ThreadingHTTPServer:
-    """A server of the page at ``/`` and fresh data at ``/data.json`` (re-read on every request)."""
+    """A server of the page at ``/`` and fresh data at ``/data.json`` (cached, rebuilt when the
+    directory changes). It answers only requests whose Host header names the address it is bound
+    to, and closes connections idle for ``IDLE_SECONDS``."""
     _check_dir(estimates_dir)
     page = render(None, data_url="data.json", refresh_seconds=refresh_seconds).encode("utf-8")
+    cache = _DataCache(estimates_dir, marginals)
+    hosts = set()
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        timeout = IDLE_SECONDS
+
         def do_GET(self):  # noqa: N802 - http.server's name
+            if (self.headers.get("Host") or "").lower() not in hosts:
+                self.send_error(421, "misdirected request: unknown Host")
+                return
             if self.path in ("/", "/index.html"):
                 body, kind = page, "text/html; charset=utf-8"
             elif self.path.split("?")[0] == "/data.json":
-                body = json.dumps(_finite(load_estimates(estimates_dir, marginals)), allow_nan=False).encode()
-                kind = "application/json"
+                body, kind = cache.get(), "application/json"
             else:
                 self.send_error(404, "not found")
                 return
@@ -147,7 +212,18 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
         def log_message(self, fmt, *args):  # quiet: one line per request is noise on a dashboard
             pass
 
-    return http.server.ThreadingHTTPServer((host, port), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    try:
+        server = Server((host, port), Handler)
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            raise ValueError(f"--serve {port}: the port is taken on {host}; choose another port") from None
+        raise ValueError(f"--host {host}: cannot serve there ({err.strerror or err})") from None
+    hosts |= allowed_hosts(host, server.server_address[1])
+    return server
 
 
 def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,6 +248,9 @@ def main(args) -> None:
     if not 0 < args.serve < 65536:
         raise ValueError(f"--serve must be a port in 1..65535, got --serve={args.serve}")
     server = make_server(args.estimates, args.serve, args.host, marginals, args.refresh_seconds)
+    warning = exposure_warning(args.host)
+    if warning:
+        print(warning, file=sys.stderr)
     print(f"serving the dashboard of {args.estimates} on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)")
     try:
         server.serve_forever()

@@ -31,6 +31,7 @@ DEMO_CONFIG = {
     "window": {"type": "fixed", "size_seconds": 3600},
     "min_reports": 2000,
     "groups": [["os", "plan"]],
+    "dimensions": {"region": {"max_values": 10}},
     "level": 0.95,
     "extremes": [
         {"name": "any_beta", "op": "or", "features": ["beta_search", "beta_sync"]},

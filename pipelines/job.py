@@ -41,7 +41,8 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     """
     read = pipeline | "ReadReports" >> as_source(source)
     # col : records or messages, optionally (record, source label)
-    checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(ValidateReportsFn(options.configs)).with_outputs(
+    checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(
+        ValidateReportsFn(options.configs, count_valid=not options.streaming)).with_outputs(
         DEAD_LETTERS, main="reports")
     dead = [read[DEAD_LETTERS], checked[DEAD_LETTERS]]
     # col : Report, timestamped with its event time

@@ -19,7 +19,7 @@ from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_sourc
 from ldp_marginals.schemas.config import configs_from_text, parse_window
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, SUMMARY_FILE
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
-from ldp_marginals.transforms.dead_letters import NAMESPACE, VALID, totals_by_reason
+from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, NAMESPACE, VALID, totals_by_reason
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
 
@@ -179,10 +179,12 @@ def summarize(result) -> dict:
         value = c.committed if c.committed is not None else c.attempted
         totals[c.key.metric.name] = totals.get(c.key.metric.name, 0) + (value or 0)
     dead = totals_by_reason(totals)
-    valid = totals.get(VALID, 0)
-    late = dead.get("late", 0)
-    return {"reports_counted": valid - late, "reports_dead_lettered": sum(dead.values()),
-            "dead_letters_by_reason": dict(sorted(dead.items()))}
+    return {"reports_counted": totals.get(VALID, 0),
+            "reports_dead_lettered": sum(n for reason, n in dead.items() if reason != "damaged_block"),
+            "dead_letters_by_reason": dict(sorted(dead.items())),
+            "damaged_ranges": dead.get("damaged_block", 0),
+            "reports_in_damaged_ranges": totals.get(LOST, 0),
+            "damaged_ranges_of_unknown_size": totals.get(LOST_UNKNOWN, 0)}
 
 
 def write_collections(output_dir: str, configs: dict) -> str:
@@ -252,7 +254,11 @@ def run(argv=None) -> dict:
                         "permissions and run again: a rerun rewrites every output.") from None
     summary = summarize(result)
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
-          + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else ""))
+          + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else "")
+          + (f"; skipped {summary['damaged_ranges']} damaged byte ranges of files holding "
+             f"{summary['reports_in_damaged_ranges']} reports"
+             + (f" (and {summary['damaged_ranges_of_unknown_size']} of unknown size)"
+                if summary["damaged_ranges_of_unknown_size"] else "") if summary["damaged_ranges"] else ""))
     if "://" not in args.output:
         with open(os.path.join(args.output, SUMMARY_FILE), "w") as fh:
             json.dump(summary, fh, indent=2)

@@ -12,6 +12,7 @@ import copy
 import datetime as _dt
 import io
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -105,8 +106,20 @@ def decode_message(name: str, payload: bytes) -> dict:
     return normalize(name, record)
 
 
+def _strict(value):
+    """Non-finite floats (not JSON) as null, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def to_json_line(record: dict) -> str:
-    """A JSON line for a row: bytes (dead-letter payloads) as base64, datetimes as int millis."""
+    """A strict JSON line for a row: bytes (dead-letter payloads) as base64, datetimes as int millis,
+    NaN and infinities as null (the Avro twin keeps them)."""
 
     def default(o):
         if isinstance(o, (bytes, bytearray)):
@@ -115,4 +128,4 @@ def to_json_line(record: dict) -> str:
             return _to_millis(o)
         raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
-    return json.dumps(record, sort_keys=True, default=default, allow_nan=True)
+    return json.dumps(_strict(record), sort_keys=True, default=default, allow_nan=False)

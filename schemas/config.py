@@ -58,6 +58,7 @@ DEFAULT_MAX_LENGTH = 64      # characters of one dimension value
 # The memory budget of one accumulator (one window and key): 8 bytes per counted set. 200,000 sets
 # (1.6 MB) hold all triples of 64 bits (43,745) with room; all 4-sets of 64 bits (679,121) do not.
 MAX_COUNTED_SETS = 200_000
+OTHER = "__other__"          # the value that counts a dimension's values past max_values in a window
 
 
 def _require(mapping: dict, key: str, where: str):
@@ -207,6 +208,42 @@ class CollectionConfig:
     @property
     def dimension_limits(self) -> dict:
         return {d.name: d for d in self.dimensions}
+
+    def dimension_fault(self, dims: dict) -> tuple | None:
+        """``(reason, detail)`` when a report's dimensions break the collection's declaration (a key
+        not declared, a value longer than its ``max_length``), else None. Keys are checked in
+        sorted order, so the first fault is the same on every reader."""
+        limits = self.dimension_limits
+        for key in sorted(dims):
+            if key not in limits:
+                shown = key if len(key) <= 64 else key[:64] + "..."
+                return ("undeclared_dimension", f"dimension {shown!r} is not declared for collection {self.name!r} "
+                        f"(declared: {sorted(limits) if limits else 'none'})")
+        for key in sorted(dims):
+            if len(dims[key]) > limits[key].max_length:
+                return ("dimension_too_long", f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
+                        f"over max_length={limits[key].max_length}")
+        return None
+
+    def cap_dimension_values(self, weights: dict) -> dict:
+        """``{dims: capped dims}`` for the keys of one window, given each key's weight (reports, or
+        clients): per dimension, the ``max_values`` values of largest total weight are kept (ties by
+        value) and the others become :data:`OTHER`, so a window never lists more than ``max_values``
+        (+1) values of a dimension."""
+        mapping = {dims: dict(dims) for dims in weights}
+        for dim in self.dimensions:
+            totals = {}
+            for dims, weight in weights.items():
+                value = dict(dims).get(dim.name)
+                if value is not None:
+                    totals[value] = totals.get(value, 0) + weight
+            if len(totals) <= dim.max_values:
+                continue
+            kept = {v for v, _ in sorted(totals.items(), key=lambda vw: (-vw[1], vw[0]))[:dim.max_values]}
+            for dims, capped in mapping.items():
+                if dim.name in capped and capped[dim.name] not in kept:
+                    capped[dim.name] = OTHER
+        return {dims: tuple(sorted(capped.items())) for dims, capped in mapping.items()}
 
     @cached_property
     def family(self) -> SetFamily:

@@ -15,6 +15,7 @@ SMALL_CONFIG = {
     "window": {"type": "fixed", "size_seconds": 3600},
     "min_reports": 50,
     "groups": [["os", "dark"]],
+    "dimensions": {"region": {"max_values": 10}, "v": {"max_values": 10}, "arch": {"max_values": 10}},
     "extremes": [
         {"name": "any_flag", "op": "or", "features": ["dark", "beta", "sync"]},
         {"name": "all_flags", "op": "and", "bits": ["beta", "sync"]},

@@ -25,18 +25,20 @@ from ldp_marginals.transforms.avro_blocks import (
     EVENT_MS,
     distinct_ids,
     gather_bytes,
-    iter_report_batches,
 )
+from ldp_marginals.transforms.avro_container import Damage
 from ldp_marginals.transforms.dead_letters import (
     NAMESPACE,
     TAG,
     VALID,
     collection_detail,
+    damaged,
     dead_letter,
     length_detail,
     padding_detail,
     time_detail,
 )
+from ldp_marginals.transforms.reports import read_file
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, Partial, ReportSource
 
 FLUSH_ROWS = 1 << 20  # buffered reports counted in one go (~32 MiB of packed bits at d = 256)
@@ -81,26 +83,32 @@ class ReadAndPreaggregateFn(beam.DoFn):
     def __init__(self, configs: dict):
         self.configs = configs
 
+    def setup(self):
+        self._valid = Metrics.counter(NAMESPACE, VALID)
+
     def process(self, readable_file):
-        path = readable_file.metadata.path
-        done = 0
         self._buffers = {}  # (collection, dims, slice start) -> [packed arrays], counted together
         self._buffered = 0
-        try:
-            with readable_file.open() as fh:
-                for block in iter_report_batches(fh):
-                    if block.records is not None:
-                        for i, record in enumerate(block.records):
-                            yield beam.pvalue.TaggedOutput(RECORDS, (record, f"{path}#{block.first_index + i}"))
-                    else:
-                        yield from self._fast_block(block, path)
-                        if self._buffered >= FLUSH_ROWS:
-                            yield from self._flush()
-                    done = block.first_index + len(block)
-        except Exception as err:  # noqa: BLE001 - a corrupt container becomes a dead letter, not a crash
-            yield dead_letter("undecodable", f"{type(err).__name__}: {err} (after record {done - 1})",
-                              f"{path}#{done}")
+        for path, block in read_file(readable_file):
+            if isinstance(block, Damage):
+                yield damaged(path, block)
+            elif block.records is not None:  # another writer schema: the per-element path decides
+                for i in range(len(block)):
+                    yield from self._record(block, i, path)
+            else:
+                yield from self._fast_block(block, path)
+                if self._buffered >= FLUSH_ROWS:
+                    yield from self._flush()
         yield from self._flush()
+
+    def _record(self, block, i, path):
+        """Record i on the per-element path, or its dead letter when its strings are not UTF-8."""
+        try:
+            record = block.record(i)
+        except UnicodeDecodeError:
+            yield dead_letter("undecodable", block.fault(i), block.source(path, i), payload=block.payload(i))
+            return
+        yield beam.pvalue.TaggedOutput(RECORDS, (record, block.source(path, i)))
 
     def _flush(self):
         """One vectorized count per (collection, dimensions, slice) for everything buffered."""
@@ -108,6 +116,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
             aggregator = self.configs[name].aggregator
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
             acc = aggregator.add_packed(aggregator.create(), packed)
+            self._valid.inc(packed.shape[0])  # counted once safely in an accumulator
             yield beam.pvalue.TaggedOutput(PARTIALS, beam.window.TimestampedValue(Partial(name, dims, acc),
                                                                                  start / 1000.0))
         self._buffers = {}
@@ -115,13 +124,38 @@ class ReadAndPreaggregateFn(beam.DoFn):
 
     def _dead(self, block, rows, reason, detail, path):
         for i in rows:
-            yield dead_letter(reason, detail(i), f"{path}#{block.first_index + i}", record=block.record(i))
+            yield dead_letter(reason, detail(i), block.source(path, i), record=block.record(i))
+
+    def _undecodable(self, block, coll_ids, coll_first, dims_ids, dims_first):
+        """Rows whose strings are not UTF-8 (collection, dimension map or client), as the
+        per-element path finds them when it builds each record."""
+        bad = ~block.client_utf8_ok()
+        f = block.fields
+        for cid, first in enumerate(coll_first):
+            try:
+                block.text(f[first, COLLECTION_OFF], f[first, COLLECTION_LEN])
+            except UnicodeDecodeError:
+                bad |= coll_ids == cid
+        for did, first in enumerate(dims_first):
+            try:
+                block.dimensions(int(first))
+            except (UnicodeDecodeError, ValueError):
+                bad |= dims_ids == did
+        return np.flatnonzero(bad)
 
     def _fast_block(self, block, path):
         f = block.fields
         coll_ids, coll_first = distinct_ids(block, COLLECTION_OFF, length_col=COLLECTION_LEN)
         dims_ids, dims_first = distinct_ids(block, DIMS_OFF, end_col=DIMS_END)
+        bad = self._undecodable(block, coll_ids, coll_first, dims_ids, dims_first)
+        if bad.size:
+            for i in bad:
+                yield dead_letter("undecodable", block.fault(i), block.source(path, i), payload=block.payload(i))
+            coll_ids = coll_ids.copy()
+            coll_ids[bad] = -1  # screened out of every collection below
         for cid, first in enumerate(coll_first):
+            if not (coll_ids == cid).any():
+                continue
             name = block.text(f[first, COLLECTION_OFF], f[first, COLLECTION_LEN])
             cfg = self.configs.get(name)
             if cfg is None:
@@ -130,7 +164,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
                 continue
             if cfg.client_extremes:  # per-client grouping happens on the per-element path
                 for i in np.flatnonzero(coll_ids == cid):
-                    yield beam.pvalue.TaggedOutput(RECORDS, (block.record(i), f"{path}#{block.first_index + i}"))
+                    yield from self._record(block, i, path)
                 continue
             n_bits, n_bytes = cfg.layout.n_bits, cfg.layout.n_bytes
             codes, rows, packed = _screen(block.buf, f, coll_ids, cid, n_bytes, MIN_EVENT_MS, MAX_EVENT_MS)
@@ -145,9 +179,19 @@ class ReadAndPreaggregateFn(beam.DoFn):
                                       lambda i: length_detail(name, f[i, BITS_LEN], n_bits, n_bytes), path)
                 yield from self._dead(block, np.flatnonzero(codes == _PADDING), "padding_bits",
                                       lambda i: padding_detail(n_bits), path)
+            if rows.size:
+                keep = np.ones(rows.size, dtype=bool)
+                row_dims = dims_ids[rows]
+                for did in np.unique(row_dims):  # each distinct dimensions map is checked once
+                    fault = cfg.dimension_fault(block.dimensions(int(dims_first[did])))
+                    if fault:
+                        sel = row_dims == did
+                        keep &= ~sel
+                        yield from self._dead(block, rows[sel], fault[0], lambda i, d=fault[1]: d, path)
+                if not keep.all():
+                    rows, packed = rows[keep], packed[keep]
             if rows.size == 0:
                 continue
-            Metrics.counter(NAMESPACE, VALID).inc(int(rows.size))
             starts = slice_starts(cfg.window, f[rows, EVENT_MS])
             groups = dims_ids[rows] * (1 << 44) + (starts - starts.min())
             if groups.min() == groups.max():  # the common case: one key and slice in the batch

@@ -16,18 +16,26 @@ from ldp_marginals import schemas
 from ldp_marginals.schemas.outputs import DEAD_LETTERS
 
 NAMESPACE = "ldp_marginals"   # every counter of the job lives in this metrics namespace
-VALID = "reports.valid"       # counter: reports that passed validation
+VALID = "reports.valid"       # counter: reports added to an accumulator (counted in the estimates)
+LOST = "reports.lost"         # counter: reports declared by damaged blocks that could not be read
+LOST_UNKNOWN = "damaged.count_unreadable"  # counter: damaged ranges whose record count is unreadable
 TAG = DEAD_LETTERS            # the tagged output that carries dead-letter rows, named as their kind
 
 # reason -> meaning (read-only). The schema's doc of the ``reason`` field lists the same codes.
 REASONS = types.MappingProxyType({
-    "undecodable": "the bytes are not a NoisyReport: a message that does not decode, or the unreadable "
-                   "rest of an Avro file",
+    "undecodable": "the bytes are not a NoisyReport: a message that does not decode, or a record whose "
+                   "strings are not valid UTF-8 (the raw bytes are kept)",
+    "damaged_block": "a byte range of an Avro file that could not be read (truncated or corrupted block or "
+                     "header): one dead letter per range, with the range and the records its block declared",
     "unknown_collection": "no config names the report's collection",
     "wrong_length": "bits has another length than the collection's layout",
     "padding_bits": "a bit past the layout's last bit is set",
     "bad_timestamp": "event_time is missing, not int millis, or outside [1970, 2100)",
-    "bad_field": "a field has the wrong type (collection, bits, dimensions, client)",
+    "bad_field": "a field has the wrong type (collection, bits, dimensions, client) or a client token is "
+                 "longer than 128 characters",
+    "undeclared_dimension": "the report carries a dimension its collection does not declare (a config without "
+                            "dimensions accepts reports without dimensions only)",
+    "dimension_too_long": "a dimension value is longer than the declared max_length",
     "late": "the report arrived after its window's allowed lateness (streaming)",
     "bigquery_insert": "BigQuery refused the row (streaming inserts); the row is kept in the dead letter",
 })
@@ -44,11 +52,42 @@ def check_reason(reason: str) -> str:
     return reason
 
 
+KEEP_BYTES = 64 * 1024     # the most of an original a dead letter keeps (JSON text or raw bytes)
+_KEEP_CHARS, _KEEP_ENTRIES = 256, 50
+
+
+def _shrunk(value):
+    """An oversized record made small, still as JSON: long strings and bytes cut, big maps and lists
+    cut to their first entries, each cut saying how much it left out."""
+    if isinstance(value, str) and len(value) > _KEEP_CHARS:
+        return value[:_KEEP_CHARS] + f"...[{len(value):,} characters]"
+    if isinstance(value, (bytes, bytearray)) and len(value) > _KEEP_CHARS:
+        return bytes(value[:_KEEP_CHARS])
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {_shrunk(k) if isinstance(k, str) else k: _shrunk(v) for k, v in items[:_KEEP_ENTRIES]}
+        if len(items) > _KEEP_ENTRIES:
+            out["..."] = f"{len(items) - _KEEP_ENTRIES:,} more entries"
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_shrunk(v) for v in value[:_KEEP_ENTRIES]] + (
+            [f"...{len(value) - _KEEP_ENTRIES:,} more"] if len(value) > _KEEP_ENTRIES else [])
+    return value
+
+
 def row(reason: str, detail: str, source: str, record=None, payload: bytes | None = None) -> dict:
-    """A DeadLetter row: the original as JSON text (``record``) or raw bytes (``payload``)."""
+    """A DeadLetter row: the original as JSON text (``record``) or raw bytes (``payload``), each kept
+    up to ``KEEP_BYTES`` (a larger original is cut, and the detail says so)."""
     record_json = None
     if record is not None:
         record_json = schemas.to_json_line(record) if isinstance(record, dict) else repr(record)
+        if len(record_json) > KEEP_BYTES:
+            size = len(record_json)
+            record_json = schemas.to_json_line(_shrunk(record)) if isinstance(record, dict) else record_json[:256]
+            detail = f"{detail} (the record's {size:,} bytes of JSON are kept shortened)"
+    if payload is not None and len(payload) > KEEP_BYTES:
+        detail = f"{detail} (the first {KEEP_BYTES:,} of {len(payload):,} bytes are kept)"
+        payload = payload[:KEEP_BYTES]
     return {"reason": check_reason(reason), "detail": detail, "source": source, "record_json": record_json,
             "payload": None if payload is None else bytes(payload)}
 
@@ -57,6 +96,17 @@ def dead_letter(reason: str, detail: str, source: str, record=None, payload: byt
     """Count one dead letter of ``reason`` and return its row tagged for the ``dead_letters`` output."""
     Metrics.counter(NAMESPACE, counter_name(reason)).inc()
     return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, record, payload))
+
+
+def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
+    """The dead letter of one damaged byte range of a file (an ``avro_container.Damage``), counting
+    the reports it held when its block's count was readable."""
+    lost = damage.records_lost
+    if lost is None:
+        Metrics.counter(NAMESPACE, LOST_UNKNOWN).inc()
+    else:
+        Metrics.counter(NAMESPACE, LOST).inc(lost)
+    return dead_letter("damaged_block", damage.detail(), f"{path}@{damage.start}")
 
 
 def totals_by_reason(counters: dict) -> dict:

@@ -107,6 +107,46 @@ class SumClientExtremesFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(EXTREMES, extreme_row(base, ext, n, total, var, self.config.level))
 
 
+class CapDimensionValuesFn(beam.DoFn):
+    """``(collection, [(dims, state)...])`` of one window -> ``((collection, capped dims), state)``:
+    values of a dimension past its ``max_values`` (by weight) become ``__other__`` and their states
+    are merged (``merge``), so no window lists unbounded values and no report is dropped."""
+
+    def __init__(self, config, weight, merge):
+        self.config = config
+        self.weight = weight
+        self.merge = merge
+
+    def process(self, element):
+        collection, keyed = element
+        keyed = list(keyed)
+        capped = self.config.cap_dimension_values({dims: self.weight(state) for dims, state in keyed})
+        merged = {}
+        for dims, state in keyed:
+            merged.setdefault(capped[dims], []).append(state)
+        for dims, states in sorted(merged.items()):
+            yield (collection, dims), (states[0] if len(states) == 1 else self.merge(states))
+
+
+class CapDimensionValues(beam.PTransform):
+    """Per window: ``((collection, dims), state)`` -> the same with over-limit values as ``__other__``
+    (batch: each window fires once, so one grouping sees all of its keys)."""
+
+    def __init__(self, config, weight, merge):
+        super().__init__()
+        self.fn = CapDimensionValuesFn(config, weight, merge)
+
+    def expand(self, keyed):
+        return (keyed
+                | "KeyByCollection" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
+                | "GroupWindow" >> beam.GroupByKey()
+                | "Cap" >> beam.ParDo(self.fn))
+
+
+def _merge_client_states(states):
+    return [value for state in states for value in state]
+
+
 class EstimateCollection(beam.PTransform):
     """Timestamped :class:`~ldp_marginals.transforms.reports.Report` s of one collection -> per window and key
     (collection, public dimensions): marginal rows, table rows, extreme rows, withheld windows.
@@ -130,6 +170,10 @@ class EstimateCollection(beam.PTransform):
                     | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
         keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()
         combined = keyed | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg))
+        cap = cfg.dimensions and not self.streaming
+        if cap:
+            combined = combined | "CapDimensionValues" >> CapDimensionValues(
+                cfg, lambda acc: acc.cooc.n, cfg.aggregator.merge)
         outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(
             MARGINALS, TABLES, EXTREMES, WITHHELD)
         result = {k: outs[k] for k in ESTIMATE_KINDS}
@@ -139,7 +183,11 @@ class EstimateCollection(beam.PTransform):
                           | "KeyByClient" >> beam.Map(lambda r: ((r.collection, r.dimensions, r.client), r.bits))
                           | "CombinePerClient" >> beam.CombinePerKey(ClientExtremesCombineFn(cfg))
                           | "DropClient" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), kv[1]))
-                          | "GroupClients" >> beam.GroupByKey())
+                          | "GroupClients" >> beam.GroupByKey()
+                          | "ClientLists" >> beam.MapTuple(lambda key, per: (key, list(per))))
+            if cap:  # weighted by clients, as client extremes are counted
+                per_client = per_client | "CapClientDimensionValues" >> CapDimensionValues(
+                    cfg, len, _merge_client_states)
             client_outs = per_client | "SumClients" >> beam.ParDo(SumClientExtremesFn(cfg)).with_outputs(
                 EXTREMES, WITHHELD)
             result[EXTREMES] = ((result[EXTREMES], client_outs[EXTREMES])

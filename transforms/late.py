@@ -12,6 +12,7 @@ import typing
 
 import apache_beam as beam
 from apache_beam.coders import VarIntCoder
+from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
     BagStateSpec,
@@ -22,7 +23,7 @@ from apache_beam.transforms.userstate import (
 from apache_beam.transforms.window import WindowFn
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_marginals.transforms.dead_letters import TAG, dead_letter
+from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, dead_letter
 from ldp_marginals.transforms.windowing import window_fn
 
 
@@ -33,6 +34,9 @@ class _FlagLateFn(beam.DoFn):
 
     def __init__(self, configs):
         self.configs = configs
+
+    def setup(self):
+        self._valid = Metrics.counter(NAMESPACE, VALID)
 
     def process(self, element, ts=beam.DoFn.TimestampParam, expired=beam.DoFn.StateParam(EXPIRED),
                 pending=beam.DoFn.StateParam(PENDING), expiry=beam.DoFn.TimerParam(EXPIRY)):
@@ -54,6 +58,7 @@ class _FlagLateFn(beam.DoFn):
             pending.add(d)
         if new:
             expiry.set(Timestamp(micros=min(known | set(new))))
+        self._valid.inc()  # on time: on its way to the accumulators, counted once
         yield report
 
     @on_timer(EXPIRY)

@@ -10,11 +10,14 @@ from apache_beam.metrics import Metrics
 from ldp_marginals import schemas
 from ldp_marginals.ldp.encoding import has_padding
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
+from ldp_marginals.transforms.avro_blocks import iter_report_batches
+from ldp_marginals.transforms.avro_container import Damage
 from ldp_marginals.transforms.dead_letters import (
     NAMESPACE,
     TAG,
     VALID,
     collection_detail,
+    damaged,
     dead_letter,
     length_detail,
     padding_detail,
@@ -32,28 +35,53 @@ class Report(NamedTuple):
     client: str | None
 
 
+def read_file(readable_file):
+    """``(path, item)`` for every :class:`~ldp_marginals.transforms.avro_blocks.ReportBlock` and
+    ``Damage`` of a matched file, in order. The same walk feeds both readers, so they salvage the
+    same records. An I/O error while reading ends the file with one more ``Damage`` from where the
+    last intact block ended."""
+    path = readable_file.metadata.path
+    done = 0
+    try:
+        with readable_file.open() as fh:
+            for item in iter_report_batches(fh):
+                yield path, item
+                done = item.end
+    except Exception as err:  # noqa: BLE001 - a read that fails midway (I/O) loses the rest, counted
+        yield path, Damage(done, -1, None, f"reading the file failed ({type(err).__name__}: {err})")
+
+
 class ReadAvroFileFn(beam.DoFn):
-    """A matched Avro file -> ``(record, source)`` per record; a file that cannot be read (or stops
-    decoding midway) yields a dead letter for what could not be read."""
+    """A matched Avro file -> ``(record, source)`` per record it holds, a dead letter per record
+    whose strings are not UTF-8 (``undecodable``) and per damaged byte range (``damaged_block``)."""
 
     def process(self, readable_file):
-        path = readable_file.metadata.path
-        index = -1
-        try:
-            with readable_file.open() as fh:
-                for index, record in enumerate(schemas.iter_avro(fh)):
-                    yield record, f"{path}#{index}"
-        except Exception as err:  # noqa: BLE001 - any decoding failure becomes a dead letter
-            yield dead_letter("undecodable", f"{type(err).__name__}: {err} (after record {index})",
-                              f"{path}#{index + 1}")
+        for path, item in read_file(readable_file):
+            if isinstance(item, Damage):
+                yield damaged(path, item)
+                continue
+            for i in range(len(item)):
+                try:
+                    record = item.record(i)
+                except UnicodeDecodeError:
+                    yield dead_letter("undecodable", item.fault(i), item.source(path, i), payload=item.payload(i))
+                    continue
+                yield record, item.source(path, i)
+
+
+MAX_CLIENT_LENGTH = 128  # characters of a client token (a pseudonymous id, not a payload)
 
 
 class ValidateReportsFn(beam.DoFn):
     """``record`` (dict), Avro message ``bytes``, or ``(either, source)`` -> timestamped :class:`Report`;
     anything malformed -> a dead letter (tag ``dead_letters``) with its reason."""
 
-    def __init__(self, configs: dict):
+    def __init__(self, configs: dict, count_valid: bool = True):
+        self._configs = configs
         self._layouts = {name: (cfg.layout.n_bits, cfg.layout.n_bytes) for name, cfg in configs.items()}
+        # batch: nothing after validation can drop a report, so a valid one is counted here; in
+        # streaming DropLateReports counts the reports that are on time
+        self._count_valid = count_valid
 
     def setup(self):
         self._valid = Metrics.counter(NAMESPACE, VALID)  # made once: ~10 us per report otherwise
@@ -71,7 +99,8 @@ class ValidateReportsFn(beam.DoFn):
         if reason:
             yield dead_letter(reason, detail, source, record=record)
             return
-        self._valid.inc()
+        if self._count_valid:
+            self._valid.inc()
         yield beam.window.TimestampedValue(report, event_ms / 1000.0)
 
     def _check(self, record):
@@ -99,10 +128,18 @@ class ValidateReportsFn(beam.DoFn):
             return "padding_bits", padding_detail(n_bits), None, None
         dims = record.get("dimensions") or {}
         if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
-            return "bad_field", f"dimensions must map strings to strings, got {dims!r}", None, None
-        client = record.get("client")
-        if client is not None and not isinstance(client, str):
-            return "bad_field", f"client must be a string or null, got {client!r}", None, None
+            return "bad_field", f"dimensions must map strings to strings, got {dims!r}"[:300], None, None
+        cfg = self._configs[name]
+        fault = cfg.dimension_fault(dims)
+        if fault:
+            return fault[0], fault[1], None, None
+        client = None
+        if cfg.client_extremes:  # elsewhere a client token is dropped at the door
+            client = record.get("client")
+            if client is not None and not isinstance(client, str):
+                return "bad_field", f"client must be a string or null, got {client!r}"[:300], None, None
+            if client is not None and len(client) > MAX_CLIENT_LENGTH:
+                return "bad_field", f"client has {len(client):,} characters, over {MAX_CLIENT_LENGTH}", None, None
         return None, None, Report(name, tuple(sorted(dims.items())), bytes(bits), client), int(event)
 
 

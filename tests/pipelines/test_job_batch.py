@@ -132,7 +132,7 @@ def test_unreadable_files_are_dead_lettered(small_config, tmp_path, fast):
         source = ReadReportFilesFast(pattern, {"app": small_config}) if fast else ReadNoisyReportFiles(pattern)
         outs = build(p, source, None, JobOptions({"app": small_config}))
         assert_that(outs["dead_letters"] | beam.Map(lambda d: (d["reason"], d["source"].split("/")[-1].split("#")[0])),
-                    equal_to([("undecodable", "junk.avro"), ("undecodable", "truncated.avro")]), label="files")
+                    equal_to([("damaged_block", "junk.avro@0"), ("damaged_block", "truncated.avro@0")]), label="files")
         counted = (outs["marginals"] | beam.Filter(lambda r: r["columns"] == [0])
                    | beam.Map(lambda r: r["n_reports"]) | beam.WindowInto(beam.window.GlobalWindows())
                    | beam.CombineGlobally(sum))

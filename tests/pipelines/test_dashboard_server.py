@@ -1,0 +1,93 @@
+"""The dashboard server is safe to leave running: it answers only its own Host, drops idle and
+half-open connections, serves /data.json from a cache, and says clearly when its port is taken."""
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from ldp_marginals.pipelines import dashboard
+from ldp_marginals.schemas.outputs import COLLECTIONS_FILE
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    monkeypatch.setattr(dashboard, "IDLE_SECONDS", 0.5)
+    (tmp_path / COLLECTIONS_FILE).write_text("[]")
+    calls = []
+    real = dashboard.load_estimates
+    monkeypatch.setattr(dashboard, "load_estimates", lambda *a, **k: calls.append(1) or real(*a, **k))
+    server = dashboard.make_server(str(tmp_path), 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, tmp_path, calls
+    server.shutdown()
+    server.server_close()
+
+
+def get(port, path="/data.json", host=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.putrequest("GET", path, skip_host=True)
+    conn.putheader("Host", f"127.0.0.1:{port}" if host is None else host)
+    conn.endheaders()
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, body
+
+
+def test_only_requests_naming_the_bound_address_are_answered(served):
+    server, _, _ = served
+    port = server.server_address[1]
+    assert get(port)[0] == 200 and get(port, host=f"localhost:{port}")[0] == 200
+    for host in (f"attacker.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", ""):
+        status, _ = get(port, host=host)
+        assert status == 421, host
+    assert dashboard.allowed_hosts("10.1.2.3", 80) == {"10.1.2.3:80"}
+
+
+def test_idle_and_half_open_connections_are_closed_and_others_still_served(served):
+    server, _, _ = served
+    port = server.server_address[1]
+    idle = socket.create_connection(("127.0.0.1", port))
+    half = socket.create_connection(("127.0.0.1", port))
+    half.sendall(b"GET /data.json HTTP/1.1\r\nHost: 127.0.0.1")  # never finished
+    assert get(port)[0] == 200  # the others do not block it
+    for sock in (idle, half):
+        sock.settimeout(5)
+        start = time.monotonic()
+        assert sock.recv(1024) == b""  # closed by the server
+        assert time.monotonic() - start < 4
+        sock.close()
+
+
+def test_data_is_cached_until_the_directory_changes(served):
+    server, folder, calls = served
+    port = server.server_address[1]
+    first = get(port)[1]
+    assert get(port)[1] == first and len(calls) == 1
+    marginals = folder / "marginals"
+    marginals.mkdir()
+    row = {"collection": "c", "window_start": 0, "window_end": 1000, "dimensions": {}, "n_reports": 5,
+           "columns": [0], "labels": ["a"], "estimate": 2.0, "frequency": 0.4, "variance": 1.0, "ci_low": 0.0,
+           "ci_high": 4.0}
+    (marginals / "19700101T000000000Z_19700101T000001000Z_c_pane000.jsonl").write_text(json.dumps(row) + "\n")
+    data = json.loads(get(port)[1])
+    assert len(calls) == 2 and data["marginals"] == [row]
+    assert get(port)[1] == json.dumps(data, allow_nan=False).encode() and len(calls) == 2
+
+
+def test_a_taken_port_and_a_public_address_are_said_clearly(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(ValueError, match=rf"--serve {port}: the port is taken on 127.0.0.1; choose another port"):
+            dashboard.make_server(str(tmp_path), port)
+    finally:
+        taken.close()
+    assert dashboard.exposure_warning("127.0.0.1") is None and dashboard.exposure_warning("localhost") is None
+    assert dashboard.exposure_warning("0.0.0.0").startswith("warning: serving on 0.0.0.0, beyond localhost")

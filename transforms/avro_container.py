@@ -1,0 +1,226 @@
+"""Walking an Avro object container file block by block, surviving damage.
+
+A container is a header (magic ``Obj\\x01``, metadata with the writer schema and codec, a 16-byte
+sync marker) and blocks: ``count`` (varint), ``size`` (varint), ``size`` bytes of (compressed)
+records, then the sync marker again. Because every block ends with the marker, blocks are
+independently readable: when a block's framing or data is damaged (a truncated file, flipped
+bytes, a block that does not decompress), :func:`iter_container` reports one :class:`Damage`
+for the byte range it skips and resumes at the next sync marker. A damaged header makes the whole
+file one damaged range (without the marker there is nothing to resynchronize on).
+
+The file is read forward in chunks; nothing but the current block and the search window is held.
+"""
+from __future__ import annotations
+
+import bz2
+import io
+import json
+import lzma
+import zlib
+from dataclasses import dataclass
+
+import fastavro
+
+MAGIC = b"Obj\x01"
+SYNC_SIZE = 16
+MAX_BLOCK_RECORDS = 1 << 31  # a count beyond this is damage, not data
+_CHUNK = 1 << 22
+_HEADER_SCHEMA = fastavro.parse_schema({
+    "type": "record", "name": "Header", "namespace": "org.apache.avro.file",
+    "fields": [{"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 4}},
+               {"name": "meta", "type": {"type": "map", "values": "bytes"}},
+               {"name": "sync", "type": {"type": "fixed", "name": "Sync", "size": 16}}]})
+
+
+@dataclass(frozen=True)
+class Header:
+    schema: dict      # the writer schema, as JSON
+    codec: str
+    sync: bytes
+    end: int          # byte offset of the first block
+
+
+@dataclass(frozen=True)
+class Block:
+    """An intact block: ``count`` records, decompressed into ``data``; ``start``/``end`` are its
+    byte range in the file (count varint to sync marker)."""
+
+    start: int
+    end: int
+    count: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A byte range ``[start, end)`` skipped; ``declared`` is the record count its first block's
+    header gave (None when that count was unreadable), ``why`` a short explanation, ``lost`` the
+    records lost when fewer than declared (a block whose first records decoded)."""
+
+    start: int
+    end: int
+    declared: int | None
+    why: str
+    lost: int | None = None
+
+    @property
+    def records_lost(self) -> int | None:
+        """Records known to be lost here (None when the count itself was unreadable)."""
+        return self.lost if self.lost is not None else self.declared
+
+    def detail(self) -> str:
+        declared = ("the block's record count is unreadable" if self.declared is None
+                    else f"the block declared {self.declared} records")
+        where = f"bytes [{self.start}, {self.end})" if self.end >= 0 else f"bytes from {self.start} on"
+        return f"{where} skipped: {self.why}; {declared}"
+
+
+class _Stream:
+    """Forward reads of a file object with absolute offsets and search for a byte pattern."""
+
+    def __init__(self, fileobj):
+        self.fh = fileobj
+        self.buf = bytearray()
+        self.base = 0  # file offset of buf[0]
+
+    def _fill(self, upto: int) -> None:
+        while self.base + len(self.buf) < upto:
+            chunk = self.fh.read(max(_CHUNK, upto - self.base - len(self.buf)))
+            if not chunk:
+                return
+            self.buf += chunk
+
+    def read(self, start: int, n: int) -> bytes:
+        """Up to ``n`` bytes at ``start`` (fewer at the end of the file)."""
+        self._fill(start + n)
+        return bytes(self.buf[start - self.base:start - self.base + n])
+
+    def varint(self, pos: int):
+        """``(value, next_pos)`` of the zigzag varint at ``pos``, or ``(None, pos)``."""
+        result = shift = 0
+        while shift <= 63:
+            b = self.read(pos, 1)
+            if not b:
+                return None, pos
+            pos += 1
+            result |= (b[0] & 0x7F) << shift
+            if b[0] < 0x80:
+                return (result >> 1) ^ -(result & 1), pos
+            shift += 7
+        return None, pos
+
+    def find(self, pattern: bytes, start: int) -> int:
+        """The offset of ``pattern`` at or after ``start``, or -1 at the end of the file."""
+        at = start
+        while True:
+            self._fill(at + _CHUNK)
+            hit = self.buf.find(pattern, at - self.base)
+            if hit >= 0:
+                return self.base + hit
+            end = self.base + len(self.buf)
+            if end < at + _CHUNK:  # nothing more to read
+                return -1
+            at = max(start, end - len(pattern) + 1)
+
+    def drop_before(self, pos: int) -> None:
+        cut = pos - self.base
+        if cut > _CHUNK:
+            del self.buf[:cut]
+            self.base = pos
+
+    def size(self) -> int:
+        while True:
+            before = len(self.buf)
+            self._fill(self.base + before + _CHUNK)
+            if len(self.buf) == before:
+                return self.base + before
+
+
+def read_header(stream: _Stream) -> Header:
+    raw = stream.read(0, 1 << 20)
+    if raw[:4] != MAGIC:
+        raise ValueError(f"not an Avro object container (starts {raw[:4]!r})")
+    buf = io.BytesIO(raw)
+    header = fastavro.schemaless_reader(buf, _HEADER_SCHEMA, None)
+    meta = header["meta"]
+    schema = json.loads(meta["avro.schema"].decode("utf-8"))
+    codec = meta.get("avro.codec", b"null").decode("ascii")
+    return Header(schema, codec, header["sync"], buf.tell())
+
+
+def decompress(codec: str, data: bytes) -> bytes:
+    """A block's records as bytes; ValueError for an unknown codec or data that do not decompress."""
+    try:
+        if codec == "null":
+            return data
+        if codec == "deflate":
+            d = zlib.decompressobj(-15)
+            out = d.decompress(data) + d.flush()
+            if not d.eof:
+                raise ValueError("deflate stream is truncated")
+            return out
+        if codec == "bzip2":
+            return bz2.decompress(data)
+        if codec == "xz":
+            return lzma.decompress(data)
+        from fastavro import _read_py
+        reader = _read_py.BLOCK_READERS.get(codec)
+        if reader is None:
+            raise ValueError(f"unknown codec {codec!r}")
+        length = io.BytesIO()
+        fastavro.schemaless_writer(length, "long", len(data))
+        return reader(_read_py.BinaryDecoder(io.BytesIO(length.getvalue() + data))).getvalue()
+    except (zlib.error, OSError, EOFError, lzma.LZMAError) as err:
+        raise ValueError(f"{codec} data do not decompress ({err})") from None
+
+
+def iter_container(fileobj, header_out: list | None = None):
+    """:class:`Block` s and :class:`Damage` s of a container file, in file order. The header is
+    appended to ``header_out`` when given (the writer schema and codec)."""
+    stream = _Stream(fileobj)
+    try:
+        header = read_header(stream)
+    except Exception as err:  # noqa: BLE001 - any damage to the header loses the file
+        yield Damage(0, stream.size(), None, f"the file header is unreadable ({type(err).__name__}: {err})")
+        return
+    if header_out is not None:
+        header_out.append(header)
+    pos = header.end
+    while True:
+        stream.drop_before(pos)
+        start = pos
+        count, pos = stream.varint(start)
+        if count is None and not stream.read(start, 1):
+            return  # the end of the file, between blocks
+        size, pos = (None, pos) if count is None else stream.varint(pos)
+        why = None
+        if count is None or size is None:
+            why = "the block header is unreadable"
+        elif not 0 <= count < MAX_BLOCK_RECORDS or size < 0:
+            why = f"the block header is not plausible (count {count}, size {size})"
+        else:
+            data = stream.read(pos, size)
+            sync = stream.read(pos + size, SYNC_SIZE)
+            if len(data) < size or len(sync) < SYNC_SIZE:
+                why = "the file ends inside the block"
+            elif sync != header.sync:
+                why = "the block does not end with the file's sync marker"
+            elif count == 0:  # an empty block declares nothing; bytes in it mean its count is wrong
+                if size:
+                    yield Damage(start, pos + size + SYNC_SIZE, None, f"a block of 0 records holds {size} bytes")
+                pos = pos + size + SYNC_SIZE
+                continue
+            else:
+                try:
+                    yield Block(start, pos + size + SYNC_SIZE, count, decompress(header.codec, data))
+                except ValueError as err:
+                    yield Damage(start, pos + size + SYNC_SIZE, count, str(err))
+                pos = pos + size + SYNC_SIZE
+                continue
+        declared = count if count is not None and 0 <= count < MAX_BLOCK_RECORDS else None
+        found = stream.find(header.sync, start + 1)
+        end = stream.size() if found < 0 else found + SYNC_SIZE
+        yield Damage(start, end, declared, why)
+        if found < 0:
+            return
+        pos = end
