@@ -15,7 +15,7 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import fastavro
 from fastavro.validation import validate as _validate
@@ -77,11 +77,6 @@ def write_avro(path, name: str, records: Iterable[dict], codec: str = "deflate")
     with open(path, "wb") as fh:
         fastavro.writer(fh, load_schema(name), rows, codec=codec)
     return len(rows)
-
-
-def iter_avro(fileobj) -> Iterator[dict]:
-    """Records of an Avro container file object, as fastavro decodes them."""
-    yield from fastavro.reader(fileobj)
 
 
 def read_avro(path, name: str) -> list:
