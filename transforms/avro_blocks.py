@@ -19,6 +19,7 @@ import bisect
 import io
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 import fastavro
@@ -207,9 +208,13 @@ class ReportBlock:
     def __len__(self):
         return len(self.records) if self.records is not None else self.fields.shape[0]
 
+    @cached_property
+    def _first_rows(self) -> list:
+        return [row for row, _ in self.starts]
+
     def source(self, path: str, i: int) -> str:
         """``<path>@<byte offset of the record's block>#<index of the record in its block>``."""
-        first, offset = self.starts[bisect.bisect_right([r for r, _ in self.starts], i) - 1]
+        first, offset = self.starts[bisect.bisect_right(self._first_rows, i) - 1]
         return f"{path}@{offset}#{i - first}"
 
     def text(self, off: int, length: int) -> str:

@@ -192,3 +192,27 @@ def test_dimensions_are_declared_bounded_and_dead_letters_stay_small(runs):
     assert sum(r["n_reports"] for r in many) == 3000
     # no withheld row or output anywhere lists an undeclared key
     assert not any("device_id" in r["dimensions"] for kind in ("marginals", "withheld") for r in rows[kind])
+
+
+def test_messages_fail_alone_with_the_reason_of_their_fault():
+    """Pub/Sub and Kafka payloads: an absurd timestamp is a bad_timestamp, bytes that are not UTF-8
+    or not a report are undecodable, and the good messages around them are counted."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from ldp_marginals.pipelines.job import JobOptions, build
+    cfg = parse_config(CONFIG)
+    good = [dict(r, dimensions={}) for r in records(cfg, "messages", 40)[:20]]
+    messages = [schemas.encode_message("noisy_report", r) for r in good]
+    messages.append(schemas.encode_message("noisy_report", dict(good[0], event_time=2 ** 62)))
+    messages.append(schemas.encode_message("noisy_report", dict(good[0], collection="ap#")).replace(b"ap#", b"ap\xc3"))
+    messages.append(b"\x01\x02not a report")
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create([(m, "pubsub") for m in messages]), None, JobOptions({cfg.name: cfg}))
+        assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]),
+                    equal_to(["bad_timestamp", "undecodable", "undecodable"]), label="reasons")
+        counted = (outs["marginals"] | beam.Filter(lambda r: r["columns"] == [0])
+                   | beam.Map(lambda r: r["n_reports"]) | beam.WindowInto(beam.window.GlobalWindows())
+                   | beam.CombineGlobally(sum))
+        assert_that(counted, equal_to([20]), label="counted")
