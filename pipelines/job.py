@@ -9,7 +9,7 @@ import apache_beam as beam
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
 from ldp_marginals.transforms.estimate import EstimateCollection
 from ldp_marginals.transforms.late import DropLateReports
-from ldp_marginals.transforms.reports import ValidateReportsFn
+from ldp_marginals.transforms.reports import REPORTS, ValidateReportsFn
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, as_source
 
 
@@ -43,13 +43,13 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     # col : records or messages, optionally (record, source label)
     checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(
         ValidateReportsFn(options.configs, count_valid=not options.streaming)).with_outputs(
-        DEAD_LETTERS, main="reports")
+        DEAD_LETTERS, main=REPORTS)
     dead = [read[DEAD_LETTERS], checked[DEAD_LETTERS]]
     # col : Report, timestamped with its event time
-    reports = checked["reports"]
+    reports = checked[REPORTS]
     if options.streaming:
         on_time = reports | "DropLateReports" >> DropLateReports(options.configs)
-        reports = on_time["reports"]
+        reports = on_time[REPORTS]
         dead.append(on_time[DEAD_LETTERS])
 
     names = sorted(options.configs)
@@ -59,7 +59,7 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     partial_parts = read[PARTIALS] | "SplitPartials" >> beam.Partition(lambda p, n: index[p.collection], len(names))
     per_kind = {kind: [] for kind in ESTIMATE_KINDS}
     for i, name in enumerate(names):
-        inputs = {"reports": parts[i], "partials": partial_parts[i]}
+        inputs = {REPORTS: parts[i], PARTIALS: partial_parts[i]}
         outs = inputs | f"Estimate[{name}]" >> EstimateCollection(options.configs[name], options.streaming)
         for kind in ESTIMATE_KINDS:
             per_kind[kind].append(outs[kind])

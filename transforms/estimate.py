@@ -12,6 +12,8 @@ from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
 from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
+from ldp_marginals.transforms.reports import REPORTS
+from ldp_marginals.transforms.source import PARTIALS
 from ldp_marginals.transforms.windowing import window_into
 
 
@@ -161,11 +163,11 @@ class EstimateCollection(beam.PTransform):
         """``inputs``: ``{"reports": ..., "partials": ...}``, the collection's timestamped reports and
         the timestamped :class:`~ldp_marginals.transforms.source.Partial` accumulators of its readers."""
         cfg = self.config
-        windowed = inputs["reports"] | "Window" >> window_into(cfg, self.streaming)
+        windowed = inputs[REPORTS] | "Window" >> window_into(cfg, self.streaming)
         # col : ((collection, dimensions), packed bits)
         keyed = windowed | "KeyByDimensions" >> beam.Map(lambda r: ((r.collection, r.dimensions), r.bits))
         # col : ((collection, dimensions), WindowAccumulator)
-        partials = (inputs["partials"]
+        partials = (inputs[PARTIALS]
                     | "WindowPartials" >> window_into(cfg, self.streaming)
                     | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
         keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()

@@ -24,6 +24,7 @@ from apache_beam.transforms.window import WindowFn
 from apache_beam.utils.timestamp import Timestamp
 
 from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, dead_letter
+from ldp_marginals.transforms.reports import REPORTS
 from ldp_marginals.transforms.windowing import window_fn
 
 
@@ -93,4 +94,4 @@ class DropLateReports(beam.PTransform):
                 # a string key: state needs a deterministic key coder on every runner
                 | "KeyForLateness" >> beam.Map(lambda r: (repr((r.collection, r.dimensions)), r))
                 .with_output_types(typing.Tuple[str, typing.Any])
-                | "FlagLate" >> beam.ParDo(_FlagLateFn(self.configs)).with_outputs(TAG, main="reports"))
+                | "FlagLate" >> beam.ParDo(_FlagLateFn(self.configs)).with_outputs(TAG, main=REPORTS))

@@ -25,6 +25,8 @@ from ldp_marginals.transforms.dead_letters import (
 )
 from ldp_marginals.transforms.source import RECORDS, ReportSource
 
+REPORTS = "reports"  # the tag of validated reports, and the key of a collection's reports in EstimateCollection
+
 
 class Report(NamedTuple):
     """A validated report, timestamped with its event time in the pipeline."""
