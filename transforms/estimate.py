@@ -14,7 +14,7 @@ from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES, MARGINALS, T
 from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
 from ldp_marginals.transforms.reports import REPORTS
 from ldp_marginals.transforms.source import PARTIALS
-from ldp_marginals.transforms.windowing import window_into
+from ldp_marginals.transforms.windowing import repane_on_every_pane, window_into
 
 
 def window_bounds_ms(w) -> tuple:
@@ -121,10 +121,13 @@ class CapDimensionValuesFn(beam.DoFn):
 
     def process(self, element):
         collection, keyed = element
-        keyed = list(keyed)
-        capped = self.config.cap_dimension_values({dims: self.weight(state) for dims, state in keyed})
-        merged = {}
+        latest = {}  # in streaming the grouping accumulates a key's panes: its heaviest is its latest
         for dims, state in keyed:
+            if dims not in latest or self.weight(state) > self.weight(latest[dims]):
+                latest[dims] = state
+        capped = self.config.cap_dimension_values({dims: self.weight(state) for dims, state in latest.items()})
+        merged = {}
+        for dims, state in sorted(latest.items()):
             merged.setdefault(capped[dims], []).append(state)
         for dims, states in sorted(merged.items()):
             yield (collection, dims), (states[0] if len(states) == 1 else self.merge(states))
@@ -134,13 +137,17 @@ class CapDimensionValues(beam.PTransform):
     """Per window: ``((collection, dims), state)`` -> the same with over-limit values as ``__other__``
     (batch: each window fires once, so one grouping sees all of its keys)."""
 
-    def __init__(self, config, weight, merge):
+    def __init__(self, config, weight, merge, streaming: bool = False):
         super().__init__()
+        self.config = config
+        self.streaming = streaming
         self.fn = CapDimensionValuesFn(config, weight, merge)
 
     def expand(self, keyed):
-        return (keyed
-                | "KeyByCollection" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
+        by_collection = keyed | "KeyByCollection" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
+        if self.streaming:
+            by_collection = by_collection | "EveryPane" >> repane_on_every_pane(self.config)
+        return (by_collection
                 | "GroupWindow" >> beam.GroupByKey()
                 | "Cap" >> beam.ParDo(self.fn))
 
@@ -172,10 +179,11 @@ class EstimateCollection(beam.PTransform):
                     | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
         keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()
         combined = keyed | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg))
-        cap = cfg.dimensions and not self.streaming
-        if cap:
+        cap = bool(cfg.dimensions)
+        if cap:  # merged into a new accumulator: in streaming the grouped ones are kept for later panes
             combined = combined | "CapDimensionValues" >> CapDimensionValues(
-                cfg, lambda acc: acc.cooc.n, cfg.aggregator.merge)
+                cfg, lambda acc: acc.cooc.n, lambda accs: cfg.aggregator.merge([cfg.aggregator.create(), *accs]),
+                self.streaming)
         outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(
             MARGINALS, TABLES, EXTREMES, WITHHELD)
         result = {k: outs[k] for k in ESTIMATE_KINDS}
@@ -189,7 +197,7 @@ class EstimateCollection(beam.PTransform):
                           | "ClientLists" >> beam.MapTuple(lambda key, per: (key, list(per))))
             if cap:  # weighted by clients, as client extremes are counted
                 per_client = per_client | "CapClientDimensionValues" >> CapDimensionValues(
-                    cfg, len, _merge_client_states)
+                    cfg, len, _merge_client_states, self.streaming)
             client_outs = per_client | "SumClients" >> beam.ParDo(SumClientExtremesFn(cfg)).with_outputs(
                 EXTREMES, WITHHELD)
             result[EXTREMES] = ((result[EXTREMES], client_outs[EXTREMES])

@@ -13,6 +13,33 @@ def window_fn(cfg_window):
     return window.GlobalWindows()
 
 
+class SameWindows(window.NonMergingWindowFn):
+    """Keeps every element in the window it is already in (to change a trigger, not the windows)."""
+
+    def __init__(self, window_coder):
+        self._coder = window_coder
+
+    def assign(self, context):
+        return [context.window]
+
+    def get_window_coder(self):
+        return self._coder
+
+
+def window_coder(cfg_window):
+    return window_fn(cfg_window).get_window_coder()
+
+
+def repane_on_every_pane(config) -> beam.WindowInto:
+    """Streaming, after a combine: the same windows, a pane whenever an upstream pane arrives,
+    accumulating, so a grouping downstream sees every key's latest state at each firing (instead
+    of the continuation trigger, which repeats the on-time pane after an early one)."""
+    return beam.WindowInto(SameWindows(window_coder(config.window)),
+                           trigger=trigger.Repeatedly(trigger.AfterCount(1)),
+                           accumulation_mode=trigger.AccumulationMode.ACCUMULATING,
+                           allowed_lateness=config.allowed_lateness_seconds)
+
+
 def window_into(config, streaming: bool) -> beam.WindowInto:
     """Batch: the default trigger (one pane per window when the input is complete).
 

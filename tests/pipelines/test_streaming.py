@@ -1,4 +1,6 @@
 """Streaming behaviour with TestStream (the only way to drive watermarks on this machine)."""
+import json
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing import test_stream
@@ -97,3 +99,30 @@ def test_streaming_file_sink_writes_windows_and_dead_letters(tmp_path):
                          "20260101T000100000Z_20260101T000200000Z_app_pane000.avro"]
     dead = [r for f in (tmp_path / "dead_letters").glob("*.avro") for r in schemas.read_avro(f, "dead_letter")]
     assert [d["reason"] for d in dead] == ["wrong_length"]
+
+
+def test_streaming_panes_cap_dimension_values_and_the_latest_pane_holds_every_key(tmp_path):
+    from ldp_marginals.schemas.outputs import kind_dir, latest_panes
+    from ldp_marginals.transforms.sinks import FileSink
+    cfg = config(dimensions={"region": {"max_values": 2}})
+
+    def at(second, region):
+        return dict(record(cfg, second), dimensions={"region": region})
+
+    stream = (test_stream.TestStream()
+              .advance_watermark_to(START)
+              .add_elements([at(1, "a"), at(2, "a"), at(3, "a"), at(4, "b"), at(5, "b"), at(6, "c")])
+              .advance_watermark_to(START + 60)                 # on time: a 3, b 2, c 1 -> c under __other__
+              .add_elements([at(7, "d"), at(8, "e")])           # late, within the lateness: d, e -> __other__
+              .advance_watermark_to_infinity())
+    with streaming_pipeline() as p:
+        build(p, stream, FileSink(str(tmp_path), streaming=True), JobOptions({cfg.name: cfg}, streaming=True))
+    panes = sorted((tmp_path / "marginals").glob("*.jsonl"))
+    for path in panes:  # no pane ever lists more than max_values values (+ __other__)
+        regions = {json.loads(line)["dimensions"]["region"] for line in path.read_text().splitlines()}
+        assert len(regions) <= 3 and regions <= {"a", "b", "c", "d", "e", "__other__"}, path.name
+    (latest,) = latest_panes(kind_dir(str(tmp_path), "marginals"))
+    with open(latest) as fh:
+        rows = [json.loads(line) for line in fh]
+    n = {r["dimensions"]["region"]: r["n_reports"] for r in rows if r["columns"] == [0]}
+    assert n == {"a": 3, "b": 2, "__other__": 3}  # every report counted once, in the latest pane
