@@ -236,19 +236,18 @@ class ReportBlock:
         if self.records is not None:
             return self.records[i].detail if isinstance(self.records[i], RecordFault) else None
         f = self.fields[i]
-        spans = [("collection", f[COLLECTION_OFF], f[COLLECTION_LEN]),
-                 ("client", f[CLIENT_OFF], f[CLIENT_LEN])]
-        for name, off, length in spans[:1]:
-            if not _utf8_ok(self.buf, np.array([off]), np.array([length]))[0]:
-                return f"{name} is not valid UTF-8"
+        if not self._utf8(f[COLLECTION_OFF], f[COLLECTION_LEN]):
+            return "collection is not valid UTF-8"
         try:
             self.dimensions(i)
         except (UnicodeDecodeError, ValueError):
             return "dimensions is not valid UTF-8"
-        for name, off, length in spans[1:]:
-            if length >= 0 and not _utf8_ok(self.buf, np.array([off]), np.array([length]))[0]:
-                return f"{name} is not valid UTF-8"
+        if f[CLIENT_LEN] >= 0 and not self._utf8(f[CLIENT_OFF], f[CLIENT_LEN]):
+            return "client is not valid UTF-8"
         return None
+
+    def _utf8(self, off: int, length: int) -> bool:
+        return bool(_utf8_ok(self.buf, np.array([off]), np.array([length]))[0])
 
     def record(self, i: int) -> dict:
         """Record i as a dict (timestamps as int millis); UnicodeDecodeError for invalid UTF-8."""

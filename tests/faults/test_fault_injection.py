@@ -216,3 +216,19 @@ def test_messages_fail_alone_with_the_reason_of_their_fault():
                    | beam.Map(lambda r: r["n_reports"]) | beam.WindowInto(beam.window.GlobalWindows())
                    | beam.CombineGlobally(sum))
         assert_that(counted, equal_to([20]), label="counted")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=0, max_size=12))
+def test_the_compiled_utf8_check_agrees_with_python(data):
+    """The block reader checks client tokens with a compiled loop and the per-element reader with
+    Python's codec: they must agree on every byte string, or the readers would disagree."""
+    import numpy as np
+
+    from ldp_marginals.transforms.avro_blocks import _utf8_ok
+    try:
+        data.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert _utf8_ok(np.frombuffer(data, np.uint8), np.array([0]), np.array([len(data)]))[0] == valid
