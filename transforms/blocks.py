@@ -128,7 +128,8 @@ class ReadAndPreaggregateFn(beam.DoFn):
 
     def _undecodable(self, block, coll_ids, coll_first, dims_ids, dims_first):
         """Rows whose strings are not UTF-8 (collection, dimension map or client), as the
-        per-element path finds them when it builds each record."""
+        per-element path finds them when it builds each record; and each distinct dimension map,
+        decoded once (None where it is not UTF-8)."""
         bad = ~block.client_utf8_ok()
         f = block.fields
         for cid, first in enumerate(coll_first):
@@ -136,18 +137,20 @@ class ReadAndPreaggregateFn(beam.DoFn):
                 block.text(f[first, COLLECTION_OFF], f[first, COLLECTION_LEN])
             except UnicodeDecodeError:
                 bad |= coll_ids == cid
+        dims_of = []
         for did, first in enumerate(dims_first):
             try:
-                block.dimensions(int(first))
+                dims_of.append(block.dimensions(int(first)))
             except (UnicodeDecodeError, ValueError):
+                dims_of.append(None)
                 bad |= dims_ids == did
-        return np.flatnonzero(bad)
+        return np.flatnonzero(bad), dims_of
 
     def _fast_block(self, block, path):
         f = block.fields
         coll_ids, coll_first = distinct_ids(block, COLLECTION_OFF, length_col=COLLECTION_LEN)
         dims_ids, dims_first = distinct_ids(block, DIMS_OFF, end_col=DIMS_END)
-        bad = self._undecodable(block, coll_ids, coll_first, dims_ids, dims_first)
+        bad, dims_of = self._undecodable(block, coll_ids, coll_first, dims_ids, dims_first)
         if bad.size:
             for i in bad:
                 yield dead_letter("undecodable", block.fault(i), block.source(path, i), payload=block.payload(i))
@@ -183,7 +186,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
                 keep = np.ones(rows.size, dtype=bool)
                 row_dims = dims_ids[rows]
                 for did in np.unique(row_dims):  # each distinct dimensions map is checked once
-                    fault = cfg.dimension_fault(block.dimensions(int(dims_first[did])))
+                    fault = cfg.dimension_fault(dims_of[did])
                     if fault:
                         sel = row_dims == did
                         keep &= ~sel
@@ -195,16 +198,15 @@ class ReadAndPreaggregateFn(beam.DoFn):
             starts = slice_starts(cfg.window, f[rows, EVENT_MS])
             groups = dims_ids[rows] * (1 << 44) + (starts - starts.min())
             if groups.min() == groups.max():  # the common case: one key and slice in the batch
-                self._buffer(name, block, rows[0], int(starts[0]), packed)
+                self._buffer(name, dims_of[dims_ids[rows[0]]], int(starts[0]), packed)
                 continue
             order = np.argsort(groups, kind="stable")
             cuts = np.flatnonzero(np.diff(groups[order])) + 1
             for sel in np.split(order, cuts):
-                self._buffer(name, block, rows[sel[0]], int(starts[sel[0]]), packed[sel])
+                self._buffer(name, dims_of[dims_ids[rows[sel[0]]]], int(starts[sel[0]]), packed[sel])
 
-    def _buffer(self, name, block, row, start, packed):
-        dims = tuple(sorted(block.dimensions(int(row)).items()))
-        self._buffers.setdefault((name, dims, start), []).append(packed)
+    def _buffer(self, name, dims: dict, start, packed):
+        self._buffers.setdefault((name, tuple(sorted(dims.items())), start), []).append(packed)
         self._buffered += packed.shape[0]
 
 

@@ -112,7 +112,9 @@ class SumClientExtremesFn(beam.DoFn):
 class CapDimensionValuesFn(beam.DoFn):
     """``(collection, [(dims, state)...])`` of one window -> ``((collection, capped dims), state)``:
     values of a dimension past its ``max_values`` (by weight) become ``__other__`` and their states
-    are merged (``merge``), so no window lists unbounded values and no report is dropped."""
+    are merged (``merge``, into a new state), so no window lists unbounded values and no report is
+    dropped. In streaming the grouping accumulates the keys' panes, so a key can come several
+    times; its states only grow, so the heaviest is its latest and only it is used."""
 
     def __init__(self, config, weight, merge):
         self.config = config
@@ -134,8 +136,10 @@ class CapDimensionValuesFn(beam.DoFn):
 
 
 class CapDimensionValues(beam.PTransform):
-    """Per window: ``((collection, dims), state)`` -> the same with over-limit values as ``__other__``
-    (batch: each window fires once, so one grouping sees all of its keys)."""
+    """Per window: ``((collection, dims), state)`` -> the same with over-limit values as ``__other__``.
+    The grouping by collection sees every key of the window: once in batch; in streaming at every
+    upstream pane (:func:`~ldp_marginals.transforms.windowing.repane_on_every_pane`), so each pane
+    carries every key's latest state."""
 
     def __init__(self, config, weight, merge, streaming: bool = False):
         super().__init__()
