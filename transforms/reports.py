@@ -1,6 +1,7 @@
 """Reading and validating noisy reports: every input ends up counted or dead-lettered with a reason."""
 from __future__ import annotations
 
+import io
 import numbers
 from typing import NamedTuple
 
@@ -11,7 +12,7 @@ from ldp_marginals import schemas
 from ldp_marginals.ldp.encoding import has_padding
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.transforms.avro_blocks import iter_report_batches
-from ldp_marginals.transforms.avro_container import Damage
+from ldp_marginals.transforms.avro_container import MAGIC, Damage
 from ldp_marginals.transforms.dead_letters import (
     NAMESPACE,
     TAG,
@@ -75,8 +76,12 @@ MAX_CLIENT_LENGTH = 128  # characters of a client token (a pseudonymous id, not 
 
 
 class ValidateReportsFn(beam.DoFn):
-    """``record`` (dict), Avro message ``bytes``, or ``(either, source)`` -> timestamped :class:`Report`;
-    anything malformed -> a dead letter (tag ``dead_letters``) with its reason."""
+    """``record`` (dict), a message (``bytes``), or ``(either, source)`` -> timestamped :class:`Report` s;
+    anything malformed -> a dead letter (tag ``dead_letters``) with its reason.
+
+    A message is one Avro-encoded NoisyReport, or an Avro object container (the bytes of an Avro
+    file, starting ``Obj\x01``) of many: a container is read like a file (its damaged blocks are
+    ``damaged_block`` dead letters, its records' sources ``<source>@<block offset>#<index>``)."""
 
     def __init__(self, configs: dict, count_valid: bool = True):
         self._configs = configs
@@ -90,6 +95,9 @@ class ValidateReportsFn(beam.DoFn):
 
     def process(self, element):
         payload, source = element if isinstance(element, tuple) and len(element) == 2 else (element, "input")
+        if isinstance(payload, (bytes, bytearray)) and bytes(payload[:4]) == MAGIC:
+            yield from self._container(bytes(payload), source)
+            return
         record = payload
         if isinstance(payload, (bytes, bytearray)):
             try:
@@ -97,6 +105,22 @@ class ValidateReportsFn(beam.DoFn):
             except Exception as err:  # noqa: BLE001
                 yield dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
                 return
+        yield from self._validated(record, source)
+
+    def _container(self, payload: bytes, source: str):
+        for item in iter_report_batches(io.BytesIO(payload)):
+            if isinstance(item, Damage):
+                yield damaged(source, item)
+                continue
+            for i in range(len(item)):
+                try:
+                    record = item.record(i)
+                except UnicodeDecodeError:
+                    yield dead_letter("undecodable", item.fault(i), item.source(source, i), payload=item.payload(i))
+                    continue
+                yield from self._validated(record, item.source(source, i))
+
+    def _validated(self, record, source: str):
         reason, detail, report, event_ms = self._check(record)
         if reason:
             yield dead_letter(reason, detail, source, record=record)

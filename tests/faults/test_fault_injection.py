@@ -232,3 +232,39 @@ def test_the_compiled_utf8_check_agrees_with_python(data):
     except UnicodeDecodeError:
         valid = False
     assert _utf8_ok(np.frombuffer(data, np.uint8), np.array([0]), np.array([len(data)]))[0] == valid
+
+
+def test_container_messages_give_the_rows_of_the_same_reports_in_a_file(tmp_path):
+    """A message may hold one report or an Avro container of many; mixed in one stream they give
+    exactly the rows the batch file path gives on the same reports, and a damaged container costs
+    only its damaged blocks."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+
+    from ldp_marginals.pipelines.job import JobOptions, build
+    from ldp_marginals.transforms.blocks import ReadReportFilesFast
+    from ldp_marginals.transforms.sinks import FileSink
+    cfg = parse_config(CONFIG)
+    recs = records(cfg, "containers", 50)[:1520]
+    messages = [container(recs[i:i + 500]) for i in range(0, 1500, 500)]
+    messages += [schemas.encode_message("noisy_report", r) for r in recs[1500:]]
+    more = records(cfg, "containers", 51)[:400]
+    cut_at = len(container(more)) * 2 // 3
+    messages.append(container(more)[:cut_at])  # a container cut short: its intact blocks still count
+    kept = sum(count for _, end, count in blocks_of(container(more)) if end <= cut_at)
+    assert 0 < kept < 400
+    (tmp_path / "in").mkdir()
+    schemas.write_avro(tmp_path / "in" / "same.avro", "noisy_report", recs + more[:kept])
+    outputs = {}
+    for name, source in (("files", ReadReportFilesFast(str(tmp_path / "in" / "*.avro"), {cfg.name: cfg})),
+                         ("messages", beam.Create([(m, "pubsub") for m in messages]))):
+        with BeamTestPipeline() as p:
+            build(p, source, FileSink(str(tmp_path / name)), JobOptions({cfg.name: cfg}))
+        outputs[name] = {kind: sorted(schemas.to_json_line(r) for f in (tmp_path / name / kind).glob("*.avro")
+                                      for r in schemas.read_avro(f, SCHEMA_OF[kind]))
+                         for kind in KINDS}
+    for kind in ("marginals", "tables", "extremes", "withheld"):
+        assert outputs["messages"][kind] == outputs["files"][kind], kind
+    assert outputs["files"]["marginals"] and outputs["files"]["dead_letters"] == []
+    (damage,) = [json.loads(d) for d in outputs["messages"]["dead_letters"]]
+    assert damage["reason"] == "damaged_block" and damage["source"].startswith("pubsub@")
