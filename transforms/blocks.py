@@ -38,7 +38,7 @@ from ldp_marginals.transforms.dead_letters import (
     padding_detail,
     time_detail,
 )
-from ldp_marginals.transforms.reports import read_file
+from ldp_marginals.transforms.reports import read_file, record_or_dead_letter
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, Partial, ReportSource
 
 FLUSH_ROWS = 1 << 20  # buffered reports counted in one go (~32 MiB of packed bits at d = 256)
@@ -89,7 +89,8 @@ class ReadAndPreaggregateFn(beam.DoFn):
     def process(self, readable_file):
         self._buffers = {}  # (collection, dims, slice start) -> [packed arrays], counted together
         self._buffered = 0
-        for path, block in read_file(readable_file):
+        path = readable_file.metadata.path
+        for block in read_file(readable_file):
             if isinstance(block, Damage):
                 yield damaged(path, block)
             elif block.records is not None:  # another writer schema: the per-element path decides
@@ -103,12 +104,8 @@ class ReadAndPreaggregateFn(beam.DoFn):
 
     def _record(self, block, i, path):
         """Record i on the per-element path, or its dead letter when its strings are not UTF-8."""
-        try:
-            record = block.record(i)
-        except UnicodeDecodeError:
-            yield dead_letter("undecodable", block.fault(i), block.source(path, i), payload=block.payload(i))
-            return
-        yield beam.pvalue.TaggedOutput(RECORDS, (record, block.source(path, i)))
+        for out in record_or_dead_letter(block, i, path):
+            yield out if isinstance(out, beam.pvalue.TaggedOutput) else beam.pvalue.TaggedOutput(RECORDS, out)
 
     def _flush(self):
         """One vectorized count per (collection, dimensions, slice) for everything buffered."""

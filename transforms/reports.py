@@ -39,19 +39,39 @@ class Report(NamedTuple):
 
 
 def read_file(readable_file):
-    """``(path, item)`` for every :class:`~ldp_marginals.transforms.avro_blocks.ReportBlock` and
-    ``Damage`` of a matched file, in order. The same walk feeds both readers, so they salvage the
+    """Every :class:`~ldp_marginals.transforms.avro_blocks.ReportBlock` and ``Damage`` of a matched
+    file, in order. The same walk feeds both readers, so they salvage the
     same records. An I/O error while reading ends the file with one more ``Damage`` from where the
     last intact block ended."""
-    path = readable_file.metadata.path
     done = 0
     try:
         with readable_file.open() as fh:
             for item in iter_report_batches(fh):
-                yield path, item
+                yield item
                 done = item.end
     except Exception as err:  # noqa: BLE001 - a read that fails midway (I/O) loses the rest, counted
-        yield path, Damage(done, -1, None, f"reading the file failed ({type(err).__name__}: {err})")
+        yield Damage(done, -1, None, f"reading the file failed ({type(err).__name__}: {err})")
+
+
+def record_or_dead_letter(block, i: int, source: str):
+    """``(record, source)`` of record i of a block, or its dead letter when its strings are not UTF-8."""
+    try:
+        record = block.record(i)
+    except UnicodeDecodeError:
+        yield dead_letter("undecodable", block.fault(i), block.source(source, i), payload=block.payload(i))
+        return
+    yield record, block.source(source, i)
+
+
+def records_of(items, source: str):
+    """``(record, source)`` per record of a container walk's items (a file's or a message's), a dead
+    letter per damaged byte range and per record that does not decode."""
+    for item in items:
+        if isinstance(item, Damage):
+            yield damaged(source, item)
+            continue
+        for i in range(len(item)):
+            yield from record_or_dead_letter(item, i, source)
 
 
 class ReadAvroFileFn(beam.DoFn):
@@ -59,17 +79,7 @@ class ReadAvroFileFn(beam.DoFn):
     whose strings are not UTF-8 (``undecodable``) and per damaged byte range (``damaged_block``)."""
 
     def process(self, readable_file):
-        for path, item in read_file(readable_file):
-            if isinstance(item, Damage):
-                yield damaged(path, item)
-                continue
-            for i in range(len(item)):
-                try:
-                    record = item.record(i)
-                except UnicodeDecodeError:
-                    yield dead_letter("undecodable", item.fault(i), item.source(path, i), payload=item.payload(i))
-                    continue
-                yield record, item.source(path, i)
+        yield from records_of(read_file(readable_file), readable_file.metadata.path)
 
 
 MAX_CLIENT_LENGTH = 128  # characters of a client token (a pseudonymous id, not a payload)
@@ -108,17 +118,11 @@ class ValidateReportsFn(beam.DoFn):
         yield from self._validated(record, source)
 
     def _container(self, payload: bytes, source: str):
-        for item in iter_report_batches(io.BytesIO(payload)):
-            if isinstance(item, Damage):
-                yield damaged(source, item)
-                continue
-            for i in range(len(item)):
-                try:
-                    record = item.record(i)
-                except UnicodeDecodeError:
-                    yield dead_letter("undecodable", item.fault(i), item.source(source, i), payload=item.payload(i))
-                    continue
-                yield from self._validated(record, item.source(source, i))
+        for out in records_of(iter_report_batches(io.BytesIO(payload)), source):
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield out
+            else:
+                yield from self._validated(*out)
 
     def _validated(self, record, source: str):
         reason, detail, report, event_ms = self._check(record)
