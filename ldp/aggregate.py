@@ -1,7 +1,7 @@
 """The per-window accumulator of one collection and key, and the logic that fills it from packed
 reports. Combiners contain logic, accumulators contain data: :class:`ReportAggregator` holds the
-parameters (counted sets, channels, per-report extremes) and :class:`WindowAccumulator` only the
-numbers, so the accumulator stays small when Beam pickles it across a shuffle.
+parameters (counted sets, channels, extremes) and :class:`WindowAccumulator` only the numbers, so
+the accumulator stays small when Beam pickles it across a shuffle.
 
 What a window keeps, per key:
 
@@ -9,12 +9,17 @@ What a window keeps, per key:
 - per OR/AND extreme taken over the bits of one report, the sums over reports of that report's
   estimate and of its unbiased variance estimate (:mod:`ldp_marginals.ldp.extremes`, Hehir Thm 1
   and 3): reports are independent, so the sums estimate the number of reports whose OR (AND) is 1
-  and its variance.
+  and its variance;
+- per OR/AND extreme taken over all the reports of one client (``over: client``), each client's
+  estimator state: the product's sign parity, log-magnitude and zero count, for the estimator and
+  for its variance. A state is a sum over the client's bits, so states merge by addition: a batch
+  of reports is reduced per client before any shuffle, and the shuffle moves one state per client.
 
-Reports added one at a time are buffered and counted in vectorized batches of ``FLUSH_REPORTS``.
+Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
 """
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -22,58 +27,88 @@ import numpy as np
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.encoding import unpack_bits
-from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator
+from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator, _factors
 from ldp_marginals.ldp.sets import SetFamily
 
-FLUSH_REPORTS = 4096  # packed reports buffered before one vectorized count
+# the columns of one client's state per extreme: estimator product, then variance product
+NEG_F, LOG_F, ZEROS_F, NEG_V, LOG_V, ZEROS_V = range(6)
+STATE_WIDTH = 6
 
 
 class WindowAccumulator:
     """Data of one window and key: ``cooc`` (co-occurrence counts), ``extreme_sums``
     float64[n_extremes, 2] (sums over reports of each per-report OR/AND estimate and of its variance
-    estimate) and ``pending`` (packed reports not yet counted)."""
+    estimate), ``clients`` (client token -> row of ``client_states``) and ``client_states``
+    float64[n_clients, n_client_extremes, 6] (each client's estimator states, columns ``NEG_F`` ...)."""
 
-    __slots__ = ("cooc", "extreme_sums", "pending")
+    __slots__ = ("cooc", "extreme_sums", "clients", "client_states")
 
-    def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int):
+    def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
         self.cooc = cooc
         self.extreme_sums = np.zeros((n_extremes, 2))
-        self.pending = []
+        self.clients = {}
+        self.client_states = np.zeros((0, n_client_extremes, STATE_WIDTH))
 
     def __getstate__(self):
-        return (self.cooc, self.extreme_sums, self.pending)
+        return (self.cooc, self.extreme_sums, self.clients, self.client_states)
 
     def __setstate__(self, state):
-        self.cooc, self.extreme_sums, self.pending = state
+        self.cooc, self.extreme_sums, self.clients, self.client_states = state
 
     @property
     def n(self) -> int:
-        """Reports counted (after a flush, every report added)."""
-        return self.cooc.n + len(self.pending)
+        """Reports counted."""
+        return self.cooc.n
+
+    @property
+    def n_clients(self) -> int:
+        return len(self.clients)
+
+
+def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 6)`` in the columns above."""
+    f, v = _factors(op, bits.astype(np.float64), p, q)
+    out = np.empty((bits.shape[0], STATE_WIDTH))
+    for fac, neg, log, zeros in ((f, NEG_F, LOG_F, ZEROS_F), (v, NEG_V, LOG_V, ZEROS_V)):
+        nz = fac != 0
+        out[:, neg] = (fac < 0).sum(axis=1)
+        out[:, zeros] = (~nz).sum(axis=1)
+        out[:, log] = np.log(np.abs(np.where(nz, fac, 1.0))).sum(axis=1)
+    return out
 
 
 class ReportAggregator:
     """Fills :class:`WindowAccumulator` s of one collection.
 
     ``family``: the counted sets; ``channels``: one ``(p, q)`` per bit; ``extremes``: ``(op, bits)``
-    per OR/AND taken over the bits of each report (``op`` in ``or``, ``and``).
+    per OR/AND taken over the bits of each report; ``client_extremes``: ``(op, bits)`` per OR/AND
+    taken over all of a client's reports (``op`` in ``or``, ``and``).
     """
 
-    def __init__(self, family: SetFamily, channels: ChannelSet, extremes: Sequence[tuple] = ()):
+    def __init__(self, family: SetFamily, channels: ChannelSet, extremes: Sequence[tuple] = (),
+                 client_extremes: Sequence[tuple] = ()):
         if len(channels) != family.n_bits:
             raise ValueError(f"channels must have one channel per bit ({family.n_bits}), got len={len(channels)}")
         self.family = family
         self.channels = channels
-        self.extremes = tuple((op, tuple(int(b) for b in bits)) for op, bits in extremes)
-        for op, bits in self.extremes:
-            if op not in OPS or not bits or not all(0 <= b < family.n_bits for b in bits):
-                raise ValueError(f"extremes must be (op in {list(OPS)}, bits of the layout), got extreme={(op, bits)!r}")
+        self.extremes = self._checked(extremes, "extremes")
+        self.client_extremes = self._checked(client_extremes, "client_extremes")
+
+    def _checked(self, extremes, name: str) -> tuple:
+        out = tuple((op, tuple(int(b) for b in bits)) for op, bits in extremes)
+        for op, bits in out:
+            if op not in OPS or not bits or not all(0 <= b < self.family.n_bits for b in bits):
+                raise ValueError(f"{name} must be (op in {list(OPS)}, bits of the layout), got extreme={(op, bits)!r}")
+        return out
 
     def create(self) -> WindowAccumulator:
-        return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes))
+        return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), len(self.client_extremes))
 
-    def add_packed(self, acc: WindowAccumulator, packed: np.ndarray) -> WindowAccumulator:
-        """Vectorized: a whole ``(n, n_bytes)`` uint8 block of packed reports at once."""
+    def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_codes: np.ndarray | None = None,
+                   client_tokens: Sequence[str] = ()) -> WindowAccumulator:
+        """Vectorized: a whole ``(n, n_bytes)`` uint8 block of packed reports at once. With client
+        extremes, ``client_codes`` gives each report's client as an index into ``client_tokens``
+        (-1: the report names no client, and counts in no client extreme)."""
         bits = unpack_bits(packed, self.family.n_bits)
         acc.cooc.add_bits(bits)
         p, q = self.channels.p, self.channels.q
@@ -83,31 +118,67 @@ class ReportAggregator:
                                                                        q[cols][:, None])
             acc.extreme_sums[i, 0] += per_report.estimate().sum()
             acc.extreme_sums[i, 1] += per_report.variance().sum()
+        if self.client_extremes and client_codes is not None:
+            self._add_clients(acc, bits, np.asarray(client_codes, dtype=np.int64), client_tokens)
         return acc
 
-    def add_report(self, acc: WindowAccumulator, packed: bytes) -> WindowAccumulator:
-        """One report's packed bits, buffered; counted with the next ``FLUSH_REPORTS``."""
-        acc.pending.append(bytes(packed))
-        if len(acc.pending) >= FLUSH_REPORTS:
-            self.flush(acc)
-        return acc
+    def _add_clients(self, acc, bits, codes, tokens):
+        named = codes >= 0
+        if not named.any():
+            return
+        bits, codes = bits[named], codes[named]
+        used = np.unique(codes)
+        rows = self._rows(acc, [tokens[c] for c in used])
+        row_of_code = np.full(int(used.max()) + 1, -1, dtype=np.int64)
+        row_of_code[used] = rows
+        target = row_of_code[codes]
+        p, q = self.channels.p, self.channels.q
+        for e, (op, cols) in enumerate(self.client_extremes):
+            cols = list(cols)
+            states = _log_states(op, bits[:, cols], p[cols], q[cols])
+            np.add.at(acc.client_states[:, e, :], target, states)
 
-    def flush(self, acc: WindowAccumulator) -> WindowAccumulator:
-        """Count the buffered reports."""
-        if not acc.pending:
-            return acc
-        packed = np.frombuffer(b"".join(acc.pending), dtype=np.uint8).reshape(len(acc.pending), -1)
-        acc.pending = []
-        return self.add_packed(acc, packed)
+    @staticmethod
+    def _rows(acc: WindowAccumulator, tokens: Sequence[str]) -> np.ndarray:
+        """Rows of ``tokens`` in ``acc.client_states``, adding zero rows for new clients."""
+        rows = np.empty(len(tokens), dtype=np.int64)
+        n_before = len(acc.clients)
+        for i, token in enumerate(tokens):
+            rows[i] = acc.clients.setdefault(token, len(acc.clients))
+        grown = len(acc.clients) - n_before
+        if grown:
+            acc.client_states = np.concatenate(
+                [acc.client_states, np.zeros((grown,) + acc.client_states.shape[1:])])
+        return rows
 
     def merge(self, accumulators: Iterable[WindowAccumulator]) -> WindowAccumulator:
         """Merge into the first accumulator, the only one modified, and return it."""
         it = iter(accumulators)
-        first = self.flush(next(it))
+        first = next(it)
         for other in it:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
-            first.pending.extend(other.pending)
-            if len(first.pending) >= FLUSH_REPORTS:
-                self.flush(first)
+            if other.clients:
+                rows = self._rows(first, list(other.clients))
+                np.add.at(first.client_states, rows, other.client_states[list(other.clients.values())])
         return first
+
+    def copy(self, acc: WindowAccumulator) -> WindowAccumulator:
+        """A new accumulator equal to ``acc`` (``merge`` into a fresh one)."""
+        return self.merge([self.create(), acc])
+
+    def client_sums(self, acc: WindowAccumulator) -> list:
+        """Per client extreme, ``(estimate, variance)`` summed over the window's clients: each
+        client's OR (AND) estimate over all its bits, and its unbiased variance estimate (Hehir Thm 1
+        and 3); clients are independent, so the sums estimate the number of clients whose OR (AND)
+        is 1 and its variance. ``math.fsum`` is exactly rounded: the result does not depend on the
+        order clients arrived in."""
+        out = []
+        states = acc.client_states
+        for e, (op, _) in enumerate(self.client_extremes):
+            s = states[:, e, :]
+            prod_f = ExtremeAccumulator._product(s[:, NEG_F], s[:, LOG_F], s[:, ZEROS_F])
+            prod_v = ExtremeAccumulator._product(s[:, NEG_V], s[:, LOG_V], s[:, ZEROS_V])
+            estimate = 1.0 - prod_f if op == "or" else prod_f
+            out.append((math.fsum(estimate), math.fsum(prod_v - prod_f)))
+        return out

@@ -2,23 +2,26 @@
 windows and dead letters. ``build`` wires it so tests can inject ``beam.Create`` or ``TestStream``."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import apache_beam as beam
 
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
 from ldp_marginals.transforms.estimate import EstimateCollection
-from ldp_marginals.transforms.late import DropLateReports
-from ldp_marginals.transforms.reports import REPORTS, ValidateReportsFn
+from ldp_marginals.transforms.panes import PANES
+from ldp_marginals.transforms.reports import ValidateReportsFn
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, as_source
 
 
 @dataclass(frozen=True)
 class JobOptions:
-    """What the job needs beyond Beam's options: the collection configs by name, and the mode."""
+    """What the job needs beyond Beam's options: the collection configs by name, the mode, and the
+    processing-time clock of streaming early firings (tests give the test runner's clock origin)."""
 
     configs: dict
     streaming: bool = False
+    clock: object = time.time
 
     def __post_init__(self):
         if not self.configs:
@@ -37,32 +40,33 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     records (dicts), Avro messages (bytes) or ``(either, source_label)`` pairs, such as
     ``beam.Create`` or ``TestStream``. ``sink``: a PTransform taking the outputs by kind (the
     :mod:`ldp_marginals.transforms.sinks`), or None. Returns the output PCollections by kind
-    (``marginals``, ``tables``, ``extremes``, ``withheld``, ``dead_letters``). Stage labels are stable.
+    (``marginals``, ``tables``, ``extremes``, ``withheld``, ``dead_letters``; in streaming also
+    ``panes``, the pane files). Stage labels are stable.
+
+    Every report is pre-aggregated before the shuffle: files by their reader, records and messages
+    by ``ValidateReports``; what reaches a collection's estimation are partial accumulators.
     """
     read = pipeline | "ReadReports" >> as_source(source)
     # col : records or messages, optionally (record, source label)
     checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(
         ValidateReportsFn(options.configs, count_valid=not options.streaming)).with_outputs(
-        DEAD_LETTERS, main=REPORTS)
+        DEAD_LETTERS, main=PARTIALS)
     dead = [read[DEAD_LETTERS], checked[DEAD_LETTERS]]
-    # col : Report, timestamped with its event time
-    reports = checked[REPORTS]
-    if options.streaming:
-        on_time = reports | "DropLateReports" >> DropLateReports(options.configs)
-        reports = on_time[REPORTS]
-        dead.append(on_time[DEAD_LETTERS])
+    # col : Partial, timestamped with its window slice's start
+    partials = (read[PARTIALS], checked[PARTIALS]) | "AllPartials" >> beam.Flatten()
 
     names = sorted(options.configs)
     index = {name: i for i, name in enumerate(names)}
-    parts = reports | "SplitByCollection" >> beam.Partition(lambda r, n: index[r.collection], len(names))
-    # col : Partial, timestamped with its window slice's start
-    partial_parts = read[PARTIALS] | "SplitPartials" >> beam.Partition(lambda p, n: index[p.collection], len(names))
-    per_kind = {kind: [] for kind in ESTIMATE_KINDS}
+    parts = partials | "SplitByCollection" >> beam.Partition(lambda p, n: index[p.collection], len(names))
+    kinds = ESTIMATE_KINDS + ((PANES,) if options.streaming else ())
+    per_kind = {kind: [] for kind in kinds}
     for i, name in enumerate(names):
-        inputs = {REPORTS: parts[i], PARTIALS: partial_parts[i]}
-        outs = inputs | f"Estimate[{name}]" >> EstimateCollection(options.configs[name], options.streaming)
-        for kind in ESTIMATE_KINDS:
+        estimate = (EstimateCollection(options.configs[name], options.streaming, options.clock))
+        outs = parts[i] | f"Estimate[{name}]" >> estimate
+        for kind in kinds:
             per_kind[kind].append(outs[kind])
+        if options.streaming:
+            dead.append(outs[DEAD_LETTERS])
     outputs = {kind: tuple(pcolls) | f"All[{kind}]" >> beam.Flatten() for kind, pcolls in per_kind.items()}
     outputs[DEAD_LETTERS] = tuple(dead) | f"All[{DEAD_LETTERS}]" >> beam.Flatten()
     if sink is not None:

@@ -135,6 +135,12 @@ class Window:
             if not 0 < self.period_seconds <= self.size_seconds:
                 raise ValueError(f"window.period_seconds must be in (0, size_seconds], "
                                  f"got period_seconds={self.period_seconds!r}")
+            # a period-long slice must lie in exactly the same windows for all its reports: readers
+            # pre-aggregate per slice, and the guard reasons about slices
+            ratio = self.size_seconds / self.period_seconds
+            if abs(ratio - round(ratio)) > 1e-9:
+                raise ValueError(f"window.size_seconds must be a whole multiple of period_seconds "
+                                 f"({self.period_seconds!r}), got size_seconds={self.size_seconds!r}")
 
 
 def _at_least_a_second(name: str, value) -> None:
@@ -255,8 +261,9 @@ class CollectionConfig:
 
     @cached_property
     def aggregator(self) -> ReportAggregator:
-        """Fills this collection's per-window accumulators: the counted sets and per-report extremes."""
-        return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes))
+        """Fills this collection's per-window accumulators: the counted sets, per-report and per-client extremes."""
+        return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
+                                tuple((e.op, e.bits) for e in self.client_extremes))
 
     @property
     def client_extremes(self) -> tuple:

@@ -36,7 +36,8 @@ REASONS = types.MappingProxyType({
     "undeclared_dimension": "the report carries a dimension its collection does not declare (a config without "
                             "dimensions accepts reports without dimensions only)",
     "dimension_too_long": "a dimension value is longer than the declared max_length",
-    "late": "the report arrived after its window's allowed lateness (streaming)",
+    "late": "the report arrived after every window it belongs to had closed (its end plus the allowed lateness "
+            "had passed; streaming). One row per pre-aggregated batch, its `reports` field says how many",
     "bigquery_insert": "BigQuery refused the row (streaming inserts); the row is kept in the dead letter",
 })
 
@@ -75,7 +76,7 @@ def _shrunk(value):
     return value
 
 
-def row(reason: str, detail: str, source: str, record=None, payload: bytes | None = None) -> dict:
+def row(reason: str, detail: str, source: str, record=None, payload: bytes | None = None, reports: int = 1) -> dict:
     """A DeadLetter row: the original as JSON text (``record``) or raw bytes (``payload``), each kept
     up to ``KEEP_BYTES`` (a larger original is cut, and the detail says so)."""
     record_json = None
@@ -89,13 +90,20 @@ def row(reason: str, detail: str, source: str, record=None, payload: bytes | Non
         detail = f"{detail} (the first {KEEP_BYTES:,} of {len(payload):,} bytes are kept)"
         payload = payload[:KEEP_BYTES]
     return {"reason": check_reason(reason), "detail": detail, "source": source, "record_json": record_json,
-            "payload": None if payload is None else bytes(payload)}
+            "payload": None if payload is None else bytes(payload), "reports": int(reports)}
 
 
 def dead_letter(reason: str, detail: str, source: str, record=None, payload: bytes | None = None):
     """Count one dead letter of ``reason`` and return its row tagged for the ``dead_letters`` output."""
     Metrics.counter(NAMESPACE, counter_name(reason)).inc()
     return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, record, payload))
+
+
+def late_batch(detail: str, record: dict, reports: int) -> beam.pvalue.TaggedOutput:
+    """The dead letter of ``reports`` late reports pre-aggregated together (streaming): one row whose
+    ``reports`` field says how many, and the counter ``dead_letter.late`` counts them all."""
+    Metrics.counter(NAMESPACE, counter_name("late")).inc(reports)
+    return beam.pvalue.TaggedOutput(TAG, row("late", detail, "stream", record=record, reports=reports))
 
 
 def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:

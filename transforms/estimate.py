@@ -1,20 +1,17 @@
 """The windowed estimation composite: window, key, combine, extract rows (with the min_reports guard)."""
 from __future__ import annotations
 
-import math
+import time
 
 import apache_beam as beam
-import numpy as np
 
 from ldp_marginals.ldp.intervals import normal_interval
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
-from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
-from ldp_marginals.transforms.reports import REPORTS
-from ldp_marginals.transforms.source import PARTIALS
-from ldp_marginals.transforms.windowing import repane_on_every_pane, window_into
+from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms.windowing import window_into
 
 
 def window_bounds_ms(w) -> tuple:
@@ -57,64 +54,67 @@ def extreme_row(base, ext, n, estimate, variance, level) -> dict:
                 ci_low=float(low), ci_high=float(high))
 
 
+def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
+    """``(kind, row)`` of every estimate of one window and key: marginals, tables and extremes, or
+    ``withheld`` rows for what has fewer than ``min_reports`` reports (clients, for client extremes)."""
+    start, end = window
+    n = acc.n
+    base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
+    clients = acc.n_clients
+    clients_withheld = config.client_extremes and (clients < config.min_reports or clients == 0)
+    if n < config.min_reports or n == 0:
+        yield WITHHELD, dict(base, n_reports=n, min_reports=config.min_reports,
+                             reason=f"{n} reports < min_reports={config.min_reports}")
+        if clients_withheld:  # fewer clients than reports: the client extremes are withheld too
+            yield WITHHELD, _clients_withheld(config, base, clients)
+        return
+    est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
+    counted = dict(base, n_reports=n)
+    for row in marginal_rows(config, est, counted):
+        yield MARGINALS, row
+    for row in table_rows(config, est, counted):
+        yield TABLES, row
+    for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums):
+        yield EXTREMES, extreme_row(base, ext, n, total, var, config.level)
+    if clients_withheld:
+        yield WITHHELD, _clients_withheld(config, base, clients)
+    elif config.client_extremes:
+        for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc)):
+            yield EXTREMES, extreme_row(base, ext, clients, total, var, config.level)
+
+
+def _clients_withheld(config, base, clients) -> dict:
+    return dict(base, n_reports=clients, min_reports=config.min_reports,
+                reason=f"{clients} clients < min_reports={config.min_reports} (client extremes)")
+
+
 class ExtractEstimatesFn(beam.DoFn):
-    """``((collection, dims), WindowAccumulator)`` -> rows of every kind, tagged by kind; windows
-    with fewer than ``min_reports`` reports produce only a ``withheld`` row."""
+    """``((collection, dims), WindowAccumulator)`` -> rows of every kind, tagged by kind
+    (:func:`window_rows`)."""
 
     def __init__(self, config):
         self.config = config
 
     def process(self, element, w=beam.DoFn.WindowParam):
         (collection, dims), acc = element
-        start, end = window_bounds_ms(w)
-        n = acc.cooc.n
-        base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
-        if n < self.config.min_reports or n == 0:
-            yield beam.pvalue.TaggedOutput(WITHHELD, dict(
-                base, n_reports=n, min_reports=self.config.min_reports,
-                reason=f"{n} reports < min_reports={self.config.min_reports}"))
-            return
-        est = estimate_tmdh(acc.cooc, self.config.channels, exclusive_groups=self.config.layout.exclusive_groups)
-        counted = dict(base, n_reports=n)
-        for row in marginal_rows(self.config, est, counted):
-            yield beam.pvalue.TaggedOutput(MARGINALS, row)
-        for row in table_rows(self.config, est, counted):
-            yield beam.pvalue.TaggedOutput(TABLES, row)
-        for ext, (total, var) in zip(self.config.report_extremes, acc.extreme_sums):
-            yield beam.pvalue.TaggedOutput(EXTREMES, extreme_row(base, ext, n, total, var, self.config.level))
+        for kind, row in window_rows(self.config, collection, dims, acc, window_bounds_ms(w)):
+            yield beam.pvalue.TaggedOutput(kind, row)
 
 
-class SumClientExtremesFn(beam.DoFn):
-    """``((collection, dims), [per-client [(estimate, variance)...]])`` -> extreme rows summed over
-    clients; withheld when fewer clients than ``min_reports``."""
-
-    def __init__(self, config):
-        self.config = config
-
-    def process(self, element, w=beam.DoFn.WindowParam):
-        (collection, dims), per_client = element
-        per_client = list(per_client)
-        start, end = window_bounds_ms(w)
-        base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
-        n = len(per_client)
-        if n < self.config.min_reports:
-            yield beam.pvalue.TaggedOutput(WITHHELD, dict(
-                base, n_reports=n, min_reports=self.config.min_reports,
-                reason=f"{n} clients < min_reports={self.config.min_reports} (client extremes)"))
-            return
-        values = np.array(per_client, dtype=float).reshape(n, -1, 2)
-        # math.fsum: exactly rounded, so the result does not depend on the order clients arrive in
-        sums = [[math.fsum(values[:, e, j]) for j in range(2)] for e in range(values.shape[1])]
-        for ext, (total, var) in zip(self.config.client_extremes, sums):
-            yield beam.pvalue.TaggedOutput(EXTREMES, extreme_row(base, ext, n, total, var, self.config.level))
+def cap_states(config, states: dict, weight, merge) -> dict:
+    """``{dims: state}`` of one window -> the same with each dimension's values past its
+    ``max_values`` (by weight) as ``__other__``; states that meet under one key are merged
+    (``merge``, into a new state), so no window lists unbounded values and no report is dropped."""
+    capped = config.cap_dimension_values({dims: weight(state) for dims, state in states.items()})
+    merged = {}
+    for dims, state in sorted(states.items()):
+        merged.setdefault(capped[dims], []).append(state)
+    return {dims: (group[0] if len(group) == 1 else merge(group)) for dims, group in sorted(merged.items())}
 
 
 class CapDimensionValuesFn(beam.DoFn):
-    """``(collection, [(dims, state)...])`` of one window -> ``((collection, capped dims), state)``:
-    values of a dimension past its ``max_values`` (by weight) become ``__other__`` and their states
-    are merged (``merge``, into a new state), so no window lists unbounded values and no report is
-    dropped. In streaming the grouping accumulates the keys' panes, so a key can come several
-    times; its states only grow, so the heaviest is its latest and only it is used."""
+    """``(collection, [(dims, state)...])`` of one window -> ``((collection, capped dims), state)``
+    (:func:`cap_states`)."""
 
     def __init__(self, config, weight, merge):
         self.config = config
@@ -123,89 +123,55 @@ class CapDimensionValuesFn(beam.DoFn):
 
     def process(self, element):
         collection, keyed = element
-        latest = {}  # in streaming the grouping accumulates a key's panes: its heaviest is its latest
-        for dims, state in keyed:
-            if dims not in latest or self.weight(state) > self.weight(latest[dims]):
-                latest[dims] = state
-        capped = self.config.cap_dimension_values({dims: self.weight(state) for dims, state in latest.items()})
-        merged = {}
-        for dims, state in sorted(latest.items()):
-            merged.setdefault(capped[dims], []).append(state)
-        for dims, states in sorted(merged.items()):
-            yield (collection, dims), (states[0] if len(states) == 1 else self.merge(states))
+        for dims, state in cap_states(self.config, dict(keyed), self.weight, self.merge).items():
+            yield (collection, dims), state
 
 
 class CapDimensionValues(beam.PTransform):
-    """Per window: ``((collection, dims), state)`` -> the same with over-limit values as ``__other__``.
-    The grouping by collection sees every key of the window: once in batch; in streaming at every
-    upstream pane (:func:`~ldp_marginals.transforms.windowing.repane_on_every_pane`), so each pane
-    carries every key's latest state."""
+    """Per window (batch): ``((collection, dims), state)`` -> the same with over-limit values as
+    ``__other__``; the grouping by collection sees every key of the window once."""
 
-    def __init__(self, config, weight, merge, streaming: bool = False):
+    def __init__(self, config, weight, merge):
         super().__init__()
         self.config = config
-        self.streaming = streaming
         self.fn = CapDimensionValuesFn(config, weight, merge)
 
     def expand(self, keyed):
-        by_collection = keyed | "KeyByCollection" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
-        if self.streaming:
-            by_collection = by_collection | "EveryPane" >> repane_on_every_pane(self.config)
-        return (by_collection
+        return (keyed
+                | "KeyByCollection" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
                 | "GroupWindow" >> beam.GroupByKey()
                 | "Cap" >> beam.ParDo(self.fn))
 
 
-def _merge_client_states(states):
-    return [value for state in states for value in state]
+HOT_KEY_FANOUT = 16  # intermediate keys per (collection, dimensions) in the batch combine
 
 
 class EstimateCollection(beam.PTransform):
-    """Timestamped :class:`~ldp_marginals.transforms.reports.Report` s of one collection -> per window and key
-    (collection, public dimensions): marginal rows, table rows, extreme rows, withheld windows.
-    Owns its windowing and triggers. Returns a dict of PCollections by kind."""
+    """Timestamped :class:`~ldp_marginals.transforms.source.Partial` s of one collection -> per
+    window and key (collection, public dimensions): marginal rows, table rows, extreme rows,
+    withheld rows. Returns a dict of PCollections by kind.
 
-    def __init__(self, config, streaming: bool = False):
+    Batch: Beam's windows, a combine per key spread over ``HOT_KEY_FANOUT`` intermediate keys,
+    dimension values capped per window. Streaming: the panes state machine of
+    :mod:`~ldp_marginals.transforms.panes` (which also returns the pane files, ``panes``)."""
+
+    def __init__(self, config, streaming: bool = False, clock=time.time):
         super().__init__()
         self.config = config
         self.streaming = streaming
+        self.clock = clock
 
-    def expand(self, inputs):
-        """``inputs``: ``{"reports": ..., "partials": ...}``, the collection's timestamped reports and
-        the timestamped :class:`~ldp_marginals.transforms.source.Partial` accumulators of its readers."""
+    def expand(self, partials):
         cfg = self.config
-        windowed = inputs[REPORTS] | "Window" >> window_into(cfg, self.streaming)
-        # col : ((collection, dimensions), packed bits)
-        keyed = windowed | "KeyByDimensions" >> beam.Map(lambda r: ((r.collection, r.dimensions), r.bits))
-        # col : ((collection, dimensions), WindowAccumulator)
-        partials = (inputs[PARTIALS]
-                    | "WindowPartials" >> window_into(cfg, self.streaming)
-                    | "KeyPartials" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)))
-        keyed = (keyed, partials) | "WithPartials" >> beam.Flatten()
-        combined = keyed | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg))
-        cap = bool(cfg.dimensions)
-        if cap:  # merged into a new accumulator: in streaming the grouped ones are kept for later panes
+        if self.streaming:
+            from ldp_marginals.transforms.panes import StreamingPanes
+            return partials | "Panes" >> StreamingPanes(cfg, self.clock)
+        combined = (partials
+                    | "Window" >> window_into(cfg, False)
+                    | "KeyByDimensions" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator))
+                    | "Combine" >> beam.CombinePerKey(CollectionCombineFn(cfg)).with_hot_key_fanout(HOT_KEY_FANOUT))
+        if cfg.dimensions:  # merged into a new accumulator
             combined = combined | "CapDimensionValues" >> CapDimensionValues(
-                cfg, lambda acc: acc.cooc.n, lambda accs: cfg.aggregator.merge([cfg.aggregator.create(), *accs]),
-                self.streaming)
-        outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(
-            MARGINALS, TABLES, EXTREMES, WITHHELD)
-        result = {k: outs[k] for k in ESTIMATE_KINDS}
-        if cfg.client_extremes:
-            per_client = (windowed
-                          | "ClientReports" >> beam.Filter(lambda r: r.client is not None)
-                          | "KeyByClient" >> beam.Map(lambda r: ((r.collection, r.dimensions, r.client), r.bits))
-                          | "CombinePerClient" >> beam.CombinePerKey(ClientExtremesCombineFn(cfg))
-                          | "DropClient" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), kv[1]))
-                          | "GroupClients" >> beam.GroupByKey()
-                          | "ClientLists" >> beam.MapTuple(lambda key, per: (key, list(per))))
-            if cap:  # weighted by clients, as client extremes are counted
-                per_client = per_client | "CapClientDimensionValues" >> CapDimensionValues(
-                    cfg, len, _merge_client_states, self.streaming)
-            client_outs = per_client | "SumClients" >> beam.ParDo(SumClientExtremesFn(cfg)).with_outputs(
-                EXTREMES, WITHHELD)
-            result[EXTREMES] = ((result[EXTREMES], client_outs[EXTREMES])
-                                | "FlattenExtremes" >> beam.Flatten())
-            result[WITHHELD] = ((result[WITHHELD], client_outs[WITHHELD])
-                                | "FlattenWithheld" >> beam.Flatten())
-        return result
+                cfg, lambda acc: acc.n, lambda accs: cfg.aggregator.merge([cfg.aggregator.create(), *accs]))
+        outs = combined | "Extract" >> beam.ParDo(ExtractEstimatesFn(cfg)).with_outputs(*ESTIMATE_KINDS)
+        return {k: outs[k] for k in ESTIMATE_KINDS}

@@ -7,11 +7,13 @@ from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
 
 from ldp_marginals import schemas
 from ldp_marginals.ldp.encoding import has_padding
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
-from ldp_marginals.transforms.avro_blocks import iter_report_batches
+from ldp_marginals.transforms.avro_blocks import decode_messages, iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
 from ldp_marginals.transforms.dead_letters import (
     NAMESPACE,
@@ -23,6 +25,13 @@ from ldp_marginals.transforms.dead_letters import (
     length_detail,
     padding_detail,
     time_detail,
+)
+from ldp_marginals.transforms.preaggregate import (
+    FLUSH_ROWS,
+    MAX_CLIENT_LENGTH,
+    Preaggregator,
+    client_detail,
+    screen_block,
 )
 from ldp_marginals.transforms.source import RECORDS, ReportSource
 
@@ -82,56 +91,108 @@ class ReadAvroFileFn(beam.DoFn):
         yield from records_of(read_file(readable_file), readable_file.metadata.path)
 
 
-MAX_CLIENT_LENGTH = 128  # characters of a client token (a pseudonymous id, not a payload)
+MESSAGE_BATCH = 4096  # single-report messages decoded by one compiled call (and at the end of each bundle)
 
 
 class ValidateReportsFn(beam.DoFn):
-    """``record`` (dict), a message (``bytes``), or ``(either, source)`` -> timestamped :class:`Report` s;
-    anything malformed -> a dead letter (tag ``dead_letters``) with its reason.
+    """Records (dicts), messages (``bytes``), or ``(either, source)`` -> timestamped
+    :class:`~ldp_marginals.transforms.source.Partial` accumulators (main output), one per
+    collection, dimensions and window slice of the reports seen together; anything malformed -> a
+    dead letter (tag ``dead_letters``) with its reason.
 
     A message is one Avro-encoded NoisyReport, or an Avro object container (the bytes of an Avro
     file, starting ``Obj\x01``) of many: a container is read like a file (its damaged blocks are
-    ``damaged_block`` dead letters, its records' sources ``<source>@<block offset>#<index>``)."""
+    ``damaged_block`` dead letters, its records' sources ``<source>@<block offset>#<index>``).
+    Single-report messages are buffered and decoded ``MESSAGE_BATCH`` at a time by the compiled
+    decoder; every report is screened and pre-aggregated (:mod:`~ldp_marginals.transforms.preaggregate`)
+    within the bundle, so what leaves this step are accumulators, never single reports. A partial
+    is timestamped with its slice's start: it lies in exactly its reports' windows."""
 
     def __init__(self, configs: dict, count_valid: bool = True):
         self._configs = configs
         self._layouts = {name: (cfg.layout.n_bits, cfg.layout.n_bytes) for name, cfg in configs.items()}
         # batch: nothing after validation can drop a report, so a valid one is counted here; in
-        # streaming DropLateReports counts the reports that are on time
+        # streaming the panes count the reports that are on time
         self._count_valid = count_valid
 
     def setup(self):
         self._valid = Metrics.counter(NAMESPACE, VALID)  # made once: ~10 us per report otherwise
 
-    def process(self, element):
+    def start_bundle(self):
+        self._pre = Preaggregator(self._configs)
+        self._messages = []  # (payload, source, timestamp) of single-report messages not yet decoded
+
+    def process(self, element, ts=beam.DoFn.TimestampParam):
         payload, source = element if isinstance(element, tuple) and len(element) == 2 else (element, "input")
-        if isinstance(payload, (bytes, bytearray)) and bytes(payload[:4]) == MAGIC:
-            yield from self._container(bytes(payload), source)
-            return
-        record = payload
         if isinstance(payload, (bytes, bytearray)):
+            payload = bytes(payload)
+            if payload[:4] == MAGIC:
+                yield from self._container(payload, source)
+            else:
+                self._messages.append((payload, source, ts))
+                if len(self._messages) >= MESSAGE_BATCH:
+                    for out in self._decode_messages():
+                        yield beam.pvalue.TaggedOutput(out.tag, out.value[0])
+        else:
+            yield from self._validated(payload, source)
+        if self._pre.buffered >= FLUSH_ROWS:
+            yield from self._partials()
+
+    def finish_bundle(self):
+        for out in self._decode_messages():  # dead letters keep their message's timestamp
+            tag, (row, ts) = out.tag, out.value
+            yield beam.pvalue.TaggedOutput(tag, WindowedValue(row, ts, (GlobalWindow(),)))
+        for out in self._partials():
+            yield WindowedValue(out.value, out.timestamp, (GlobalWindow(),))
+
+    def _partials(self):
+        for start, partial in self._pre.flush():
+            if self._count_valid:
+                self._valid.inc(partial.accumulator.n)  # counted once safely in an accumulator
+            yield beam.window.TimestampedValue(partial, start / 1000.0)
+
+    def _decode_messages(self):
+        """Decode the buffered messages in one compiled pass; dead letters are yielded as
+        ``TaggedOutput(tag, (row, timestamp))``."""
+        messages, self._messages = self._messages, []
+        if not messages:
+            return
+        times = [ts for _, _, ts in messages]
+        block, failed = decode_messages([m for m, _, _ in messages], [s for _, s, _ in messages])
+        if block is not None:  # its dead letters carry the batch's earliest timestamp (global window)
+            for out in screen_block(block, self._configs, self._pre, lambda i: block.labels[i]):
+                yield beam.pvalue.TaggedOutput(out.tag, (out.value, min(times)))
+        for i, payload, source in failed:  # the record-by-record decoder names the error
             try:
-                record = schemas.decode_message("noisy_report", bytes(payload))
+                record = schemas.decode_message("noisy_report", payload)
             except Exception as err:  # noqa: BLE001
-                yield dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
-                return
-        yield from self._validated(record, source)
+                out = dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
+                yield beam.pvalue.TaggedOutput(out.tag, (out.value, times[i]))
+                continue
+            for out in self._validated(record, source):
+                yield beam.pvalue.TaggedOutput(out.tag, (out.value, times[i]))
 
     def _container(self, payload: bytes, source: str):
-        for out in records_of(iter_report_batches(io.BytesIO(payload)), source):
-            if isinstance(out, beam.pvalue.TaggedOutput):
-                yield out
+        for item in iter_report_batches(io.BytesIO(payload)):
+            if isinstance(item, Damage):
+                yield damaged(source, item)
+            elif item.records is not None:  # another writer schema: record by record
+                for i in range(len(item)):
+                    for out in record_or_dead_letter(item, i, source):
+                        if isinstance(out, beam.pvalue.TaggedOutput):
+                            yield out
+                        else:
+                            yield from self._validated(*out)
             else:
-                yield from self._validated(*out)
+                yield from screen_block(item, self._configs, self._pre, lambda i, b=item: b.source(source, i))
 
     def _validated(self, record, source: str):
+        """One record on the per-record path: into the pre-aggregation, or its dead letter."""
         reason, detail, report, event_ms = self._check(record)
         if reason:
             yield dead_letter(reason, detail, source, record=record)
             return
-        if self._count_valid:
-            self._valid.inc()
-        yield beam.window.TimestampedValue(report, event_ms / 1000.0)
+        self._pre.add_report(report.collection, report.dimensions, event_ms, report.bits, report.client)
 
     def _check(self, record):
         if not isinstance(record, dict):
@@ -169,8 +230,10 @@ class ValidateReportsFn(beam.DoFn):
             if client is not None and not isinstance(client, str):
                 return "bad_field", f"client must be a string or null, got {client!r}"[:300], None, None
             if client is not None and len(client) > MAX_CLIENT_LENGTH:
-                return "bad_field", f"client has {len(client):,} characters, over {MAX_CLIENT_LENGTH}", None, None
+                return "bad_field", client_detail(len(client)), None, None
         return None, None, Report(name, tuple(sorted(dims.items())), bytes(bits), client), int(event)
+
+
 
 
 class ReadNoisyReportFiles(ReportSource):

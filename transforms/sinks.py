@@ -23,6 +23,7 @@ from ldp_marginals.schemas.outputs import (
     file_stem,
 )
 from ldp_marginals.transforms.estimate import window_bounds_ms
+from ldp_marginals.transforms.panes import PANES, PaneFile
 
 
 class WriteWindowFilesFn(beam.DoFn):
@@ -32,13 +33,17 @@ class WriteWindowFilesFn(beam.DoFn):
         self.output_dir = output_dir
 
     def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
-        (kind, group), rows = element
+        if isinstance(element, PaneFile):  # streaming: the panes state machine says where it belongs
+            kind, group, window, index, rows = (element.kind, element.group, element.window, element.pane,
+                                                element.rows)
+        else:
+            (kind, group), rows = element
+            index = pane.index if pane is not None else 0
+            window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         rows = list(rows)
         # each row serialized once: the sort key (deterministic file contents) and the JSON line
         keyed = sorted((schemas.to_json_line(r), i) for i, r in enumerate(rows))
         rows = [rows[i] for _, i in keyed]
-        index = pane.index if pane is not None else 0
-        window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         stem = file_stem(window, group, index)
         folder = FileSystems.join(self.output_dir, kind)
         if not FileSystems.exists(folder):
@@ -92,7 +97,8 @@ class WriteRows(beam.PTransform):
 class FileSink(beam.PTransform):
     """The job's default sink: every output kind to Avro + JSON-lines files under one directory.
 
-    In streaming mode the dead letters, which live in the global window, are written in panes every
+    In streaming mode the estimates are written from the pane files of the panes state machine
+    (``outputs["panes"]``), and the dead letters, which live in the global window, in panes every
     ``dead_letter_seconds`` of processing time (a global window's default trigger never fires there).
     Input: ``{kind: rows}``; output: ``{kind: paths of the Avro files written}``.
     """
@@ -111,6 +117,11 @@ class FileSink(beam.PTransform):
             rows = outputs[kind]
             if self.streaming and kind == DEAD_LETTERS:
                 rows = rows | "PaneDeadLetters" >> processing_time_panes(self.dead_letter_seconds)
+            elif self.streaming:  # the panes' own files: one per kind, window and pane, no regrouping
+                written[kind] = (outputs[PANES]
+                                 | f"Panes[{kind}]" >> beam.Filter(lambda f, k=kind: f.kind == k)
+                                 | f"Write[{kind}]" >> beam.ParDo(WriteWindowFilesFn(self.output_dir)))
+                continue
             written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
         return written
 

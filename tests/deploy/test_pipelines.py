@@ -23,10 +23,13 @@ KINDS = ("marginals", "tables", "extremes", "withheld", "dead_letters")
 # The top-level stage names, in order. A Dataflow update or a Flink savepoint maps state by these
 # names: changing one breaks in-place updates of running jobs (Dataflow then needs
 # --transform-name-mappings). Change this list only together with deploy/dataflow/README.md.
-STABLE_STAGES = (["ReadReports", "ValidateReports", "DropLateReports", "SplitByCollection", "SplitPartials",
-                  "Estimate[app]"] + [f"All[{k}]" for k in KINDS])
-FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "dead_letters" else []) + [f"Write[{k}]"]]
+STABLE_STAGES = (["ReadReports", "ValidateReports", "AllPartials", "SplitByCollection", "Estimate[app]"]
+                 + [f"All[{k}]" for k in KINDS if k != "dead_letters"] + ["All[panes]", "All[dead_letters]"])
+FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "dead_letters" else [f"Panes[{k}]"])
+               + [f"Write[{k}]"]]
 BIGQUERY_STAGES = [f"BigQuery[{k}]" for k in KINDS]
+# stage -> key coder of every stage of the job that holds state or timers (sinks excluded)
+OUR_STATE = {"Estimate[app]/Panes/WindowPanes/ParDo(WindowPanesFn)": "beam:coder:string_utf8:v1"}
 
 
 def stages_under(proto, parent: str) -> list:
@@ -52,6 +55,21 @@ def config_file(tmp_path):
     path = tmp_path / "collections.yaml"
     path.write_text(yaml.safe_dump(SMALL_CONFIG))
     return str(path)
+
+
+def stateful_stages(proto, *excluded: str) -> dict:
+    """{stage: key coder URN} of every stage that holds user state or timers (outside ``excluded``)."""
+    out = {}
+    for t in proto.components.transforms.values():
+        if t.spec.urn != "beam:transform:pardo:v1" or t.unique_name.startswith(excluded):
+            continue
+        payload = beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload)
+        if payload.state_specs or payload.timer_family_specs:
+            (pcoll,) = [proto.components.pcollections[p] for tag, p in t.inputs.items()
+                        if tag not in payload.side_inputs]
+            kv = proto.components.coders[pcoll.coder_id]
+            out[t.unique_name] = proto.components.coders[kv.component_coder_ids[0]].spec.urn
+    return out
 
 
 def top_level(proto) -> list:
@@ -107,7 +125,10 @@ def test_dataflow_pipeline_from_the_launch_command(config_file):
         write = names[f"WriteAll/WriteBigQuery/BigQuery[{kind}]/Write"]
         assert write.spec.urn == "beam:transform:write_to_big_query:v0"
         assert f"WriteAll/WriteBigQuery/BigQuery[{kind}]/WriteRefused" in names  # refused rows are written
-        assert names[f"WriteAll/WriteFiles/Write[{kind}]/GroupByFile"].spec.urn == "beam:transform:group_by_key:v1"
+    # streaming estimates are written pane by pane, without regrouping; dead letters in processing-time panes
+    assert names["WriteAll/WriteFiles/Write[dead_letters]/GroupByFile"].spec.urn == "beam:transform:group_by_key:v1"
+    # the one stateful stage of the job: keyed by collection, it sees pre-aggregated partials
+    assert stateful_stages(proto, "WriteAll") == OUR_STATE
     # every stage is named by us or by a class: no names that move with line numbers
     assert not [n for n in names if "<lambda" in n or re.search(r"\.py:\d+", n)]
 
@@ -125,6 +146,7 @@ def test_flink_pipeline_from_the_submission_manifest(config_file):
 
     assert top_level(proto) == STABLE_STAGES + ["WriteFiles"]
     assert stages_under(proto, "WriteFiles") == FILE_STAGES
+    assert stateful_stages(proto) == OUR_STATE
     read = by_name(proto)["ReadReports/ReadKafka"]
     assert read.spec.urn == KAFKA_URN
     sent = decode_config(read.spec.payload)

@@ -12,13 +12,13 @@ import fastavro
 import pytest
 from apache_beam.io.gcp import bigquery_tools
 from apache_beam.testing import test_stream
-from apache_beam.testing.util import assert_that, equal_to
 
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.bigquery import table_schema, to_row
 from ldp_marginals.schemas.outputs import SCHEMA_OF
 from ldp_marginals.transforms.sinks import FileSink
+from tests.collect import Collected
 from tests.pipelines.test_streaming import START, config, streaming_pipeline
 
 SUBSCRIPTION = "projects/my-project/subscriptions/noisy-reports"
@@ -113,21 +113,18 @@ def test_pubsub_messages_to_bigquery_rows_and_window_files(tmp_path):
               .add_elements([message(cfg, 3)])  # past the window's 30 s of lateness: a dead letter
               .advance_processing_time(61)  # the dead letters' next processing-time pane
               .advance_watermark_to_infinity())
+    got = Collected()
     with streaming_pipeline() as p:
         outs = build(p, stream, FileSink(str(tmp_path), streaming=True),
                      JobOptions({cfg.name: cfg}, streaming=True))
-        for kind, pcoll in outs.items():
-            rows = pcoll | f"ToRows[{kind}]" >> beam.Map(lambda r, n=SCHEMA_OF[kind]: check_row(n, to_row(n, r)))
-            if kind == "marginals":
-                per_window = (rows | beam.Filter(lambda r: r["columns"] == [0])
-                              | beam.Map(lambda r: (r["window_start"], r["n_reports"], r["dimensions"])))
-                assert_that(per_window, equal_to([
-                    ("2026-01-01T00:00:00.000Z", 2, [{"key": "region", "value": "eu"}]),
-                    ("2026-01-01T00:01:00.000Z", 1, [{"key": "region", "value": "eu"}])]), label="windows")
-            if kind == "dead_letters":
-                reasons = rows | beam.Map(lambda r: (r["reason"], r["source"], r["payload"] is not None))
-                assert_that(reasons, equal_to([("undecodable", SUBSCRIPTION, True), ("late", "stream", False)]),
-                            label="dead letters")
+        for kind, name in SCHEMA_OF.items():
+            outs[kind] | f"ToRows[{kind}]" >> beam.Map(lambda r, n=name: check_row(n, to_row(n, r))) | got.into(kind)
+    per_window = sorted((r["window_start"], r["n_reports"], r["dimensions"]) for r in got["marginals"]
+                        if r["columns"] == [0])
+    assert per_window == [("2026-01-01T00:00:00.000Z", 2, [{"key": "region", "value": "eu"}]),
+                          ("2026-01-01T00:01:00.000Z", 1, [{"key": "region", "value": "eu"}])]
+    reasons = sorted((r["reason"], r["source"], r["payload"] is not None) for r in got["dead_letters"])
+    assert reasons == [("late", "stream", False), ("undecodable", SUBSCRIPTION, True)]
     files = sorted(glob.glob(str(tmp_path / "marginals" / "*.avro")))
     assert [f.rsplit("/", 1)[1][:18] for f in files] == ["20260101T000000000", "20260101T000100000"]
     for path in files:

@@ -1,42 +1,38 @@
+import math
 import pickle
 
 import numpy as np
 import pytest
 
-from ldp_marginals.ldp import aggregate
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.extremes import ExtremeAccumulator
 from ldp_marginals.pipelines.simulate import simulate_population
-from ldp_marginals.transforms.combiners import ClientExtremesCombineFn, CollectionCombineFn
+from ldp_marginals.transforms.combiners import CollectionCombineFn
 
 
-def reports(config, n, seed):
-    return [row.tobytes() for row in simulate_population(config, n, seed=seed).noisy]
+def packed(config, n, seed):
+    return simulate_population(config, n, seed=seed).noisy
 
 
-def test_collection_combine_fn_contract(small_config, monkeypatch):
-    monkeypatch.setattr(aggregate, "FLUSH_REPORTS", 37)  # exercise flushes inside add and merge
+def test_collection_combine_fn_merges_partials_exactly(small_config):
     fn = CollectionCombineFn(small_config)
-    data = reports(small_config, 1000, 1)
+    agg = small_config.aggregator
+    data = packed(small_config, 1000, 1)
     rng = np.random.default_rng(0)
     cuts = np.sort(rng.choice(len(data), 3, replace=False))
     shards = []
     for part in np.split(np.arange(len(data)), cuts):
-        acc = fn.create_accumulator()
-        for i in part:
-            acc = fn.add_input(acc, data[i])
+        acc = fn.add_input(fn.create_accumulator(), agg.add_packed(agg.create(), data[part]))
         shards.append(pickle.loads(pickle.dumps(acc)))  # accumulators cross processes
-    second_counts, second_pending = shards[1].cooc.counts.copy(), list(shards[1].pending)
+    second = shards[1].cooc.counts.copy()
     merged = fn.extract_output(fn.merge_accumulators(s for s in shards))  # a generator
-    assert np.array_equal(shards[1].cooc.counts, second_counts) and shards[1].pending == second_pending
-    one_pass = fn.extract_output(fn.add_inputs(fn.create_accumulator(), data))
-    core = CooccurrenceAccumulator(small_config.family).add_packed(
-        np.frombuffer(b"".join(data), np.uint8).reshape(len(data), -1))
-    assert merged.cooc == one_pass.cooc == core
+    assert np.array_equal(shards[1].cooc.counts, second)  # only the first accumulator is modified
+    core = CooccurrenceAccumulator(small_config.family).add_packed(data)
+    assert merged.cooc == core
+    one_pass = agg.add_packed(agg.create(), data)
     assert np.allclose(merged.extreme_sums, one_pass.extreme_sums, rtol=1e-12)
     # the per-report extreme sums equal the core's estimator applied report by report
-    bits = np.unpackbits(np.frombuffer(b"".join(data), np.uint8).reshape(len(data), -1), axis=1,
-                         bitorder="little")[:, :small_config.layout.n_bits]
+    bits = np.unpackbits(data, axis=1, bitorder="little")[:, :small_config.layout.n_bits]
     ext = small_config.report_extremes[0]
     cols = list(ext.bits)
     direct = sum(float(ExtremeAccumulator(ext.op).add(b[cols], small_config.channels.p[cols],
@@ -47,19 +43,39 @@ def test_collection_combine_fn_contract(small_config, monkeypatch):
 def test_empty_input_gives_a_defined_output(small_config):
     fn = CollectionCombineFn(small_config)
     out = fn.extract_output(fn.create_accumulator())
-    assert out.cooc.n == 0 and not out.extreme_sums.any()
+    assert out.n == 0 and not out.extreme_sums.any() and out.n_clients == 0
+    assert small_config.aggregator.client_sums(out) == [(0.0, 0.0)]
 
 
-def test_client_extremes_combine_fn(small_config):
-    fn = ClientExtremesCombineFn(small_config)
-    data = reports(small_config, 7, 2)
-    left = fn.add_input(fn.add_input(fn.create_accumulator(), data[0]), data[1])
-    right = fn.create_accumulator()
-    for r in data[2:]:
-        right = fn.add_input(right, r)
-    merged = fn.extract_output(fn.merge_accumulators(iter([pickle.loads(pickle.dumps(left)), right])))
-    whole = fn.create_accumulator()
-    for r in data:
-        whole = fn.add_input(whole, r)
-    assert np.allclose(merged, fn.extract_output(whole), rtol=1e-12)
-    assert fn.extract_output(fn.create_accumulator()) == [(0.0, 0.0)]
+def test_client_states_merge_per_client_and_equal_the_core_estimator(small_config):
+    """Reports of one client split across batches (and accumulators) give the same per-client
+    OR state as all of its bits in one ExtremeAccumulator; the window's sum is over clients."""
+    agg = small_config.aggregator
+    data = packed(small_config, 600, 3)
+    rng = np.random.default_rng(4)
+    tokens = [f"c{i}" for i in range(40)]
+    codes = rng.integers(-1, len(tokens), size=len(data))  # -1: a report without a client
+    halves = np.array_split(np.arange(len(data)), 5)
+    accs = []
+    for part in halves:  # each batch numbers its clients its own way
+        local = sorted(set(codes[part]) - {-1})
+        remap = {c: i for i, c in enumerate(local)}
+        accs.append(agg.add_packed(agg.create(), data[part], np.array([remap.get(c, -1) for c in codes[part]]),
+                                   [tokens[c] for c in local]))
+    merged = agg.merge([agg.create(), *[pickle.loads(pickle.dumps(a)) for a in accs]])
+    whole = agg.add_packed(agg.create(), data, codes, tokens)
+    assert merged.n_clients == whole.n_clients == len(set(codes) - {-1})
+    ext = small_config.client_extremes[0]
+    cols = list(ext.bits)
+    bits = np.unpackbits(data, axis=1, bitorder="little")[:, :small_config.layout.n_bits]
+    p, q = small_config.channels.p[cols], small_config.channels.q[cols]
+    per_client = []
+    for c in sorted(set(codes) - {-1}):
+        state = ExtremeAccumulator(ext.op)
+        for row in bits[codes == c]:
+            state.add(row[cols], p, q)
+        per_client.append((float(state.estimate()), float(state.variance())))
+    expected = (math.fsum(e for e, _ in per_client), math.fsum(v for _, v in per_client))
+    for acc in (merged, whole):
+        (got,) = agg.client_sums(acc)
+        assert got == pytest.approx(expected, rel=1e-9)
