@@ -46,14 +46,17 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     Every report is pre-aggregated before the shuffle: files by their reader, records and messages
     by ``ValidateReports``; what reaches a collection's estimation are partial accumulators.
     """
-    read = pipeline | "ReadReports" >> as_source(source)
+    source = as_source(source)
+    read = pipeline | "ReadReports" >> source
     # col : records or messages, optionally (record, source label)
     checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(
         ValidateReportsFn(options.configs, count_valid=not options.streaming)).with_outputs(
         DEAD_LETTERS, main=PARTIALS)
     dead = [read[DEAD_LETTERS], checked[DEAD_LETTERS]]
     # col : Partial, timestamped with its window slice's start
-    partials = (read[PARTIALS], checked[PARTIALS]) | "AllPartials" >> beam.Flatten()
+    partials = checked[PARTIALS]
+    if PARTIALS in source.given:  # a reader that pre-aggregates (streaming sources do not)
+        partials = (read[PARTIALS], partials) | "AllPartials" >> beam.Flatten()
 
     names = sorted(options.configs)
     index = {name: i for i, name in enumerate(names)}

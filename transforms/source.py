@@ -39,11 +39,14 @@ class ReportSource(beam.PTransform):
     def read(self, pbegin) -> dict:
         raise NotImplementedError
 
+    given = frozenset()  # the outputs read() returned (set by expand); the others are empty
+
     def expand(self, pbegin):
         outs = dict(self.read(pbegin))
         unknown = sorted(set(outs) - set(SOURCE_TAGS))
         if unknown:
             raise ValueError(f"a source's outputs must be among {list(SOURCE_TAGS)}, got {unknown}")
+        self.given = frozenset(outs)
         for tag in SOURCE_TAGS:
             if tag not in outs:  # an empty PCollection, with stage names that never move (Create's do)
                 outs[tag] = pbegin | f"No[{tag}]" >> beam.Impulse() | f"Empty[{tag}]" >> beam.FlatMap(_nothing)

@@ -23,7 +23,7 @@ KINDS = ("marginals", "tables", "extremes", "withheld", "dead_letters")
 # The top-level stage names, in order. A Dataflow update or a Flink savepoint maps state by these
 # names: changing one breaks in-place updates of running jobs (Dataflow then needs
 # --transform-name-mappings). Change this list only together with deploy/dataflow/README.md.
-STABLE_STAGES = (["ReadReports", "ValidateReports", "AllPartials", "SplitByCollection", "Estimate[app]"]
+STABLE_STAGES = (["ReadReports", "ValidateReports", "SplitByCollection", "Estimate[app]"]
                  + [f"All[{k}]" for k in KINDS if k != "dead_letters"] + ["All[panes]", "All[dead_letters]"])
 FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "dead_letters" else [f"Panes[{k}]"])
                + [f"Write[{k}]"]]

@@ -2,6 +2,7 @@
 late data, and exact accounting (every report counted or dead-lettered ``late``)."""
 import json
 
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.testing import test_stream
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
@@ -9,6 +10,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.dead_letters import NAMESPACE, VALID
 from tests.collect import Collected
 from tests.configs import SMALL_CONFIG
 
@@ -39,13 +41,17 @@ def stream_clock():
 
 
 def run_stream(stream, *configs, sink=None):
-    """Run the job on ``stream``; returns the collected outputs by kind."""
+    """Run the job on ``stream``; returns (collected outputs by kind, counter totals by name)."""
     got = Collected()
-    with streaming_pipeline() as p:
-        outs = build(p, stream, sink, JobOptions({c.name: c for c in configs}, streaming=True, clock=stream_clock))
-        for kind, pcoll in outs.items():
-            pcoll | got.into(kind)
-    return got
+    p = streaming_pipeline()
+    outs = build(p, stream, sink, JobOptions({c.name: c for c in configs}, streaming=True, clock=stream_clock))
+    for kind, pcoll in outs.items():
+        pcoll | got.into(kind)
+    result = p.run()
+    result.wait_until_finish()
+    counters = {r.key.metric.name: r.committed
+                for r in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
+    return got, counters
 
 
 def panes_of(got, kind="marginals"):
@@ -74,12 +80,16 @@ def final_counts(got) -> dict:
     return {key: n for key, (_, n) in sorted(latest.items())}
 
 
-def assert_accounted(got, n_input):
-    """Fixed windows: every input report is in exactly one window's latest pane or a dead letter.
-    (The Python DirectRunner does not report the counters of the stateful step in these runs, so
-    counters are checked against rows in the batch tests and on Dataflow's monitoring.)"""
+def assert_accounted(got, counters, n_input, fixed=True):
+    """Every input report is counted or dead-lettered. With fixed windows, each counted report is
+    in exactly one window's latest pane. The counters are not checked here: the Python DirectRunner
+    drops the metrics of bundles in which a stateful step's timers fire (observed: only counters of
+    timer-free bundles arrive), so in these runs they undercount; the batch tests check counters
+    against rows, and Dataflow and Flink report a stateful step's metrics."""
     dead = sum(d["reports"] for d in got["dead_letters"])
-    assert sum(final_counts(got).values()) + dead == n_input
+    assert counters.get(VALID, 0) <= n_input - dead
+    if fixed:
+        assert sum(final_counts(got).values()) + dead == n_input
 
 
 def test_panes_on_time_late_within_lateness_and_past_it():
@@ -92,11 +102,11 @@ def test_panes_on_time_late_within_lateness_and_past_it():
               .advance_watermark_to(START + 95)          # past 60 + 30: window [0, 60) closes
               .add_elements([record(cfg, 7), record(cfg, 62)])  # 7: dead letter; 62: on time for [60, 120)
               .advance_watermark_to_infinity())
-    got = run_stream(stream, cfg)
+    got, counters = run_stream(stream, cfg)
     assert panes_of(got) == [(0, 0, "on_time", 2), (0, 1, "late", 3), (60, 0, "on_time", 2)]
     (late,) = got["dead_letters"]
     assert (late["reason"], late["reports"], json.loads(late["record_json"])["reports"]) == ("late", 1, 1)
-    assert_accounted(got, 6)
+    assert_accounted(got, counters, 6)
 
 
 def test_late_reports_of_new_dimensions_are_dead_letters():
@@ -108,10 +118,10 @@ def test_late_reports_of_new_dimensions_are_dead_letters():
               .advance_watermark_to(START + 200)         # past [0, 60) + 30 s
               .add_elements([record(cfg, 3, region="eu")])
               .advance_watermark_to_infinity())
-    got = run_stream(stream, cfg)
+    got, counters = run_stream(stream, cfg)
     assert panes_of(got) == [(0, 0, "on_time", 2)]
     assert late_reports(got) == 1 and "'region': 'eu'" in got["dead_letters"][0]["detail"]
-    assert_accounted(got, 3)
+    assert_accounted(got, counters, 3)
 
 
 def test_a_report_older_than_anything_seen_is_late():
@@ -122,10 +132,10 @@ def test_a_report_older_than_anything_seen_is_late():
               .advance_watermark_to(START + 1000)        # [600, 660) closes: the step knows 690 has passed
               .add_elements([record(cfg, 5), record(cfg, 300)])
               .advance_watermark_to_infinity())
-    got = run_stream(stream, cfg)
+    got, counters = run_stream(stream, cfg)
     assert panes_of(got) == [(600, 0, "on_time", 1)]
     assert late_reports(got) == 2
-    assert_accounted(got, 3)
+    assert_accounted(got, counters, 3)
 
 
 def test_a_new_collection_behind_the_watermark_is_counted_not_lost():
@@ -140,11 +150,11 @@ def test_a_new_collection_behind_the_watermark_is_counted_not_lost():
               .advance_watermark_to(START + 600)
               .add_elements([record(new, 6), record(seen, 7)])  # both windows are closed now
               .advance_watermark_to_infinity())
-    got = run_stream(stream, seen, new)
+    got, counters = run_stream(stream, seen, new)
     windows = sorted((f.group, f.window[0] // 1000 - START, f.pane) for f in got["panes"] if f.kind == "marginals")
     assert windows == [("app", 0, 0), ("fresh", 0, 0)]
     assert late_reports(got) == 2
-    assert_accounted(got, 4)
+    assert_accounted(got, counters, 4)
 
 
 def test_sliding_windows_expire_one_at_a_time():
@@ -156,9 +166,12 @@ def test_sliding_windows_expire_one_at_a_time():
               .add_elements([record(cfg, 70),            # slice [60, 120): counted in [60, 180) only
                              record(cfg, 10)])           # slice [0, 60): windows [-60, 60) and [0, 120), closed
               .advance_watermark_to_infinity())
-    got = run_stream(stream, cfg)
+    got, counters = run_stream(stream, cfg)
     assert panes_of(got) == [(0, 0, "on_time", 1), (60, 0, "on_time", 2)]
     assert late_reports(got) == 1
+    n = {f.window[0] // 1000 - START: max(r["n_reports"] for r in f.rows) for f in got["panes"]
+         if f.kind == "marginals"}
+    assert n == {0: 1, 60: 2}  # the report at 100 is in both windows, the one at 70 only in [60, 180)
 
 
 def test_early_panes_fire_before_the_watermark():
@@ -169,11 +182,11 @@ def test_early_panes_fire_before_the_watermark():
               .advance_processing_time(20)               # early pane with 1 report
               .add_elements([record(cfg, 2)])
               .advance_watermark_to_infinity())          # on-time pane with 2
-    got = run_stream(stream, cfg)
+    got, counters = run_stream(stream, cfg)
     panes = panes_of(got)
     assert panes[0] == (0, 0, "early", 1) and panes[-1][2:] == ("on_time", 2)
     assert [p[1] for p in panes] == list(range(len(panes)))  # pane indexes count up
-    assert_accounted(got, 2)
+    assert_accounted(got, counters, 2)
 
 
 def test_each_window_gets_its_own_rows():
@@ -182,7 +195,7 @@ def test_each_window_gets_its_own_rows():
               .advance_watermark_to(START)
               .add_elements([record(cfg, s) for s in (1, 2, 3, 65, 70, 130)])
               .advance_watermark_to_infinity())
-    got = run_stream(stream, cfg)
+    got, counters = run_stream(stream, cfg)
     n = sorted((r["window_start"] // 1000 - START, r["n_reports"]) for r in got["marginals"] if r["columns"] == [0])
     assert n == [(0, 3), (60, 2), (120, 1)]
 
