@@ -140,16 +140,16 @@ class ReportAggregator:
 
     @staticmethod
     def _rows(acc: WindowAccumulator, tokens: Sequence[str]) -> np.ndarray:
-        """Rows of ``tokens`` in ``acc.client_states``, adding zero rows for new clients."""
-        rows = np.empty(len(tokens), dtype=np.int64)
-        n_before = len(acc.clients)
-        for i, token in enumerate(tokens):
-            rows[i] = acc.clients.setdefault(token, len(acc.clients))
-        grown = len(acc.clients) - n_before
-        if grown:
+        """Rows of ``tokens`` (distinct) in ``acc.client_states``, adding zero rows for new clients
+        (dict and map calls run in C: a window can hold many thousands of clients)."""
+        index = acc.clients
+        n_before = len(index)
+        new = [t for t in tokens if t not in index] if n_before else list(tokens)
+        if new:
+            index.update(zip(new, range(n_before, n_before + len(new))))
             acc.client_states = np.concatenate(
-                [acc.client_states, np.zeros((grown,) + acc.client_states.shape[1:])])
-        return rows
+                [acc.client_states, np.zeros((len(new),) + acc.client_states.shape[1:])])
+        return np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
 
     def merge(self, accumulators: Iterable[WindowAccumulator]) -> WindowAccumulator:
         """Merge into the first accumulator, the only one modified, and return it."""
@@ -159,8 +159,12 @@ class ReportAggregator:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
             if other.clients:
-                rows = self._rows(first, list(other.clients))
-                np.add.at(first.client_states, rows, other.client_states[list(other.clients.values())])
+                if not first.clients:  # the common case in a combine: a copy
+                    first.clients = dict(other.clients)
+                    first.client_states = other.client_states.copy()
+                    continue
+                rows = self._rows(first, list(other.clients))  # other's rows are 0..n-1 in its order
+                first.client_states[rows] += other.client_states  # rows are distinct: no np.add.at needed
         return first
 
     def copy(self, acc: WindowAccumulator) -> WindowAccumulator:

@@ -15,6 +15,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.pipelines.progress import Progress
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.schemas.config import configs_from_text, parse_window
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, SUMMARY_FILE
@@ -61,6 +62,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="submit the job and return without waiting (Dataflow, Flink)")
     _option(parser, "--per-element", action="store_true",
             help="batch: read files record by record instead of the block fast path (for comparison)")
+    _option(parser, "--progress-seconds", type=float, default=10.0, metavar="S",
+            help="print reports counted and dead-lettered so far on stderr every S seconds (0: never; default 10)")
     _option(parser, "--allow-empty", action="store_true",
             help="batch: run (and count 0 reports) when --input matches no file, instead of refusing")
 
@@ -114,6 +117,8 @@ def make_pipeline(argv=None, expansion_service=None):
     if args.input and not args.streaming:
         check_input(args.input, args.allow_empty)
     check_output(args.output)
+    if not args.progress_seconds >= 0:
+        raise ValueError(f"--progress-seconds must be >= 0, got --progress-seconds={args.progress_seconds!r}")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
     pipeline = beam.Pipeline(options=options)
@@ -236,11 +241,13 @@ def run(argv=None) -> dict:
         os.remove(os.path.join(args.output, SUMMARY_FILE))  # a stale summary must not describe this run
     write_collections(args.output, configs)
     try:
-        result = pipeline.run()
-        if args.detach:
-            print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
-            return {"detached": True}
-        result.wait_until_finish()
+        with Progress(0 if args.detach else args.progress_seconds) as progress:
+            result = pipeline.run()
+            if args.detach:
+                print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
+                return {"detached": True}
+            progress.result = result
+            result.wait_until_finish()
     except Exception as err:
         cause = _os_error(err)
         text = str(err)

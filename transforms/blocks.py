@@ -13,7 +13,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from ldp_marginals.transforms.avro_container import Damage
-from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, damaged
+from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, count, damaged
 from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block
 from ldp_marginals.transforms.reports import read_file, record_or_dead_letter
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, ReportSource
@@ -48,7 +48,7 @@ class ReadAndPreaggregateFn(beam.DoFn):
 
     def _flush(self):
         for start, partial in self._pre.flush():
-            self._valid.inc(partial.accumulator.n)  # counted once safely in an accumulator
+            count(VALID, int(partial.accumulator.n), self._valid)  # counted once safely in an accumulator
             yield beam.pvalue.TaggedOutput(PARTIALS, beam.window.TimestampedValue(partial, start / 1000.0))
 
 

@@ -7,6 +7,7 @@ Every input the job reads ends up counted (counter ``reports.valid``) or dead-le
 """
 from __future__ import annotations
 
+import threading
 import types
 
 import apache_beam as beam
@@ -40,6 +41,37 @@ REASONS = types.MappingProxyType({
             "had passed; streaming). One row per pre-aggregated batch, its `reports` field says how many",
     "bigquery_insert": "BigQuery refused the row (streaming inserts); the row is kept in the dead letter",
 })
+
+
+class _Tally:
+    """The job's counter increments, mirrored in this process. Beam's counters are the record; the
+    mirror lets a local run show progress while it runs (the batch DirectRunner reports counters
+    only when the run ends). On a remote runner the launcher's mirror stays empty."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._totals = {}
+
+    def add(self, name: str, n: int) -> None:
+        with self._lock:
+            self._totals[name] = self._totals.get(name, 0) + n
+
+    def totals(self) -> dict:
+        with self._lock:
+            return dict(self._totals)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._totals = {}
+
+
+LOCAL_TALLY = _Tally()
+
+
+def count(name: str, n: int = 1, counter=None) -> None:
+    """Add ``n`` to the job's counter ``name`` (``counter``: the same counter made once, for speed)."""
+    (counter or Metrics.counter(NAMESPACE, name)).inc(n)
+    LOCAL_TALLY.add(name, n)
 
 
 def counter_name(reason: str) -> str:
@@ -95,14 +127,14 @@ def row(reason: str, detail: str, source: str, record=None, payload: bytes | Non
 
 def dead_letter(reason: str, detail: str, source: str, record=None, payload: bytes | None = None):
     """Count one dead letter of ``reason`` and return its row tagged for the ``dead_letters`` output."""
-    Metrics.counter(NAMESPACE, counter_name(reason)).inc()
+    count(counter_name(reason))
     return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, record, payload))
 
 
 def late_batch(detail: str, record: dict, reports: int) -> beam.pvalue.TaggedOutput:
     """The dead letter of ``reports`` late reports pre-aggregated together (streaming): one row whose
     ``reports`` field says how many, and the counter ``dead_letter.late`` counts them all."""
-    Metrics.counter(NAMESPACE, counter_name("late")).inc(reports)
+    count(counter_name("late"), reports)
     return beam.pvalue.TaggedOutput(TAG, row("late", detail, "stream", record=record, reports=reports))
 
 
@@ -111,9 +143,9 @@ def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
     the reports it held when its block's count was readable."""
     lost = damage.records_lost
     if lost is None:
-        Metrics.counter(NAMESPACE, LOST_UNKNOWN).inc()
+        count(LOST_UNKNOWN)
     else:
-        Metrics.counter(NAMESPACE, LOST).inc(lost)
+        count(LOST, lost)
     return dead_letter("damaged_block", damage.detail(), f"{path}@{damage.start}")
 
 

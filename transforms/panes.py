@@ -45,7 +45,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
-from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, late_batch
+from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, count, late_batch
 from ldp_marginals.transforms.estimate import cap_states, window_rows
 
 PANES = "panes"   # the output of pane files: one PaneFile per kind, window and pane
@@ -128,7 +128,7 @@ class WindowPanesFn(beam.DoFn):
         if not open_windows:
             yield self._late(start, partial)
             return
-        self._valid.inc(int(n))
+        count(VALID, int(n), self._valid)
         entries.add((start, partial.dimensions, partial.accumulator))
         state = windows.read() or {}
         late_now = []

@@ -118,12 +118,18 @@ class Preaggregator:
         return buf
 
     def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None):
-        """``packed`` (n, n_bytes) reports; ``clients``: None, or each report's token (or None)."""
+        """``packed`` (n, n_bytes) reports; ``clients``: None, or ``(ids, tokens)``: each report's
+        client as an index into ``tokens`` (a token may be None: no client)."""
         buf = self._buffer(name, dims, start)
         buf.packed.append(packed)
         if self.configs[name].client_extremes:
-            tokens = [None] * packed.shape[0] if clients is None else clients
-            buf.codes.append(np.fromiter((buf.code_of(t) for t in tokens), dtype=np.int64, count=len(tokens)))
+            if clients is None:
+                buf.codes.append(np.full(packed.shape[0], -1, dtype=np.int64))
+            else:
+                ids, tokens = clients
+                used, inverse = np.unique(ids, return_inverse=True)  # only this group's clients
+                codes = np.fromiter(map(buf.code_of, [tokens[i] for i in used]), dtype=np.int64, count=used.size)
+                buf.codes.append(codes[inverse.reshape(-1)])
         buf.rows += packed.shape[0]
         self.buffered += packed.shape[0]
 
@@ -194,6 +200,7 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
             yield dead_letter("undecodable", block.fault(i), source_of(i), payload=block.payload(i))
         coll_ids = coll_ids.copy()
         coll_ids[bad] = -1  # screened out of every collection below
+    client_ids = client_tokens = None  # decoded once per block, when a collection needs them
     for cid, first in enumerate(coll_first):
         if not (coll_ids == cid).any():
             continue
@@ -227,55 +234,50 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
                     yield from _dead(block, rows[sel], fault[0], lambda i, d=fault[1]: d, source_of)
             if not keep.all():
                 rows, packed = rows[keep], packed[keep]
-        clients = None
+        ids = tokens = None
         if rows.size and cfg.client_extremes:  # elsewhere a client token is dropped at the door
-            clients, too_long = _clients(block, rows)
+            if client_ids is None:
+                client_ids, client_tokens = _clients(block)
+            ids, tokens = client_ids[rows], client_tokens
+            too_long = np.array([t is not None and len(t) > MAX_CLIENT_LENGTH for t in tokens], dtype=bool)[ids]
             if too_long.any():
                 yield from _dead(block, rows[too_long], "bad_field",
                                  lambda i: client_detail(len(block.text(f[i, CLIENT_OFF], f[i, CLIENT_LEN]))),
                                  source_of)
                 keep = ~too_long
-                rows, packed, clients = rows[keep], packed[keep], [c for c, k in zip(clients, keep) if k]
+                rows, packed, ids = rows[keep], packed[keep], ids[keep]
         if rows.size == 0:
             continue
         starts = slice_starts(cfg.window, f[rows, EVENT_MS])
         groups = dims_ids[rows] * (1 << 44) + (starts - starts.min())
         if groups.min() == groups.max():  # the common case: one key and slice in the batch
-            pre.add_packed(name, _key(dims_of[dims_ids[rows[0]]]), int(starts[0]), packed, clients)
+            pre.add_packed(name, _key(dims_of[dims_ids[rows[0]]]), int(starts[0]), packed,
+                           None if ids is None else (ids, tokens))
             continue
         order = np.argsort(groups, kind="stable")
         cuts = np.flatnonzero(np.diff(groups[order])) + 1
         for sel in np.split(order, cuts):
             pre.add_packed(name, _key(dims_of[dims_ids[rows[sel[0]]]]), int(starts[sel[0]]), packed[sel],
-                           None if clients is None else [clients[j] for j in sel])
+                           None if ids is None else (ids[sel], tokens))
 
 
 def _key(dims: dict) -> tuple:
     return tuple(sorted(dims.items()))
 
 
-def _clients(block, rows):
-    """Each row's client token (None for a null client), decoded once per distinct token, and
-    whether it is longer than ``MAX_CLIENT_LENGTH`` characters."""
+def _clients(block):
+    """``(ids, tokens)``: each row's client as an index into the block's distinct client tokens
+    (None for a null client), each decoded once. Rows whose client is not UTF-8 are screened out
+    before; their token decodes as None here and is never used."""
     f = block.fields
-    sub = f[rows]
-    ids, first = _distinct_spans(block.buf, sub[:, CLIENT_OFF], sub[:, CLIENT_LEN])
-    tokens = [None if sub[j, CLIENT_LEN] < 0 else block.text(sub[j, CLIENT_OFF], sub[j, CLIENT_LEN]) for j in first]
-    long_token = np.array([t is not None and len(t) > MAX_CLIENT_LENGTH for t in tokens], dtype=bool)
-    return [tokens[i] for i in ids], long_token[ids]
-
-
-def _distinct_spans(buf, offs, lens):
-    """``(ids, first rows)`` of equal byte spans (a null client, length -1, is its own value)."""
-    keys = {}
-    ids = np.empty(offs.shape[0], dtype=np.int64)
-    first = []
-    data = memoryview(buf)
-    for j, (off, ln) in enumerate(zip(offs.tolist(), lens.tolist())):
-        span = None if ln < 0 else bytes(data[off:off + ln])
-        k = keys.get(span)
-        if k is None:
-            k = keys[span] = len(first)
-            first.append(j)
-        ids[j] = k
-    return ids, first
+    ids, first = distinct_ids(block, CLIENT_OFF, length_col=CLIENT_LEN)
+    tokens = []
+    for j in first:
+        if f[j, CLIENT_LEN] < 0:
+            tokens.append(None)
+            continue
+        try:
+            tokens.append(block.text(f[j, CLIENT_OFF], f[j, CLIENT_LEN]))
+        except UnicodeDecodeError:
+            tokens.append(None)
+    return ids, tokens

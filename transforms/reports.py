@@ -8,6 +8,7 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from ldp_marginals import schemas
@@ -20,6 +21,7 @@ from ldp_marginals.transforms.dead_letters import (
     TAG,
     VALID,
     collection_detail,
+    count,
     damaged,
     dead_letter,
     length_detail,
@@ -91,6 +93,7 @@ class ReadAvroFileFn(beam.DoFn):
         yield from records_of(read_file(readable_file), readable_file.metadata.path)
 
 
+DEFAULT_SOURCE = "input"  # the source of a message or record that comes without one
 MESSAGE_BATCH = 4096  # single-report messages decoded by one compiled call (and at the end of each bundle)
 
 
@@ -120,57 +123,66 @@ class ValidateReportsFn(beam.DoFn):
 
     def start_bundle(self):
         self._pre = Preaggregator(self._configs)
-        self._messages = []  # (payload, source, timestamp) of single-report messages not yet decoded
+        self._payloads, self._sources = [], []  # single-report messages not yet decoded
 
-    def process(self, element, ts=beam.DoFn.TimestampParam):
-        payload, source = element if isinstance(element, tuple) and len(element) == 2 else (element, "input")
+    def process(self, element):
+        # A plain function, not a generator, and no timestamp parameter: a buffered message costs
+        # Beam's cheapest invocation (this is the only step that sees every message).
+        if type(element) is bytes and element[:4] != MAGIC:
+            self._payloads.append(element)
+            self._sources.append(DEFAULT_SOURCE)
+            return self._decode_messages() if len(self._payloads) >= MESSAGE_BATCH else None
+        return self._one(element)
+
+    def _one(self, element):
+        payload, source = element if isinstance(element, tuple) and len(element) == 2 else (element, DEFAULT_SOURCE)
         if isinstance(payload, (bytes, bytearray)):
             payload = bytes(payload)
             if payload[:4] == MAGIC:
                 yield from self._container(payload, source)
             else:
-                self._messages.append((payload, source, ts))
-                if len(self._messages) >= MESSAGE_BATCH:
-                    for out in self._decode_messages():
-                        yield beam.pvalue.TaggedOutput(out.tag, out.value[0])
+                self._payloads.append(payload)
+                self._sources.append(source)
+                if len(self._payloads) >= MESSAGE_BATCH:
+                    yield from self._decode_messages()
         else:
             yield from self._validated(payload, source)
         if self._pre.buffered >= FLUSH_ROWS:
             yield from self._partials()
 
     def finish_bundle(self):
-        for out in self._decode_messages():  # dead letters keep their message's timestamp
-            tag, (row, ts) = out.tag, out.value
-            yield beam.pvalue.TaggedOutput(tag, WindowedValue(row, ts, (GlobalWindow(),)))
+        # outside an element: explicit windows. Dead letters of buffered messages are stamped with
+        # the earliest timestamp (they live in the global window, whose panes are processing-time).
+        for out in self._decode_messages():
+            yield beam.pvalue.TaggedOutput(out.tag, WindowedValue(out.value, MIN_TIMESTAMP, (GlobalWindow(),)))
         for out in self._partials():
             yield WindowedValue(out.value, out.timestamp, (GlobalWindow(),))
 
     def _partials(self):
         for start, partial in self._pre.flush():
             if self._count_valid:
-                self._valid.inc(partial.accumulator.n)  # counted once safely in an accumulator
+                count(VALID, int(partial.accumulator.n), self._valid)  # counted once safely in an accumulator
             yield beam.window.TimestampedValue(partial, start / 1000.0)
 
     def _decode_messages(self):
-        """Decode the buffered messages in one compiled pass; dead letters are yielded as
-        ``TaggedOutput(tag, (row, timestamp))``."""
-        messages, self._messages = self._messages, []
-        if not messages:
+        """Decode the buffered messages in one compiled pass (dead letters are yielded, the reports
+        go into the pre-aggregation)."""
+        payloads, sources = self._payloads, self._sources
+        self._payloads, self._sources = [], []
+        if not payloads:
             return
-        times = [ts for _, _, ts in messages]
-        block, failed = decode_messages([m for m, _, _ in messages], [s for _, s, _ in messages])
-        if block is not None:  # its dead letters carry the batch's earliest timestamp (global window)
-            for out in screen_block(block, self._configs, self._pre, lambda i: block.labels[i]):
-                yield beam.pvalue.TaggedOutput(out.tag, (out.value, min(times)))
-        for i, payload, source in failed:  # the record-by-record decoder names the error
+        block, failed = decode_messages(payloads, sources)
+        if block is not None:
+            yield from screen_block(block, self._configs, self._pre, lambda i: block.labels[i])
+        for _, payload, source in failed:  # the record-by-record decoder names the error
             try:
                 record = schemas.decode_message("noisy_report", payload)
             except Exception as err:  # noqa: BLE001
-                out = dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
-                yield beam.pvalue.TaggedOutput(out.tag, (out.value, times[i]))
+                yield dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
                 continue
-            for out in self._validated(record, source):
-                yield beam.pvalue.TaggedOutput(out.tag, (out.value, times[i]))
+            yield from self._validated(record, source)
+        if self._pre.buffered >= FLUSH_ROWS:
+            yield from self._partials()
 
     def _container(self, payload: bytes, source: str):
         for item in iter_report_batches(io.BytesIO(payload)):

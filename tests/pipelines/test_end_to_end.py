@@ -99,6 +99,17 @@ def test_other_runners_give_the_same_rows(simulated, tmp_path, runner_args):
             assert ra[field] == pytest.approx(rb[field], rel=1e-9, abs=1e-9)
 
 
+def test_progress_on_stderr_counts_up_to_the_summary(simulated, capsys):
+    d = simulated
+    summary = run(["--config", str(d / "config.yaml"), "--input", str(d / "*.avro"), "--output",
+                   str(d / "progress"), "--progress-seconds", "0.05"])
+    err = capsys.readouterr().err
+    counted = [int(m.group(1).replace(",", "")) for m in re.finditer(r"^\[\d\d:\d\d\] counted ([\d,]+) reports; "
+                                                                      r"dead-lettered \d+", err, re.M)]
+    assert counted, err[-2000:]
+    assert counted == sorted(counted) and counted[-1] <= summary["reports_counted"] == 40000
+
+
 def test_calibrate_json():
     from ldp_marginals.ldp.privacy import local_dp_flip, sufficient_dp_flip
     out = json.loads(cli("calibrate", "--bits", "40", "--population", "10000000", "--epsilon", "2", "--json",

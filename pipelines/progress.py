@@ -1,0 +1,76 @@
+"""Progress of a running job on stderr: reports counted and dead-lettered so far, every few
+seconds. The numbers are the job's counters: read from the running job's metrics when the runner
+reports them live (Dataflow, Flink, the streaming DirectRunner), else from the in-process mirror
+of the same increments (:data:`~ldp_marginals.transforms.dead_letters.LOCAL_TALLY`; the batch
+DirectRunner runs in this process and reports its counters only at the end). No extra pass over
+the data."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from ldp_marginals.transforms.dead_letters import LOCAL_TALLY, LOST, NAMESPACE, VALID, totals_by_reason
+
+
+def progress_line(totals: dict, elapsed: float) -> str:
+    dead = totals_by_reason(totals)
+    reports = sum(n for reason, n in dead.items() if reason != "damaged_block")
+    line = (f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] counted {totals.get(VALID, 0):,} reports; "
+            f"dead-lettered {reports:,}")
+    if dead:
+        line += " (" + ", ".join(f"{reason} {n:,}" for reason, n in sorted(dead.items())) + ")"
+    if totals.get(LOST):
+        line += f"; {totals[LOST]:,} reports in damaged ranges"
+    return line
+
+
+def live_totals(result) -> dict:
+    """Counter totals of a running job's metrics (empty when the runner gives none yet)."""
+    from apache_beam.metrics.metric import MetricsFilter
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    except Exception:  # noqa: BLE001 - a runner without live metrics
+        return {}
+    totals = {}
+    for c in counters:
+        value = c.attempted if c.attempted is not None else c.committed
+        totals[c.key.metric.name] = totals.get(c.key.metric.name, 0) + (value or 0)
+    return totals
+
+
+class Progress:
+    """``with Progress(seconds) as progress: ...; progress.result = result`` prints a line every
+    ``seconds`` on ``stream`` until the block ends (``seconds`` 0: never)."""
+
+    def __init__(self, seconds: float, stream=None):
+        if seconds < 0:
+            raise ValueError(f"progress seconds must be >= 0, got seconds={seconds!r}")
+        self.seconds = seconds
+        self.stream = stream or sys.stderr
+        self.result = None
+        self._stop = threading.Event()
+        self._thread = None
+        self._start = time.monotonic()
+
+    def totals(self) -> dict:
+        live = live_totals(self.result) if self.result is not None else {}
+        return live or LOCAL_TALLY.totals()
+
+    def _loop(self):
+        while not self._stop.wait(self.seconds):
+            print(progress_line(self.totals(), time.monotonic() - self._start), file=self.stream, flush=True)
+
+    def __enter__(self):
+        LOCAL_TALLY.reset()
+        self._start = time.monotonic()
+        if self.seconds:
+            self._thread = threading.Thread(target=self._loop, name="ldp-marginals-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return False
