@@ -14,6 +14,10 @@ What a window keeps, per key:
   estimator state: the product's sign parity, log-magnitude and zero count, for the estimator and
   for its variance. A state is a sum over the client's bits, so states merge by addition: a batch
   of reports is reduced per client before any shuffle, and the shuffle moves one state per client.
+  Clients are keyed by a 64-bit hash of their token (:func:`client_key`): the table is two numpy
+  arrays (sorted keys, states), which merge and pickle without a Python object per client, and no
+  raw token is kept in state. Two tokens collide with probability ~n^2 / 2^65 (about 3e-8 for a
+  million clients in one window); a collision merges two clients' states.
 
 Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
 """
@@ -35,10 +39,20 @@ NEG_F, LOG_F, ZEROS_F, NEG_V, LOG_V, ZEROS_V = range(6)
 STATE_WIDTH = 6
 
 
+def client_key(token: str) -> int:
+    """The 64-bit key of a client token: FNV-1a over its UTF-8 bytes, xor its byte length (the same
+    function the compiled block decoder applies to the token's bytes, ``avro_blocks.span_hashes``)."""
+    data = token.encode("utf-8")
+    h = 14695981039346656037
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h ^ len(data)
+
+
 class WindowAccumulator:
     """Data of one window and key: ``cooc`` (co-occurrence counts), ``extreme_sums``
     float64[n_extremes, 2] (sums over reports of each per-report OR/AND estimate and of its variance
-    estimate), ``clients`` (client token -> row of ``client_states``) and ``client_states``
+    estimate), ``clients`` uint64[n_clients] (sorted client keys) and ``client_states``
     float64[n_clients, n_client_extremes, 6] (each client's estimator states, columns ``NEG_F`` ...)."""
 
     __slots__ = ("cooc", "extreme_sums", "clients", "client_states")
@@ -46,7 +60,7 @@ class WindowAccumulator:
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
         self.cooc = cooc
         self.extreme_sums = np.zeros((n_extremes, 2))
-        self.clients = {}
+        self.clients = np.zeros(0, dtype=np.uint64)
         self.client_states = np.zeros((0, n_client_extremes, STATE_WIDTH))
 
     def __getstate__(self):
@@ -62,7 +76,7 @@ class WindowAccumulator:
 
     @property
     def n_clients(self) -> int:
-        return len(self.clients)
+        return int(self.clients.shape[0])
 
 
 def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -104,11 +118,11 @@ class ReportAggregator:
     def create(self) -> WindowAccumulator:
         return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), len(self.client_extremes))
 
-    def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_codes: np.ndarray | None = None,
-                   client_tokens: Sequence[str] = ()) -> WindowAccumulator:
+    def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_keys: np.ndarray | None = None,
+                   named: np.ndarray | None = None) -> WindowAccumulator:
         """Vectorized: a whole ``(n, n_bytes)`` uint8 block of packed reports at once. With client
-        extremes, ``client_codes`` gives each report's client as an index into ``client_tokens``
-        (-1: the report names no client, and counts in no client extreme)."""
+        extremes, ``client_keys`` uint64 gives each report's client (:func:`client_key`) where
+        ``named`` is true; a report without a client counts in no client extreme."""
         bits = unpack_bits(packed, self.family.n_bits)
         acc.cooc.add_bits(bits)
         p, q = self.channels.p, self.channels.q
@@ -118,38 +132,39 @@ class ReportAggregator:
                                                                        q[cols][:, None])
             acc.extreme_sums[i, 0] += per_report.estimate().sum()
             acc.extreme_sums[i, 1] += per_report.variance().sum()
-        if self.client_extremes and client_codes is not None:
-            self._add_clients(acc, bits, np.asarray(client_codes, dtype=np.int64), client_tokens)
+        if self.client_extremes and client_keys is not None:
+            self._add_clients(acc, bits, np.asarray(client_keys, dtype=np.uint64), named)
         return acc
 
-    def _add_clients(self, acc, bits, codes, tokens):
-        named = codes >= 0
-        if not named.any():
+    def _add_clients(self, acc, bits, keys, named):
+        if named is not None:
+            bits, keys = bits[named], keys[named]
+        if keys.size == 0:
             return
-        bits, codes = bits[named], codes[named]
-        used = np.unique(codes)
-        rows = self._rows(acc, [tokens[c] for c in used])
-        row_of_code = np.full(int(used.max()) + 1, -1, dtype=np.int64)
-        row_of_code[used] = rows
-        target = row_of_code[codes]
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        states = np.zeros((uniq.size, len(self.client_extremes), STATE_WIDTH))
         p, q = self.channels.p, self.channels.q
         for e, (op, cols) in enumerate(self.client_extremes):
             cols = list(cols)
-            states = _log_states(op, bits[:, cols], p[cols], q[cols])
-            np.add.at(acc.client_states[:, e, :], target, states)
+            per_report = _log_states(op, bits[:, cols], p[cols], q[cols])
+            for c in range(STATE_WIDTH):  # a per-client sum of each column
+                states[:, e, c] = np.bincount(inverse, weights=per_report[:, c], minlength=uniq.size)
+        self._merge_clients(acc, uniq, states)
 
     @staticmethod
-    def _rows(acc: WindowAccumulator, tokens: Sequence[str]) -> np.ndarray:
-        """Rows of ``tokens`` (distinct) in ``acc.client_states``, adding zero rows for new clients
-        (dict and map calls run in C: a window can hold many thousands of clients)."""
-        index = acc.clients
-        n_before = len(index)
-        new = [t for t in tokens if t not in index] if n_before else list(tokens)
-        if new:
-            index.update(zip(new, range(n_before, n_before + len(new))))
-            acc.client_states = np.concatenate(
-                [acc.client_states, np.zeros((len(new),) + acc.client_states.shape[1:])])
-        return np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    def _merge_clients(acc: WindowAccumulator, keys: np.ndarray, states: np.ndarray) -> None:
+        """Add ``states`` of the distinct sorted ``keys`` into ``acc``'s client table."""
+        if acc.clients.size == 0:
+            acc.clients, acc.client_states = keys.copy(), states.copy()
+            return
+        merged, inverse = np.unique(np.concatenate([acc.clients, keys]), return_inverse=True)
+        inverse = inverse.reshape(-1)
+        out = np.zeros((merged.size,) + states.shape[1:])
+        n_old = acc.clients.size
+        out[inverse[:n_old]] += acc.client_states   # each side's keys are distinct: plain adds
+        out[inverse[n_old:]] += states
+        acc.clients, acc.client_states = merged, out
 
     def merge(self, accumulators: Iterable[WindowAccumulator]) -> WindowAccumulator:
         """Merge into the first accumulator, the only one modified, and return it."""
@@ -158,13 +173,8 @@ class ReportAggregator:
         for other in it:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
-            if other.clients:
-                if not first.clients:  # the common case in a combine: a copy
-                    first.clients = dict(other.clients)
-                    first.client_states = other.client_states.copy()
-                    continue
-                rows = self._rows(first, list(other.clients))  # other's rows are 0..n-1 in its order
-                first.client_states[rows] += other.client_states  # rows are distinct: no np.add.at needed
+            if other.clients.size:
+                self._merge_clients(first, other.clients, other.client_states)
         return first
 
     def copy(self, acc: WindowAccumulator) -> WindowAccumulator:

@@ -498,8 +498,8 @@ def _distinct_ids(buf, offs, lens):
 
 
 @njit(cache=True, nogil=True)
-def _hashes(buf, offs, lens):
-    """FNV-1a 64 of each span, mixed with its length."""
+def span_hashes(buf, offs, lens):
+    """FNV-1a 64 of each span, xor its length (``ldp.aggregate.client_key`` is the same function)."""
     n = offs.shape[0]
     out = np.empty(n, dtype=np.uint64)
     for i in range(n):
@@ -534,7 +534,7 @@ def distinct_ids(block: ReportBlock, offset_col: int, end_col: int | None = None
     f = block.fields
     offs = np.ascontiguousarray(f[:, offset_col])
     length = np.ascontiguousarray(f[:, end_col] - f[:, offset_col] if end_col is not None else f[:, length_col])
-    _, firsts, ids = np.unique(_hashes(block.buf, offs, length), return_index=True, return_inverse=True)
+    _, firsts, ids = np.unique(span_hashes(block.buf, offs, length), return_index=True, return_inverse=True)
     ids = ids.reshape(-1).astype(np.int64)
     if _equal_to(block.buf, offs, length, firsts[ids]):
         return ids, firsts.astype(np.int64)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, slice_starts
 from ldp_marginals.transforms.avro_blocks import (
@@ -32,6 +33,7 @@ from ldp_marginals.transforms.avro_blocks import (
     EVENT_MS,
     distinct_ids,
     gather_bytes,
+    span_hashes,
 )
 from ldp_marginals.transforms.dead_letters import (
     collection_detail,
@@ -83,22 +85,13 @@ def _screen(buf, fields, coll_ids, cid, n_bytes, lo_ms, hi_ms):
 
 
 class _Buffer:
-    """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays,
-    and with client extremes each report's client as an index into ``tokens``."""
+    """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays, and
+    with client extremes each report's client key and whether it names a client."""
 
-    __slots__ = ("packed", "codes", "tokens", "index", "singles", "rows")
+    __slots__ = ("packed", "keys", "named", "singles")
 
     def __init__(self):
-        self.packed, self.codes, self.tokens, self.index, self.singles, self.rows = [], [], [], {}, [], 0
-
-    def code_of(self, token):
-        if token is None:
-            return -1
-        code = self.index.get(token)
-        if code is None:
-            code = self.index[token] = len(self.tokens)
-            self.tokens.append(token)
-        return code
+        self.packed, self.keys, self.named, self.singles = [], [], [], []
 
 
 class Preaggregator:
@@ -118,42 +111,38 @@ class Preaggregator:
         return buf
 
     def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None):
-        """``packed`` (n, n_bytes) reports; ``clients``: None, or ``(ids, tokens)``: each report's
-        client as an index into ``tokens`` (a token may be None: no client)."""
+        """``packed`` (n, n_bytes) reports; ``clients``: None (no client extremes, or no clients), or
+        ``(keys, named)``: each report's client key (uint64) and whether it names a client."""
         buf = self._buffer(name, dims, start)
         buf.packed.append(packed)
         if self.configs[name].client_extremes:
-            if clients is None:
-                buf.codes.append(np.full(packed.shape[0], -1, dtype=np.int64))
-            else:
-                ids, tokens = clients
-                used, inverse = np.unique(ids, return_inverse=True)  # only this group's clients
-                codes = np.fromiter(map(buf.code_of, [tokens[i] for i in used]), dtype=np.int64, count=used.size)
-                buf.codes.append(codes[inverse.reshape(-1)])
-        buf.rows += packed.shape[0]
+            n = packed.shape[0]
+            keys, named = clients if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
+            buf.keys.append(keys)
+            buf.named.append(named)
         self.buffered += packed.shape[0]
 
     def add_report(self, name, dims: tuple, event_ms: int, bits: bytes, client=None):
         """One validated report (the per-record path)."""
         start = int(slice_starts(self.configs[name].window, np.array([event_ms]))[0])
-        buf = self._buffer(name, dims, start)
-        buf.singles.append((bytes(bits), buf.code_of(client)))
-        buf.rows += 1
+        self._buffer(name, dims, start).singles.append(
+            (bytes(bits), 0 if client is None else client_key(client), client is not None))
         self.buffered += 1
 
     def flush(self) -> list:
         out = []
         for (name, dims, start), buf in sorted(self.buffers.items(), key=lambda kv: kv[0]):
             cfg = self.configs[name]
-            parts, codes = list(buf.packed), list(buf.codes)
+            parts, keys, named = list(buf.packed), list(buf.keys), list(buf.named)
             if buf.singles:
-                parts.append(np.frombuffer(b"".join(b for b, _ in buf.singles), dtype=np.uint8).reshape(
+                parts.append(np.frombuffer(b"".join(b for b, _, _ in buf.singles), dtype=np.uint8).reshape(
                     len(buf.singles), cfg.layout.n_bytes))
-                codes.append(np.array([c for _, c in buf.singles], dtype=np.int64))
+                keys.append(np.array([k for _, k, _ in buf.singles], dtype=np.uint64))
+                named.append(np.array([m for _, _, m in buf.singles], dtype=bool))
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
             aggregator = cfg.aggregator
             if cfg.client_extremes:
-                acc = aggregator.add_packed(aggregator.create(), packed, np.concatenate(codes), buf.tokens)
+                acc = aggregator.add_packed(aggregator.create(), packed, np.concatenate(keys), np.concatenate(named))
             else:
                 acc = aggregator.add_packed(aggregator.create(), packed)
             out.append((start, Partial(name, dims, acc)))
@@ -200,7 +189,6 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
             yield dead_letter("undecodable", block.fault(i), source_of(i), payload=block.payload(i))
         coll_ids = coll_ids.copy()
         coll_ids[bad] = -1  # screened out of every collection below
-    client_ids = client_tokens = None  # decoded once per block, when a collection needs them
     for cid, first in enumerate(coll_first):
         if not (coll_ids == cid).any():
             continue
@@ -234,50 +222,47 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
                     yield from _dead(block, rows[sel], fault[0], lambda i, d=fault[1]: d, source_of)
             if not keep.all():
                 rows, packed = rows[keep], packed[keep]
-        ids = tokens = None
+        clients = None
         if rows.size and cfg.client_extremes:  # elsewhere a client token is dropped at the door
-            if client_ids is None:
-                client_ids, client_tokens = _clients(block)
-            ids, tokens = client_ids[rows], client_tokens
-            too_long = np.array([t is not None and len(t) > MAX_CLIENT_LENGTH for t in tokens], dtype=bool)[ids]
+            too_long = _too_long_clients(block, rows)
             if too_long.any():
                 yield from _dead(block, rows[too_long], "bad_field",
                                  lambda i: client_detail(len(block.text(f[i, CLIENT_OFF], f[i, CLIENT_LEN]))),
                                  source_of)
-                keep = ~too_long
-                rows, packed, ids = rows[keep], packed[keep], ids[keep]
+                rows, packed = rows[~too_long], packed[~too_long]
+            clients = (client_keys(block, rows), f[rows, CLIENT_LEN] >= 0)
         if rows.size == 0:
             continue
         starts = slice_starts(cfg.window, f[rows, EVENT_MS])
         groups = dims_ids[rows] * (1 << 44) + (starts - starts.min())
         if groups.min() == groups.max():  # the common case: one key and slice in the batch
-            pre.add_packed(name, _key(dims_of[dims_ids[rows[0]]]), int(starts[0]), packed,
-                           None if ids is None else (ids, tokens))
+            pre.add_packed(name, _key(dims_of[dims_ids[rows[0]]]), int(starts[0]), packed, clients)
             continue
         order = np.argsort(groups, kind="stable")
         cuts = np.flatnonzero(np.diff(groups[order])) + 1
         for sel in np.split(order, cuts):
             pre.add_packed(name, _key(dims_of[dims_ids[rows[sel[0]]]]), int(starts[sel[0]]), packed[sel],
-                           None if ids is None else (ids[sel], tokens))
+                           None if clients is None else (clients[0][sel], clients[1][sel]))
 
 
 def _key(dims: dict) -> tuple:
     return tuple(sorted(dims.items()))
 
 
-def _clients(block):
-    """``(ids, tokens)``: each row's client as an index into the block's distinct client tokens
-    (None for a null client), each decoded once. Rows whose client is not UTF-8 are screened out
-    before; their token decodes as None here and is never used."""
+def client_keys(block, rows) -> np.ndarray:
+    """The client key (:func:`~ldp_marginals.ldp.aggregate.client_key`) of each row, hashed by the
+    compiled pass over the token's bytes (a row without a client gets a key it never uses)."""
     f = block.fields
-    ids, first = distinct_ids(block, CLIENT_OFF, length_col=CLIENT_LEN)
-    tokens = []
-    for j in first:
-        if f[j, CLIENT_LEN] < 0:
-            tokens.append(None)
-            continue
-        try:
-            tokens.append(block.text(f[j, CLIENT_OFF], f[j, CLIENT_LEN]))
-        except UnicodeDecodeError:
-            tokens.append(None)
-    return ids, tokens
+    return span_hashes(block.buf, np.ascontiguousarray(f[rows, CLIENT_OFF]),
+                   np.ascontiguousarray(np.maximum(f[rows, CLIENT_LEN], 0)))
+
+
+def _too_long_clients(block, rows) -> np.ndarray:
+    """Rows whose client token has more than ``MAX_CLIENT_LENGTH`` characters (only tokens of more
+    bytes than that can, so only those are decoded)."""
+    f = block.fields
+    out = np.zeros(rows.size, dtype=bool)
+    for j in np.flatnonzero(f[rows, CLIENT_LEN] > MAX_CLIENT_LENGTH):
+        i = rows[j]
+        out[j] = len(block.text(f[i, CLIENT_OFF], f[i, CLIENT_LEN])) > MAX_CLIENT_LENGTH
+    return out

@@ -3,10 +3,14 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.extremes import ExtremeAccumulator
 from ldp_marginals.pipelines.simulate import simulate_population
+from ldp_marginals.transforms.avro_blocks import span_hashes
 from ldp_marginals.transforms.combiners import CollectionCombineFn
 
 
@@ -55,15 +59,12 @@ def test_client_states_merge_per_client_and_equal_the_core_estimator(small_confi
     rng = np.random.default_rng(4)
     tokens = [f"c{i}" for i in range(40)]
     codes = rng.integers(-1, len(tokens), size=len(data))  # -1: a report without a client
-    halves = np.array_split(np.arange(len(data)), 5)
-    accs = []
-    for part in halves:  # each batch numbers its clients its own way
-        local = sorted(set(codes[part]) - {-1})
-        remap = {c: i for i, c in enumerate(local)}
-        accs.append(agg.add_packed(agg.create(), data[part], np.array([remap.get(c, -1) for c in codes[part]]),
-                                   [tokens[c] for c in local]))
+    keys = np.array([client_key(tokens[c]) if c >= 0 else 0 for c in codes], dtype=np.uint64)
+    named = codes >= 0
+    accs = [agg.add_packed(agg.create(), data[part], keys[part], named[part])
+            for part in np.array_split(np.arange(len(data)), 5)]
     merged = agg.merge([agg.create(), *[pickle.loads(pickle.dumps(a)) for a in accs]])
-    whole = agg.add_packed(agg.create(), data, codes, tokens)
+    whole = agg.add_packed(agg.create(), data, keys, named)
     assert merged.n_clients == whole.n_clients == len(set(codes) - {-1})
     ext = small_config.client_extremes[0]
     cols = list(ext.bits)
@@ -79,3 +80,14 @@ def test_client_states_merge_per_client_and_equal_the_core_estimator(small_confi
     for acc in (merged, whole):
         (got,) = agg.client_sums(acc)
         assert got == pytest.approx(expected, rel=1e-9)
+
+
+@given(st.lists(st.text(max_size=40), max_size=20))
+def test_client_keys_are_the_compiled_hash_of_the_tokens_bytes(tokens):
+    """The per-record path (client_key) and the block path (span_hashes over the token's bytes)
+    give every token the same key."""
+    data = [t.encode("utf-8") for t in tokens]
+    buf = np.frombuffer(b"".join(data) or b"\0", dtype=np.uint8)
+    offs = np.cumsum([0] + [len(d) for d in data])[:-1].astype(np.int64)
+    lens = np.array([len(d) for d in data], dtype=np.int64)
+    assert span_hashes(buf, offs, lens).tolist() == [client_key(t) for t in tokens]
