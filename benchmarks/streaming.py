@@ -3,7 +3,8 @@ streaming runner, each against a baseline measured in the same run on the same r
 
 - 3a: single-report messages through the whole job (validation, windows, keys, combine, rows)
   against Beam's floor on the same messages and runner (``Create -> Map(len) -> CombineGlobally``);
-- 3b: container messages of 500 reports through the whole job against the batch file path;
+- 3b: container messages of 500 reports (replayed from a local file) through the whole job against
+  the batch file path;
 - 3c: a collection with an ``over: client`` extreme against the same collection without it, batch
   file path;
 - 3d: the streaming DirectRunner on a TestStream of single-report messages against Beam's
@@ -93,6 +94,38 @@ def container(records) -> bytes:
     return buf.getvalue()
 
 
+def save_messages(path, messages) -> str:
+    """Messages to a local file, each prefixed with its 4-byte length (a replayed subscription)."""
+    with open(path, "wb") as fh:
+        for m in messages:
+            fh.write(len(m).to_bytes(4, "little"))
+            fh.write(m)
+    return path
+
+
+def _replay(_, path):
+    with open(path, "rb") as fh:
+        data = fh.read()
+    at = 0
+    while at < len(data):
+        n = int.from_bytes(data[at:at + 4], "little")
+        yield data[at + 4:at + 4 + n]
+        at += 4 + n
+
+
+class Replay(beam.PTransform):
+    """Messages saved by :func:`save_messages`, read back by the workers (``beam.Create`` would
+    pickle and compress every message into the pipeline itself, a cost a subscription does not
+    have and the file path does not pay)."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def expand(self, pbegin):
+        return pbegin | beam.Impulse() | beam.FlatMap(_replay, self.path)
+
+
 def stream_of(messages):
     return (test_stream.TestStream().advance_watermark_to(DEFAULT_START_MS / 1000)
             .add_elements(messages).advance_watermark_to_infinity())
@@ -112,7 +145,8 @@ def run(tmp, full):
 
     t_floor = best(lambda: floor(lambda: beam.Create(messages, reshuffle=False)))
     t_messages = best(lambda: job(lambda: beam.Create(messages, reshuffle=False), cfg))
-    t_containers = best(lambda: job(lambda: beam.Create(containers, reshuffle=False), cfg))
+    replay = save_messages(os.path.join(tmp, "containers.bin"), containers)
+    t_containers = best(lambda: job(lambda: Replay(replay), cfg))
     t_files = best(lambda: job(lambda: ReadReportFilesFast(pattern, {cfg.name: cfg}), cfg))
     t_files_plain = best(lambda: job(lambda: ReadReportFilesFast(pattern, {plain.name: plain}), plain))
     t_stream_floor = best(lambda: floor(lambda: stream_of(messages), streaming=True), 1)
@@ -125,7 +159,7 @@ def run(tmp, full):
         {"goal": "3a. single-report messages, whole job vs Beam's floor on the same messages",
          "measured": rate(t_messages), "baseline": f"Create -> Map(len) -> CombineGlobally {rate(t_floor)}",
          "ratio": t_floor / t_messages, "target": ">= 0.7x", "met": t_floor / t_messages >= 0.7},
-        {"goal": "3b. container messages of 500 reports vs the batch file path",
+        {"goal": "3b. container messages of 500 reports (replayed) vs the batch file path",
          "measured": rate(t_containers), "baseline": f"files {rate(t_files)}",
          "ratio": t_files / t_containers, "target": ">= 0.5x", "met": t_files / t_containers >= 0.5},
         {"goal": "3c. collection with an `over: client` extreme vs without it (batch files)",
