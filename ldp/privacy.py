@@ -260,3 +260,48 @@ def sufficient_dp_flip_by_tail(n_bits: int, population: int, lam: float, eta: fl
         if hi - lo < 1e-6:
             break
     return hi
+
+
+def smallest_population(flip: float, n_bits: int, lam: float, eta: float = 0.01, repeats: int = 1,
+                        max_ones: int | None = None, trials: int = 20_000, seed: int = 0,
+                        max_population: int = 1 << 40) -> int:
+    """The inverse question of :func:`sufficient_dp_flip_by_tail`: the smallest crowd N of reports
+    for which the Monte Carlo tail ``P[R > lambda]`` at this ``flip`` is at most ``eta`` ("with this
+    noise, how many reports do I need?"). 1 when the flip already gives local DP at ``lambda``.
+
+    A promise errs on the safe side: N passes when the estimated tail plus 3 standard errors
+    (``sqrt(p(1 - p)/trials)``) is at most ``eta``. Doubling then bisection on N, each N evaluated
+    with the same seed (common random numbers). R concentrates on 1 as N grows, so the tail falls
+    with N, though slowly near ``eta`` (a flip calibrated for N by the point estimate can pass at
+    half that N or need more): the answer is the N this rule finds. A ``ValueError`` names the
+    flip when not even ``max_population`` reports suffice."""
+    f = check_probability("flip", flip, open_low=True)
+    if not f < 0.5:
+        raise ValueError(f"flip must be in (0, 0.5), got flip={flip}")
+    L = effective_bits(n_bits, max_ones)
+    k = check_int("repeats", repeats, minimum=1)
+    eta = check_probability("eta", eta, open_low=True, open_high=True)
+    lam = check_positive("lam", lam)
+    if lam <= 1.0:
+        raise ValueError(f"lam must be > 1, got lam={lam}")
+    if f >= local_dp_flip(L, lam):
+        return 1
+
+    def ok(n: int) -> bool:
+        log_r = sample_log_privacy_ratio(f, L, n, k, trials, np.random.default_rng(seed))
+        p = float(np.mean(log_r > math.log(lam)))
+        return p + 3.0 * math.sqrt(p * (1.0 - p) / trials) <= eta
+
+    lo, hi = 1, 2
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > max_population:
+            raise ValueError(f"flip={f} needs more than max_population={max_population} reports for "
+                             f"P[R > {lam:g}] <= {eta}")
+    while hi - lo > 1:  # ok(hi), not ok(lo)
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -13,6 +13,7 @@ from ldp_marginals.ldp.privacy import (
     effective_bits,
     local_dp_flip,
     sufficient_dp_flip,
+    smallest_population,
     sufficient_dp_flip_by_tail,
     tail_probability,
 )
@@ -20,7 +21,10 @@ from ldp_marginals.ldp.privacy import (
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bits", type=int, required=True, help="L, bits per report")
-    parser.add_argument("--population", type=int, required=True, help="N, reports per published window")
+    parser.add_argument("--population", type=int, default=None,
+                        help="N, reports per published window: the flips that protect N reports")
+    parser.add_argument("--flip", type=float, default=None,
+                        help="a flip to check: the smallest N for which it gives sufficient DP (P[R > lambda] <= eta)")
     parser.add_argument("--epsilon", type=float, required=True, help="privacy level; lambda = e^epsilon")
     parser.add_argument("--repeats", type=int, default=1, help="k, reports per user in a window")
     parser.add_argument("--sigmas", type=float, default=3.0, help="beta, standard deviations of R kept below lambda")
@@ -32,8 +36,24 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def calibrate(args) -> dict:
+    """The flips for ``--population`` N, and/or the smallest N for ``--flip`` (one of them at least)."""
+    if args.population is None and args.flip is None:
+        raise ValueError("calibrate needs --population N (the flips for N reports) or --flip F (the reports "
+                         "F needs), got neither")
     lam = math.exp(args.epsilon)
     L = effective_bits(args.bits, args.max_ones)
+    out = {"bits": args.bits, "effective_bits": L, "epsilon": args.epsilon, "lambda": lam,
+           "repeats": args.repeats, "local_dp_flip": local_dp_flip(L, lam), "monte_carlo_eta": args.eta}
+    if args.flip is not None:
+        out["flip"] = args.flip
+        out["smallest_population"] = smallest_population(args.flip, args.bits, lam, args.eta, args.repeats,
+                                                         args.max_ones, args.trials, args.seed)
+    if args.population is not None:
+        out.update(_flips(args, lam, L))
+    return out
+
+
+def _flips(args, lam, L) -> dict:
     local = local_dp_flip(L, lam)
     suff = sufficient_dp_flip(args.bits, args.population, lam, args.repeats, args.sigmas, args.max_ones)
     rng = np.random.default_rng(args.seed)
@@ -43,9 +63,7 @@ def calibrate(args) -> dict:
     check = tail_probability(by_tail, L, args.population, lam, args.repeats, args.trials,
                              np.random.default_rng(args.seed + 1))
     out = {
-        "bits": args.bits, "effective_bits": L, "population": args.population, "epsilon": args.epsilon,
-        "lambda": lam, "repeats": args.repeats, "sigmas": args.sigmas,
-        "local_dp_flip": local,
+        "population": args.population, "sigmas": args.sigmas,
         "sufficient_dp_flip": suff,
         "tail_probability": tail.probability, "tail_standard_error": tail.standard_error,
         "concentration_bound": concentration_bound(suff, L, args.population, args.sigmas) if args.repeats == 1 else None,
@@ -60,20 +78,31 @@ def calibrate(args) -> dict:
 def render(out: dict) -> str:
     rows = [
         ("bits L (effective)", f"{out['bits']} ({out['effective_bits']})"),
-        ("reports per window N", f"{out['population']:,}"),
         ("epsilon (lambda)", f"{out['epsilon']:g} ({out['lambda']:.4g})"),
-        ("repeats k, sigmas", f"{out['repeats']}, {out['sigmas']:g}"),
         ("local DP flip", f"{out['local_dp_flip']:.4f}"),
-        ("sufficient DP flip (eq. 3.15/6.3)", f"{out['sufficient_dp_flip']:.4f}"),
-        ("  Monte Carlo P[R > lambda]", f"{out['tail_probability']:.4f} +- {out['tail_standard_error']:.4f}"),
-        ("Monte Carlo-calibrated flip", f"{out['monte_carlo_flip']:.4f}  (P[R > lambda] <= {out['monte_carlo_eta']:g};"
-                                        f" check {out['monte_carlo_tail_check']:.4f})"),
     ]
+    if "smallest_population" in out:
+        rows.append((f"reports needed at flip {out['flip']:g}",
+                     f"{out['smallest_population']:,}  (P[R > lambda] <= {out['monte_carlo_eta']:g}, "
+                     "3 standard errors of margin)"))
+    if "population" in out:
+        rows += _flip_rows(out)
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("The flip is our p for a symmetric channel (p, q) = (flip, 1 - flip). Rely on the Monte Carlo-"
                  "calibrated flip: the moment rule is a heuristic and eq. 6.3 understates the variance for k > 1.")
     return "\n".join(lines)
+
+
+def _flip_rows(out: dict) -> list:
+    return [
+        ("reports per window N", f"{out['population']:,}"),
+        ("repeats k, sigmas", f"{out['repeats']}, {out['sigmas']:g}"),
+        ("sufficient DP flip (eq. 3.15/6.3)", f"{out['sufficient_dp_flip']:.4f}"),
+        ("  Monte Carlo P[R > lambda]", f"{out['tail_probability']:.4f} +- {out['tail_standard_error']:.4f}"),
+        ("Monte Carlo-calibrated flip", f"{out['monte_carlo_flip']:.4f}  (P[R > lambda] <= {out['monte_carlo_eta']:g};"
+                                        f" check {out['monte_carlo_tail_check']:.4f})"),
+    ]
 
 
 def main(args) -> dict:

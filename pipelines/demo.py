@@ -27,6 +27,9 @@ DEMO_CONFIG = {
         {"name": "notifications", "type": "boolean"},
     ],
     "channel": {"mechanism": "symmetric", "epsilon": 2.0},
+    # the promise, checked at start: these channels make a whole report 16-LDP (2 per bit). A
+    # sufficient-DP promise would need far more reports per window than the demo has (calibrate)
+    "privacy": {"model": "local", "epsilon": 16},
     "max_order": 2,
     "window": {"type": "fixed", "size_seconds": 3600},
     "min_reports": 2000,

@@ -24,6 +24,8 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     dimensions:                                    # the public dimensions reports may carry
       region: {max_values: 50}                     # at most 50 distinct values per window
       app_version: {max_values: 500, max_length: 32}
+    privacy: {model: sufficient, epsilon: 1.0, eta: 0.01}   # or {model: local[, epsilon]}: the promise,
+                                                   # checked against the channels and min_reports
 
 Every mapping is checked for unknown keys (a typo is an error, never ignored), every value for its
 type; a collection whose accumulator would exceed ``MAX_COUNTED_SETS`` counts is refused before
@@ -36,16 +38,16 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
 
-from ldp_marginals.ldp._checks import check_int, check_level, check_positive
+from ldp_marginals.ldp._checks import check_int, check_level, check_positive, check_probability
 from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.encoding import Feature, Layout
-from ldp_marginals.ldp.privacy import local_dp_epsilon
+from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
 
 WINDOW_TYPES = ("fixed", "sliding", "global")
@@ -195,6 +197,68 @@ class Dimension:
             raise ValueError(f"dimensions keys must match {DIMENSION_PATTERN.pattern}, got dimension={self.name!r}")
         check_int(f"dimensions.{self.name}.max_values", self.max_values, minimum=1)
         check_int(f"dimensions.{self.name}.max_length", self.max_length, minimum=1)
+PRIVACY_MODELS = ("local", "sufficient")
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """The promise a collection makes to its users. ``local``: each report is epsilon-LDP by its
+    channels alone (``epsilon`` optional: when given, the channels must not exceed it). ``sufficient``
+    (Zhilyaev & Zeber): a published window of at least ``smallest_crowd`` reports has
+    ``P[R > e^epsilon] <= eta``; the job refuses a ``min_reports`` below that crowd."""
+
+    model: str
+    epsilon: float | None = None
+    eta: float = 0.01
+    flip: float | None = None            # sufficient: the symmetric flip the channels are held to
+    smallest_crowd: int | None = None    # sufficient: the least min_reports that keeps the promise
+
+    def describe(self) -> dict:
+        return {"model": self.model, "epsilon": self.epsilon, "eta": self.eta if self.model == "sufficient" else None,
+                "flip": self.flip, "smallest_crowd": self.smallest_crowd}
+
+
+@lru_cache(maxsize=None)
+def _smallest_crowd(flip: float, n_bits: int, lam: float, eta: float, max_ones: int) -> int:
+    return smallest_population(flip, n_bits, lam, eta, max_ones=max_ones)
+
+
+def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int) -> Privacy | None:
+    if spec is None:
+        return None
+    _mapping(spec, "privacy", ("model", "epsilon", "eta"))
+    model = _require(spec, "model", "privacy")
+    if model not in PRIVACY_MODELS:
+        raise ValueError(f"privacy.model must be one of {list(PRIVACY_MODELS)}, got model={model!r}")
+    epsilon = spec.get("epsilon")
+    if epsilon is not None:
+        check_positive("privacy.epsilon", epsilon)
+    local = local_dp_epsilon(layout, channels)
+    if model == "local":
+        if "eta" in spec:
+            raise ValueError(f"privacy.eta is only for model 'sufficient', got eta={spec['eta']!r}")
+        if epsilon is not None and local > epsilon + 1e-12:
+            raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channels give a whole "
+                             f"report epsilon={local:.4g}; add noise or promise 'sufficient'")
+        return Privacy("local", epsilon)
+    if epsilon is None:
+        raise ValueError("privacy.epsilon is required for model 'sufficient', got none")
+    eta = check_probability("privacy.eta", spec.get("eta", 0.01), open_low=True, open_high=True)
+    # The model of Zhilyaev & Zeber randomizes every bit with one symmetric flip. Each bit is held to
+    # the symmetric channel of its own local epsilon, and every bit to the least noisy of them.
+    flip = min(1.0 / (1.0 + math.exp(c.epsilon_bit)) for c in channels.channels)
+    if not flip > 0:
+        raise ValueError("privacy model 'sufficient' needs noise on every bit, but a bit has p=0 or q=1")
+    max_ones = len(layout.features)  # a boolean or a categorical feature sets at most one bit
+    crowd = _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, max_ones)
+    if min_reports < crowd:
+        raise ValueError(f"min_reports={min_reports} is below the {crowd:,} reports the privacy promise needs "
+                         f"(sufficient DP at epsilon={epsilon:g}, eta={eta:g}, with these channels: "
+                         f"P[R > e^epsilon] <= eta needs at least {crowd:,} reports per published window); "
+                         f"raise min_reports to {crowd:,} or more")
+    return Privacy("sufficient", float(epsilon), eta, flip, crowd)
+
+
 @dataclass(frozen=True)
 class CollectionConfig:
     name: str
@@ -210,6 +274,7 @@ class CollectionConfig:
     early_firing_seconds: float | None = None
     extremes: tuple = field(default_factory=tuple)
     dimensions: tuple = ()   # Dimension, sorted by name
+    privacy: Privacy | None = None
 
     @property
     def dimension_limits(self) -> dict:
@@ -286,7 +351,8 @@ class CollectionConfig:
                 "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length}
                                for d in self.dimensions},
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
-                             for e in self.extremes]}
+                             for e in self.extremes],
+                "privacy": self.privacy.describe() if self.privacy is not None else None}
 
 
 def _bits_of(layout: Layout, items, where: str) -> tuple:
@@ -304,7 +370,7 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
 
 
 _CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
-                "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions")
+                "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy")
 
 
 def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups: tuple) -> None:
@@ -386,8 +452,9 @@ def parse_config(spec: dict) -> CollectionConfig:
     dimensions = tuple(Dimension(key, **_mapping(limits if limits is not None else {}, f"dimensions.{key}",
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
+    privacy = _privacy(spec.get("privacy"), layout, channels, min_reports)
     return CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
-                            float(lateness), early, tuple(extremes), dimensions)
+                            float(lateness), early, tuple(extremes), dimensions, privacy)
 
 
 def load_configs(path) -> dict:

@@ -204,10 +204,18 @@
     return c.p.map((p, i) => c.labels[i] + ": p=" + fmt(p, 4) + " q=" + fmt(c.q[i], 4)).join("; ");
   }
 
+  function promiseText(p) {
+    if (!p) return "none stated";
+    if (p.model === "local") return "local DP" + (p.epsilon != null ? ", ε ≤ " + p.epsilon : "");
+    return "sufficient DP, ε = " + p.epsilon + ", η = " + p.eta + " (needs ≥ " +
+      p.smallest_crowd.toLocaleString("en-US") + " reports)";
+  }
+
   function renderPrivacy(marginals, withheld) {
     const info = state.data.collections.filter((c) => c.collection === state.collection);
-    fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "window", "min_reports"],
-      info.map((c) => [c.collection, channelText(c), fmt(c.local_epsilon, 3),
+    fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "window",
+      "min_reports"],
+      info.map((c) => [c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy),
         c.window.type + (c.window.size_seconds ? " " + c.window.size_seconds + " s" : ""), String(c.min_reports)]));
     const published = new Map();
     marginals.forEach((r) => published.set(r.window_start, r.n_reports));

@@ -16,6 +16,7 @@ from ldp_marginals.ldp.privacy import (
     phi_of_flip,
     privacy_ratio_moments,
     sample_log_privacy_ratio,
+    smallest_population,
     sufficient_dp_flip,
     sufficient_dp_flip_by_tail,
     tail_probability,
@@ -167,3 +168,24 @@ def test_where_the_moment_rules_fail_and_the_monte_carlo_calibration_holds():
         se = math.sqrt(0.01 * 0.99 / 20_000)
         assert t.probability <= 0.01 + Z * math.sqrt(2) * se, (L, N, lam, k, f, t)
         assert f < local_dp_flip(L, lam)
+
+
+def test_smallest_population_answers_how_many_reports_a_flip_needs():
+    """The inverse of the Monte Carlo calibration: at the N it returns, an independent Monte Carlo
+    estimate of P[R > lambda] is within eta (it keeps 3 standard errors of margin), and one report
+    fewer fails its own rule; a flip that is already local DP needs one report."""
+    lam, eta, flip, L = math.exp(1.0), 0.01, 0.3, 13
+    n = smallest_population(flip, L, lam, eta)
+    trials = 100_000
+    check = tail_probability(flip, L, n, lam, 1, trials, np.random.default_rng(12345))
+    assert check.probability <= eta + Z * check.standard_error
+    log_r = sample_log_privacy_ratio(flip, L, n - 1, 1, 20_000, np.random.default_rng(0))
+    p = float(np.mean(log_r > math.log(lam)))
+    assert p + 3 * math.sqrt(p * (1 - p) / 20_000) > eta
+    # more noise needs fewer reports; local-DP noise needs none beyond one
+    assert smallest_population(0.35, L, lam, eta) < n
+    assert smallest_population(local_dp_flip(L, lam), L, lam, eta) == 1
+    with pytest.raises(ValueError, match="lam must be > 1"):
+        smallest_population(flip, L, 1.0, eta)
+    with pytest.raises(ValueError, match="flip must be in"):
+        smallest_population(0.5, L, lam, eta)

@@ -178,6 +178,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         assert len(held["y"]) == (1 if region == "eu" else 0)
         text = browser.find_element("id", "privacy-table").text
         assert f"{info['local_epsilon']:.3f}" in text and str(info["min_reports"]) in text
+        assert info["privacy"]["model"] == "local" and "local DP, ε ≤ 16" in text  # the promise, shown
     # a chosen window instead of the latest
     first = min(r["window_start"] for r in shown(marginals, "us"))
     select(browser, "window-filter", first)

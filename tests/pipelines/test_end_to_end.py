@@ -121,6 +121,12 @@ def test_calibrate_json():
     human = cli("calibrate", "--bits", "5", "--population", "1000", "--epsilon", "0.693", "--max-ones", "1",
                 "--trials", "2000")
     assert "sufficient DP flip" in human and re.search(r"bits L \(effective\)\s+5 \(2\)", human)
+    # the inverse question: how many reports does this flip need?
+    from ldp_marginals.ldp.privacy import smallest_population
+    out = json.loads(cli("calibrate", "--bits", "13", "--epsilon", "1", "--flip", "0.3", "--json", "--trials", "4000"))
+    assert out["smallest_population"] == smallest_population(0.3, 13, np.exp(1.0), 0.01, trials=4000)
+    assert "population" not in out and "reports needed at flip 0.3" in cli(
+        "calibrate", "--bits", "13", "--epsilon", "1", "--flip", "0.3", "--trials", "4000")
 
 
 def test_cli_errors_are_clear(tmp_path):

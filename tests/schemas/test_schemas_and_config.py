@@ -87,6 +87,14 @@ def test_config_loads_from_yaml_and_json(tmp_path):
     (dict(dimensions={"re gion": {}}), r"dimensions keys must match .* got dimension='re gion'"),
     (dict(collection="x/../../../escaped"), r"collection must be 1-64 letters, .* got collection='x/../../../escaped'"),
     (dict(collection=".."), r"got collection='..'"),
+    (dict(window={"type": "sliding", "size_seconds": 90, "period_seconds": 60}),
+     r"window.size_seconds must be a whole multiple of period_seconds \(60\), got size_seconds=90"),
+    (dict(privacy={"model": "central"}), r"privacy.model must be one of \['local', 'sufficient'\], got model='central'"),
+    (dict(privacy={"model": "sufficient"}), r"privacy.epsilon is required for model 'sufficient'"),
+    (dict(privacy={"model": "local", "eta": 0.1}), r"privacy.eta is only for model 'sufficient', got eta=0.1"),
+    (dict(privacy={"model": "local", "epsilon": 2}),
+     r"privacy promises local DP at epsilon=2, but the channels give a whole report epsilon=8.15"),
+    (dict(privacy={"model": "sufficient", "epsilon": 1, "epsilom": 1}), r"privacy has unknown keys \['epsilom'\]"),
 ])
 def test_config_errors_name_the_field_and_value(change, match):
     with pytest.raises(ValueError, match=match):
@@ -127,3 +135,26 @@ def test_errors_from_a_file_name_the_file(tmp_path):
     path.write_text(yaml.safe_dump(dict(SMALL_CONFIG, channel={"epsilom": 3})))
     with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: channel has unknown keys"):
         load_configs(path)
+
+
+def test_a_privacy_promise_refuses_a_too_small_guard_and_accepts_an_adequate_one():
+    """sufficient DP at epsilon needs a crowd: the job refuses to start when min_reports is below
+    the smallest crowd the channels need (the error names both numbers) and accepts it from there."""
+    from ldp_marginals.ldp.privacy import smallest_population
+    promise = {"model": "sufficient", "epsilon": 3.0, "eta": 0.01}
+    channels = [{"p": 0.3, "q": 0.7}] * 6
+    crowd = smallest_population(0.3, 6, math.exp(3.0), 0.01, max_ones=4)
+    assert crowd > 1
+    with pytest.raises(ValueError, match=f"min_reports={crowd - 1} is below the {crowd:,} reports the privacy promise"):
+        parse_config(dict(SMALL_CONFIG, channel=channels, min_reports=crowd - 1, privacy=promise))
+    cfg = parse_config(dict(SMALL_CONFIG, channel=channels, min_reports=crowd, privacy=promise))
+    assert cfg.privacy.smallest_crowd == crowd and cfg.privacy.flip == pytest.approx(0.3)
+    described = cfg.describe()["privacy"]
+    assert described == {"model": "sufficient", "epsilon": 3.0, "eta": 0.01, "flip": pytest.approx(0.3),
+                         "smallest_crowd": crowd}
+    # every bit is held to its own epsilon's symmetric flip, and all bits to the least noisy one
+    noisier = parse_config(dict(SMALL_CONFIG, channel=[{"p": 0.3, "q": 0.7}] * 5 + [{"p": 0.2, "q": 0.7}],
+                                min_reports=10 ** 9, privacy=promise))
+    assert noisier.privacy.flip == pytest.approx(1 / (1 + 0.7 / 0.2)) and noisier.privacy.smallest_crowd > crowd
+    local = parse_config(dict(SMALL_CONFIG, min_reports=0, privacy={"model": "local"}))
+    assert local.describe()["privacy"]["model"] == "local"
