@@ -12,8 +12,8 @@ from ldp_marginals.ldp.privacy import (
     concentration_bound,
     effective_bits,
     local_dp_flip,
-    sufficient_dp_flip,
     smallest_population,
+    sufficient_dp_flip,
     sufficient_dp_flip_by_tail,
     tail_probability,
 )
