@@ -52,22 +52,24 @@ def client_key(token: str) -> int:
 class WindowAccumulator:
     """Data of one window and key: ``cooc`` (co-occurrence counts), ``extreme_sums``
     float64[n_extremes, 2] (sums over reports of each per-report OR/AND estimate and of its variance
-    estimate), ``clients`` uint64[n_clients] (sorted client keys) and ``client_states``
-    float64[n_clients, n_client_extremes, 6] (each client's estimator states, columns ``NEG_F`` ...)."""
+    estimate), ``clients`` uint64[n_clients] (sorted client keys), ``client_states``
+    float64[n_clients, n_client_extremes, 6] (each client's estimator states, columns ``NEG_F`` ...)
+    and ``held`` (reports counted but held back from publication by the guard, not in the rest)."""
 
-    __slots__ = ("cooc", "extreme_sums", "clients", "client_states")
+    __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "held")
 
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
+        self.held = 0  # reports counted but held back from publication (slices below the guard)
         self.cooc = cooc
         self.extreme_sums = np.zeros((n_extremes, 2))
         self.clients = np.zeros(0, dtype=np.uint64)
         self.client_states = np.zeros((0, n_client_extremes, STATE_WIDTH))
 
     def __getstate__(self):
-        return (self.cooc, self.extreme_sums, self.clients, self.client_states)
+        return (self.cooc, self.extreme_sums, self.clients, self.client_states, self.held)
 
     def __setstate__(self, state):
-        self.cooc, self.extreme_sums, self.clients, self.client_states = state
+        self.cooc, self.extreme_sums, self.clients, self.client_states, self.held = state
 
     @property
     def n(self) -> int:
@@ -173,6 +175,7 @@ class ReportAggregator:
         for other in it:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
+            first.held += other.held
             if other.clients.size:
                 self._merge_clients(first, other.clients, other.client_states)
         return first

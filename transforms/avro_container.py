@@ -174,6 +174,22 @@ def decompress(codec: str, data: bytes) -> bytes:
         raise ValueError(f"{codec} data do not decompress ({err})") from None
 
 
+_BAD_SYNC = "the block does not end with the file's sync marker"
+
+
+def _intact_block_at(stream: _Stream, at: int, sync: bytes) -> bool:
+    """Whether an intact block starts at ``at`` (a plausible header and the file's sync marker where
+    it says it ends), or the file ends exactly there. A block whose own marker is damaged is then
+    skipped alone, instead of resynchronizing on the marker after the next block and losing it."""
+    if not stream.read(at, 1):
+        return stream.size() == at
+    count, p = stream.varint(at)
+    size, p = (None, p) if count is None else stream.varint(p)
+    if count is None or size is None or not 0 <= count < MAX_BLOCK_RECORDS or size < 0:
+        return False
+    return stream.read(p + size, SYNC_SIZE) == sync
+
+
 def iter_container(fileobj, header_out: list | None = None):
     """:class:`Block` s and :class:`Damage` s of a container file, in file order. The header is
     appended to ``header_out`` when given (the writer schema and codec)."""
@@ -204,7 +220,7 @@ def iter_container(fileobj, header_out: list | None = None):
             if len(data) < size or len(sync) < SYNC_SIZE:
                 why = "the file ends inside the block"
             elif sync != header.sync:
-                why = "the block does not end with the file's sync marker"
+                why = _BAD_SYNC
             elif count == 0:  # an empty block declares nothing; bytes in it mean its count is wrong
                 if size:
                     yield Damage(start, pos + size + SYNC_SIZE, None, f"a block of 0 records holds {size} bytes")
@@ -218,6 +234,12 @@ def iter_container(fileobj, header_out: list | None = None):
                 pos = pos + size + SYNC_SIZE
                 continue
         declared = count if count is not None and 0 <= count < MAX_BLOCK_RECORDS else None
+        if why == _BAD_SYNC:  # the block's own marker is damaged: its declared end may still hold
+            claimed = pos + size + SYNC_SIZE
+            if _intact_block_at(stream, claimed, header.sync):
+                yield Damage(start, claimed, declared, why)
+                pos = claimed
+                continue
         found = stream.find(header.sync, start + 1)
         end = stream.size() if found < 0 else found + SYNC_SIZE
         yield Damage(start, end, declared, why)

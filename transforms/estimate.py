@@ -11,6 +11,7 @@ from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
 from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms.source import Partial
 from ldp_marginals.transforms.windowing import window_into
 
 
@@ -60,6 +61,10 @@ def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
     start, end = window
     n = acc.n
     base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
+    if acc.held:  # slices whose reports never reached min_reports: accounted for, never published
+        yield WITHHELD, held_row(config, base, acc.held)
+        if n == 0:
+            return
     clients = acc.n_clients
     clients_withheld = config.client_extremes and (clients < config.min_reports or clients == 0)
     if n < config.min_reports or n == 0:
@@ -81,6 +86,24 @@ def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
     elif config.client_extremes:
         for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc)):
             yield EXTREMES, extreme_row(base, ext, clients, total, var, config.level)
+
+
+def held_row(config, base, held) -> dict:
+    """The withheld row of reports held back by the guard: increments (slices, panes) that never
+    reached ``min_reports``."""
+    return dict(base, n_reports=int(held), min_reports=config.min_reports,
+                reason=f"{held} reports held back: increments (slices or panes) of fewer than "
+                       f"min_reports={config.min_reports} reports")
+
+
+def release_slice(config, acc):
+    """A slice's accumulator as published (it has at least ``min_reports`` reports) or held back
+    whole (a new accumulator that only counts them in ``held``)."""
+    if acc.n >= config.min_reports:
+        return acc
+    out = config.aggregator.create()
+    out.held = acc.n + acc.held
+    return out
 
 
 def _clients_withheld(config, base, clients) -> dict:
@@ -166,6 +189,16 @@ class EstimateCollection(beam.PTransform):
         if self.streaming:
             from ldp_marginals.transforms.panes import StreamingPanes
             return partials | "Panes" >> StreamingPanes(cfg, self.clock)
+        if cfg.window.type == "sliding" and cfg.min_reports > 0:
+            # the guard across overlapping windows: a slice is published in all its windows or
+            # (fewer than min_reports reports) in none, so no two windows differ by a small slice
+            partials = (partials
+                        | "SliceWindows" >> beam.WindowInto(beam.window.FixedWindows(cfg.window.period_seconds))
+                        | "KeyBySlice" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator))
+                        | "CombineSlices" >> beam.CombinePerKey(CollectionCombineFn(cfg)).with_hot_key_fanout(
+                            HOT_KEY_FANOUT)
+                        | "ReleaseSlices" >> beam.MapTuple(
+                            lambda key, acc: Partial(key[0], key[1], release_slice(cfg, acc))))
         combined = (partials
                     | "Window" >> window_into(cfg, False)
                     | "KeyByDimensions" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator))

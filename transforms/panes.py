@@ -44,12 +44,12 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
+from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, count, late_batch
-from ldp_marginals.transforms.estimate import cap_states, window_rows
+from ldp_marginals.transforms.estimate import cap_states, held_row, window_rows
 
 PANES = "panes"   # the output of pane files: one PaneFile per kind, window and pane
-EARLY, ON_TIME, LATE = "early", "on_time", "late"
+EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
 _GLOBAL_END_US = GlobalWindow().max_timestamp().micros
 
 
@@ -60,7 +60,7 @@ class PaneFile(NamedTuple):
     group: str             # the collection
     window: tuple | None   # (start_ms, end_ms), None for the global window
     pane: int              # 0, 1, ... per window
-    timing: str            # early, on_time or late
+    timing: str            # early, on_time, late, or closed (the withheld rows of a window's close)
     rows: list
 
 
@@ -101,8 +101,8 @@ class WindowPanesFn(beam.DoFn):
     """``(collection, (slice start ms, Partial))`` -> rows by kind (tagged), pane files (``panes``)
     and late dead letters. See the module docstring for the semantics."""
 
-    ENTRIES = BagStateSpec("entries", PickleCoder())          # (slice start, dims, WindowAccumulator)
-    WINDOWS = ReadModifyWriteStateSpec("windows", PickleCoder())  # {window: [panes, on_time fired, dirty]}
+    ENTRIES = BagStateSpec("entries", PickleCoder())  # (slice start, dims, released, WindowAccumulator)
+    WINDOWS = ReadModifyWriteStateSpec("windows", PickleCoder())  # {window: [panes, on time, dirty, published]}
     THROUGH = ReadModifyWriteStateSpec("through_us", PickleCoder())  # the watermark has passed this
     EARLY_SET = ReadModifyWriteStateSpec("early_set", BooleanCoder())
     EVENT = TimerSpec("event", TimeDomain.WATERMARK)
@@ -129,13 +129,13 @@ class WindowPanesFn(beam.DoFn):
             yield self._late(start, partial)
             return
         count(VALID, int(n), self._valid)
-        entries.add((start, partial.dimensions, partial.accumulator))
+        entries.add((start, partial.dimensions, False, partial.accumulator))  # pending until released
         state = windows.read() or {}
         late_now = []
         for w in open_windows:
             ws = state.get(w)
-            if ws is None:
-                ws = state[w] = [0, geo.end_us(w) <= passed, False]
+            if ws is None:  # [panes published, on-time pane passed, new data, reports published]
+                ws = state[w] = [0, geo.end_us(w) <= passed, False, 0]
             ws[2] = True
             if ws[1]:  # its on-time pane has passed: a late pane now
                 late_now.append(w)
@@ -159,12 +159,14 @@ class WindowPanesFn(beam.DoFn):
         through.write(max(through.read() or -(1 << 62), now))
         state = windows.read() or {}
         due = [w for w, ws in sorted(state.items()) if not ws[1] and geo.end_us(w) <= now]
-        closed = [w for w in state if geo.close_us(w) <= now]
-        if due:
-            kept = self._read(entries)
+        closed = sorted(w for w in state if geo.close_us(w) <= now)
+        if due or closed:
+            kept = self._compact(entries, state)
             for w in due:
                 state[w][1] = True
                 yield from self._pane(w, state[w], kept, ON_TIME)
+            for w in closed:  # what is still held when the window closes is reported, never dropped
+                yield from self._held(w, state[w], kept)
         for w in closed:
             del state[w]
         windows.write(state)
@@ -202,13 +204,10 @@ class WindowPanesFn(beam.DoFn):
                   "slice_start": start, "slice_end": end, "reports": n}
         return late_batch(detail, record, n)
 
-    @staticmethod
-    def _read(entries) -> list:
-        return list(entries.read())
-
     def _compact(self, entries, state) -> list:
-        """Merge the bag per (slice, dims) into new accumulators, drop slices of no open window, and
-        write it back; returns the compacted entries."""
+        """Merge the bag per (slice, dims) into new accumulators, released and pending apart; release
+        a pending increment once it holds at least ``min_reports`` reports; drop slices of no open
+        window; write it back. Returns the compacted entries ``(start, dims, released, acc)``."""
         geo = self.geometry
         aggregator = self.config.aggregator
         live = None
@@ -217,30 +216,48 @@ class WindowPanesFn(beam.DoFn):
             for w in state:
                 live |= geo.slices_of(w)
         merged = {}
-        for start, dims, acc in entries.read():
+        for start, dims, released, acc in entries.read():
             if live is not None and start not in live:
                 continue
-            key = (start, dims)
+            key = (start, dims, released)
             if key not in merged:
                 merged[key] = aggregator.create()
             aggregator.merge([merged[key], acc])  # into a new accumulator: bag reads may share objects
+        for (start, dims, released), acc in list(merged.items()):
+            if not released and acc.n >= max(1, self.config.min_reports):  # an atom: released for good
+                done = merged.setdefault((start, dims, True), aggregator.create())
+                aggregator.merge([done, acc])
+                del merged[(start, dims, False)]
         entries.clear()
-        kept = [(start, dims, acc) for (start, dims), acc in sorted(merged.items())]
+        kept = [(start, dims, released, acc) for (start, dims, released), acc in sorted(merged.items())]
         for item in kept:
             entries.add(item)
         return kept
 
-    def _pane(self, window, ws, entries, timing):
-        """The rows of one window's pane (every dimensions key, capped), as rows by kind and files."""
-        cfg = self.config
-        aggregator = cfg.aggregator
+    def _sums(self, window, entries, released: bool) -> dict:
+        """Per dimensions key, the released (or pending) part of the window's slices, merged."""
+        aggregator = self.config.aggregator
         slices = self.geometry.slices_of(window)
         per_dims = {}
-        for start, dims, acc in entries:
-            if slices is None or start in slices:
+        for start, dims, is_released, acc in entries:
+            if is_released == released and (slices is None or start in slices):
                 if dims not in per_dims:
                     per_dims[dims] = aggregator.create()
                 aggregator.merge([per_dims[dims], acc])
+        return per_dims
+
+    def _pane(self, window, ws, entries, timing):
+        """One window's pane from its released increments (every dimensions key, capped), as rows
+        by kind and files. Published only when it adds released reports to the window's last pane
+        (an on-time pane is published whenever anything is released): a pane never differs from
+        the last one by fewer than ``min_reports`` reports of a slice."""
+        cfg = self.config
+        aggregator = cfg.aggregator
+        ws[2] = False
+        per_dims = self._sums(window, entries, released=True)
+        total = sum(acc.n for acc in per_dims.values())
+        if total == 0 or (total == ws[3] and timing != ON_TIME):
+            return
         if cfg.dimensions:
             per_dims = cap_states(cfg, per_dims, lambda acc: acc.n,
                                   lambda accs: aggregator.merge([aggregator.create(), *accs]))
@@ -248,9 +265,36 @@ class WindowPanesFn(beam.DoFn):
         for dims, acc in sorted(per_dims.items()):
             for kind, row in window_rows(cfg, cfg.name, dims, acc, window):
                 by_kind[kind].append(row)
+        ws[3] = total
+        yield from self._emit(window, ws, timing, by_kind)
+
+    def _held(self, window, ws, entries):
+        """At a window's close: a ``withheld`` row per dimensions key whose slices still hold reports
+        that never reached ``min_reports`` (they stay unpublished, and are accounted for here)."""
+        cfg = self.config
+        rows = []
+        aggregator = cfg.aggregator
+        released, pending = (self._sums(window, entries, released=r) for r in (True, False))
+        if cfg.dimensions:  # withheld rows list no more values than published ones
+            merge = lambda accs: aggregator.merge([aggregator.create(), *accs])  # noqa: E731
+            released = cap_states(cfg, released, lambda acc: acc.n, merge)
+            pending = cap_states(cfg, pending, lambda acc: acc.n, merge)
+        for dims, acc in sorted(pending.items()):
+            if not acc.n:
+                continue
+            if dims not in released and acc.n < cfg.min_reports:  # a small window: as the batch job says it
+                rows += [row for _, row in window_rows(cfg, cfg.name, dims, acc, window)]
+                continue
+            base = {"collection": cfg.name, "window_start": window[0], "window_end": window[1],
+                    "dimensions": dict(dims)}
+            rows.append(held_row(cfg, base, acc.n))
+        if rows:
+            yield from self._emit(window, ws, CLOSED, {WITHHELD: rows})
+
+    def _emit(self, window, ws, timing, by_kind):
+        cfg = self.config
         index = ws[0]
         ws[0] += 1
-        ws[2] = False
         file_window = None if self.geometry.is_global else window
         for kind, rows in by_kind.items():
             for row in rows:
