@@ -96,10 +96,19 @@ def held_row(config, base, held) -> dict:
                        f"min_reports={config.min_reports} reports")
 
 
+def releasable(config, acc) -> bool:
+    """Whether an increment may be published: at least ``min_reports`` reports and, when the
+    collection has client extremes and the increment names clients, at least ``min_reports``
+    clients (a difference of client-extreme sums depends only on the clients of the increment)."""
+    if acc.n < max(1, config.min_reports):
+        return False
+    return not config.client_extremes or acc.n_clients == 0 or acc.n_clients >= config.min_reports
+
+
 def release_slice(config, acc):
-    """A slice's accumulator as published (it has at least ``min_reports`` reports) or held back
-    whole (a new accumulator that only counts them in ``held``)."""
-    if acc.n >= config.min_reports:
+    """A slice's accumulator as published (:func:`releasable`) or held back whole (a new
+    accumulator that only counts its reports in ``held``)."""
+    if releasable(config, acc):
         return acc
     out = config.aggregator.create()
     out.held = acc.n + acc.held

@@ -46,7 +46,7 @@ from apache_beam.utils.timestamp import Timestamp
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, count, late_batch
-from ldp_marginals.transforms.estimate import cap_states, held_row, window_rows
+from ldp_marginals.transforms.estimate import cap_states, held_row, releasable, window_rows
 
 PANES = "panes"   # the output of pane files: one PaneFile per kind, window and pane
 EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
@@ -206,8 +206,9 @@ class WindowPanesFn(beam.DoFn):
 
     def _compact(self, entries, state) -> list:
         """Merge the bag per (slice, dims) into new accumulators, released and pending apart; release
-        a pending increment once it holds at least ``min_reports`` reports; drop slices of no open
-        window; write it back. Returns the compacted entries ``(start, dims, released, acc)``."""
+        a pending increment once it holds at least ``min_reports`` reports (and clients, see
+        :func:`~ldp_marginals.transforms.estimate.releasable`); drop slices of no open window; write
+        it back. Returns the compacted entries ``(start, dims, released, acc)``."""
         geo = self.geometry
         aggregator = self.config.aggregator
         live = None
@@ -224,7 +225,7 @@ class WindowPanesFn(beam.DoFn):
                 merged[key] = aggregator.create()
             aggregator.merge([merged[key], acc])  # into a new accumulator: bag reads may share objects
         for (start, dims, released), acc in list(merged.items()):
-            if not released and acc.n >= max(1, self.config.min_reports):  # an atom: released for good
+            if not released and releasable(self.config, acc):  # an atom: released for good
                 done = merged.setdefault((start, dims, True), aggregator.create())
                 aggregator.merge([done, acc])
                 del merged[(start, dims, False)]

@@ -64,6 +64,30 @@ def test_without_a_guard_every_late_report_is_a_pane():
     assert got["withheld"] == []
 
 
+def test_client_extreme_increments_need_min_reports_clients():
+    """An increment of enough reports from too few clients waits: a difference of client-extreme
+    sums would single out those clients."""
+    from tests.configs import SMALL_CONFIG
+    cfg = config(min_reports=3, allowed_lateness_seconds=300, extremes=SMALL_CONFIG["extremes"][2:])
+
+    def by(second, client):
+        return dict(record(cfg, second), client=client)
+
+    stream = (test_stream.TestStream()
+              .advance_watermark_to(START)
+              .add_elements([by(s, f"c{s}") for s in range(6)])           # 6 reports, 6 clients
+              .advance_watermark_to(START + 61)
+              .add_elements([by(10, "x"), by(11, "x"), by(12, "x")])     # 3 reports, 1 client: held
+              .advance_watermark_to(START + 62)
+              .add_elements([by(13, "y"), by(14, "z")])                  # with them: 5 reports, 3 clients
+              .advance_watermark_to_infinity())
+    got, _ = run_stream(stream, cfg)
+    panes = [(f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
+    assert panes == [("on_time", 6), ("late", 11)]
+    clients = [r["n"] for f in got["panes"] if f.kind == "extremes" for r in f.rows]
+    assert clients == [6, 9] and got["withheld"] == []
+
+
 # Scenarios with a noiseless channel (p = 0, q = 1: every estimate is an exact count) and one bit
 # per slice position in a window, so each published row's count of bit j is exactly the reports
 # of one slice that the row includes.
