@@ -93,7 +93,7 @@ def test_client_extreme_increments_need_min_reports_clients():
 # of one slice that the row includes.
 
 def slice_config(window, min_reports, lateness, early):
-    k = 1 if window["type"] == "fixed" else int(window["size_seconds"] // window["period_seconds"])
+    k = int(window["size_seconds"] // window["period_seconds"]) if window["type"] == "sliding" else 1
     spec = {"collection": "g", "features": [{"name": f"s{j}", "type": "boolean"} for j in range(k)],
             "channel": {"p": 0.0, "q": 1.0}, "max_order": 1, "window": window, "min_reports": min_reports,
             "allowed_lateness_seconds": lateness}
@@ -111,10 +111,16 @@ def slice_record(cfg, k, period, second):
 
 def check_atoms(got, cfg, k, period, n_by_slice):
     """Per slice, the counts published of it (across panes and windows) are 0 or >= min_reports and
-    differ from each other by 0 or >= min_reports: released increments are atoms."""
+    differ from each other by 0 or >= min_reports: released increments are atoms. (The global
+    window is one slice.)"""
     seen = defaultdict(set)
+    if cfg.window.type == "global":
+        n_by_slice = {0: sum(n_by_slice.values())}
     for f in got["panes"]:
         if f.kind != "marginals":
+            continue
+        if f.window is None:
+            seen[0].add(f.rows[0]["n_reports"])
             continue
         start = f.window[0] // 1000 - START
         per_bit = {r["columns"][0]: int(round(r["estimate"])) for r in f.rows}
@@ -132,12 +138,15 @@ def check_atoms(got, cfg, k, period, n_by_slice):
 
 def test_random_streams_publish_only_atoms_and_lose_nothing():
     rng = random.Random(2026)
-    for scenario in range(8):
-        sliding = scenario % 2 == 1
+    for scenario in range(9):
+        kind = ("fixed", "sliding", "global")[scenario % 3]
+        sliding = kind == "sliding"
         period = 60
-        window = ({"type": "sliding", "size_seconds": 3 * period, "period_seconds": period} if sliding
-                  else {"type": "fixed", "size_seconds": period})
-        cfg, k = slice_config(window, rng.choice([2, 3, 5]), rng.choice([0, 60, 300]), rng.choice([None, 10]))
+        window = {"fixed": {"type": "fixed", "size_seconds": period},
+                  "sliding": {"type": "sliding", "size_seconds": 3 * period, "period_seconds": period},
+                  "global": {"type": "global"}}[kind]
+        early = 10 if kind == "global" else rng.choice([None, 10])  # a global window needs early panes
+        cfg, k = slice_config(window, rng.choice([2, 3, 5]), rng.choice([0, 60, 300]), early)
         stream = test_stream.TestStream().advance_watermark_to(START)
         watermark, sent = 0, []
         for _ in range(rng.randint(4, 9)):
@@ -156,7 +165,7 @@ def test_random_streams_publish_only_atoms_and_lose_nothing():
         seen = check_atoms(got, cfg, k, period, n_by_slice)
         if not sliding:  # a report is in one window: published (latest pane), withheld or late
             latest = {}
-            for f in got["panes"]:
+            for f in got["panes"]:  # (the global window is one window, f.window None)
                 if f.kind == "marginals" and (f.window not in latest or f.pane > latest[f.window][0]):
                     latest[f.window] = (f.pane, f.rows[0]["n_reports"])
             withheld = sum(r["n_reports"] for r in got["withheld"])
