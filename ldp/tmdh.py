@@ -113,11 +113,13 @@ class TMDHEstimate:
         """Normal confidence intervals ``(low, high)`` of the counts at ``level``."""
         return normal_interval(self.means, self.variances, level)
 
-    def _is_structural_zero(self, s: tuple) -> bool:
+    def is_structural_zero(self, s) -> bool:
+        """Whether set ``s`` holds two values of one categorical feature: its true count is 0 by
+        construction (one-hot), so its estimate is pure noise and is not published."""
         return any(len(set(s) & set(g)) > 1 for g in self.exclusive_groups)
 
     def _truth(self, s: tuple, needed_by: str) -> float:
-        if self._is_structural_zero(s):
+        if self.is_structural_zero(s):
             return 0.0
         if s not in self.family:
             raise ValueError(f"{needed_by} needs the count of set {list(s)}, which was not counted "

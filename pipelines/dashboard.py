@@ -35,6 +35,21 @@ def _read_rows(path: str) -> list:
     return rows
 
 
+def _feature_of(label: str) -> str | None:
+    """``os`` of a categorical bit label ``os=mac`` (None for a boolean's label)."""
+    return label.split("=", 1)[0] if "=" in label else None
+
+
+def _joint(pairs: dict, single: dict, a: int, b: int) -> float:
+    """The 2-way frequency of bits a and b: estimated, or 0 for two values of one categorical
+    feature (not published: zero by construction), else NaN (not counted)."""
+    key = (min(a, b), max(a, b))
+    if key in pairs:
+        return pairs[key]
+    fa, fb = _feature_of(single[a]["labels"][0]), _feature_of(single[b]["labels"][0])
+    return 0.0 if fa is not None and fa == fb else float("nan")
+
+
 def _correlations(marginals: list) -> list:
     """Per (collection, window, dimensions): the phi matrix of the bits whose 1- and 2-way
     marginals were estimated."""
@@ -50,7 +65,7 @@ def _correlations(marginals: list) -> list:
         if len(bits) < 2 or not pairs:
             continue
         z = [[1.0 if a == b else phi_from_frequencies(single[a]["frequency"], single[b]["frequency"],
-                                                      pairs.get((min(a, b), max(a, b)), float("nan")))
+                                                      _joint(pairs, single, a, b))
               for b in bits] for a in bits]
         out.append({"collection": collection, "window_start": start, "window_end": end,
                     "dimensions": json.loads(dims), "labels": [single[b]["labels"][0] for b in bits], "z": z})

@@ -13,7 +13,7 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     window: {type: fixed, size_seconds: 3600}      # or {type: sliding, size_seconds, period_seconds}, {type: global}
     min_reports: 1000
     # optional
-    sets: [[dark_mode, os=mac, os=win]]            # extra sets to count (bit labels or indices)
+    sets: [[dark_mode, os=mac, beta_a]]            # extra sets to count (bit labels or indices)
     groups: [[os, dark_mode]]                      # feature groups: tables of their joint cells
     level: 0.95
     allowed_lateness_seconds: 0
@@ -422,6 +422,12 @@ def parse_config(spec: dict) -> CollectionConfig:
     window = _window(_require(spec, "window", "config"))
     min_reports = check_int("min_reports", _require(spec, "min_reports", "config"), minimum=0)
     sets = tuple(_bits_of(layout, s, f"sets[{i}]") for i, s in enumerate(_list(spec.get("sets", []), "sets")))
+    for i, bits in enumerate(sets):
+        for group in layout.exclusive_groups:
+            both = [layout.labels[b] for b in bits if b in group]
+            if len(both) > 1:
+                raise ValueError(f"sets[{i}] holds {both}, values of one categorical feature: its count is 0 by "
+                                 f"construction (a report has one value), got sets[{i}]={[layout.labels[b] for b in bits]}")
     groups = []
     for i, g in enumerate(_list(spec.get("groups", []), "groups")):
         for fname in _names(g, f"groups[{i}]"):

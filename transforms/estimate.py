@@ -23,13 +23,14 @@ def window_bounds_ms(w) -> tuple:
 
 
 def marginal_rows(config, est, base) -> list:
-    """One MarginalEstimate row per counted set of order >= 1."""
+    """One MarginalEstimate row per counted set of order >= 1, except sets holding two values of one
+    categorical feature (zero by construction: their estimates are pure noise)."""
     low, high = est.intervals(config.level)
     n = est.n
     labels = config.layout.labels
     rows = []
     for i, s in enumerate(est.family):
-        if not s:
+        if not s or est.is_structural_zero(s):
             continue
         rows.append(dict(base, columns=list(s), labels=[labels[b] for b in s], estimate=float(est.means[i]),
                          frequency=float(est.means[i] / n), variance=float(est.variances[i]),

@@ -47,7 +47,8 @@ def core_rows(config, pop, records):
         est = estimate_tmdh(CooccurrenceAccumulator(config.family).add_packed(packed[idx]), config.channels)
         low, high = est.intervals(config.level)
         for i, s in enumerate(config.family):
-            if s:
+            # a set of two values of one categorical feature is 0 by construction: never published
+            if s and not any(len(set(s) & set(g)) > 1 for g in config.layout.exclusive_groups):
                 marg.append((start, tuple(s), est.means[i], est.variances[i], low[i], high[i], len(idx)))
         for ext in config.report_extremes:
             cols = list(ext.bits)

@@ -89,6 +89,8 @@ def test_config_loads_from_yaml_and_json(tmp_path):
     (dict(collection=".."), r"got collection='..'"),
     (dict(window={"type": "sliding", "size_seconds": 90, "period_seconds": 60}),
      r"window.size_seconds must be a whole multiple of period_seconds \(60\), got size_seconds=90"),
+    (dict(sets=[["dark", "os=mac", "os=win"]]),
+     r"sets\[0\] holds \['os=mac', 'os=win'\], values of one categorical feature: its count is 0 by construction"),
     (dict(privacy={"model": "central"}), r"privacy.model must be one of \['local', 'sufficient'\], got model='central'"),
     (dict(privacy={"model": "sufficient"}), r"privacy.epsilon is required for model 'sufficient'"),
     (dict(privacy={"model": "local", "eta": 0.1}), r"privacy.eta is only for model 'sufficient', got eta=0.1"),
