@@ -1,4 +1,4 @@
-"""The ``ldp-marginals`` command: run, simulate, calibrate, demo, dashboard."""
+"""The ``ldp-marginals`` command: run, simulate, calibrate, plan, demo, dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -42,6 +42,10 @@ def build_parser() -> tuple:
                      help="reports per pseudonymous client (for client extremes)")
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP")
     calibrate_cmd.add_calibrate_arguments(cal)
+    plan_p = sub.add_parser("plan", help="before collecting: each marginal's precision at N reports per window, "
+                                         "or the reports a target precision needs")
+    from ldp_marginals.pipelines.plan import add_plan_arguments
+    add_plan_arguments(plan_p)
     demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth")
     demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     demo.add_argument("--reports", type=int, default=60_000,
@@ -67,6 +71,9 @@ def main(argv=None) -> int:
             _simulate(args)
         elif args.command == "calibrate":
             calibrate_cmd.main(args)
+        elif args.command == "plan":
+            from ldp_marginals.pipelines.plan import main as plan_main
+            plan_main(args)
         elif args.command == "demo":
             if args.reports < MIN_DEMO_REPORTS:
                 raise ValueError(f"--reports must be >= {MIN_DEMO_REPORTS:,}, so that every hourly window of each "

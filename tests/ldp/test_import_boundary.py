@@ -38,6 +38,7 @@ def test_subcommands_other_than_run_do_not_import_beam(tmp_path):
     calls = [["--help"], ["calibrate", "--help"],
              ["calibrate", "--bits", "5", "--population", "1000", "--epsilon", "1", "--json"],
              ["simulate", "--config", str(config), "--reports", "50", "--out", str(tmp_path / "r.avro")],
+             ["plan", "--config", str(config), "--reports-per-window", "1000", "--json"],
              ["dashboard", "--help"], ["demo", "--help"]]
     for argv in calls:
         code = ("from ldp_marginals.pipelines.cli import main\n"

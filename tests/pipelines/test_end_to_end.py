@@ -114,6 +114,29 @@ def test_progress_on_stderr_counts_up_to_the_summary(simulated, capsys):
     assert counted == sorted(counted) and counted[-1] <= summary["reports_counted"] == 40000
 
 
+def test_plan_json_and_its_inverse(tmp_path):
+    from ldp_marginals.ldp.planning import half_width, reports_for_half_width
+    from ldp_marginals.schemas.config import load_configs
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(SMALL_CONFIG))
+    out = json.loads(cli("plan", "--config", str(tmp_path / "c.yaml"), "--reports-per-window", "5000",
+                         "--frequency", "0.1", "--target-half-width", "0.02", "--json"))
+    cfg = load_configs(tmp_path / "c.yaml")["app"]
+    (coll,) = out["collections"]
+    published = [s for s in cfg.family
+                 if s and not any(len(set(s) & set(g)) > 1 for g in cfg.layout.exclusive_groups)]
+    assert [tuple(r["columns"]) for r in coll["sets"]] == published
+    for r in coll["sets"]:
+        p, q = cfg.channels.p[r["columns"]], cfg.channels.q[r["columns"]]
+        assert r["half_width"]["worst"] == pytest.approx(half_width(p, q, 5000, cfg.level))
+        assert r["half_width"]["0.1"] <= r["half_width"]["worst"]
+        assert r["reports_needed"]["worst"] == reports_for_half_width(p, q, 0.02, cfg.level)
+    human = cli("plan", "--config", str(tmp_path / "c.yaml"), "--reports-per-window", "5000")
+    assert "dark,beta,sync" in human and "at N=5,000 f=worst" in human
+    err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "plan", "--config",
+                          str(tmp_path / "c.yaml")], capture_output=True, text=True)
+    assert err.returncode == 2 and "plan needs --reports-per-window N or --target-half-width H" in err.stderr
+
+
 def test_calibrate_json():
     from ldp_marginals.ldp.privacy import local_dp_flip, sufficient_dp_flip
     out = json.loads(cli("calibrate", "--bits", "40", "--population", "10000000", "--epsilon", "2", "--json",
