@@ -36,6 +36,7 @@ DEMO_CONFIG = {
     "groups": [["os", "plan"]],
     "dimensions": {"region": {"max_values": 10}},
     "level": 0.95,
+    "conditionals": [{"of": ["beta_search"], "given": ["plan=pro"]}],   # P(beta_search | plan=pro) per window
     "extremes": [
         {"name": "any_beta", "op": "or", "features": ["beta_search", "beta_sync"]},
         {"name": "all_betas", "op": "and", "features": ["beta_search", "beta_sync"]},

@@ -24,6 +24,7 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     dimensions:                                    # the public dimensions reports may carry
       region: {max_values: 50}                     # at most 50 distinct values per window
       app_version: {max_values: 500, max_length: 32}
+    conditionals: [{of: [beta_a], given: [os=mac]}]  # P(of | given) per window and key
     privacy: {model: sufficient, epsilon: 1.0, eta: 0.01}   # or {model: local[, epsilon]}: the promise,
                                                    # checked against the channels and min_reports
 
@@ -275,6 +276,7 @@ class CollectionConfig:
     extremes: tuple = field(default_factory=tuple)
     dimensions: tuple = ()   # Dimension, sorted by name
     privacy: Privacy | None = None
+    conditionals: tuple = ()   # ((of bits), (given bits)) pairs: P(of | given) per window and key
 
     @property
     def dimension_limits(self) -> dict:
@@ -370,7 +372,8 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
 
 
 _CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
-                "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy")
+                "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy",
+                "conditionals")
 
 
 def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups: tuple) -> None:
@@ -459,8 +462,27 @@ def parse_config(spec: dict) -> CollectionConfig:
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
     privacy = _privacy(spec.get("privacy"), layout, channels, min_reports)
-    return CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
-                            float(lateness), early, tuple(extremes), dimensions, privacy)
+    conditionals = []
+    for i, c in enumerate(_list(spec.get("conditionals", []), "conditionals")):
+        where = f"conditionals[{i}]"
+        _mapping(c, where, ("of", "given"))
+        of, given = _bits_of(layout, _require(c, "of", where), f"{where}.of"), _bits_of(
+            layout, _require(c, "given", where), f"{where}.given")
+        if not of or not given:
+            raise ValueError(f"{where} must name bits in both of and given, got of={c['of']!r}, given={c['given']!r}")
+        conditionals.append((of, given))
+    cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
+                           float(lateness), early, tuple(extremes), dimensions, privacy, tuple(conditionals))
+    for i, (of, given) in enumerate(cfg.conditionals):
+        union = tuple(sorted(set(of) | set(given)))
+        labels = [layout.labels[b] for b in union]
+        if any(len(set(union) & set(g)) > 1 for g in layout.exclusive_groups):
+            raise ValueError(f"conditionals[{i}]: of and given together hold two values of one categorical feature "
+                             f"({labels}), so P(of | given) is 0 by construction")
+        if union not in cfg.family:
+            raise ValueError(f"conditionals[{i}] needs the count of {labels}, which is not counted: raise max_order "
+                             f"to {len(union)} or add it to sets, got max_order={max_order}")
+    return cfg
 
 
 def load_configs(path) -> dict:

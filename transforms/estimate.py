@@ -5,11 +5,12 @@ import time
 
 import apache_beam as beam
 
+from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.intervals import normal_interval
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
+from ldp_marginals.schemas.outputs import CONDITIONALS, ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
 from ldp_marginals.transforms.combiners import CollectionCombineFn
 from ldp_marginals.transforms.source import Partial
 from ldp_marginals.transforms.windowing import window_into
@@ -82,11 +83,29 @@ def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
         yield TABLES, row
     for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums):
         yield EXTREMES, extreme_row(base, ext, n, total, var, config.level)
+    yield from conditional_rows(config, est, counted)
     if clients_withheld:
         yield WITHHELD, _clients_withheld(config, base, clients)
     elif config.client_extremes:
         for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc)):
             yield EXTREMES, extreme_row(base, ext, clients, total, var, config.level)
+
+
+def conditional_rows(config, est, base):
+    """``(kind, row)`` per configured conditional: a ``conditionals`` row, or a ``withheld`` row when
+    the interval of ``t_given`` includes 0 (the ratio and its interval are unreliable there)."""
+    labels = config.layout.labels
+    for of, given in config.conditionals:
+        c = conditional(est, of, given, config.level)
+        names = {"of": [labels[b] for b in of], "given": [labels[b] for b in given]}
+        if not c.given_low > 0:
+            yield WITHHELD, dict({k: base[k] for k in ("collection", "window_start", "window_end", "dimensions")},
+                                 n_reports=base["n_reports"], min_reports=config.min_reports,
+                                 reason=f"P({','.join(names['of'])} | {','.join(names['given'])}) not published: "
+                                        f"the {config.level:g} interval of t_given includes 0 (t_given={c.given:.1f})")
+            continue
+        yield CONDITIONALS, dict(base, **names, estimate=c.estimate, variance=c.variance, ci_low=c.ci_low,
+                                 ci_high=c.ci_high, given_count=c.given)
 
 
 def held_row(config, base, held) -> dict:

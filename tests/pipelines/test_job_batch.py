@@ -139,3 +139,42 @@ def test_unreadable_files_are_dead_lettered(small_config, tmp_path, fast):
                    | beam.CombineGlobally(sum))
         # all 80 good reports, plus whatever complete blocks of the truncated copy could be read
         assert_that(counted | beam.Map(lambda n: n >= 80), equal_to([True]), label="good file counted")
+
+
+def test_conditionals_equal_the_core_and_small_givens_are_withheld():
+    from ldp_marginals.ldp.conditional import conditional
+    from ldp_marginals.schemas.config import parse_config
+    from tests.collect import Collected
+    from tests.configs import SMALL_CONFIG
+    cfg = parse_config(dict(SMALL_CONFIG, extremes=[], conditionals=[{"of": ["beta"], "given": ["os=mac"]},
+                                                                    {"of": ["dark"], "given": ["sync"]}]))
+    pop = simulate_population(cfg, 4000, seed=5, span_seconds=3600 * 0.99)  # one window
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(list(report_records(cfg, pop))), None, JobOptions({cfg.name: cfg}))
+        outs["conditionals"] | got.into("c")
+        outs["withheld"] | got.into("w")
+    est = estimate_tmdh(CooccurrenceAccumulator(cfg.family).add_packed(pop.noisy), cfg.channels,
+                        exclusive_groups=cfg.layout.exclusive_groups)
+    published = {(tuple(r["of"]), tuple(r["given"])): r for r in got["c"]}
+    withheld = [r["reason"] for r in got["w"]]
+    for of, given in cfg.conditionals:
+        c = conditional(est, of, given, cfg.level)
+        key = (tuple(cfg.layout.labels[b] for b in of), tuple(cfg.layout.labels[b] for b in given))
+        if c.given_low > 0:
+            r = published[key]
+            assert (r["estimate"], r["variance"], r["ci_low"], r["ci_high"]) == pytest.approx(
+                (c.estimate, c.variance, c.ci_low, c.ci_high), rel=1e-9)
+        else:
+            assert any(f"P({key[0][0]} | {key[1][0]}) not published" in w for w in withheld)
+    assert published  # at least one conditional is published at this size
+    # a tiny window: t_given's interval includes 0, so nothing is published, and the withheld row says why
+    tiny = parse_config(dict(SMALL_CONFIG, extremes=[], min_reports=1,
+                             conditionals=[{"of": ["beta"], "given": ["os=mac"]}]))
+    few = simulate_population(tiny, 12, seed=6, span_seconds=60)
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(list(report_records(tiny, few))), None, JobOptions({tiny.name: tiny}))
+        outs["conditionals"] | got.into("c")
+        outs["withheld"] | got.into("w")
+    assert got["c"] == [] and any("P(beta | os=mac) not published" in r["reason"] for r in got["w"])
