@@ -17,3 +17,14 @@ def normal_interval(estimate, variance, level: float = 0.95):
     est = np.asarray(estimate, dtype=np.float64)
     half = z * np.sqrt(np.maximum(variance, 0.0))
     return est - half, est + half
+
+
+def sidak_level(level: float, m: int) -> float:
+    """The per-interval level at which ``m`` two-sided normal intervals hold all together with
+    probability at least ``level``: ``level ** (1 / m)`` (Sidak 1967: valid for jointly normal
+    estimates whatever their correlation)."""
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got m={m}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got level={level}")
+    return level ** (1.0 / m)

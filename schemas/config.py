@@ -14,7 +14,8 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     min_reports: 1000
     # optional
     sets: [[dark_mode, os=mac, beta_a]]            # extra sets to count (bit labels or indices)
-    groups: [[os, dark_mode]]                      # feature groups: tables of their joint cells
+    groups: [[os, dark_mode]]                      # feature groups: tables of their joint cells, or
+                                                   # {features: [...], interval: simultaneous}
     level: 0.95
     allowed_lateness_seconds: 0
     early_firing_seconds: null                     # streaming: speculative panes every N seconds
@@ -199,6 +200,7 @@ class Dimension:
         check_int(f"dimensions.{self.name}.max_values", self.max_values, minimum=1)
         check_int(f"dimensions.{self.name}.max_length", self.max_length, minimum=1)
 PRIVACY_MODELS = ("local", "sufficient")
+INTERVALS = ("per_cell", "simultaneous")   # a table's intervals: each cell alone, or all cells together
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,7 @@ class CollectionConfig:
     dimensions: tuple = ()   # Dimension, sorted by name
     privacy: Privacy | None = None
     conditionals: tuple = ()   # ((of bits), (given bits)) pairs: P(of | given) per window and key
+    group_intervals: tuple = ()   # per group: "per_cell" (default) or "simultaneous"
 
     @property
     def dimension_limits(self) -> dict:
@@ -350,6 +353,7 @@ class CollectionConfig:
                            "period_seconds": self.window.period_seconds},
                 "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
                 "groups": [list(g) for g in self.groups],
+                "group_intervals": list(self.group_intervals or ("per_cell",) * len(self.groups)),
                 "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length}
                                for d in self.dimensions},
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
@@ -431,8 +435,16 @@ def parse_config(spec: dict) -> CollectionConfig:
             if len(both) > 1:
                 raise ValueError(f"sets[{i}] holds {both}, values of one categorical feature: its count is 0 by "
                                  f"construction (a report has one value), got sets[{i}]={[layout.labels[b] for b in bits]}")
-    groups = []
+    groups, group_intervals = [], []
     for i, g in enumerate(_list(spec.get("groups", []), "groups")):
+        interval = "per_cell"
+        if isinstance(g, dict):  # {features: [...], interval: per_cell | simultaneous}
+            _mapping(g, f"groups[{i}]", ("features", "interval"))
+            interval = g.get("interval", "per_cell")
+            if interval not in INTERVALS:
+                raise ValueError(f"groups[{i}].interval must be one of {list(INTERVALS)}, got interval={interval!r}")
+            g = _require(g, "features", f"groups[{i}]")
+        group_intervals.append(interval)
         for fname in _names(g, f"groups[{i}]"):
             layout.feature(fname)
         groups.append(tuple(g))
@@ -472,7 +484,8 @@ def parse_config(spec: dict) -> CollectionConfig:
             raise ValueError(f"{where} must name bits in both of and given, got of={c['of']!r}, given={c['given']!r}")
         conditionals.append((of, given))
     cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
-                           float(lateness), early, tuple(extremes), dimensions, privacy, tuple(conditionals))
+                           float(lateness), early, tuple(extremes), dimensions, privacy, tuple(conditionals),
+                           tuple(group_intervals))
     for i, (of, given) in enumerate(cfg.conditionals):
         union = tuple(sorted(set(of) | set(given)))
         labels = [layout.labels[b] for b in union]

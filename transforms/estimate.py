@@ -6,7 +6,7 @@ import time
 import apache_beam as beam
 
 from ldp_marginals.ldp.conditional import conditional
-from ldp_marginals.ldp.intervals import normal_interval
+from ldp_marginals.ldp.intervals import normal_interval, sidak_level
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
@@ -40,14 +40,18 @@ def marginal_rows(config, est, base) -> list:
 
 
 def table_rows(config, est, base) -> list:
-    """TableCell rows of every configured feature group."""
+    """TableCell rows of every configured feature group; a group with ``interval: simultaneous``
+    gets intervals that hold for all its cells together at the level (Sidak)."""
     rows = []
-    for group in config.groups:
+    intervals = config.group_intervals or ("per_cell",) * len(config.groups)
+    for group, interval in zip(config.groups, intervals):
         table = group_table(est, config.layout, group)
-        low, high = table.intervals(config.level)
+        level = sidak_level(config.level, len(table.cells)) if interval == "simultaneous" else config.level
+        low, high = table.intervals(level)
         for cell, cols, e, v, lo, hi in zip(table.cells, table.columns, table.estimate, table.variances, low, high):
             rows.append(dict(base, group=list(group), cell=list(cell), columns=list(cols), estimate=float(e),
-                             frequency=float(e / est.n), variance=float(v), ci_low=float(lo), ci_high=float(hi)))
+                             frequency=float(e / est.n), variance=float(v), ci_low=float(lo), ci_high=float(hi),
+                             interval=interval))
     return rows
 
 
