@@ -131,8 +131,20 @@ def render(data: dict | None, data_url: str | None = None, refresh_seconds: floa
     return "".join(out + [page])
 
 
+def check_marginals(data: dict, marginals: list | None) -> None:
+    """An unknown label in ``--marginal`` is an error naming it (a page would silently omit it)."""
+    known = {label for c in data["collections"] for label in c.get("labels", [])}
+    known |= {label for r in data["marginals"] for label in r["labels"]}
+    for chosen in marginals or []:
+        unknown = [label for label in chosen if label not in known]
+        if unknown or not chosen:
+            raise ValueError(f"--marginal {','.join(chosen)!r}: unknown bit label(s) {unknown}; the labels are "
+                             f"{sorted(known)}")
+
+
 def write(estimates_dir: str, out_path: str, marginals: list | None = None) -> str:
     data = load_estimates(estimates_dir, marginals)
+    check_marginals(data, marginals)
     folder = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(folder, exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as fh:

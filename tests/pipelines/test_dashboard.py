@@ -235,6 +235,9 @@ def test_dashboard_command(demo, tmp_path, capsys):
     assert str(page) in capsys.readouterr().out
     html = page.read_text()
     assert '"chosen_marginals": [["os=mac", "plan=pro"]]' in html and "Plotly" in html
+    assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),
+                 "--marginal", "os=mac,plan=platinum"]) == 2
+    assert "unknown bit label(s) ['plan=platinum']" in capsys.readouterr().err
     assert main(["dashboard", "--estimates", str(tmp_path / "none"), "--out", str(page)]) == 2
     assert "estimates must be a directory" in capsys.readouterr().err
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--serve", "0"]) == 2
