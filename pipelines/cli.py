@@ -1,4 +1,4 @@
-"""The ``ldp-marginals`` command: run, simulate, calibrate, plan, demo, dashboard."""
+"""The ``ldp-marginals`` command: run, simulate, calibrate, plan, compare, demo, dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -46,6 +46,10 @@ def build_parser() -> tuple:
                                          "or the reports a target precision needs")
     from ldp_marginals.pipelines.plan import add_plan_arguments
     add_plan_arguments(plan_p)
+    cmp_p = sub.add_parser("compare", help="what moved: each marginal's change between two windows or two "
+                                           "dimension values, with z scores and Benjamini-Hochberg")
+    from ldp_marginals.pipelines.compare import add_compare_arguments
+    add_compare_arguments(cmp_p)
     demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth")
     demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     demo.add_argument("--reports", type=int, default=60_000,
@@ -74,6 +78,9 @@ def main(argv=None) -> int:
         elif args.command == "plan":
             from ldp_marginals.pipelines.plan import main as plan_main
             plan_main(args)
+        elif args.command == "compare":
+            from ldp_marginals.pipelines.compare import main as compare_main
+            compare_main(args)
         elif args.command == "demo":
             if args.reports < MIN_DEMO_REPORTS:
                 raise ValueError(f"--reports must be >= {MIN_DEMO_REPORTS:,}, so that every hourly window of each "

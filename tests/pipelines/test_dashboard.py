@@ -1,5 +1,6 @@
 """The dashboard: data loading checked directly, and the demo's page rendered in headless Chromium
 (Debian's chromium + chromium-driver, installed by `make test`), its charts compared with the files."""
+import datetime as dt
 import json
 import os
 import shutil
@@ -242,3 +243,35 @@ def test_dashboard_command(demo, tmp_path, capsys):
     assert "estimates must be a directory" in capsys.readouterr().err
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--serve", "0"]) == 2
     assert "--serve must be a port" in capsys.readouterr().err
+
+
+def test_compare_command_on_the_demo(demo, capsys):
+    """compare --dimension: each common marginal's change, its standard error from the two rows'
+    variances, z, and Benjamini-Hochberg; the two regions of the demo differ (plan=pro most)."""
+    import json as json_mod
+    import math
+
+    from ldp_marginals.pipelines.cli import main
+    out, _ = demo
+    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,us", "--json"]) == 0
+    res = json_mod.loads(capsys.readouterr().out)
+    rows = [json_mod.loads(line) for p in sorted((out / "estimates" / "marginals").glob("*.jsonl"))
+            for line in p.read_text().splitlines()]
+    latest = max(r["window_start"] for r in rows)
+    side = {r["dimensions"]["region"]: r for r in rows
+            if r["window_start"] == latest and r["labels"] == ["plan=pro"]}
+    (pro,) = [c for c in res["changes"] if c["labels"] == ["plan=pro"]]
+    eu, us = side["eu"], side["us"]
+    assert pro["difference"] == pytest.approx(us["frequency"] - eu["frequency"])
+    assert pro["standard_error"] == pytest.approx(math.sqrt(eu["variance"] / eu["n_reports"] ** 2
+                                                            + us["variance"] / us["n_reports"] ** 2))
+    assert pro["significant"] and res["changes"][0]["significant"]
+    assert res["significant"] == sum(c["significant"] for c in res["changes"]) > 0
+    starts = sorted({r["window_start"] for r in rows})
+    iso = [dt.datetime.fromtimestamp(t / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M") for t in starts[:2]]
+    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso, "--json"]) == 0
+    between = json_mod.loads(capsys.readouterr().out)
+    assert between["compared"] == len({(tuple(r["columns"]), r["dimensions"]["region"]) for r in rows
+                                       if r["window_start"] == starts[0]})
+    assert main(["compare", "--estimates", str(out / "estimates")]) == 2
+    assert "compare needs --windows FIRST SECOND or --dimension KEY=A,B" in capsys.readouterr().err

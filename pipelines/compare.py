@@ -1,0 +1,112 @@
+"""``ldp-marginals compare``: what moved between two windows, or between two values of a dimension,
+in a run's outputs: per published marginal the change of its frequency, its standard error, z and
+interval, the largest significant changes first (Benjamini-Hochberg over the sets compared)."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+
+from ldp_marginals.ldp.compare import benjamini_hochberg, change
+from ldp_marginals.schemas.outputs import kind_dir, latest_panes
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--estimates", required=True, help="a run's output directory")
+    parser.add_argument("--collection", default=None, help="the collection (default: the only one)")
+    parser.add_argument("--windows", nargs=2, metavar=("FIRST", "SECOND"), default=None,
+                        help="two window starts (ISO time, e.g. 2026-01-01T00:00), same dimensions")
+    parser.add_argument("--dimension", default=None, metavar="KEY=A,B",
+                        help="two values of a dimension in one window (the latest, or --window)")
+    parser.add_argument("--window", default=None, help="the window of --dimension (ISO start time)")
+    parser.add_argument("--fdr", type=float, default=0.05, help="false discovery rate of the table (default 0.05)")
+    parser.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _ms(text: str, name: str) -> int:
+    try:
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an ISO time such as 2026-01-01T00:00, got {name}={text!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def _rows(estimates: str) -> list:
+    rows = []
+    for path in latest_panes(kind_dir(estimates, "marginals")):
+        with open(path) as fh:
+            rows += [json.loads(line) for line in fh if line.strip()]
+    return rows
+
+
+def compare(args) -> dict:
+    if (args.windows is None) == (args.dimension is None):
+        raise ValueError("compare needs --windows FIRST SECOND or --dimension KEY=A,B, got "
+                         + ("both" if args.windows else "neither"))
+    rows = _rows(args.estimates)
+    names = sorted({r["collection"] for r in rows})
+    if not rows:
+        raise ValueError(f"--estimates {args.estimates}: no marginals there")
+    collection = args.collection or (names[0] if len(names) == 1 else None)
+    if collection not in names:
+        raise ValueError(f"--collection must be one of {names}, got --collection={args.collection!r}")
+    rows = [r for r in rows if r["collection"] == collection]
+    if args.windows:
+        a, b = (_ms(w, "--windows") for w in args.windows)
+        first = {(tuple(r["columns"]), json.dumps(r["dimensions"], sort_keys=True)): r for r in rows
+                 if r["window_start"] == a}
+        second = {(tuple(r["columns"]), json.dumps(r["dimensions"], sort_keys=True)): r for r in rows
+                  if r["window_start"] == b}
+        what = {"windows": list(args.windows)}
+    else:
+        key, _, values = args.dimension.partition("=")
+        pair = values.split(",")
+        if not key or len(pair) != 2:
+            raise ValueError(f"--dimension must be KEY=A,B, got --dimension={args.dimension!r}")
+        start = _ms(args.window, "--window") if args.window else max(r["window_start"] for r in rows)
+        in_window = [r for r in rows if r["window_start"] == start]
+
+        def side(value):
+            return {(tuple(r["columns"]), json.dumps({k: v for k, v in r["dimensions"].items() if k != key},
+                                                     sort_keys=True)): r
+                    for r in in_window if r["dimensions"].get(key) == value}
+        first, second = side(pair[0]), side(pair[1])
+        what = {"dimension": key, "values": pair, "window_start": start}
+    common = sorted(set(first) & set(second))
+    if not common:
+        raise ValueError("the two sides have no published marginal in common (check the windows or values)")
+    out = []
+    for k in common:
+        r1, r2 = first[k], second[k]
+        c = change(r1["frequency"], r1["variance"] / r1["n_reports"] ** 2, r2["frequency"],
+                   r2["variance"] / r2["n_reports"] ** 2, args.level)
+        out.append({"labels": r1["labels"], "dimensions": json.loads(k[1]), "first": r1["frequency"],
+                    "second": r2["frequency"], **c._asdict()})
+    rejected = benjamini_hochberg([o["p_value"] for o in out], args.fdr)
+    for o, r in zip(out, rejected):
+        o["significant"] = r
+    out.sort(key=lambda o: (not o["significant"], -abs(o["z"])))
+    return {"collection": collection, **what, "fdr": args.fdr, "level": args.level,
+            "compared": len(out), "significant": sum(rejected), "changes": out}
+
+
+def render(res: dict) -> str:
+    lines = [f"{res['collection']}: {res['significant']} of {res['compared']} marginals changed "
+             f"(Benjamini-Hochberg at FDR {res['fdr']:g}; intervals at {res['level']:g})",
+             f"{'set':32} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
+    for o in res["changes"]:
+        mark = "*" if o["significant"] else " "
+        lines.append(f"{mark}{','.join(o['labels'])[:31]:31} {o['first']:8.4f} {o['second']:8.4f} "
+                     f"{o['difference']:+8.4f} {o['standard_error']:7.4f} {o['z']:+7.2f}  "
+                     f"[{o['ci_low']:+.4f}, {o['ci_high']:+.4f}]")
+    lines.append("* significant. Windows hold disjoint reports; overlapping sliding windows make the test conservative.")
+    return "\n".join(lines)
+
+
+def main(args) -> dict:
+    res = compare(args)
+    print(json.dumps(res, indent=2) if args.json else render(res))
+    return res
