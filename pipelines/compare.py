@@ -1,6 +1,7 @@
 """``ldp-marginals compare``: what moved between two windows, or between two values of a dimension,
-in a run's outputs: per published marginal the change of its frequency, its standard error, z and
-interval, the largest significant changes first (Benjamini-Hochberg over the sets compared)."""
+in a run's outputs: per published marginal (or conditional, ``--kind conditionals``) the change of
+its frequency, its standard error, z and interval, the largest significant changes first
+(Benjamini-Hochberg over the sets compared)."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,8 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dimension", default=None, metavar="KEY=A,B",
                         help="two values of a dimension in one window (the latest, or --window)")
     parser.add_argument("--window", default=None, help="the window of --dimension (ISO start time)")
+    parser.add_argument("--kind", choices=("marginals", "conditionals"), default="marginals",
+                        help="compare marginal frequencies (default) or the conditionals P(of | given)")
     parser.add_argument("--fdr", type=float, default=0.05, help="false discovery rate of the table (default 0.05)")
     parser.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -34,11 +37,19 @@ def _ms(text: str, name: str) -> int:
     return int(t.timestamp() * 1000)
 
 
-def _rows(estimates: str) -> list:
+def _rows(estimates: str, kind: str) -> list:
+    """The latest pane's rows of ``kind``, each with ``columns`` naming what it estimates and
+    ``frequency`` and ``variance`` on the frequency scale."""
     rows = []
-    for path in latest_panes(kind_dir(estimates, "marginals")):
+    for path in latest_panes(kind_dir(estimates, kind)):
         with open(path) as fh:
             rows += [json.loads(line) for line in fh if line.strip()]
+    for r in rows:
+        if kind == "conditionals":  # already a frequency with its variance
+            r["columns"] = [",".join(r["of"]) + " | " + ",".join(r["given"])]
+            r["labels"], r["frequency"], r["frequency_variance"] = r["columns"], r["estimate"], r["variance"]
+        else:
+            r["frequency_variance"] = r["variance"] / r["n_reports"] ** 2
     return rows
 
 
@@ -46,10 +57,10 @@ def compare(args) -> dict:
     if (args.windows is None) == (args.dimension is None):
         raise ValueError("compare needs --windows FIRST SECOND or --dimension KEY=A,B, got "
                          + ("both" if args.windows else "neither"))
-    rows = _rows(args.estimates)
+    rows = _rows(args.estimates, args.kind)
     names = sorted({r["collection"] for r in rows})
     if not rows:
-        raise ValueError(f"--estimates {args.estimates}: no marginals there")
+        raise ValueError(f"--estimates {args.estimates}: no {args.kind} there")
     collection = args.collection or (names[0] if len(names) == 1 else None)
     if collection not in names:
         raise ValueError(f"--collection must be one of {names}, got --collection={args.collection!r}")
@@ -81,20 +92,19 @@ def compare(args) -> dict:
     out = []
     for k in common:
         r1, r2 = first[k], second[k]
-        c = change(r1["frequency"], r1["variance"] / r1["n_reports"] ** 2, r2["frequency"],
-                   r2["variance"] / r2["n_reports"] ** 2, args.level)
+        c = change(r1["frequency"], r1["frequency_variance"], r2["frequency"], r2["frequency_variance"], args.level)
         out.append({"labels": r1["labels"], "dimensions": json.loads(k[1]), "first": r1["frequency"],
                     "second": r2["frequency"], **c._asdict()})
     rejected = benjamini_hochberg([o["p_value"] for o in out], args.fdr)
     for o, r in zip(out, rejected):
         o["significant"] = r
     out.sort(key=lambda o: (not o["significant"], -abs(o["z"])))
-    return {"collection": collection, **what, "fdr": args.fdr, "level": args.level,
+    return {"collection": collection, "kind": args.kind, **what, "fdr": args.fdr, "level": args.level,
             "compared": len(out), "significant": sum(rejected), "changes": out}
 
 
 def render(res: dict) -> str:
-    lines = [f"{res['collection']}: {res['significant']} of {res['compared']} marginals changed "
+    lines = [f"{res['collection']}: {res['significant']} of {res['compared']} {res['kind']} changed "
              f"(Benjamini-Hochberg at FDR {res['fdr']:g}; intervals at {res['level']:g})",
              f"{'set':32} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
     for o in res["changes"]:

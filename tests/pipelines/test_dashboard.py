@@ -273,5 +273,16 @@ def test_compare_command_on_the_demo(demo, capsys):
     between = json_mod.loads(capsys.readouterr().out)
     assert between["compared"] == len({(tuple(r["columns"]), r["dimensions"]["region"]) for r in rows
                                        if r["window_start"] == starts[0]})
+    # the demo's conditional P(beta_search | plan=pro), between the regions
+    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,us",
+                 "--kind", "conditionals", "--json"]) == 0
+    (cond,) = json_mod.loads(capsys.readouterr().out)["changes"]
+    crows = [json_mod.loads(line) for p in sorted((out / "estimates" / "conditionals").glob("*.jsonl"))
+             for line in p.read_text().splitlines()]
+    by_region = {r["dimensions"]["region"]: r for r in crows if r["window_start"] == latest}
+    assert cond["labels"] == ["beta_search | plan=pro"]
+    assert cond["difference"] == pytest.approx(by_region["us"]["estimate"] - by_region["eu"]["estimate"])
+    assert cond["standard_error"] == pytest.approx(math.sqrt(by_region["us"]["variance"]
+                                                             + by_region["eu"]["variance"]))
     assert main(["compare", "--estimates", str(out / "estimates")]) == 2
     assert "compare needs --windows FIRST SECOND or --dimension KEY=A,B" in capsys.readouterr().err
