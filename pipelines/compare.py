@@ -112,7 +112,8 @@ def render(res: dict) -> str:
         lines.append(f"{mark}{','.join(o['labels'])[:31]:31} {o['first']:8.4f} {o['second']:8.4f} "
                      f"{o['difference']:+8.4f} {o['standard_error']:7.4f} {o['z']:+7.2f}  "
                      f"[{o['ci_low']:+.4f}, {o['ci_high']:+.4f}]")
-    lines.append("* significant. Windows hold disjoint reports; overlapping sliding windows make the test conservative.")
+    lines.append("* significant. Windows hold disjoint reports; overlapping sliding windows make the test "
+                 "conservative.")
     return "\n".join(lines)
 
 
