@@ -13,8 +13,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from ldp_marginals.transforms.avro_container import Damage
-from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, count, damaged
-from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block
+from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, damaged
+from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials
 from ldp_marginals.transforms.reports import read_file, record_or_dead_letter
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, ReportSource
 
@@ -47,9 +47,8 @@ class ReadAndPreaggregateFn(beam.DoFn):
         yield from self._flush()
 
     def _flush(self):
-        for start, partial in self._pre.flush():
-            count(VALID, int(partial.accumulator.n), self._valid)  # counted once safely in an accumulator
-            yield beam.pvalue.TaggedOutput(PARTIALS, beam.window.TimestampedValue(partial, start / 1000.0))
+        for partial in timestamped_partials(self._pre, self._valid):
+            yield beam.pvalue.TaggedOutput(PARTIALS, partial)
 
 
 class ReadReportFilesFast(ReportSource):

@@ -160,17 +160,17 @@ class WindowPanesFn(beam.DoFn):
         state = windows.read() or {}
         due = [w for w, ws in sorted(state.items()) if not ws[1] and geo.end_us(w) <= now]
         closed = sorted(w for w in state if geo.close_us(w) <= now)
-        if due or closed:
-            kept = self._compact(entries, state)
-            for w in due:
-                state[w][1] = True
-                yield from self._pane(w, state[w], kept, ON_TIME)
-            for w in closed:  # what is still held when the window closes is reported, never dropped
-                yield from self._held(w, state[w], kept)
+        kept = self._compact(entries, state)
+        for w in due:
+            state[w][1] = True
+            yield from self._pane(w, state[w], kept, ON_TIME)
+        for w in closed:  # what is still held when the window closes is reported, never dropped
+            yield from self._held(w, state[w], kept)
         for w in closed:
             del state[w]
         windows.write(state)
-        self._compact(entries, state)
+        if closed:  # the closed windows' slices leave the state
+            self._store(entries, kept, state)
         self._arm(event, state)
 
     @on_timer(EARLY)
@@ -204,22 +204,27 @@ class WindowPanesFn(beam.DoFn):
                   "slice_start": start, "slice_end": end, "reports": n}
         return late_batch(detail, record, n)
 
+    def _store(self, entries, items, state) -> list:
+        """Write ``items`` back as the bag, without the slices of no open window; returns them."""
+        kept = items
+        if not self.geometry.is_global:
+            live = set()
+            for w in state:
+                live |= self.geometry.slices_of(w)
+            kept = [item for item in items if item[0] in live]
+        entries.clear()
+        for item in kept:
+            entries.add(item)
+        return kept
+
     def _compact(self, entries, state) -> list:
         """Merge the bag per (slice, dims) into new accumulators, released and pending apart; release
         a pending increment once it holds at least ``min_reports`` reports (and clients, see
         :func:`~ldp_marginals.transforms.estimate.releasable`); drop slices of no open window; write
         it back. Returns the compacted entries ``(start, dims, released, acc)``."""
-        geo = self.geometry
         aggregator = self.config.aggregator
-        live = None
-        if not geo.is_global:
-            live = set()
-            for w in state:
-                live |= geo.slices_of(w)
         merged = {}
         for start, dims, released, acc in entries.read():
-            if live is not None and start not in live:
-                continue
             key = (start, dims, released)
             if key not in merged:
                 merged[key] = aggregator.create()
@@ -229,11 +234,8 @@ class WindowPanesFn(beam.DoFn):
                 done = merged.setdefault((start, dims, True), aggregator.create())
                 aggregator.merge([done, acc])
                 del merged[(start, dims, False)]
-        entries.clear()
-        kept = [(start, dims, released, acc) for (start, dims, released), acc in sorted(merged.items())]
-        for item in kept:
-            entries.add(item)
-        return kept
+        return self._store(entries, [(start, dims, released, acc)
+                                     for (start, dims, released), acc in sorted(merged.items())], state)
 
     def _sums(self, window, entries, released: bool) -> dict:
         """Per dimensions key, the released (or pending) part of the window's slices, merged."""

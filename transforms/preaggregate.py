@@ -15,6 +15,7 @@ Malformed reports become dead letters with the reasons and details of the per-re
 """
 from __future__ import annotations
 
+import apache_beam as beam
 import numpy as np
 from numba import njit
 
@@ -36,7 +37,9 @@ from ldp_marginals.transforms.avro_blocks import (
     span_hashes,
 )
 from ldp_marginals.transforms.dead_letters import (
+    VALID,
     collection_detail,
+    count,
     dead_letter,
     length_detail,
     padding_detail,
@@ -149,6 +152,15 @@ class Preaggregator:
         self.buffers = {}
         self.buffered = 0
         return out
+
+
+def timestamped_partials(pre: Preaggregator, valid_counter=None):
+    """Flush ``pre``: each partial timestamped with its slice's start (so it lands in exactly its
+    reports' windows), its reports counted valid when a counter is given."""
+    for start, partial in pre.flush():
+        if valid_counter is not None:  # counted once safely in an accumulator
+            count(VALID, int(partial.accumulator.n), valid_counter)
+        yield beam.window.TimestampedValue(partial, start / 1000.0)
 
 
 def _dead(block, rows, reason, detail, source_of):

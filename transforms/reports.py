@@ -21,7 +21,6 @@ from ldp_marginals.transforms.dead_letters import (
     TAG,
     VALID,
     collection_detail,
-    count,
     damaged,
     dead_letter,
     length_detail,
@@ -34,14 +33,13 @@ from ldp_marginals.transforms.preaggregate import (
     Preaggregator,
     client_detail,
     screen_block,
+    timestamped_partials,
 )
 from ldp_marginals.transforms.source import RECORDS, ReportSource
 
-REPORTS = "reports"  # the tag of validated reports, and the key of a collection's reports in EstimateCollection
-
 
 class Report(NamedTuple):
-    """A validated report, timestamped with its event time in the pipeline."""
+    """A report that passed the per-record check, on its way into the pre-aggregation."""
 
     collection: str
     dimensions: tuple   # sorted (name, value) pairs: hashable and deterministic as a key
@@ -159,10 +157,7 @@ class ValidateReportsFn(beam.DoFn):
             yield WindowedValue(out.value, out.timestamp, (GlobalWindow(),))
 
     def _partials(self):
-        for start, partial in self._pre.flush():
-            if self._count_valid:
-                count(VALID, int(partial.accumulator.n), self._valid)  # counted once safely in an accumulator
-            yield beam.window.TimestampedValue(partial, start / 1000.0)
+        return timestamped_partials(self._pre, self._valid if self._count_valid else None)
 
     def _decode_messages(self):
         """Decode the buffered messages in one compiled pass (dead letters are yielded, the reports
