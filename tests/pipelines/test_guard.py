@@ -15,19 +15,23 @@ from tests.collect import Collected
 from tests.pipelines.test_streaming import START, config, record, run_stream
 
 
+def ten_then_late_one_at_a_time(cfg, n_late):
+    """10 reports on time in [0, 60); then, after the watermark passed 60, ``n_late`` late reports
+    of that window, each alone in its own bundle (the watermark moves between them)."""
+    stream = (test_stream.TestStream()
+              .advance_watermark_to(START)
+              .add_elements([record(cfg, s) for s in range(10)])
+              .advance_watermark_to(START + 61))
+    for i in range(n_late):
+        stream = stream.add_elements([record(cfg, 20 + i)]).advance_watermark_to(START + 62 + i)
+    return stream.advance_watermark_to_infinity()
+
+
 def test_late_reports_one_at_a_time_are_held_not_published():
     """The issue's reproduction: 10 on time, then late reports one at a time with min_reports 5:
     before, panes of 10, 11 and 12 were published (11 - 10 isolates one report)."""
     cfg = config(min_reports=5, allowed_lateness_seconds=300)
-    stream = (test_stream.TestStream()
-              .advance_watermark_to(START)
-              .add_elements([record(cfg, s) for s in range(10)])
-              .advance_watermark_to(START + 61)
-              .add_elements([record(cfg, 20)])
-              .advance_watermark_to(START + 62)
-              .add_elements([record(cfg, 21)])
-              .advance_watermark_to_infinity())
-    got, _ = run_stream(stream, cfg)
+    got, _ = run_stream(ten_then_late_one_at_a_time(cfg, 2), cfg)
     published = [(f.pane, f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
     assert published == [(0, "on_time", 10)]
     (held,) = got["withheld"]
@@ -36,13 +40,7 @@ def test_late_reports_one_at_a_time_are_held_not_published():
 
 def test_late_reports_are_released_once_they_reach_min_reports():
     cfg = config(min_reports=5, allowed_lateness_seconds=300)
-    stream = (test_stream.TestStream()
-              .advance_watermark_to(START)
-              .add_elements([record(cfg, s) for s in range(10)])
-              .advance_watermark_to(START + 61))
-    for i in range(6):  # 6 late reports, one at a time: released together at the fifth
-        stream = stream.add_elements([record(cfg, 20 + i)]).advance_watermark_to(START + 62 + i)
-    got, _ = run_stream(stream.advance_watermark_to_infinity(), cfg)
+    got, _ = run_stream(ten_then_late_one_at_a_time(cfg, 6), cfg)  # released together at the fifth
     published = [(f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
     assert published == [("on_time", 10), ("late", 15)]
     (held,) = got["withheld"]
@@ -51,15 +49,7 @@ def test_late_reports_are_released_once_they_reach_min_reports():
 
 def test_without_a_guard_every_late_report_is_a_pane():
     cfg = config(min_reports=0, allowed_lateness_seconds=300)
-    stream = (test_stream.TestStream()
-              .advance_watermark_to(START)
-              .add_elements([record(cfg, s) for s in range(10)])
-              .advance_watermark_to(START + 61)
-              .add_elements([record(cfg, 20)])
-              .advance_watermark_to(START + 62)
-              .add_elements([record(cfg, 21)])
-              .advance_watermark_to_infinity())
-    got, _ = run_stream(stream, cfg)
+    got, _ = run_stream(ten_then_late_one_at_a_time(cfg, 2), cfg)
     assert [f.rows[0]["n_reports"] for f in got["panes"] if f.kind == "marginals"] == [10, 11, 12]
     assert got["withheld"] == []
 
