@@ -1,7 +1,10 @@
 """Bit layouts built from features, and packing reports to and from bytes.
 
 A layout lays out its features' bits in order: a boolean feature is one bit, a categorical
-feature one bit per value (one-hot, values in the given order). Each bit has a label such as
+feature one bit per value (one-hot, values in the given order), a numeric feature with a declared
+range ``[low, high]`` one bit that is 1 with probability ``(x - low) / (high - low)`` (the 1-bit
+mean encoding of Ding, Kulkarni & Yekhanin 2017; randomized afterwards like any bit, the two steps
+are their 1-bit mechanism when the channel is symmetric). Each bit has a label such as
 ``dark_mode`` or ``os=mac``. The byte order is fixed by the product:
 bit ``i`` of a report is ``(data[i // 8] >> (i % 8)) & 1``.
 """
@@ -17,24 +20,41 @@ from ldp_marginals.ldp._checks import check_int
 
 BOOLEAN = "boolean"
 CATEGORICAL = "categorical"
+NUMERIC = "numeric"
+KINDS = (BOOLEAN, CATEGORICAL, NUMERIC)
 
 
 @dataclass(frozen=True)
 class Feature:
-    """A boolean feature (one bit) or a categorical feature (one bit per value, one-hot)."""
+    """A boolean feature (one bit), a categorical feature (one bit per value, one-hot) or a numeric
+    feature in ``[low, high]`` (one bit, 1 with probability ``(x - low) / (high - low)``)."""
 
     name: str
     kind: str = BOOLEAN
     values: tuple = ()
+    low: float | None = None
+    high: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name or "=" in self.name:
             raise ValueError(f"name must be a non-empty string without '=', got name={self.name!r}")
-        if self.kind not in (BOOLEAN, CATEGORICAL):
-            raise ValueError(f"kind must be 'boolean' or 'categorical', got kind={self.kind!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {list(KINDS)}, got kind={self.kind!r}")
         values = tuple(self.values)
-        if self.kind == BOOLEAN and values:
-            raise ValueError(f"values must be empty for a boolean feature, got values={values!r}")
+        if self.kind != CATEGORICAL and values:
+            raise ValueError(f"values must be empty for a {self.kind} feature, got values={values!r}")
+        if self.kind == NUMERIC:
+            for end in ("low", "high"):
+                v = getattr(self, end)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                    raise ValueError(f"{end} of numeric feature {self.name!r} must be a finite number, got {end}={v!r}")
+            if not self.low < self.high:
+                raise ValueError(f"numeric feature {self.name!r} needs low < high, got low={self.low!r}, "
+                                 f"high={self.high!r}")
+            object.__setattr__(self, "low", float(self.low))
+            object.__setattr__(self, "high", float(self.high))
+        elif self.low is not None or self.high is not None:
+            raise ValueError(f"low and high are only for numeric features, got kind={self.kind!r}")
         if self.kind == CATEGORICAL:
             if len(values) < 2:
                 raise ValueError(f"values must list at least 2 values for feature {self.name!r}, got values={values!r}")
@@ -52,18 +72,37 @@ class Feature:
     def categorical(cls, name: str, values: Sequence[str]) -> "Feature":
         return cls(name, CATEGORICAL, tuple(values))
 
+    @classmethod
+    def numeric(cls, name: str, low: float, high: float) -> "Feature":
+        return cls(name, NUMERIC, (), low, high)
+
     @property
     def n_bits(self) -> int:
-        return 1 if self.kind == BOOLEAN else len(self.values)
+        return len(self.values) if self.kind == CATEGORICAL else 1
 
     @property
     def labels(self) -> tuple:
-        if self.kind == BOOLEAN:
+        if self.kind != CATEGORICAL:
             return (self.name,)
         return tuple(f"{self.name}={v}" for v in self.values)
 
-    def encode(self, value) -> list:
-        """This feature's bits for one true value."""
+    def unit(self, value) -> float:
+        """A numeric value mapped to ``[0, 1]``: ``(x - low) / (high - low)``, the probability of its bit."""
+        if self.kind != NUMERIC:
+            raise ValueError(f"feature {self.name!r} is {self.kind}, not numeric")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not self.low <= value <= self.high:
+            raise ValueError(f"value of numeric feature {self.name!r} must be a number in [{self.low:g}, "
+                             f"{self.high:g}], got value={value!r}")
+        return (float(value) - self.low) / (self.high - self.low)
+
+    def encode(self, value, uniform: float | None = None) -> list:
+        """This feature's bits for one true value; a numeric feature needs ``uniform``, one draw of
+        U[0, 1): its bit is ``uniform < (x - low) / (high - low)``."""
+        if self.kind == NUMERIC:
+            if uniform is None:
+                raise ValueError(f"numeric feature {self.name!r} is encoded at random: pass a uniform draw")
+            return [int(uniform < self.unit(value))]
         if self.kind == BOOLEAN:
             if isinstance(value, (bool, np.bool_)) or value in (0, 1):
                 return [int(bool(value))]
@@ -143,19 +182,30 @@ class Layout:
         """Bit groups of which at most one bit is set in any true vector (categorical features)."""
         return tuple(tuple(self._slices[f.name]) for f in self.features if f.kind == CATEGORICAL)
 
-    def encode(self, record: Mapping) -> np.ndarray:
-        """The true bits (uint8, length ``n_bits``) of one record mapping feature name -> value."""
+    @cached_property
+    def numeric_bits(self) -> tuple:
+        """The bits of numeric features (each one bit)."""
+        return tuple(self._slices[f.name][0] for f in self.features if f.kind == NUMERIC)
+
+    def encode(self, record: Mapping, rng=None) -> np.ndarray:
+        """The encoded bits (uint8, length ``n_bits``) of one record mapping feature name -> value.
+        Numeric features draw their bit from ``rng`` (anything with ``random(shape)``: a seeded
+        ``numpy.random.Generator`` in simulations, the OS CSPRNG on a device)."""
         missing = [f.name for f in self.features if f.name not in record]
         if missing:
             raise ValueError(f"record must give a value for every feature, got missing={missing}")
+        if self.numeric_bits and rng is None:
+            raise ValueError(f"numeric features {[f.name for f in self.features if f.kind == NUMERIC]} are encoded "
+                             "at random: pass rng")
+        draws = iter(rng.random(len(self.numeric_bits)) if self.numeric_bits else ())
         bits = []
         for f in self.features:
-            bits.extend(f.encode(record[f.name]))
+            bits.extend(f.encode(record[f.name], next(draws) if f.kind == NUMERIC else None))
         return np.array(bits, dtype=np.uint8)
 
-    def encode_many(self, records: Iterable[Mapping]) -> np.ndarray:
-        """True bits of many records, shape ``(n, n_bits)``."""
-        rows = [self.encode(r) for r in records]
+    def encode_many(self, records: Iterable[Mapping], rng=None) -> np.ndarray:
+        """Encoded bits of many records, shape ``(n, n_bits)``."""
+        rows = [self.encode(r, rng) for r in records]
         if not rows:
             return np.zeros((0, self.n_bits), dtype=np.uint8)
         return np.stack(rows)

@@ -14,6 +14,15 @@ so the report adds ``prod_i m_i(x_i) - 1{x_S = 1}`` to the variance of the count
   the largest ``prod m_i(x_i)`` over the other patterns (an upper bound, exact when the others
   share that pattern).
 
+The same argument covers a table cell (:mod:`~ldp_marginals.ldp.tables`): per report the cell's
+estimate is a product of factors, ``z_i`` for a bit that must be 1 and ``1 - z_j`` for a boolean
+that must be 0, with ``E[1 - z | x] = 1 - x`` and ``E[(1 - z)^2 | x] = 1 - 2x + m(x)``; the report
+adds ``prod E[factor^2 | x] - prod E[factor | x]^2``, largest over the patterns x of the cell's
+bits in the worst case. A numeric feature's mean (:mod:`~ldp_marginals.ldp.means`) over N reports
+whose encoded bit is 1 with mean probability ``u`` has variance
+``w^2 ((1 - u) m(0) + u m(1) - u^2) / N`` (``w = high - low``: channel and encoding noise together),
+largest at ``u = (m(1) - m(0)) / 2`` clipped to [0, 1].
+
 The interval's half-width is ``z_{level} sqrt(variance)``; inverting gives the reports a target
 half-width needs.
 """
@@ -64,13 +73,49 @@ def frequency_variance(p, q, n_reports: int, frequency: float | None = None) -> 
 
 def half_width(p, q, n_reports: int, level: float = 0.95, frequency: float | None = None) -> float:
     """Expected half-width of the set frequency's normal interval at ``level`` (an upper bound)."""
-    z = NormalDist().inv_cdf(0.5 + check_level(level) / 2)
-    return z * math.sqrt(frequency_variance(p, q, n_reports, frequency))
+    return half_width_of(frequency_variance(p, q, n_reports, frequency), level)
 
 
 def reports_for_half_width(p, q, target: float, level: float = 0.95, frequency: float | None = None) -> int:
     """The fewest reports per window for which :func:`half_width` is at most ``target``."""
+    return reports_for(frequency_variance(p, q, 1, frequency), target, level)
+
+
+def cell_variance(p_ones, q_ones, p_zeros=(), q_zeros=(), n_reports: int = 1) -> float:
+    """Upper bound (the worst case over true patterns) of the variance of a table cell's frequency in
+    a window of ``n_reports``: the cell needs the bits with channels ``p_ones``, ``q_ones`` to be 1
+    and the (boolean) bits with ``p_zeros``, ``q_zeros`` to be 0."""
+    n = check_int("n_reports", n_reports, minimum=1)
+    m0, m1 = second_moments(np.concatenate([np.asarray(p_ones, float), np.asarray(p_zeros, float)]),
+                            np.concatenate([np.asarray(q_ones, float), np.asarray(q_zeros, float)]))
+    k, ones = len(m0), len(np.asarray(p_ones))
+    worst = 0.0
+    for pattern in range(1 << k):
+        x = np.array([(pattern >> i) & 1 for i in range(k)], dtype=bool)
+        square = np.where(x, m1, m0)                       # E[z^2 | x]
+        mean = x.astype(float)                             # E[z | x]
+        square[ones:] = 1 - 2 * mean[ones:] + square[ones:]   # E[(1 - z)^2 | x]
+        mean[ones:] = 1 - mean[ones:]
+        worst = max(worst, float(np.prod(square) - np.prod(mean) ** 2))
+    return worst / n
+
+
+def mean_variance(p: float, q: float, low: float, high: float, n_reports: int) -> float:
+    """Upper bound (the worst mean) of the variance of a numeric feature's mean over ``n_reports``,
+    its bit sent through the channel ``(p, q)``."""
+    n = check_int("n_reports", n_reports, minimum=1)
+    m0, m1 = (float(v) for v in second_moments(p, q))
+    u = min(max((m1 - m0) / 2, 0.0), 1.0)
+    return (high - low) ** 2 * ((1 - u) * m0 + u * m1 - u * u) / n
+
+
+def half_width_of(variance: float, level: float = 0.95) -> float:
+    """``z_{level} sqrt(variance)``: the half-width of a normal interval."""
+    return NormalDist().inv_cdf(0.5 + check_level(level) / 2) * math.sqrt(variance)
+
+
+def reports_for(variance_per_report: float, target: float, level: float = 0.95) -> int:
+    """The fewest reports for which ``half_width_of(variance_per_report / N) <= target``."""
     h = check_positive("target_half_width", target)
     z = NormalDist().inv_cdf(0.5 + check_level(level) / 2)
-    per_report = frequency_variance(p, q, 1, frequency)
-    return max(1, math.ceil(z * z * per_report / (h * h)))
+    return max(1, math.ceil(z * z * variance_per_report / (h * h)))

@@ -36,7 +36,8 @@ from ldp_marginals.ldp._checks import check_int, check_positive, check_probabili
 def local_dp_epsilon(layout, channels) -> float:
     """Tight local-DP epsilon of a whole report of ``layout`` under per-bit ``channels``.
 
-    Two users may differ in every feature. A boolean feature's bit contributes its ``eps_bit``; a
+    Two users may differ in every feature. A boolean feature's bit (or a numeric feature's encoded
+    bit, 1 with probability 1 for ``high`` and 0 for ``low``) contributes its ``eps_bit``; a
     categorical (one-hot) feature changes one bit 1 -> 0 and another 0 -> 1, which contributes
     ``max_{i != j} ln(q_i/p_i) + ln((1-p_j)/(1-q_j))`` (``swap_epsilon`` for equal channels).
     """
@@ -45,7 +46,7 @@ def local_dp_epsilon(layout, channels) -> float:
     total = 0.0
     for feature in layout.features:
         bits = list(layout.bits_of(feature.name))
-        if len(bits) == 1 and feature.kind == "boolean":
+        if len(bits) == 1:   # a boolean, or a numeric feature's encoded bit (which any two values can set or clear)
             total += channels[bits[0]].epsilon_bit
             continue
         best = 0.0

@@ -58,8 +58,9 @@ class ClientRandomizer:
         self.rng = rng
 
     def randomize(self, record: Mapping) -> bytes:
-        """One record -> one noisy packed report."""
-        noisy = randomize_bits(self.layout.encode(record), self.channels, self.rng)
+        """One record -> one noisy packed report (numeric features are encoded with the same source)."""
+        source = SecureUniform() if self.rng is None else self.rng
+        noisy = randomize_bits(self.layout.encode(record, source), self.channels, self.rng)
         return pack_bits(noisy).tobytes()
 
     def randomize_many(self, true_bits) -> np.ndarray:

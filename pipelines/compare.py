@@ -1,7 +1,7 @@
 """``ldp-marginals compare``: what moved between two windows, or between two values of a dimension,
-in a run's outputs: per published marginal (or conditional, ``--kind conditionals``) the change of
-its frequency, its standard error, z and interval, the largest significant changes first
-(Benjamini-Hochberg over the sets compared)."""
+in a run's outputs: per published marginal (or conditional, ``--kind conditionals``, or mean of a
+numeric feature, ``--kind means``) the change of its estimate, its standard error, z and interval,
+the largest significant changes first (Benjamini-Hochberg over the sets compared)."""
 from __future__ import annotations
 
 import argparse
@@ -20,8 +20,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dimension", default=None, metavar="KEY=A,B",
                         help="two values of a dimension in one window (the latest, or --window)")
     parser.add_argument("--window", default=None, help="the window of --dimension (ISO start time)")
-    parser.add_argument("--kind", choices=("marginals", "conditionals"), default="marginals",
-                        help="compare marginal frequencies (default) or the conditionals P(of | given)")
+    parser.add_argument("--kind", choices=("marginals", "conditionals", "means"), default="marginals",
+                        help="compare marginal frequencies (default), the conditionals P(of | given) or the means "
+                             "of numeric features")
     parser.add_argument("--fdr", type=float, default=0.05, help="false discovery rate of the table (default 0.05)")
     parser.add_argument("--level", type=float, default=0.95, help="level of the intervals (default 0.95)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -38,15 +39,24 @@ def _ms(text: str, name: str) -> int:
 
 
 def _rows(estimates: str, kind: str) -> list:
-    """The latest pane's rows of ``kind``, each with ``columns`` naming what it estimates and
-    ``frequency`` and ``variance`` on the frequency scale."""
+    """The latest pane's rows of ``kind`` (:func:`rows_of`)."""
     rows = []
     for path in latest_panes(kind_dir(estimates, kind)):
         with open(path) as fh:
             rows += [json.loads(line) for line in fh if line.strip()]
+    return rows_of(rows, kind)
+
+
+def rows_of(rows: list, kind: str) -> list:
+    """Copies of the rows of ``kind``, each with ``columns`` naming what it estimates and
+    ``frequency`` and ``frequency_variance`` on the scale compared (a mean: the feature's)."""
+    rows = [dict(r) for r in rows]
     for r in rows:
         if kind == "conditionals":  # already a frequency with its variance
             r["columns"] = [",".join(r["of"]) + " | " + ",".join(r["given"])]
+            r["labels"], r["frequency"], r["frequency_variance"] = r["columns"], r["estimate"], r["variance"]
+        elif kind == "means":  # a mean on the feature's scale, with its variance
+            r["columns"] = [r["feature"] + (" | " + ",".join(r["given"]) if r["given"] else "")]
             r["labels"], r["frequency"], r["frequency_variance"] = r["columns"], r["estimate"], r["variance"]
         else:
             r["frequency_variance"] = r["variance"] / r["n_reports"] ** 2
@@ -67,10 +77,8 @@ def compare(args) -> dict:
     rows = [r for r in rows if r["collection"] == collection]
     if args.windows:
         a, b = (_ms(w, "--windows") for w in args.windows)
-        first = {(tuple(r["columns"]), json.dumps(r["dimensions"], sort_keys=True)): r for r in rows
-                 if r["window_start"] == a}
-        second = {(tuple(r["columns"]), json.dumps(r["dimensions"], sort_keys=True)): r for r in rows
-                  if r["window_start"] == b}
+        first = keyed(r for r in rows if r["window_start"] == a)
+        second = keyed(r for r in rows if r["window_start"] == b)
         what = {"windows": list(args.windows)}
     else:
         key, _, values = args.dimension.partition("=")
@@ -86,21 +94,32 @@ def compare(args) -> dict:
                     for r in in_window if r["dimensions"].get(key) == value}
         first, second = side(pair[0]), side(pair[1])
         what = {"dimension": key, "values": pair, "window_start": start}
-    common = sorted(set(first) & set(second))
-    if not common:
+    if not set(first) & set(second):
         raise ValueError("the two sides have no published marginal in common (check the windows or values)")
+    out = changes(first, second, args.level, args.fdr)
+    return {"collection": collection, "kind": args.kind, **what, "fdr": args.fdr, "level": args.level,
+            "compared": len(out), "significant": sum(o["significant"] for o in out), "changes": out}
+
+
+def keyed(rows) -> dict:
+    """Rows by ``(columns, dimensions as JSON)``: what :func:`changes` pairs across two sides."""
+    return {(tuple(r["columns"]), json.dumps(r["dimensions"], sort_keys=True)): r for r in rows}
+
+
+def changes(first: dict, second: dict, level: float, fdr: float) -> list:
+    """Per key the two sides share (rows with ``frequency`` and ``frequency_variance``, as
+    :func:`rows_of` gives them): the change, its test, and whether Benjamini-Hochberg at ``fdr``
+    over all of them calls it significant; the largest significant changes first."""
     out = []
-    for k in common:
+    for k in sorted(set(first) & set(second)):
         r1, r2 = first[k], second[k]
-        c = change(r1["frequency"], r1["frequency_variance"], r2["frequency"], r2["frequency_variance"], args.level)
+        c = change(r1["frequency"], r1["frequency_variance"], r2["frequency"], r2["frequency_variance"], level)
         out.append({"labels": r1["labels"], "dimensions": json.loads(k[1]), "first": r1["frequency"],
                     "second": r2["frequency"], **c._asdict()})
-    rejected = benjamini_hochberg([o["p_value"] for o in out], args.fdr)
-    for o, r in zip(out, rejected):
+    for o, r in zip(out, benjamini_hochberg([o["p_value"] for o in out], fdr)):
         o["significant"] = r
     out.sort(key=lambda o: (not o["significant"], -abs(o["z"])))
-    return {"collection": collection, "kind": args.kind, **what, "fdr": args.fdr, "level": args.level,
-            "compared": len(out), "significant": sum(rejected), "changes": out}
+    return out
 
 
 def render(res: dict) -> str:

@@ -1,11 +1,23 @@
-"""``ldp-marginals plan``: the precision each published marginal of a config will have at N reports
-per window, and the reports a target precision needs (:mod:`ldp_marginals.ldp.planning`)."""
+"""``ldp-marginals plan``: the precision each published marginal, table cell and numeric mean of a
+config will have at N reports per window, and the reports a target precision needs
+(:mod:`ldp_marginals.ldp.planning`). Marginals and cells on the frequency scale, means on the
+feature's; intervals at the collection's level, Sidak-adjusted where the config asks for
+simultaneous intervals."""
 from __future__ import annotations
 
 import argparse
 import json
+from itertools import product
 
-from ldp_marginals.ldp.planning import half_width, reports_for_half_width
+from ldp_marginals.ldp.intervals import sidak_level
+from ldp_marginals.ldp.planning import (
+    cell_variance,
+    half_width,
+    half_width_of,
+    mean_variance,
+    reports_for,
+    reports_for_half_width,
+)
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,26 +38,64 @@ def plan(args) -> dict:
     frequencies = [None] + list(args.frequency)
     out = {"reports_per_window": args.reports_per_window, "target_half_width": args.target_half_width,
            "frequencies": list(args.frequency), "collections": []}
+    n, target = args.reports_per_window, args.target_half_width
     for name, cfg in sorted(load_configs(args.config).items()):
-        est_zero = [any(len(set(s) & set(g)) > 1 for g in cfg.layout.exclusive_groups) for s in cfg.family]
+        labels, chan = cfg.layout.labels, cfg.channels
+        numeric = set(cfg.layout.numeric_bits)
+        published = [list(s) for s in cfg.family if s and not numeric & set(s) and not any(
+            len(set(s) & set(g)) > 1 for g in cfg.layout.exclusive_groups)]   # as the job's marginal rows
+        level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
         rows = []
-        for s, zero in zip(cfg.family, est_zero):
-            if not s or zero:  # not published (see the job's marginal rows)
-                continue
-            cols = list(s)
-            p, q = cfg.channels.p[cols], cfg.channels.q[cols]
-            row = {"labels": [cfg.layout.labels[b] for b in cols], "columns": cols}
-            if args.reports_per_window is not None:
-                row["half_width"] = {("worst" if f is None else str(f)): half_width(p, q, args.reports_per_window,
-                                                                                   cfg.level, f)
+        for cols in published:
+            p, q = chan.p[cols], chan.q[cols]
+            row = {"labels": [labels[b] for b in cols], "columns": cols}
+            if n is not None:
+                row["half_width"] = {("worst" if f is None else str(f)): half_width(p, q, n, level, f)
                                      for f in frequencies}
-            if args.target_half_width is not None:
+            if target is not None:
                 row["reports_needed"] = {("worst" if f is None else str(f)): reports_for_half_width(
-                    p, q, args.target_half_width, cfg.level, f) for f in frequencies}
+                    p, q, target, level, f) for f in frequencies}
             rows.append(row)
+        cells = []
+        for group, interval in zip(cfg.groups, cfg.group_intervals or ("per_cell",) * len(cfg.groups)):
+            group_cells = _cells(cfg.layout, group)
+            cell_level = sidak_level(cfg.level, len(group_cells)) if interval == "simultaneous" else cfg.level
+            for cell, ones, zeros in group_cells:
+                per_report = cell_variance(chan.p[ones], chan.q[ones], chan.p[zeros], chan.q[zeros])
+                cells.append({"group": list(group), "cell": cell, "interval": interval,
+                              **_precision(per_report, n, target, cell_level)})
+        means = []
+        for bit in cfg.layout.numeric_bits:
+            f = cfg.layout.feature(labels[bit])
+            per_report = mean_variance(chan.p[bit], chan.q[bit], f.low, f.high, 1)
+            means.append({"feature": f.name, "low": f.low, "high": f.high,
+                          **_precision(per_report, n, target, cfg.level)})
         out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
-                                   "sets": rows})
+                                   "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
+                                   "means": means})
     return out
+
+
+def _precision(per_report: float, n, target, level) -> dict:
+    """The worst-case half-width at ``n`` reports and the reports ``target`` needs."""
+    out = {}
+    if n is not None:
+        out["half_width"] = {"worst": half_width_of(per_report / n, level)}
+    if target is not None:
+        out["reports_needed"] = {"worst": reports_for(per_report, target, level)}
+    return out
+
+
+def _cells(layout, group) -> list:
+    """``(cell values, bits that must be 1, bits that must be 0)`` of a group's table, in the
+    order of :func:`ldp_marginals.ldp.tables.group_table`."""
+    options = []
+    for name in group:
+        f, bits = layout.feature(name), list(layout.bits_of(name))
+        options.append([(v, [b], []) for v, b in zip(f.values, bits)] if f.values else
+                       [("false", [], bits), ("true", bits, [])])
+    return [([v for v, _, _ in combo], [b for _, o, _ in combo for b in o], [b for _, _, z in combo for b in z])
+            for combo in product(*options)]
 
 
 def render(out: dict) -> str:
@@ -66,6 +116,17 @@ def render(out: dict) -> str:
                 line += "".join(f"  {r['half_width'][k]:.4f}".ljust(22) for k in cols)
             if "reports_needed" in r:
                 line += "".join(f"  {r['reports_needed'][k]:,}".ljust(24) for k in cols)
+            lines.append(line)
+        extra = [(", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])), r) for r in c["cells"]]
+        extra += [(f"mean({r['feature']}) in [{r['low']:g}, {r['high']:g}]", r) for r in c["means"]]
+        if extra:
+            lines.append("table cells (frequency) and means (the feature's scale), worst case:")
+        for label, r in extra:
+            line = label.ljust(32)
+            if "half_width" in r:
+                line += f"  {r['half_width']['worst']:.4f}".ljust(22)
+            if "reports_needed" in r:
+                line += f"  {r['reports_needed']['worst']:,}".ljust(24)
             lines.append(line)
     return "\n".join(lines)
 

@@ -3,7 +3,9 @@ client randomizer (seeded), spread over a span of event times, with the true cou
 
 Correlation comes from one latent factor: each feature's score is ``load * common + noise``; a
 boolean is on when its score passes a threshold, a categorical takes the value with the largest
-score plus a per-value offset. Thresholds, loads and offsets are drawn from the seed too.
+score plus a per-value offset, a numeric feature is ``low + (high - low) * logistic(score + offset)``
+(kept beside the bits, and encoded to its one bit by the client's Bernoulli draw). Thresholds,
+loads and offsets are drawn from the seed too.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class Population:
     noisy: np.ndarray         # (n, n_bytes) uint8 packed
     event_ms: np.ndarray      # (n,) int64
     clients: np.ndarray       # (n,) object (str) or None
+    values: dict | None = None   # numeric feature name -> (n,) float64 true values (their bits are encoded)
 
 
 def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = DEFAULT_START_MS,
@@ -39,13 +42,18 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
     rng = np.random.default_rng(seed)
     layout = config.layout
     common = rng.standard_normal(n_reports)
-    columns = []
+    columns, values = [], {}
     for f in layout.features:
         load = rng.uniform(0.3, 1.2)
         if f.kind == "boolean":
             score = load * common + rng.standard_normal(n_reports)
             threshold = np.quantile(score, 1 - rng.uniform(0.1, 0.6)) if n_reports else 0.0
             columns.append((score > threshold).astype(np.uint8)[:, None])
+        elif f.kind == "numeric":
+            score = load * common + rng.standard_normal(n_reports) + rng.uniform(-1, 1)
+            unit = 1 / (1 + np.exp(-score))
+            values[f.name] = f.low + (f.high - f.low) * unit
+            columns.append((rng.random(n_reports) < unit).astype(np.uint8)[:, None])   # the client's encoding
         else:
             k = len(f.values)
             offsets = rng.normal(0, 0.8, k)
@@ -61,7 +69,7 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
     if config.client_extremes:
         n_clients = max(1, n_reports // reports_per_client)
         clients = np.array([f"c{i:07d}" for i in rng.integers(0, n_clients, n_reports)], dtype=object)
-    return Population(true_bits, noisy, event_ms.astype(np.int64), clients)
+    return Population(true_bits, noisy, event_ms.astype(np.int64), clients, values)
 
 
 def report_records(config, pop: Population, dimensions: dict | None = None):
@@ -73,12 +81,20 @@ def report_records(config, pop: Population, dimensions: dict | None = None):
 
 
 def true_counts(config, pop: Population) -> list:
-    """Per window: the true count of every counted set, in the family's order."""
+    """Per window: the true count of every counted set, in the family's order (a numeric feature's
+    bit as encoded), and the true mean of every published mean (``None`` where nothing is given)."""
     out = []
+    labels = config.layout.labels
     for (start, end), idx in assign_windows(config.window, pop.event_ms):
         acc = CooccurrenceAccumulator(config.family).add_bits(pop.true_bits[idx])
+        means = []
+        for bit, given in config.means:
+            x = pop.values[labels[bit]][idx]
+            rows = np.all(pop.true_bits[idx][:, list(given)] == 1, axis=1) if given else np.ones(len(idx), bool)
+            means.append({"feature": labels[bit], "given": [labels[b] for b in given],
+                          "mean": float(x[rows].mean()) if rows.any() else None})
         out.append({"collection": config.name, "window_start": start, "window_end": end, "n_reports": int(len(idx)),
-                    "sets": [list(s) for s in config.family], "counts": acc.counts.tolist()})
+                    "sets": [list(s) for s in config.family], "counts": acc.counts.tolist(), "means": means})
     return out
 
 

@@ -22,7 +22,7 @@ from fastavro.validation import validate as _validate
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 NAMES = ("noisy_report", "marginal_estimate", "extreme_estimate", "table_cell", "conditional_estimate",
-         "withheld_window", "dead_letter")
+         "mean_estimate", "withheld_window", "dead_letter")
 
 
 @lru_cache(maxsize=None)

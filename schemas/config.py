@@ -6,6 +6,7 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     features:
       - {name: dark_mode, type: boolean}
       - {name: os, type: categorical, values: [mac, win, linux]}
+    - {name: session_minutes, type: numeric, low: 0, high: 120}   # one bit, 1 w.p. (x - low)/(high - low)
     channel: {mechanism: symmetric, epsilon: 1.0}   # or {p, q}; or a list of {p, q}, one per bit;
                                                    # or {mechanism: optimized_unary, epsilon},
                                                    # {mechanism: symmetric, flip}, {mechanism: rappor, f, p, q}
@@ -25,7 +26,11 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     dimensions:                                    # the public dimensions reports may carry
       region: {max_values: 50}                     # at most 50 distinct values per window
       app_version: {max_values: 500, max_length: 32}
-    conditionals: [{of: [beta_a], given: [os=mac]}]  # P(of | given) per window and key
+    conditionals: [{of: [beta_a], given: [os=mac]}]  # P(of | given) per window and key; or all_pairs:
+                                                   # P(a | b) for all bits a, b of two different features
+    means: [{of: session_minutes, by: [os]}]      # conditional means (every numeric mean is published);
+                                                   # or {of, given: [labels]}
+    marginal_interval: simultaneous                # marginals' intervals hold jointly per window and key
     privacy: {model: sufficient, epsilon: 1.0, eta: 0.01}   # or {model: local[, epsilon]}: the promise,
                                                    # checked against the channels and min_reports
 
@@ -280,6 +285,8 @@ class CollectionConfig:
     privacy: Privacy | None = None
     conditionals: tuple = ()   # ((of bits), (given bits)) pairs: P(of | given) per window and key
     group_intervals: tuple = ()   # per group: "per_cell" (default) or "simultaneous"
+    means: tuple = ()             # (numeric bit, (given bits)): every numeric feature's mean, then conditional means
+    marginal_interval: str = "per_cell"   # or "simultaneous": the marginals of a window and key hold jointly
 
     @property
     def dimension_limits(self) -> dict:
@@ -354,6 +361,9 @@ class CollectionConfig:
                 "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
                 "groups": [list(g) for g in self.groups],
                 "group_intervals": list(self.group_intervals or ("per_cell",) * len(self.groups)),
+                "marginal_interval": self.marginal_interval,
+                "numeric": {f.name: {"low": f.low, "high": f.high} for f in self.layout.features
+                            if f.kind == "numeric"},
                 "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length}
                                for d in self.dimensions},
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
@@ -377,7 +387,7 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
 
 _CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
                 "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy",
-                "conditionals")
+                "conditionals", "means", "marginal_interval")
 
 
 def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups: tuple) -> None:
@@ -405,14 +415,24 @@ def parse_config(spec: dict) -> CollectionConfig:
     feats = []
     for i, f in enumerate(_list(_require(spec, "features", "config"), "features")):
         where = f"features[{i}]"
-        kind = _require(_mapping(f, where, ("name", "type", "values")), "type", where)
-        if kind == "categorical":
-            feats.append(Feature.categorical(_require(f, "name", where), _names(_require(f, "values", where),
-                                                                                f"{where}.values")))
-        else:
-            if "values" in f:
-                raise ValueError(f"{where}.values is only for categorical features, got type={kind!r}")
-            feats.append(Feature(_require(f, "name", where), kind))
+        kind = _require(_mapping(f, where, ("name", "type", "values", "low", "high")), "type", where)
+        if kind != "numeric" and ("low" in f or "high" in f):
+            raise ValueError(f"{where}.low and .high are only for numeric features, got type={kind!r}")
+        try:
+            if kind == "categorical":
+                feats.append(Feature.categorical(_require(f, "name", where), _names(_require(f, "values", where),
+                                                                                    f"{where}.values")))
+            elif kind == "numeric":
+                if "values" in f:
+                    raise ValueError(f"{where}.values is only for categorical features, got type={kind!r}")
+                feats.append(Feature.numeric(_require(f, "name", where), _require(f, "low", where),
+                                             _require(f, "high", where)))
+            else:
+                if "values" in f:
+                    raise ValueError(f"{where}.values is only for categorical features, got type={kind!r}")
+                feats.append(Feature(_require(f, "name", where), kind))
+        except ValueError as err:
+            raise ValueError(err.args[0] if str(err).startswith(where) else f"{where}: {err}") from None
     if not feats:
         raise ValueError("features must list at least one feature, got features=[]")
     layout = Layout(tuple(feats))
@@ -446,7 +466,9 @@ def parse_config(spec: dict) -> CollectionConfig:
             g = _require(g, "features", f"groups[{i}]")
         group_intervals.append(interval)
         for fname in _names(g, f"groups[{i}]"):
-            layout.feature(fname)
+            if layout.feature(fname).kind == "numeric":
+                raise ValueError(f"groups[{i}] holds numeric feature {fname!r}: numeric features publish means "
+                                 f"(means: [{{of: {fname}, by: [...]}}]), not tables")
         groups.append(tuple(g))
     _check_budget(name, layout, max_order, sets, tuple(groups))
     level = check_level(spec.get("level", 0.95))
@@ -465,6 +487,10 @@ def parse_config(spec: dict) -> CollectionConfig:
                                 for b in layout.bits_of(fname)))
         else:
             bits = _bits_of(layout, e["bits"], f"{where}.bits")
+        numeric = [layout.labels[b] for b in bits if b in layout.numeric_bits]
+        if numeric:
+            raise ValueError(f"{where} holds numeric features {numeric}: an OR/AND of their encoded bits has no "
+                             "meaning")
         extremes.append(Extreme(_require(e, "name", where), _require(e, "op", where), bits, e.get("over", "report")))
     names = [e.name for e in extremes]
     if len(set(names)) != len(names):
@@ -474,28 +500,82 @@ def parse_config(spec: dict) -> CollectionConfig:
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
     privacy = _privacy(spec.get("privacy"), layout, channels, min_reports)
-    conditionals = []
-    for i, c in enumerate(_list(spec.get("conditionals", []), "conditionals")):
+    conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
+    sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
+    means = tuple(sources)
+    marginal_interval = spec.get("marginal_interval", "per_cell")
+    if marginal_interval not in INTERVALS:
+        raise ValueError(f"marginal_interval must be one of {list(INTERVALS)}, got marginal_interval="
+                         f"{marginal_interval!r}")
+    cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
+                           float(lateness), early, tuple(extremes), dimensions, privacy, conditionals,
+                           tuple(group_intervals), means, marginal_interval)
+    for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [
+            (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:
+        union = tuple(sorted(set(of) | set(given)))
+        labels = [layout.labels[b] for b in union]
+        if any(len(set(union) & set(g)) > 1 for g in layout.exclusive_groups):
+            raise ValueError(f"{where}: of and given together hold two values of one categorical feature "
+                             f"({labels}), so it is 0 by construction")
+        if union not in cfg.family:
+            raise ValueError(f"{where} needs the count of {labels}, which is not counted: raise max_order "
+                             f"to {len(union)} or add it to sets, got max_order={max_order}")
+    return cfg
+
+
+ALL_PAIRS = "all_pairs"
+
+
+def _conditionals(spec, layout: Layout, max_order: int) -> tuple:
+    """``conditionals: [{of, given}, ...]``, or ``all_pairs``: P(a | b) for every bit a and b of two
+    different (non-numeric) features; ``((of bits), (given bits))`` pairs."""
+    if spec == ALL_PAIRS:
+        if max_order < 2:
+            raise ValueError(f"conditionals: {ALL_PAIRS} needs the pairs counted, got max_order={max_order}")
+        owner = {b: f.name for f in layout.features if f.kind != "numeric" for b in layout.bits_of(f.name)}
+        return tuple(((a,), (b,)) for a in owner for b in owner if owner[a] != owner[b])
+    if isinstance(spec, str):
+        raise ValueError(f"conditionals must be a list of {{of, given}} or {ALL_PAIRS!r}, got conditionals={spec!r}")
+    out = []
+    for i, c in enumerate(_list(spec, "conditionals")):
         where = f"conditionals[{i}]"
         _mapping(c, where, ("of", "given"))
         of, given = _bits_of(layout, _require(c, "of", where), f"{where}.of"), _bits_of(
             layout, _require(c, "given", where), f"{where}.given")
         if not of or not given:
             raise ValueError(f"{where} must name bits in both of and given, got of={c['of']!r}, given={c['given']!r}")
-        conditionals.append((of, given))
-    cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
-                           float(lateness), early, tuple(extremes), dimensions, privacy, tuple(conditionals),
-                           tuple(group_intervals))
-    for i, (of, given) in enumerate(cfg.conditionals):
-        union = tuple(sorted(set(of) | set(given)))
-        labels = [layout.labels[b] for b in union]
-        if any(len(set(union) & set(g)) > 1 for g in layout.exclusive_groups):
-            raise ValueError(f"conditionals[{i}]: of and given together hold two values of one categorical feature "
-                             f"({labels}), so P(of | given) is 0 by construction")
-        if union not in cfg.family:
-            raise ValueError(f"conditionals[{i}] needs the count of {labels}, which is not counted: raise max_order "
-                             f"to {len(union)} or add it to sets, got max_order={max_order}")
-    return cfg
+        numeric = [layout.labels[b] for b in of + given if b in layout.numeric_bits]
+        if numeric:
+            raise ValueError(f"{where} names numeric features {numeric}: ask for their (conditional) means under "
+                             "means, not for conditionals of their encoded bits")
+        out.append((of, given))
+    return tuple(out)
+
+
+def _means(spec, layout: Layout) -> dict:
+    """``{(numeric bit, (given bits)): where}`` of every published mean, in order: each numeric
+    feature's mean over all reports, then ``means: [{of: NAME, given: [labels]} | {of: NAME, by:
+    [features]}]`` (``by``: one conditional mean per bit of each feature, e.g. per value of a
+    categorical); ``where`` names the config entry for errors."""
+    out = {(b, ()): "features" for b in layout.numeric_bits}
+    for i, m in enumerate(_list(spec, "means")):
+        where = f"means[{i}]"
+        _mapping(m, where, ("of", "given", "by"))
+        name = _require(m, "of", where)
+        if not isinstance(name, str) or layout.feature(name).kind != "numeric":
+            raise ValueError(f"{where}.of must name a numeric feature, got of={name!r}")
+        bit = layout.bits_of(name)[0]
+        if ("given" in m) == ("by" in m):
+            raise ValueError(f"{where} must give one of given or by, got keys={sorted(m)}")
+        givens = [_bits_of(layout, m["given"], f"{where}.given")] if "given" in m else [
+            (b,) for f in _names(m["by"], f"{where}.by") for b in layout.bits_of(f)]
+        for given in givens:
+            numeric = [layout.labels[b] for b in given if b in layout.numeric_bits]
+            if not given or numeric:
+                raise ValueError(f"{where} must condition on bits of boolean or categorical features, got "
+                                 f"given={[layout.labels[b] for b in given]}")
+            out.setdefault((bit, given), where)
+    return out
 
 
 def load_configs(path) -> dict:

@@ -17,12 +17,13 @@ import datetime as dt
 import os
 
 MARGINALS, TABLES, EXTREMES, WITHHELD, DEAD_LETTERS = "marginals", "tables", "extremes", "withheld", "dead_letters"
-CONDITIONALS = "conditionals"
-ESTIMATE_KINDS = (MARGINALS, TABLES, EXTREMES, CONDITIONALS, WITHHELD)   # rows per window and key
+CONDITIONALS, MEANS = "conditionals", "means"
+ESTIMATE_KINDS = (MARGINALS, TABLES, EXTREMES, CONDITIONALS, MEANS, WITHHELD)   # rows per window and key
 KINDS = ESTIMATE_KINDS + (DEAD_LETTERS,)
 # each kind's Avro schema (schemas/<name>.avsc)
 SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "extreme_estimate",
-             CONDITIONALS: "conditional_estimate", WITHHELD: "withheld_window", DEAD_LETTERS: "dead_letter"}
+             CONDITIONALS: "conditional_estimate", MEANS: "mean_estimate", WITHHELD: "withheld_window",
+             DEAD_LETTERS: "dead_letter"}
 COLLECTIONS_FILE = "collections.json"
 SUMMARY_FILE = "summary.json"
 AVRO, JSON_LINES = ".avro", ".jsonl"

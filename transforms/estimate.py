@@ -7,10 +7,11 @@ import apache_beam as beam
 
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
+from ldp_marginals.ldp.means import feature_mean
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.schemas.outputs import CONDITIONALS, ESTIMATE_KINDS, EXTREMES, MARGINALS, TABLES, WITHHELD
+from ldp_marginals.schemas.outputs import CONDITIONALS, ESTIMATE_KINDS, EXTREMES, MARGINALS, MEANS, TABLES, WITHHELD
 from ldp_marginals.transforms.combiners import CollectionCombineFn
 from ldp_marginals.transforms.source import Partial
 from ldp_marginals.transforms.windowing import window_into
@@ -23,19 +24,30 @@ def window_bounds_ms(w) -> tuple:
     return int(w.start.micros // 1000), int(w.end.micros // 1000)
 
 
+def published_sets(config, est) -> list:
+    """Indices (in the family) of the sets published as marginals: order >= 1, not holding two
+    values of one categorical feature (zero by construction: their estimates are pure noise), not
+    holding a numeric feature's encoded bit (those publish means)."""
+    numeric = set(config.layout.numeric_bits)
+    return [i for i, s in enumerate(est.family) if s and not est.is_structural_zero(s) and not numeric & set(s)]
+
+
 def marginal_rows(config, est, base) -> list:
-    """One MarginalEstimate row per counted set of order >= 1, except sets holding two values of one
-    categorical feature (zero by construction: their estimates are pure noise)."""
-    low, high = est.intervals(config.level)
+    """One MarginalEstimate row per published set (:func:`published_sets`); with ``marginal_interval:
+    simultaneous`` the intervals hold for all of them together at the level (Sidak)."""
     n = est.n
     labels = config.layout.labels
+    index = published_sets(config, est)
+    level = config.level
+    if config.marginal_interval == "simultaneous" and index:
+        level = sidak_level(level, len(index))
+    low, high = est.intervals(level)
     rows = []
-    for i, s in enumerate(est.family):
-        if not s or est.is_structural_zero(s):
-            continue
+    for i in index:
+        s = est.family[i]
         rows.append(dict(base, columns=list(s), labels=[labels[b] for b in s], estimate=float(est.means[i]),
                          frequency=float(est.means[i] / n), variance=float(est.variances[i]),
-                         ci_low=float(low[i]), ci_high=float(high[i])))
+                         ci_low=float(low[i]), ci_high=float(high[i]), interval=config.marginal_interval))
     return rows
 
 
@@ -88,6 +100,7 @@ def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
     for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums):
         yield EXTREMES, extreme_row(base, ext, n, total, var, config.level)
     yield from conditional_rows(config, est, counted)
+    yield from mean_rows(config, est, counted)
     if clients_withheld:
         yield WITHHELD, _clients_withheld(config, base, clients)
     elif config.client_extremes:
@@ -103,13 +116,34 @@ def conditional_rows(config, est, base):
         c = conditional(est, of, given, config.level)
         names = {"of": [labels[b] for b in of], "given": [labels[b] for b in given]}
         if not c.given_low > 0:
-            yield WITHHELD, dict({k: base[k] for k in ("collection", "window_start", "window_end", "dimensions")},
-                                 n_reports=base["n_reports"], min_reports=config.min_reports,
-                                 reason=f"P({','.join(names['of'])} | {','.join(names['given'])}) not published: "
-                                        f"the {config.level:g} interval of t_given includes 0 (t_given={c.given:.1f})")
+            yield WITHHELD, _not_published(config, base, f"P({','.join(names['of'])} | {','.join(names['given'])})",
+                                           c.given)
             continue
         yield CONDITIONALS, dict(base, **names, estimate=c.estimate, variance=c.variance, ci_low=c.ci_low,
                                  ci_high=c.ci_high, given_count=c.given)
+
+
+def _not_published(config, base, what: str, given: float) -> dict:
+    return dict({k: base[k] for k in ("collection", "window_start", "window_end", "dimensions")},
+                n_reports=base["n_reports"], min_reports=config.min_reports,
+                reason=f"{what} not published: the {config.level:g} interval of t_given includes 0 "
+                       f"(t_given={given:.1f})")
+
+
+def mean_rows(config, est, base):
+    """``(kind, row)`` per published mean of a numeric feature: a ``means`` row, or (a conditional
+    mean) a ``withheld`` row when the interval of ``t_given`` includes 0."""
+    layout = config.layout
+    for bit, given in config.means:
+        feature = layout.feature(layout.labels[bit])
+        m = feature_mean(est, bit, feature.low, feature.high, given, config.level)
+        names = [layout.labels[b] for b in given]
+        if given and not m.given_low > 0:
+            yield WITHHELD, _not_published(config, base, f"mean({feature.name} | {','.join(names)})", m.given)
+            continue
+        yield MEANS, dict(base, feature=feature.name, given=names, low=feature.low, high=feature.high,
+                          estimate=m.estimate, variance=m.variance, ci_low=m.ci_low, ci_high=m.ci_high,
+                          given_count=m.given)
 
 
 def held_row(config, base, held) -> dict:

@@ -33,7 +33,8 @@ def test_layout_validation(layout):
         Layout((Feature.boolean("a"), Feature.boolean("a")))
     with pytest.raises(ValueError, match=r"values must list at least 2 values for feature 'x', got values=\('a',\)"):
         Feature.categorical("x", ["a"])
-    with pytest.raises(ValueError, match=r"kind must be 'boolean' or 'categorical', got kind='int'"):
+    with pytest.raises(ValueError, match=r"kind must be one of \['boolean', 'categorical', 'numeric'\], "
+                                         r"got kind='int'"):
         Feature("x", "int")
     with pytest.raises(ValueError, match=r"label must be one of the layout's bit labels, got label='os=bsd'"):
         layout.bit_index("os=bsd")

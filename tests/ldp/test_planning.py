@@ -81,3 +81,68 @@ def test_reports_for_a_half_width_is_the_inverse():
         reports_for_half_width(P, Q, 0.0)
     with pytest.raises(ValueError, match="n_reports must be >= 1"):
         half_width(P, Q, 0)
+
+
+def worst_cell_pattern(m0, m1, ones):
+    """The pattern of a cell's bits (the first ``ones`` must be 1, the rest 0) adding the most variance."""
+    best, arg = -1.0, None
+    for code in range(1 << len(m0)):
+        x = np.array([(code >> i) & 1 for i in range(len(m0))])
+        square, mean = np.where(x == 1, m1, m0), x.astype(float)
+        square[ones:], mean[ones:] = 1 - 2 * mean[ones:] + square[ones:], 1 - mean[ones:]
+        v = float(np.prod(square) - np.prod(mean) ** 2)
+        if v > best:
+            best, arg = v, x
+    return arg, best
+
+
+@pytest.mark.statistical
+def test_table_cell_worst_case_is_the_job_estimators_variance_at_the_worst_pattern():
+    """Cell (a=false, os=mac, b=true) of the table (a, os, b), estimated by ldp.tables as the job
+    does, in windows whose reports all have the cell's worst pattern."""
+    from ldp_marginals.ldp.encoding import Feature, Layout
+    from ldp_marginals.ldp.planning import cell_variance
+    from ldp_marginals.ldp.tables import group_table
+    layout = Layout((Feature.boolean("a"), Feature.categorical("os", ["mac", "win"]), Feature.boolean("b")))
+    chans = ChannelSet((Channel(0.1, 0.85), Channel(0.25, 0.75), Channel(0.2, 0.8), Channel(0.05, 0.7)))
+    ones, zeros = [1, 3], [0]   # os=mac and b must be 1, a must be 0
+    m0, m1 = second_moments(chans.p[ones + zeros], chans.q[ones + zeros])
+    x, v = worst_cell_pattern(m0, m1, len(ones))
+    n = 400
+    assert cell_variance(chans.p[ones], chans.q[ones], chans.p[zeros], chans.q[zeros], n) == pytest.approx(v / n)
+    truth = np.zeros((n, 4), dtype=np.uint8)
+    truth[:, 1], truth[:, 2] = x[0], 1 - x[0]   # os one-hot: mac if the pattern says so, else win
+    truth[:, 3], truth[:, 0] = x[1], x[2]
+    family = SetFamily(4, 3)
+    rng = np.random.default_rng(5)
+    freqs = []
+    for _ in range(2000):
+        est = estimate_tmdh(CooccurrenceAccumulator(family).add_bits(randomize_bits(truth, chans, rng)), chans,
+                            exclusive_groups=layout.exclusive_groups)
+        table = group_table(est, layout, ("a", "os", "b"))
+        freqs.append(table.estimate[table.cells.index(("false", "mac", "true"))] / n)
+    assert_variance_ratio(np.array(freqs), v / n)
+
+
+@pytest.mark.statistical
+def test_mean_worst_case_is_the_mean_estimators_variance_at_the_worst_mean():
+    """Reports whose encoded bit is 1 with the worst probability u*: the planned variance is the
+    variance of ldp.means' estimate (channel and encoding noise together)."""
+    from ldp_marginals.ldp.means import feature_mean
+    from ldp_marginals.ldp.planning import mean_variance
+    chans = ChannelSet((Channel(0.3, 0.9),))
+    m0, m1 = second_moments(chans.p, chans.q)
+    u = float(np.clip((m1[0] - m0[0]) / 2, 0, 1))
+    assert 0 < u < 1   # an interior worst case: the bound is not at an end of the range
+    n, low, high = 500, 2.0, 12.0
+    planned = mean_variance(chans.p[0], chans.q[0], low, high, n)
+    for other in (0.0, 0.3, 1.0):   # any other mean gives less
+        assert (high - low) ** 2 * ((1 - other) * m0[0] + other * m1[0] - other ** 2) / n <= planned + 1e-12
+    rng = np.random.default_rng(8)
+    family = SetFamily(1, 1)
+    means = []
+    for _ in range(3000):
+        encoded = (rng.random((n, 1)) < u).astype(np.uint8)
+        est = estimate_tmdh(CooccurrenceAccumulator(family).add_bits(randomize_bits(encoded, chans, rng)), chans)
+        means.append(feature_mean(est, 0, low, high).estimate)
+    assert_variance_ratio(np.array(means), planned)

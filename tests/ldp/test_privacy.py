@@ -49,6 +49,25 @@ def test_local_dp_epsilon_of_a_layout_is_tight():
     assert local_dp_epsilon(layout, chans) <= chans.epsilon(3)  # tighter than w * eps_bit bounds
 
 
+def test_a_numeric_feature_costs_its_bits_epsilon():
+    """The encoded bit of a numeric feature is a mixture of its bit's two rows; the worst ratio is
+    between low and high (bit surely 1 against surely 0): its channel's eps_bit, brute-forced."""
+    layout = Layout((Feature.boolean("a"), Feature.numeric("x", 0.0, 10.0)))
+    chans = ChannelSet((Channel(0.2, 0.7), Channel(0.1, 0.6)))
+    outputs = np.array(list(product((0, 1), repeat=2)))
+
+    def probs(a, x):
+        u = x / 10.0
+        first = np.where(outputs[:, 0] == 1, chans.q[0] if a else chans.p[0], 1 - (chans.q[0] if a else chans.p[0]))
+        second = u * np.where(outputs[:, 1] == 1, chans.q[1], 1 - chans.q[1]) + (1 - u) * np.where(
+            outputs[:, 1] == 1, chans.p[1], 1 - chans.p[1])
+        return first * second
+    values = [(a, x) for a in (0, 1) for x in np.linspace(0, 10, 11)]
+    worst = max(np.max(np.log(probs(*v) / probs(*w))) for v in values for w in values)
+    assert local_dp_epsilon(layout, chans) == pytest.approx(worst)
+    assert worst == pytest.approx(chans[0].epsilon_bit + chans[1].epsilon_bit)
+
+
 def test_phi_and_flip_are_inverse():
     for f in (0.01, 0.1, 0.2446, 0.49):
         assert flip_of_phi(phi_of_flip(f)) == pytest.approx(f, rel=1e-12)

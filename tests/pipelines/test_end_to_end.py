@@ -132,6 +132,26 @@ def test_plan_json_and_its_inverse(tmp_path):
         assert r["reports_needed"]["worst"] == reports_for_half_width(p, q, 0.02, cfg.level)
     human = cli("plan", "--config", str(tmp_path / "c.yaml"), "--reports-per-window", "5000")
     assert "dark,beta,sync" in human and "at N=5,000 f=worst" in human
+    # table cells (a simultaneous group: Sidak over its 6 cells) and a numeric feature's mean
+    from ldp_marginals.ldp.intervals import sidak_level
+    from ldp_marginals.ldp.planning import cell_variance, half_width_of, mean_variance
+    spec = dict(SMALL_CONFIG, features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0,
+                                                                     "high": 30}],
+                channel={"p": 0.2, "q": 0.8}, groups=[{"features": ["os", "dark"], "interval": "simultaneous"}])
+    (tmp_path / "n.yaml").write_text(yaml.safe_dump(spec))
+    (coll,) = json.loads(cli("plan", "--config", str(tmp_path / "n.yaml"), "--reports-per-window", "5000",
+                             "--json"))["collections"]
+    assert not any("m" in r["labels"] for r in coll["sets"])   # the numeric bit publishes a mean, not marginals
+    assert [(r["cell"], r["interval"]) for r in coll["cells"]][:2] == [(["mac", "false"], "simultaneous"),
+                                                                        (["mac", "true"], "simultaneous")]
+    assert len(coll["cells"]) == 6
+    (mac_false,) = [r for r in coll["cells"] if r["cell"] == ["mac", "false"]]
+    assert mac_false["half_width"]["worst"] == pytest.approx(
+        half_width_of(cell_variance([0.2], [0.8], [0.2], [0.8]) / 5000, sidak_level(cfg.level, 6)))
+    (mean,) = coll["means"]
+    assert mean["feature"] == "m" and mean["half_width"]["worst"] == pytest.approx(
+        half_width_of(mean_variance(0.2, 0.8, 0.0, 30.0, 5000), cfg.level))
+    assert "mean(m) in [0, 30]" in cli("plan", "--config", str(tmp_path / "n.yaml"), "--reports-per-window", "5000")
     err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "plan", "--config",
                           str(tmp_path / "c.yaml")], capture_output=True, text=True)
     assert err.returncode == 2 and "plan needs --reports-per-window N or --target-half-width H" in err.stderr

@@ -178,3 +178,58 @@ def test_conditionals_equal_the_core_and_small_givens_are_withheld():
         outs["conditionals"] | got.into("c")
         outs["withheld"] | got.into("w")
     assert got["c"] == [] and any("P(beta | os=mac) not published" in r["reason"] for r in got["w"])
+
+
+def test_means_of_numeric_features_equal_the_core_and_cover_the_truth():
+    """A numeric feature publishes its mean and conditional means (not marginals of its encoded bit);
+    the rows equal ldp.means on the window's counts; simultaneous marginal intervals are wider and
+    labelled; a conditional mean over a tiny window is withheld with its reason."""
+    from ldp_marginals.ldp.intervals import sidak_level
+    from ldp_marginals.ldp.means import feature_mean
+    from ldp_marginals.pipelines.simulate import true_counts
+    from ldp_marginals.schemas.config import parse_config
+    from tests.collect import Collected
+    from tests.configs import SMALL_CONFIG
+    spec = dict(SMALL_CONFIG, extremes=[], channel={"mechanism": "symmetric", "epsilon": 3.0},
+                features=SMALL_CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0, "high": 60}],
+                means=[{"of": "minutes", "by": ["os"]}], marginal_interval="simultaneous")
+    cfg = parse_config(spec)
+    pop = simulate_population(cfg, 6000, seed=8, span_seconds=3600 * 0.99)  # one window
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(list(report_records(cfg, pop))), None, JobOptions({cfg.name: cfg}))
+        outs["means"] | got.into("means")
+        outs["marginals"] | got.into("marginals")
+    est = estimate_tmdh(CooccurrenceAccumulator(cfg.family).add_packed(pop.noisy), cfg.channels,
+                        exclusive_groups=cfg.layout.exclusive_groups)
+    truth = {tuple(m["given"]): m["mean"] for m in true_counts(cfg, pop)[0]["means"]}
+    rows = {tuple(r["given"]): r for r in got["means"]}
+    assert sorted(rows) == sorted(truth) == [(), ("os=linux",), ("os=mac",), ("os=win",)]
+    for bit, given in cfg.means:
+        m = feature_mean(est, bit, 0.0, 60.0, given, cfg.level)
+        r = rows[tuple(cfg.layout.labels[b] for b in given)]
+        assert (r["estimate"], r["variance"], r["ci_low"], r["ci_high"]) == pytest.approx(
+            (m.estimate, m.variance, m.ci_low, m.ci_high), rel=1e-9)
+        assert r["feature"] == "minutes" and (r["low"], r["high"]) == (0.0, 60.0) and r["n_reports"] == 6000
+    # 4 intervals at 95% (seeded): a wrong estimate or variance misses more than one
+    assert sum(r["ci_low"] <= truth[g] <= r["ci_high"] for g, r in rows.items()) >= 3
+    # marginals: none holds the numeric bit; intervals hold jointly (Sidak over the published sets)
+    marg = got["marginals"]
+    assert marg and not any("minutes" in r["labels"] for r in marg)
+    z = {r["interval"] for r in marg}
+    assert z == {"simultaneous"}
+    from scipy.stats import norm
+    per_set = norm.ppf(1 - (1 - sidak_level(cfg.level, len(marg))) / 2)
+    r = marg[0]
+    assert (r["ci_high"] - r["ci_low"]) / 2 == pytest.approx(per_set * np.sqrt(r["variance"]), rel=1e-9)
+    # a tiny window: the mean over all reports is published, the conditional means are withheld
+    tiny = parse_config(dict(spec, min_reports=1, channel={"mechanism": "symmetric", "epsilon": 0.5}))
+    few = simulate_population(tiny, 15, seed=6, span_seconds=60)
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(list(report_records(tiny, few))), None, JobOptions({tiny.name: tiny}))
+        outs["means"] | got.into("means")
+        outs["withheld"] | got.into("w")
+    assert [r["given"] for r in got["means"]] == [[]]
+    reasons = [r["reason"] for r in got["w"]]
+    assert any("mean(minutes | os=mac) not published" in w for w in reasons), reasons

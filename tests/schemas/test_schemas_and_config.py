@@ -97,6 +97,31 @@ def test_config_loads_from_yaml_and_json(tmp_path):
     (dict(privacy={"model": "local", "epsilon": 2}),
      r"privacy promises local DP at epsilon=2, but the channels give a whole report epsilon=8.15"),
     (dict(privacy={"model": "sufficient", "epsilon": 1, "epsilom": 1}), r"privacy has unknown keys \['epsilom'\]"),
+    # numeric features (issue 15, part 3)
+    (dict(features=[{"name": "m", "type": "numeric", "low": 5, "high": 5}]),
+     r"features\[0\]: numeric feature 'm' needs low < high, got low=5, high=5"),
+    (dict(features=[{"name": "m", "type": "numeric", "high": 5}]), r"features\[0\] must have 'low'"),
+    (dict(features=[{"name": "m", "type": "boolean", "low": 0}]),
+     r"features\[0\].low and .high are only for numeric features, got type='boolean'"),
+    (dict(features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 1}],
+          channel={"p": 0.2, "q": 0.8}, groups=[["os", "m"]]),
+     r"groups\[0\] holds numeric feature 'm': numeric features publish means"),
+    (dict(features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 1}],
+          channel={"p": 0.2, "q": 0.8}, extremes=[{"name": "x", "op": "or", "bits": ["m", "dark"]}]),
+     r"extremes\[0\] holds numeric features \['m'\]"),
+    (dict(features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 1}],
+          channel={"p": 0.2, "q": 0.8}, conditionals=[{"of": ["m"], "given": ["dark"]}]),
+     r"conditionals\[0\] names numeric features \['m'\]: ask for their \(conditional\) means under means"),
+    (dict(means=[{"of": "dark", "by": ["os"]}]), r"means\[0\].of must name a numeric feature, got of='dark'"),
+    (dict(features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 1}],
+          channel={"p": 0.2, "q": 0.8}, means=[{"of": "m"}]), r"means\[0\] must give one of given or by"),
+    (dict(features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 1}],
+          channel={"p": 0.2, "q": 0.8}, means=[{"of": "m", "given": ["dark", "beta"]}]),
+     r"means\[0\] needs the count of \['dark', 'beta', 'm'\], which is not counted: raise max_order to 3"),
+    (dict(conditionals="all"), r"conditionals must be a list of \{of, given\} or 'all_pairs', got conditionals='all'"),
+    (dict(conditionals="all_pairs", max_order=1, sets=[], groups=[]),
+     r"conditionals: all_pairs needs the pairs counted, got max_order=1"),
+    (dict(marginal_interval="joint"), r"marginal_interval must be one of \['per_cell', 'simultaneous'\]"),
 ])
 def test_config_errors_name_the_field_and_value(change, match):
     with pytest.raises(ValueError, match=match):
@@ -160,3 +185,21 @@ def test_a_privacy_promise_refuses_a_too_small_guard_and_accepts_an_adequate_one
     assert noisier.privacy.flip == pytest.approx(1 / (1 + 0.7 / 0.2)) and noisier.privacy.smallest_crowd > crowd
     local = parse_config(dict(SMALL_CONFIG, min_reports=0, privacy={"model": "local"}))
     assert local.describe()["privacy"]["model"] == "local"
+
+
+def test_numeric_features_means_and_all_pairs():
+    cfg = parse_config(dict(SMALL_CONFIG, channel={"p": 0.2, "q": 0.8}, conditionals="all_pairs",
+                            features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 9}],
+                            means=[{"of": "m", "by": ["os"]}, {"of": "m", "given": ["dark"]},
+                                   {"of": "m", "by": ["dark"]}]))
+    labels = cfg.layout.labels
+    assert labels[-1] == "m" and cfg.layout.numeric_bits == (6,)
+    assert cfg.describe()["numeric"] == {"m": {"low": 0.0, "high": 9.0}}
+    # the mean over all reports first, then one per value of os, then dark (once, though asked twice)
+    assert [(labels[b], [labels[g] for g in given]) for b, given in cfg.means] == [
+        ("m", []), ("m", ["os=mac"]), ("m", ["os=win"]), ("m", ["os=linux"]), ("m", ["dark"])]
+    # all pairs: every bit given every bit of another non-numeric feature (6 bits; os's 3 exclude each other)
+    pairs = {(labels[a[0]], labels[b[0]]) for a, b in cfg.conditionals}
+    assert len(pairs) == len(cfg.conditionals) == 6 * 5 - 3 * 2
+    assert ("dark", "os=mac") in pairs and ("os=mac", "dark") in pairs and ("os=mac", "os=win") not in pairs
+    assert not any("m" in pair for pair in pairs)

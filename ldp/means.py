@@ -1,0 +1,71 @@
+"""Means of numeric features, and their conditional means given bits, from the TMDH counts of one
+window.
+
+A numeric feature in ``[low, high]`` is sent as one bit ``e`` that is 1 with probability
+``u = (x - low) / (high - low)`` (Ding, Kulkarni & Yekhanin 2017, "Collecting telemetry data
+privately", the 1-bit mechanism), then randomized like any bit. With ``w = high - low`` and the
+TMDH count ``t_e`` of the bit over ``n`` reports (``B`` a set of other bits, ``t_B`` its count)::
+
+    mean      = low + w t_e / n
+    mean | B  = low + w t_{e u B} / t_B
+
+Variance. TMDH's closed form (:mod:`~ldp_marginals.ldp.tmdh`) is the channel's variance given the
+encoded bits. The encoding adds its own Bernoulli noise: given the true values, ``sum_j e_j`` has
+variance ``sum_j u_j (1 - u_j)``, which is at most ``n ubar (1 - ubar)`` (Jensen; ``ubar`` the mean
+of ``u``), and equal to it when the reports are an i.i.d. sample of a population whose mean is the
+target. So::
+
+    Var(mean)     = w^2 ( Var_TMDH(t_e) + n m (1 - m) ) / n^2,          m = t_e / n clipped to [0, 1]
+    Var(mean | B) = w^2 ( Var_delta(t_{e u B} / t_B) + r (1 - r) / t_B ),  r = t_{e u B} / t_B clipped
+
+with ``Var_delta`` the delta-method variance of :mod:`~ldp_marginals.ldp.conditional` (the encoding
+noise of ``t_{e u B}`` is independent of ``t_B``, which counts other bits). The interval targets the
+window's own mean of ``x``: exact for an i.i.d. sample, conservative otherwise (the values spread
+between ``low`` and ``high`` encode with less noise than the bound). Estimates are unbiased; the
+interval is clipped to ``[low, high]``, where the mean lies. A conditional mean is biased for small
+``t_B`` like any ratio (see :mod:`~ldp_marginals.ldp.conditional`); the job publishes none when the
+interval of ``t_B`` includes 0. Bias, variance and coverage are checked by simulation in
+``tests/ldp/test_means.py``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ldp_marginals.ldp.conditional import conditional
+from ldp_marginals.ldp.intervals import normal_interval
+
+
+class Mean(NamedTuple):
+    estimate: float
+    variance: float
+    ci_low: float
+    ci_high: float
+    given: float        # t_B (n for an unconditional mean)
+    given_low: float    # the interval of t_B at the same level (n for an unconditional mean)
+
+
+def _clip(v: float) -> float:
+    return min(max(v, 0.0), 1.0)
+
+
+def feature_mean(est, bit: int, low: float, high: float, given=(), level: float = 0.95) -> Mean:
+    """The mean of a numeric feature sent as ``bit`` (range ``[low, high]``), over all reports of
+    a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`, or over those with every bit of ``given`` set."""
+    if not low < high:
+        raise ValueError(f"low must be < high, got low={low!r}, high={high!r}")
+    if bit in tuple(given):
+        raise ValueError(f"given must not hold the numeric bit itself, got bit={bit}, given={list(given)}")
+    w = high - low
+    if given:
+        c = conditional(est, (bit,), given, level)
+        r = c.estimate
+        var = w * w * (c.variance + _clip(r) * (1 - _clip(r)) / c.given) if c.given > 0 else float("nan")
+        estimate, given_count, given_low = low + w * r, c.given, c.given_low
+    else:
+        n = est.n
+        m = est.mean((bit,)) / n
+        var = w * w * (est.variance((bit,)) + n * _clip(m) * (1 - _clip(m))) / (n * n)
+        estimate, given_count, given_low = low + w * m, float(n), float(n)
+    ci_low, ci_high = normal_interval(estimate, max(var, 0.0), level)
+    return Mean(float(estimate), float(var), float(max(ci_low, low)), float(min(ci_high, high)),
+                float(given_count), float(given_low))
