@@ -21,8 +21,13 @@ import socket
 import sys
 import threading
 from importlib import resources
+from statistics import NormalDist
 
+import numpy as np
+
+from ldp_marginals.ldp.planning import cell_variance, frequency_variance, half_width_of, mean_variance
 from ldp_marginals.ldp.tables import phi_from_frequencies
+from ldp_marginals.pipelines import compare
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, ESTIMATE_KINDS, SUMMARY_FILE, kind_dir, latest_panes
 
 
@@ -95,7 +100,86 @@ def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
             data["summary"] = json.load(fh)
     data["correlations"] = _correlations(data["marginals"])
     data["chosen_marginals"] = [list(m) for m in marginals] if marginals else None
+    info = {c["collection"]: c for c in data["collections"]}
+    data["changes"] = _changes(data, info)
+    data["precision"] = _precision(data, info)
     return data
+
+
+CHANGE_KINDS = ("marginals", "conditionals", "means")
+FDR = 0.05   # the false discovery rate of the page's table of changes (as ``compare``'s default)
+
+
+def _by_window(rows: list) -> dict:
+    """``{(collection, dimensions as JSON): {window start: [rows]}}``."""
+    out = {}
+    for r in rows:
+        key = (r["collection"], json.dumps(r["dimensions"], sort_keys=True))
+        out.setdefault(key, {}).setdefault(r["window_start"], []).append(r)
+    return out
+
+
+def _changes(data: dict, info: dict) -> list:
+    """Per collection, dimensions and window: what changed since the previous published window of
+    the same key, for marginals, conditionals and means, as ``ldp-marginals compare --windows``
+    computes it (Benjamini-Hochberg at :data:`FDR` over each kind's sets)."""
+    out = []
+    for kind in CHANGE_KINDS:
+        for (collection, dims), windows in sorted(_by_window(data[kind]).items()):
+            level = info.get(collection, {}).get("level", 0.95)
+            starts = sorted(windows)
+            for before, after in zip(starts, starts[1:]):
+                found = compare.changes(compare.keyed(compare.rows_of(windows[before], kind)),
+                                        compare.keyed(compare.rows_of(windows[after], kind)), level, FDR)
+                out.append({"collection": collection, "dimensions": json.loads(dims), "kind": kind,
+                            "window_start": after, "previous_start": before, "fdr": FDR, "changes": found})
+    return out
+
+
+def _precision(data: dict, info: dict) -> list:
+    """Per published 1-way marginal, table cell and mean over all reports: the half-width
+    ``ldp-marginals plan`` gives at the window's reports (worst case) beside the measured one, both
+    on the published scale (frequency, or the feature's) and at the level of the row's interval."""
+    out = []
+
+    def add(r, kind, label, planned_variance, measured):
+        level = _row_level(r) if r.get("interval") == "simultaneous" else info[r["collection"]]["level"]
+        out.append({"collection": r["collection"], "dimensions": r["dimensions"], "window_start": r["window_start"],
+                    "kind": kind, "label": label, "n_reports": r["n_reports"],
+                    "planned": half_width_of(planned_variance, level), "measured": measured,
+                    "interval": r.get("interval", "per_cell")})
+
+    for r in data["marginals"]:
+        c = info.get(r["collection"])
+        if c and len(r["columns"]) == 1:
+            p, q = np.array(c["p"])[r["columns"]], np.array(c["q"])[r["columns"]]
+            add(r, "marginals", r["labels"][0], frequency_variance(p, q, r["n_reports"]),
+                (r["ci_high"] - r["ci_low"]) / 2 / r["n_reports"])
+    for r in data["tables"]:
+        c = info.get(r["collection"])
+        if c:
+            p, q = np.array(c["p"]), np.array(c["q"])
+            # a categorical value's bit (label 'os=mac') and a boolean's 'true' must be 1, a boolean's 'false' 0
+            ones = [b for b in r["columns"] if "=" in c["labels"][b]
+                    or r["cell"][r["group"].index(c["labels"][b])] == "true"]
+            zeros = [b for b in r["columns"] if b not in ones]
+            add(r, "tables", ", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])),
+                cell_variance(p[ones], q[ones], p[zeros], q[zeros], r["n_reports"]),
+                (r["ci_high"] - r["ci_low"]) / 2 / r["n_reports"])
+    for r in data["means"]:
+        c = info.get(r["collection"])
+        if c and not r["given"]:
+            bit = c["labels"].index(r["feature"])
+            add(r, "means", f"mean({r['feature']})",
+                mean_variance(c["p"][bit], c["q"][bit], r["low"], r["high"], r["n_reports"]),
+                half_width_of(r["variance"], c["level"]))
+    return out
+
+
+def _row_level(r: dict) -> float:
+    """The level of a row's (symmetric normal) interval: from its half-width and variance."""
+    half = (r["ci_high"] - r["ci_low"]) / 2
+    return 2 * NormalDist().cdf(half / math.sqrt(r["variance"])) - 1 if r["variance"] > 0 else float("nan")
 
 
 def _finite(value):

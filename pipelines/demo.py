@@ -2,6 +2,7 @@
 the DirectRunner, write the outputs and print estimates beside the truth."""
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import yaml
 
 from ldp_marginals import schemas
-from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines import compare, dashboard
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, true_counts, write_population
 from ldp_marginals.schemas.config import parse_config
@@ -25,18 +26,22 @@ DEMO_CONFIG = {
         {"name": "beta_search", "type": "boolean"},
         {"name": "beta_sync", "type": "boolean"},
         {"name": "notifications", "type": "boolean"},
+        # one bit on the wire: 1 with probability minutes / 120 (Ding et al.'s 1-bit mean encoding)
+        {"name": "session_minutes", "type": "numeric", "low": 0, "high": 120},
     ],
     "channel": {"mechanism": "symmetric", "epsilon": 2.0},
-    # the promise, checked at start: these channels make a whole report 16-LDP (2 per bit). A
-    # sufficient-DP promise would need far more reports per window than the demo has (calibrate)
-    "privacy": {"model": "local", "epsilon": 16},
+    # the promise, checked at start: these channels make a whole report 18-LDP (2 per boolean or numeric
+    # feature, 4 per categorical). A sufficient-DP promise would need far more reports per window than
+    # the demo has (calibrate)
+    "privacy": {"model": "local", "epsilon": 18},
     "max_order": 2,
     "window": {"type": "fixed", "size_seconds": 3600},
     "min_reports": 2000,
-    "groups": [["os", "plan"]],
+    "groups": [{"features": ["os", "plan"], "interval": "simultaneous"}],   # 6 cells' intervals hold together
     "dimensions": {"region": {"max_values": 10}},
     "level": 0.95,
     "conditionals": [{"of": ["beta_search"], "given": ["plan=pro"]}],   # P(beta_search | plan=pro) per window
+    "means": [{"of": "session_minutes", "by": ["plan"]}],   # mean minutes, overall and per plan, per window
     "extremes": [
         {"name": "any_beta", "op": "or", "features": ["beta_search", "beta_sync"]},
         {"name": "all_betas", "op": "and", "features": ["beta_search", "beta_sync"]},
@@ -59,7 +64,7 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
           "(below min_reports)")
     reports_dir = os.path.join(out_dir, "reports")
     os.makedirs(reports_dir, exist_ok=True)
-    truth = {}  # (dimensions, window start, set) -> true count
+    truth = {}  # (dimensions, window start, set) -> true count; (dimensions, window start, feature, given) -> mean
     sizes = {"eu": reports * 11 // 20, "us": reports - reports * 11 // 20}
     for i, (region, size) in enumerate(sizes.items()):
         pop = simulate_population(cfg, size, seed=seed + 10 * i, start_ms=DEFAULT_START_MS, span_seconds=4 * 3600)
@@ -67,6 +72,8 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
         for w in true_counts(cfg, pop):
             for s, c in zip(w["sets"], w["counts"]):
                 truth[((("region", region),), w["window_start"], tuple(s))] = c
+            for m in w["means"]:
+                truth[((("region", region),), w["window_start"], m["feature"], tuple(m["given"]))] = m["mean"]
     small = simulate_population(cfg, 500, seed=seed + 1, start_ms=DEFAULT_START_MS + 4 * 3_600_000, span_seconds=3600)
     write_population(cfg, small, os.path.join(reports_dir, "reports-eu-late.avro"), dimensions={"region": "eu"})
     _step(f"simulated in {time.time() - t0:.1f}s; running the job on the DirectRunner")
@@ -95,9 +102,25 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     rate = float(np.mean(covered)) if covered else float("nan")
     print(f"\n{sum(covered)} of {len(covered)} estimates ({rate:.1%}) cover the truth; "
           f"{len(withheld)} window(s) withheld below min_reports={cfg.min_reports}")
+    means = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "means", "*.avro")))
+             for r in schemas.read_avro(path, "mean_estimate")]
+    print("\nmean session minutes of the first window, region eu (numeric feature, one bit per report):")
+    print(f"{'over':<16}{'estimate':>10}{'truth':>8}{'ci_low':>10}{'ci_high':>10}")
+    for r in sorted(means, key=lambda r: (bool(r["given"]), r["given"])):
+        if r["window_start"] == first and r["dimensions"] == {"region": "eu"}:
+            t = truth[(("region", "eu"),), first, r["feature"], tuple(r["given"])]
+            print(f"{','.join(r['given']) or 'all reports':<16}{r['estimate']:>10.1f}{t:>8.1f}{r['ci_low']:>10.1f}"
+                  f"{r['ci_high']:>10.1f}")
+    moved = compare.compare(argparse.Namespace(
+        estimates=estimates_dir, collection=None, windows=None, dimension="region=eu,us", window=None,
+        kind="marginals", fdr=0.05, level=0.95))
+    print(f"\nwhat differs between the regions in the last window (ldp-marginals compare --dimension "
+          f"region=eu,us), largest of {moved['significant']} significant changes:")
+    print("\n".join(compare.render(dict(moved, changes=moved["changes"][:5])).splitlines()[1:]))
     page = dashboard.write(estimates_dir, os.path.join(out_dir, "dashboard.html"))
     print(f"\ndashboard: {os.path.abspath(page)}")
     result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld),
+              "means": len(means), "significant_changes": moved["significant"],
               "dashboard": os.path.abspath(page)}
     with open(os.path.join(out_dir, "demo_result.json"), "w") as fh:
         json.dump(result, fh, indent=2)

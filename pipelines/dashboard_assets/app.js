@@ -15,6 +15,36 @@
   const config = { displaylogo: false, responsive: true };
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf"];  // Plotly's default colorway: each band takes its line's colour
+  // past the palette, series differ by dash, then by marker: (colour, dash, symbol) is unique for 400 series
+  const DASHES = ["solid", "dash", "dot", "dashdot"];
+  const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down", "pentagon",
+    "hourglass"];
+  const styleOf = (i) => ({ color: PALETTE[i % PALETTE.length],
+    dash: DASHES[Math.floor(i / PALETTE.length) % DASHES.length],
+    symbol: SYMBOLS[Math.floor(i / (PALETTE.length * DASHES.length)) % SYMBOLS.length] });
+
+  // every chart: room above the plot for the toolbar (the legend starts below it), tick labels that
+  // push the margins instead of being cut
+  function layoutOf(extra) {
+    const out = Object.assign({ margin: { t: 36, r: 10, b: 10, l: 10 }, legend: { y: 1, yanchor: "top" } }, extra);
+    out.xaxis = Object.assign({ automargin: true }, extra.xaxis || {});
+    out.yaxis = Object.assign({ automargin: true }, extra.yaxis || {});
+    return out;
+  }
+
+  function duration(seconds) {
+    const units = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+    for (const [size, name] of units) if (seconds >= size && seconds % size === 0) return seconds / size + " " + name;
+    return seconds + " s";
+  }
+
+  function windowText(w) {
+    if (!w) return "";
+    if (w.type === "global") return "one global window";
+    if (w.type === "sliding") return "sliding windows of " + duration(w.size_seconds) + " every " +
+      duration(w.period_seconds);
+    return "fixed windows of " + duration(w.size_seconds);
+  }
 
   function el(tag, text) {
     const node = document.createElement(tag);
@@ -32,11 +62,52 @@
       cells.forEach((c) => tr.appendChild(el("td", c)));
       table.appendChild(tr);
     });
+    if (!rows.length) {  // an empty table says so
+      const tr = el("tr");
+      const td = el("td", "none");
+      td.colSpan = header.length;
+      td.className = "empty";
+      tr.appendChild(td);
+      table.appendChild(tr);
+    }
+  }
+
+  function info() {
+    return state.data.collections.find((c) => c.collection === state.collection) || null;
+  }
+
+  function intervalText(kind, level) {
+    const pct = Math.round(level * 1000) / 10 + "%";
+    return kind === "simultaneous" ? pct + " simultaneous (Šidák)" : pct + " per estimate";
+  }
+
+  // series over time with a band each: rows grouped by name, in the given order of names
+  function seriesOverTime(chart, names, rows, nameOf, value, low, high, yTitle, emptyText) {
+    const traces = [];
+    names.forEach((name, i) => {
+      const mine = rows.filter((r) => nameOf(r) === name).sort((a, b) => a.window_start - b.window_start);
+      if (!mine.length) return;
+      const x = mine.map((r) => iso(r.window_start));
+      const lo = mine.map(low);
+      const hi = mine.map(high);
+      const st = styleOf(i);
+      traces.push({ x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()), fill: "toself",
+        mode: "lines", line: { width: 0 }, fillcolor: st.color, opacity: 0.2, hoverinfo: "skip", showlegend: false,
+        legendgroup: name, name: name + " band", meta: { role: "band", set: name } });
+      traces.push({ x, y: mine.map(value), mode: "lines+markers", name, legendgroup: name,
+        line: { color: st.color, dash: st.dash }, marker: { color: st.color, symbol: st.symbol },
+        meta: { role: "estimate", set: name, style: st }, customdata: mine.map((r, j) => [lo[j], hi[j], r.n_reports]),
+        hovertemplate: "%{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}] n=%{customdata[2]}<extra>" +
+          name + "</extra>" });
+    });
+    Plotly.react(chart, traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
+      yaxis: { title: { text: yTitle } }, annotations: traces.length ? [] : [{ text: emptyText, showarrow: false,
+        xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
   function allRows() {
     const d = state.data;
-    return [].concat(d.marginals, d.tables, d.extremes, d.withheld);
+    return [].concat(d.marginals, d.tables, d.extremes, d.conditionals, d.means, d.withheld);
   }
 
   function collections() {
@@ -87,20 +158,28 @@
     if (!names.includes(state.collection)) state.collection = names.length ? names[0] : null;
     setOptions($("collection-filter"), names, (v) => v, state.collection);
 
+    // one select per dimension, kept across renders (a user's click never lands on a replaced element)
     const dims = dimensionValues();
     const box = $("dimension-filters");
-    box.replaceChildren();
+    Array.from(box.querySelectorAll("select")).forEach((select) => {
+      if (!(select.dataset.dimension in dims)) box.removeChild(select.parentNode);
+    });
     const next = {};
     Object.entries(dims).forEach(([k, values]) => {
       next[k] = values.includes(state.dims[k]) ? state.dims[k] : values[0];
-      const label = el("label", k + " ");
-      const select = el("select");
-      select.id = "dimension-filter-" + k;
-      select.dataset.dimension = k;
-      setOptions(select, values, (v) => v, next[k]);
-      select.addEventListener("change", () => { state.dims[k] = select.value; render(); });
-      label.appendChild(select);
-      box.appendChild(label);
+      let select = $("dimension-filter-" + k);
+      if (!select) {
+        const label = el("label", k + " ");
+        select = el("select");
+        select.id = "dimension-filter-" + k;
+        select.dataset.dimension = k;
+        select.addEventListener("change", () => { state.dims[k] = select.value; render(); });
+        label.appendChild(select);
+        box.appendChild(label);
+      }
+      const shown = Array.from(select.options).map((o) => o.value);
+      if (shown.join("\u0000") !== values.join("\u0000")) setOptions(select, values, (v) => v, next[k]);
+      select.value = next[k];
     });
     state.dims = next;
 
@@ -125,27 +204,59 @@
   }
 
   function renderMarginals(marginals) {
-    const traces = [];
-    state.sets.forEach((name, i) => {
-      const rows = marginals.filter((r) => setName(r) === name).sort((a, b) => a.window_start - b.window_start);
-      if (!rows.length) return;
-      const x = rows.map((r) => iso(r.window_start));
-      const lo = rows.map((r) => r.ci_low / r.n_reports);
-      const hi = rows.map((r) => r.ci_high / r.n_reports);
-      const color = PALETTE[i % PALETTE.length];
-      traces.push({ x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()), fill: "toself",
-        mode: "lines", line: { width: 0 }, fillcolor: color, opacity: 0.2, hoverinfo: "skip", showlegend: false,
-        legendgroup: name, name: name + " band", meta: { role: "band", set: name } });
-      traces.push({ x, y: rows.map((r) => r.frequency), mode: "lines+markers", name, legendgroup: name,
-        line: { color }, marker: { color },
-        meta: { role: "estimate", set: name }, customdata: rows.map((r, j) => [lo[j], hi[j], r.n_reports]),
-        hovertemplate: "%{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}] n=%{customdata[2]}<extra>" +
-          name + "</extra>" });
+    seriesOverTime("chart-marginals", state.sets, marginals, setName, (r) => r.frequency,
+      (r) => r.ci_low / r.n_reports, (r) => r.ci_high / r.n_reports, "estimated frequency",
+      "no marginals published for this selection");
+    const c = info();
+    const kinds = Array.from(new Set(marginals.map((r) => r.interval || "per_cell")));
+    $("marginal-interval").textContent = c ? "Bands: " + kinds.map((k) => intervalText(k, c.level)).join(", ") +
+      " intervals" + (kinds.includes("simultaneous") ? ", holding for all marginals of a window together" : "") +
+      "." : "";
+  }
+
+  const conditionalName = (r) => "P(" + r.of.join(" & ") + " | " + r.given.join(" & ") + ")";
+  const meanName = (r) => "mean " + r.feature + (r.given.length ? " | " + r.given.join(" & ") : "");
+
+  function renderConditionals(rows, windowStart) {
+    const names = Array.from(new Set(rows.map(conditionalName))).sort();
+    seriesOverTime("chart-conditionals", names, rows, conditionalName, (r) => r.estimate, (r) => r.ci_low,
+      (r) => r.ci_high, "estimated conditional frequency", "no conditionals published for this selection");
+    fillTable($("conditionals-table"), ["conditional", "estimate", "interval", "t_given"],
+      rows.filter((r) => r.window_start === windowStart).sort((a, b) => conditionalName(a).localeCompare(
+        conditionalName(b))).map((r) => [conditionalName(r), fmt(r.estimate, 4),
+        fmt(r.ci_low, 4) + " – " + fmt(r.ci_high, 4), fmt(r.given_count, 0)]));
+  }
+
+  function renderMeans(rows, windowStart) {
+    const names = Array.from(new Set(rows.map(meanName))).sort();
+    seriesOverTime("chart-means", names, rows, meanName, (r) => r.estimate, (r) => r.ci_low, (r) => r.ci_high,
+      "estimated mean", "no numeric features in this selection");
+    fillTable($("means-table"), ["mean", "range", "estimate", "interval", "reports (t_given)"],
+      rows.filter((r) => r.window_start === windowStart).sort((a, b) => meanName(a).localeCompare(meanName(b)))
+        .map((r) => [meanName(r), r.low + " – " + r.high, fmt(r.estimate, 2),
+          fmt(r.ci_low, 2) + " – " + fmt(r.ci_high, 2), fmt(r.given_count, 0)]));
+  }
+
+  const KIND_NAMES = { marginals: "marginal", conditionals: "conditional", means: "mean" };
+
+  function renderChanges(windowStart) {
+    const entries = state.data.changes.filter((c) => selected(c) && c.window_start === windowStart);
+    const rows = [];
+    let compared = 0;
+    entries.forEach((e) => {
+      compared += e.changes.length;
+      e.changes.filter((c) => c.significant).forEach((c) => rows.push([e, c]));
     });
-    Plotly.react("chart-marginals", traces, {
-      margin: { t: 10, r: 10 }, xaxis: { title: { text: "window start (UTC)" } },
-      yaxis: { title: { text: "estimated frequency" } },
-    }, config);
+    rows.sort((a, b) => Math.abs(b[1].z) - Math.abs(a[1].z));
+    const previous = entries.length ? iso(entries[0].previous_start) : null;
+    $("changes-note").textContent = previous === null ? "No earlier window of this selection to compare with."
+      : rows.length + " of " + compared + " estimates changed significantly since " + previous +
+        " (Benjamini-Hochberg at FDR " + entries[0].fdr + " per kind; standard errors add, as in " +
+        "ldp-marginals compare). Largest first.";
+    fillTable($("changes-table"), ["kind", "estimate", "before", "now", "change", "z", "interval of the change"],
+      rows.slice(0, 20).map(([e, c]) => [KIND_NAMES[e.kind], c.labels.join(" & "), fmt(c.first, 4), fmt(c.second, 4),
+        (c.difference >= 0 ? "+" : "") + fmt(c.difference, 4), fmt(c.z, 2),
+        fmt(c.ci_low, 4) + " – " + fmt(c.ci_high, 4)]));
   }
 
   function renderCorrelations(windowStart) {
@@ -153,8 +264,9 @@
     const traces = entry ? [{ type: "heatmap", z: entry.z, x: entry.labels, y: entry.labels, zmin: -1, zmax: 1,
       colorscale: "RdBu", reversescale: true, meta: { role: "phi" },
       hovertemplate: "%{y} / %{x}: phi=%{z:.3f}<extra></extra>" }] : [];
-    Plotly.react("chart-correlations", traces, { margin: { t: 10, l: 110, b: 110 },
-      yaxis: { autorange: "reversed" } }, config);
+    Plotly.react("chart-correlations", traces, layoutOf({ yaxis: { autorange: "reversed" },
+      annotations: traces.length ? [] : [{ text: "needs the 1- and 2-way marginals of a published window",
+        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
   function renderTables(tables) {
@@ -173,28 +285,34 @@
       traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g },
         error_y: { type: "data", array: cells.map((r, i) => r.ci_high / r.n_reports - y[i]),
           arrayminus: cells.map((r, i) => y[i] - r.ci_low / r.n_reports) } });
+      const level = info() ? info().level : 0.95;
       cells.forEach((r, i) => rows.push([x[i], fmt(r.estimate, 1), fmt(r.frequency, 4),
-        fmt(r.ci_low / r.n_reports, 4) + " – " + fmt(r.ci_high / r.n_reports, 4)]));
+        fmt(r.ci_low / r.n_reports, 4) + " – " + fmt(r.ci_high / r.n_reports, 4),
+        intervalText(r.interval || "per_cell", level)]));
     });
-    Plotly.react("chart-tables", traces, { margin: { t: 10 }, yaxis: { title: { text: "estimated frequency" } },
-      barmode: "group", showlegend: traces.length > 1 }, config);
-    fillTable($("table-cells"), ["cell", "estimate", "frequency", "interval"], rows);
+    Plotly.react("chart-tables", traces, layoutOf({ yaxis: { title: { text: "estimated frequency" } },
+      barmode: "group", showlegend: traces.length > 1,
+      annotations: traces.length ? [] : [{ text: "no feature groups in this selection", showarrow: false,
+        xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
+    fillTable($("table-cells"), ["cell", "estimate", "frequency", "interval", "interval kind"], rows);
   }
 
   function renderExtremes(extremes) {
     const names = Array.from(new Set(extremes.map((r) => r.name))).sort();
-    const traces = names.map((name) => {
+    const traces = names.map((name, i) => {
       const rows = extremes.filter((r) => r.name === name).sort((a, b) => a.window_start - b.window_start);
       const y = rows.map((r) => r.estimate);
+      const st = styleOf(i);
       return { x: rows.map((r) => iso(r.window_start)), y, mode: "lines+markers",
-        name: name + " (" + rows[0].op.toUpperCase() + ")", meta: { role: "extreme", name },
+        line: { color: st.color, dash: st.dash }, marker: { color: st.color, symbol: st.symbol },
+        name: name + " (" + rows[0].op.toUpperCase() + ")", meta: { role: "extreme", name, style: st },
         error_y: { type: "data", array: rows.map((r, i) => r.ci_high - y[i]),
           arrayminus: rows.map((r, i) => y[i] - r.ci_low) } };
     });
-    Plotly.react("chart-extremes", traces, { margin: { t: 10 },
+    Plotly.react("chart-extremes", traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
       yaxis: { title: { text: "estimated reports (OR: union size)" } },
       annotations: traces.length ? [] : [{ text: "the job produced no OR/AND estimates for this selection",
-        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }, config);
+        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
   function channelText(c) {
@@ -211,12 +329,19 @@
       p.smallest_crowd.toLocaleString("en-US") + " reports)";
   }
 
-  function renderPrivacy(marginals, withheld) {
+  function renderPrivacy(marginals, withheld, windowStart) {
     const info = state.data.collections.filter((c) => c.collection === state.collection);
-    fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "window",
+    fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "windows",
       "min_reports"],
       info.map((c) => [c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy),
-        c.window.type + (c.window.size_seconds ? " " + c.window.size_seconds + " s" : ""), String(c.min_reports)]));
+        windowText(c.window), String(c.min_reports)]));
+    const kindOrder = { marginals: 0, means: 1, tables: 2 };
+    fillTable($("precision-table"), ["estimate", "reports", "planned half-width (worst case)", "measured half-width",
+      "interval"],
+      state.data.precision.filter((p) => selected(p) && p.window_start === windowStart)
+        .sort((a, b) => kindOrder[a.kind] - kindOrder[b.kind] || a.label.localeCompare(b.label))
+        .map((p) => [p.label, String(p.n_reports), fmt(p.planned, 4), fmt(p.measured, 4),
+          intervalText(p.interval, info.length ? info[0].level : 0.95)]));
     const published = new Map();
     marginals.forEach((r) => published.set(r.window_start, r.n_reports));
     const starts = Array.from(published.keys()).sort((a, b) => a - b);
@@ -230,9 +355,9 @@
     ];
     const shapes = min === null ? [] : [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: min, y1: min,
       line: { dash: "dash", color: "#c0392b" } }];
-    Plotly.react("chart-reports", traces, { margin: { t: 10 }, barmode: "overlay", shapes,
+    Plotly.react("chart-reports", traces, layoutOf({ barmode: "overlay", shapes,
       xaxis: { type: "category", categoryorder: "category ascending", title: { text: "window start (UTC)" } },
-      yaxis: { title: { text: "reports per window" } } }, config);
+      yaxis: { title: { text: "reports per window" } } }), config);
     fillTable($("withheld-table"), ["window start", "window end", "reports", "min_reports", "reason"],
       held.map((r) => [iso(r.window_start), iso(r.window_end), String(r.n_reports), String(r.min_reports),
         r.reason]));
@@ -246,12 +371,17 @@
     renderCorrelations(windowStart);
     renderTables(state.data.tables.filter((r) => selected(r) && r.window_start === windowStart));
     renderExtremes(state.data.extremes.filter(selected));
-    renderPrivacy(marginals, state.data.withheld.filter(selected));
+    renderConditionals(state.data.conditionals.filter(selected), windowStart);
+    renderMeans(state.data.means.filter(selected), windowStart);
+    renderChanges(windowStart);
+    renderPrivacy(marginals, state.data.withheld.filter(selected), windowStart);
     const s = state.data.summary;
+    const c = info();
+    $("window-kind").textContent = c ? windowText(c.window) + "; intervals at " + c.level : "";
     $("status").textContent = windowStarts(marginals).length + " published windows; showing " +
       (windowStart === null ? "none" : iso(windowStart)) +
       (s ? "; " + s.reports_counted + " reports counted, " + s.reports_dead_lettered + " dead-lettered" : "") +
-      (boot.dataUrl ? "; updated " + new Date().toLocaleTimeString() : "");
+      (boot.dataUrl ? "; new data at " + new Date().toLocaleTimeString() : "");
     window.dashboardRenders += 1;
     window.dashboardReady = true;
   }
@@ -266,13 +396,19 @@
     });
   }
 
+  let lastBody = null;
   function poll() {
     fetch(boot.dataUrl, { cache: "no-store" })
       .then((response) => {
         if (!response.ok) throw new Error("data.json: HTTP " + response.status);
-        return response.json();
+        return response.text();
       })
-      .then((data) => { state.data = data; render(); })
+      .then((body) => {  // redraw only when the job wrote something new
+        if (body === lastBody) return;
+        lastBody = body;
+        state.data = JSON.parse(body);
+        render();
+      })
       .catch((err) => { $("status").textContent = "could not load new windows: " + err.message; })
       .finally(() => setTimeout(poll, boot.refreshSeconds * 1000));
   }

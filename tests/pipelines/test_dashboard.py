@@ -85,6 +85,37 @@ def iso(ms):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
+def table_rows(driver, element_id):
+    """The body rows of a page table, as lists of cell texts."""
+    return driver.execute_script(
+        "return Array.from(document.getElementById(arguments[0]).querySelectorAll('tr')).slice(1)"
+        ".map(tr => Array.from(tr.querySelectorAll('td')).map(td => td.textContent))", element_id)
+
+
+# What a person would see as broken, measured on the rendered SVG: a tick label, axis title or legend
+# that leaves its chart (cut off), a legend under the chart's toolbar.
+LEGIBILITY = """
+const out = [];
+const inside = (r, box) => r.left >= box.left - 1 && r.right <= box.right + 1 && r.top >= box.top - 1 &&
+  r.bottom <= box.bottom + 1;
+const meets = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+document.querySelectorAll('.js-plotly-plot').forEach((chart) => {
+  const box = chart.getBoundingClientRect();
+  // a legend's visible area is its background box (a long legend scrolls inside it)
+  chart.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .legend > .bg').forEach((t) => {
+    const r = t.getBoundingClientRect();
+    if (r.width > 0 && !inside(r, box)) out.push(chart.id + ': cut: ' + (t.textContent || 'legend').slice(0, 40));
+  });
+  const legend = chart.querySelector('.legend > .bg'), bar = chart.querySelector('.modebar');
+  if (legend && bar && meets(legend.getBoundingClientRect(), bar.getBoundingClientRect()))
+    out.push(chart.id + ': legend under the toolbar');
+  if (!chart.querySelector('.xtick text') && !chart.querySelector('.annotation-text'))
+    out.push(chart.id + ': an empty chart without a word');
+});
+return out;
+"""
+
+
 def test_latest_pane_wins_and_correlations_are_phi_of_the_files(tmp_path):
     folder = tmp_path / "marginals"
     folder.mkdir()
@@ -142,7 +173,8 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         one_way = sorted((r for r in mine if len(r["columns"]) == 1), key=lambda r: r["columns"])
         labels = list(dict.fromkeys(r["labels"][0] for r in one_way))
         series = traces(browser, "chart-marginals", "estimate")
-        assert [s["name"] for s in series] == labels == list(info["labels"])
+        # every bit but the numeric feature's (it publishes a mean, below)
+        assert [s["name"] for s in series] == labels == [b for b in info["labels"] if b not in info["numeric"]]
         assert len(traces(browser, "chart-marginals", "band")) == len(labels)
         for s in series:
             rows = sorted((r for r in one_way if r["labels"][0] == s["name"]), key=lambda r: r["window_start"])
@@ -166,6 +198,73 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
                        key=lambda r: ",".join(r["cell"]))
         assert len(bars["x"]) == len(cells) == 6 and bars["y"] == [r["frequency"] for r in cells]
         assert bars["err"][0] == pytest.approx([r["ci_high"] / r["n_reports"] - r["frequency"] for r in cells])
+        # intervals are labelled: the marginals per estimate, the demo's table simultaneous (Sidak)
+        assert {r["interval"] for r in cells} == {"simultaneous"}
+        assert [row[-1] for row in table_rows(browser, "table-cells")] == ["95% simultaneous (Šidák)"] * 6
+        assert browser.find_element("id", "marginal-interval").text == "Bands: 95% per estimate intervals."
+        # conditionals and means: a series per estimate over time, equal to the files; the window's table
+        conds = shown(rows_of(estimates, "conditionals"), region)
+        (cond,) = traces(browser, "chart-conditionals", "estimate")
+        assert cond["name"] == "P(beta_search | plan=pro)"
+        assert cond["y"] == [r["estimate"] for r in sorted(conds, key=lambda r: r["window_start"])]
+        (row,) = [r for r in conds if r["window_start"] == latest]
+        assert table_rows(browser, "conditionals-table") == [[cond["name"], f"{row['estimate']:.4f}",
+                                                               f"{row['ci_low']:.4f} – {row['ci_high']:.4f}",
+                                                               f"{row['given_count']:.0f}"]]
+        means = shown(rows_of(estimates, "means"), region)
+        names = {"mean session_minutes" + (" | " + " & ".join(r["given"]) if r["given"] else ""): r for r in means}
+        series_means = traces(browser, "chart-means", "estimate")
+        assert sorted(s["name"] for s in series_means) == sorted(set(names)) and len(series_means) == 3
+        for s in series_means:
+            rows = sorted((r for r in means if "mean session_minutes" + (
+                " | " + " & ".join(r["given"]) if r["given"] else "") == s["name"]), key=lambda r: r["window_start"])
+            assert s["y"] == [r["estimate"] for r in rows] and len(rows) == len(starts)
+        shown_means = {r[0]: r for r in table_rows(browser, "means-table")}
+        latest_means = [r for r in means if r["window_start"] == latest]
+        assert len(shown_means) == len(latest_means) == 3
+        for r in latest_means:
+            name = "mean session_minutes" + (" | " + " & ".join(r["given"]) if r["given"] else "")
+            assert shown_means[name][2:4] == [f"{r['estimate']:.2f}", f"{r['ci_low']:.2f} – {r['ci_high']:.2f}"]
+        # what changed since the previous window: the compare command's numbers on the same files
+        from ldp_marginals.pipelines.compare import changes, keyed
+        from ldp_marginals.pipelines.compare import rows_of as compared_rows
+        previous = starts[-2]
+        expected = []
+        for kind in ("marginals", "conditionals", "means"):
+            mine_kind = compared_rows(shown(rows_of(estimates, kind), region), kind)
+            found = changes(keyed(r for r in mine_kind if r["window_start"] == previous),
+                            keyed(r for r in mine_kind if r["window_start"] == latest), 0.95, 0.05)
+            expected += [(kind, c) for c in found]
+        significant = sorted((e for e in expected if e[1]["significant"]), key=lambda e: -abs(e[1]["z"]))
+        note = browser.find_element("id", "changes-note").text
+        assert note.startswith(f"{len(significant)} of {len(expected)} estimates changed significantly since "
+                               f"{iso(previous)}")
+        got = table_rows(browser, "changes-table")
+        if significant:
+            assert [r[1] for r in got] == [" & ".join(c["labels"]) for _, c in significant][:20]
+            top = significant[0][1]
+            assert got[0][4:6] == [f"{top['difference']:+.4f}", f"{top['z']:.2f}"]
+        else:
+            assert got == [["none"]]
+        # precision: the plan's worst-case half-width at the window's reports beside the measured one
+        from ldp_marginals.ldp.planning import frequency_variance, half_width_of, mean_variance
+        precision = {r[0]: r for r in table_rows(browser, "precision-table")}
+        for r in (r for r in one_way if r["window_start"] == latest):
+            b = r["columns"][0]
+            planned = half_width_of(frequency_variance([info["p"][b]], [info["q"][b]], r["n_reports"]), 0.95)
+            assert precision[r["labels"][0]][2:4] == [f"{planned:.4f}",
+                                                      f"{(r['ci_high'] - r['ci_low']) / 2 / r['n_reports']:.4f}"]
+        (overall,) = [r for r in latest_means if not r["given"]]
+        bit = info["labels"].index("session_minutes")
+        planned = half_width_of(mean_variance(info["p"][bit], info["q"][bit], 0.0, 120.0, overall["n_reports"]), 0.95)
+        assert precision["mean(session_minutes)"][2] == f"{planned:.4f}"
+        assert float(precision["mean(session_minutes)"][3]) <= planned   # the plan is an upper bound
+        assert sum(1 for k in precision if k.startswith("os=")) >= 6 + 3  # the table's cells and os's bits
+        # the window's kind and period, the empty withheld table of region us
+        assert browser.find_element("id", "window-kind").text == "fixed windows of 1 h; intervals at 0.95"
+        if region == "us":
+            assert table_rows(browser, "withheld-table") == [["none"]]
+        assert browser.execute_script(LEGIBILITY) == []
         # OR/AND estimates: one series per extreme, a point per window
         ext = traces(browser, "chart-extremes", "extreme")
         assert sorted(e["meta"]["name"] for e in ext) == ["all_betas", "any_beta"]
@@ -182,13 +281,31 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         assert len(held["y"]) == (1 if region == "eu" else 0)
         text = browser.find_element("id", "privacy-table").text
         assert f"{info['local_epsilon']:.3f}" in text and str(info["min_reports"]) in text
-        assert info["privacy"]["model"] == "local" and "local DP, ε ≤ 16" in text  # the promise, shown
+        assert info["privacy"]["model"] == "local" and "local DP, ε ≤ 18" in text  # the promise, shown
+    # more series than the palette has colours: every one keeps a distinct (colour, dash, marker)
+    before = browser.execute_script("return window.dashboardRenders")
+    browser.execute_script("const s = document.getElementById('marginal-filter');"
+                           "Array.from(s.options).forEach(o => { o.selected = true; });"
+                           "s.dispatchEvent(new Event('change'));")
+    wait_for(browser, f"window.dashboardRenders > {before}")
+    many = traces(browser, "chart-marginals", "estimate")
+    assert len(many) > 10
+    styles = [(t["meta"]["style"]["color"], t["meta"]["style"]["dash"], t["meta"]["style"]["symbol"]) for t in many]
+    assert len(set(styles)) == len(styles)
+    drawn = browser.execute_script(
+        "return document.getElementById('chart-marginals').data.filter(t => t.meta.role === 'estimate')"
+        ".map(t => [t.line.color, t.line.dash, t.marker.symbol])")
+    assert [tuple(d) for d in drawn] == styles   # what the chart draws, not only what it was told
+    assert browser.execute_script(LEGIBILITY) == []
     # a chosen window instead of the latest
     first = min(r["window_start"] for r in shown(marginals, "us"))
     select(browser, "window-filter", first)
     (bars,) = traces(browser, "chart-tables", "table")
     assert bars["y"] == [r["frequency"] for r in sorted(
         (r for r in shown(tables, "us") if r["window_start"] == first), key=lambda r: ",".join(r["cell"]))]
+    # the first window has no previous one: the changes say so, and the table says "none"
+    assert browser.find_element("id", "changes-note").text == "No earlier window of this selection to compare with."
+    assert table_rows(browser, "changes-table") == [["none"]]
     assert severe_logs(browser) == []
 
 
