@@ -217,9 +217,13 @@ def render(data: dict | None, data_url: str | None = None, refresh_seconds: floa
 
 def check_marginals(data: dict, marginals: list | None) -> None:
     """An unknown label in ``--marginal`` is an error naming it (a page would silently omit it)."""
-    known = {label for c in data["collections"] for label in c.get("labels", [])}
+    numeric = {name for c in data["collections"] for name in c.get("numeric", {})}
+    known = {label for c in data["collections"] for label in c.get("labels", [])} - numeric
     known |= {label for r in data["marginals"] for label in r["labels"]}
     for chosen in marginals or []:
+        if set(chosen) & numeric:
+            raise ValueError(f"--marginal {','.join(chosen)!r}: {sorted(set(chosen) & numeric)} are numeric features: "
+                             "they publish means (shown on the page), not marginals")
         unknown = [label for label in chosen if label not in known]
         if unknown or not chosen:
             raise ValueError(f"--marginal {','.join(chosen)!r}: unknown bit label(s) {unknown}; the labels are "

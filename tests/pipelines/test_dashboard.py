@@ -356,6 +356,9 @@ def test_dashboard_command(demo, tmp_path, capsys):
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),
                  "--marginal", "os=mac,plan=platinum"]) == 2
     assert "unknown bit label(s) ['plan=platinum']" in capsys.readouterr().err
+    assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),
+                 "--marginal", "session_minutes"]) == 2   # a numeric feature publishes means, not marginals
+    assert "['session_minutes'] are numeric features: they publish means" in capsys.readouterr().err
     assert main(["dashboard", "--estimates", str(tmp_path / "none"), "--out", str(page)]) == 2
     assert "estimates must be a directory" in capsys.readouterr().err
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--serve", "0"]) == 2

@@ -141,23 +141,29 @@ def test_unreadable_files_are_dead_lettered(small_config, tmp_path, fast):
         assert_that(counted | beam.Map(lambda n: n >= 80), equal_to([True]), label="good file counted")
 
 
+def job_rows(cfg, pop, *kinds):
+    """The job's rows of ``kinds`` for a population's reports (one Create, batch)."""
+    from tests.collect import Collected
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(list(report_records(cfg, pop))), None, JobOptions({cfg.name: cfg}))
+        for kind in kinds:
+            outs[kind] | got.into(kind)
+    return got
+
+
 def test_conditionals_equal_the_core_and_small_givens_are_withheld():
     from ldp_marginals.ldp.conditional import conditional
     from ldp_marginals.schemas.config import parse_config
-    from tests.collect import Collected
     from tests.configs import SMALL_CONFIG
     cfg = parse_config(dict(SMALL_CONFIG, extremes=[], conditionals=[{"of": ["beta"], "given": ["os=mac"]},
                                                                     {"of": ["dark"], "given": ["sync"]}]))
     pop = simulate_population(cfg, 4000, seed=5, span_seconds=3600 * 0.99)  # one window
-    got = Collected()
-    with BeamTestPipeline() as p:
-        outs = build(p, beam.Create(list(report_records(cfg, pop))), None, JobOptions({cfg.name: cfg}))
-        outs["conditionals"] | got.into("c")
-        outs["withheld"] | got.into("w")
+    got = job_rows(cfg, pop, "conditionals", "withheld")
     est = estimate_tmdh(CooccurrenceAccumulator(cfg.family).add_packed(pop.noisy), cfg.channels,
                         exclusive_groups=cfg.layout.exclusive_groups)
-    published = {(tuple(r["of"]), tuple(r["given"])): r for r in got["c"]}
-    withheld = [r["reason"] for r in got["w"]]
+    published = {(tuple(r["of"]), tuple(r["given"])): r for r in got["conditionals"]}
+    withheld = [r["reason"] for r in got["withheld"]]
     for of, given in cfg.conditionals:
         c = conditional(est, of, given, cfg.level)
         key = (tuple(cfg.layout.labels[b] for b in of), tuple(cfg.layout.labels[b] for b in given))
@@ -172,12 +178,8 @@ def test_conditionals_equal_the_core_and_small_givens_are_withheld():
     tiny = parse_config(dict(SMALL_CONFIG, extremes=[], min_reports=1,
                              conditionals=[{"of": ["beta"], "given": ["os=mac"]}]))
     few = simulate_population(tiny, 12, seed=6, span_seconds=60)
-    got = Collected()
-    with BeamTestPipeline() as p:
-        outs = build(p, beam.Create(list(report_records(tiny, few))), None, JobOptions({tiny.name: tiny}))
-        outs["conditionals"] | got.into("c")
-        outs["withheld"] | got.into("w")
-    assert got["c"] == [] and any("P(beta | os=mac) not published" in r["reason"] for r in got["w"])
+    got = job_rows(tiny, few, "conditionals", "withheld")
+    assert got["conditionals"] == [] and any("P(beta | os=mac) not published" in r["reason"] for r in got["withheld"])
 
 
 def test_means_of_numeric_features_equal_the_core_and_cover_the_truth():
@@ -188,18 +190,13 @@ def test_means_of_numeric_features_equal_the_core_and_cover_the_truth():
     from ldp_marginals.ldp.means import feature_mean
     from ldp_marginals.pipelines.simulate import true_counts
     from ldp_marginals.schemas.config import parse_config
-    from tests.collect import Collected
     from tests.configs import SMALL_CONFIG
     spec = dict(SMALL_CONFIG, extremes=[], channel={"mechanism": "symmetric", "epsilon": 3.0},
                 features=SMALL_CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0, "high": 60}],
                 means=[{"of": "minutes", "by": ["os"]}], marginal_interval="simultaneous")
     cfg = parse_config(spec)
     pop = simulate_population(cfg, 6000, seed=8, span_seconds=3600 * 0.99)  # one window
-    got = Collected()
-    with BeamTestPipeline() as p:
-        outs = build(p, beam.Create(list(report_records(cfg, pop))), None, JobOptions({cfg.name: cfg}))
-        outs["means"] | got.into("means")
-        outs["marginals"] | got.into("marginals")
+    got = job_rows(cfg, pop, "means", "marginals")
     est = estimate_tmdh(CooccurrenceAccumulator(cfg.family).add_packed(pop.noisy), cfg.channels,
                         exclusive_groups=cfg.layout.exclusive_groups)
     truth = {tuple(m["given"]): m["mean"] for m in true_counts(cfg, pop)[0]["means"]}
@@ -225,11 +222,7 @@ def test_means_of_numeric_features_equal_the_core_and_cover_the_truth():
     # a tiny window: the mean over all reports is published, the conditional means are withheld
     tiny = parse_config(dict(spec, min_reports=1, channel={"mechanism": "symmetric", "epsilon": 0.5}))
     few = simulate_population(tiny, 15, seed=6, span_seconds=60)
-    got = Collected()
-    with BeamTestPipeline() as p:
-        outs = build(p, beam.Create(list(report_records(tiny, few))), None, JobOptions({tiny.name: tiny}))
-        outs["means"] | got.into("means")
-        outs["withheld"] | got.into("w")
+    got = job_rows(tiny, few, "means", "withheld")
     assert [r["given"] for r in got["means"]] == [[]]
-    reasons = [r["reason"] for r in got["w"]]
+    reasons = [r["reason"] for r in got["withheld"]]
     assert any("mean(minutes | os=mac) not published" in w for w in reasons), reasons

@@ -13,9 +13,11 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
+from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, EXTREMES
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
 from tests.collect import Collected
+from tests.configs import SMALL_CONFIG
 from tests.pipelines.test_streaming import streaming_pipeline
 
 FLOATS = ("estimate", "frequency", "variance", "ci_low", "ci_high")
@@ -70,8 +72,12 @@ def latest_panes(got) -> dict:
     return {kind: [r for (k, _), f in latest.items() if k == kind for r in f.rows] for kind in ESTIMATE_KINDS}
 
 
-def test_batch_files_messages_containers_and_streaming_agree(small_config, tmp_path):
-    cfg = small_config
+def test_batch_files_messages_containers_and_streaming_agree(tmp_path):
+    # every kind of row: the small config plus a numeric feature, its means and a conditional
+    cfg = parse_config(dict(SMALL_CONFIG, features=SMALL_CONFIG["features"] + [
+        {"name": "minutes", "type": "numeric", "low": 0, "high": 30}], channel=SMALL_CONFIG["channel"] + [
+        {"p": 0.1, "q": 0.9}], means=[{"of": "minutes", "by": ["os"]}],
+        conditionals=[{"of": ["beta"], "given": ["dark"]}]))
     records = reports(cfg)
     schemas.write_avro(tmp_path / "reports.avro", "noisy_report", records[:900])
     schemas.write_avro(tmp_path / "more.avro", "noisy_report", records[900:])
@@ -98,7 +104,7 @@ def test_batch_files_messages_containers_and_streaming_agree(small_config, tmp_p
     answers["streaming"] = got
 
     expected = canonical({k: answers["files"][k] for k in ESTIMATE_KINDS})
-    assert expected["marginals"] and expected["tables"] and expected["extremes"] and expected["withheld"]
+    assert all(expected[kind] for kind in ESTIMATE_KINDS), {k: len(v) for k, v in expected.items()}
     dead = sorted((d["reason"], d["detail"]) for d in answers["files"]["dead_letters"])
     assert [r for r, _ in dead] == sorted(["unknown_collection", "wrong_length", "bad_timestamp", "padding_bits",
                                            "undeclared_dimension", "bad_field"])
