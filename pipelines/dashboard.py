@@ -12,6 +12,7 @@ import Beam.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import errno
 import http.server
 import json
@@ -108,32 +109,61 @@ def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
 
 CHANGE_KINDS = ("marginals", "conditionals", "means")
 FDR = 0.05   # the false discovery rate of the page's table of changes (as ``compare``'s default)
+MAX_COMPARED_VALUES = 12   # a dimension with more values in a window: compare them with the command
 
 
-def _by_window(rows: list) -> dict:
-    """``{(collection, dimensions as JSON): {window start: [rows]}}``."""
+def _by_key(rows: list, drop: str | None = None) -> dict:
+    """``{(collection, window start, other dimensions as JSON): {dimension value: [rows]}}`` with
+    ``drop`` the dimension compared, removed from the rows' dimensions so that the two values' rows
+    pair up (None: every row under the value None)."""
     out = {}
     for r in rows:
-        key = (r["collection"], json.dumps(r["dimensions"], sort_keys=True))
-        out.setdefault(key, {}).setdefault(r["window_start"], []).append(r)
+        dims = dict(r["dimensions"])
+        if drop is not None and drop not in dims:
+            continue
+        value = dims.pop(drop) if drop is not None else None
+        key = (r["collection"], r["window_start"], json.dumps(dims, sort_keys=True))
+        out.setdefault(key, {}).setdefault(value, []).append(dict(r, dimensions=dims))   # paired without drop
     return out
 
 
 def _changes(data: dict, info: dict) -> list:
-    """Per collection, dimensions and window: what changed since the previous published window of
-    the same key, for marginals, conditionals and means, as ``ldp-marginals compare --windows``
-    computes it (Benjamini-Hochberg at :data:`FDR` over each kind's sets)."""
+    """What the page's change table can show: per collection, window and key, for marginals,
+    conditionals and means, the change of each estimate against the previous published window of
+    the key and against every other value of each dimension in the same window (dimensions with up
+    to :data:`MAX_COMPARED_VALUES` values), computed as ``ldp-marginals compare`` computes it
+    (``selected - versus``; Benjamini-Hochberg at :data:`FDR` over each kind's estimates)."""
     out = []
+
+    def add(kind, collection, selected_rows, versus_rows, dims, start, versus, label):
+        level = info.get(collection, {}).get("level", 0.95)
+        found = compare.changes(compare.keyed(compare.rows_of(versus_rows, kind)),
+                                compare.keyed(compare.rows_of(selected_rows, kind)), level, FDR)
+        out.append({"collection": collection, "dimensions": dims, "kind": kind, "window_start": start,
+                    "versus": versus, "versus_label": label, "fdr": FDR, "changes": found})
+
     for kind in CHANGE_KINDS:
-        for (collection, dims), windows in sorted(_by_window(data[kind]).items()):
-            level = info.get(collection, {}).get("level", 0.95)
+        by_window = {}
+        for (collection, start, dims), rows in _by_key(data[kind]).items():
+            by_window.setdefault((collection, dims), {})[start] = rows[None]
+        for (collection, dims), windows in sorted(by_window.items()):
             starts = sorted(windows)
             for before, after in zip(starts, starts[1:]):
-                found = compare.changes(compare.keyed(compare.rows_of(windows[before], kind)),
-                                        compare.keyed(compare.rows_of(windows[after], kind)), level, FDR)
-                out.append({"collection": collection, "dimensions": json.loads(dims), "kind": kind,
-                            "window_start": after, "previous_start": before, "fdr": FDR, "changes": found})
+                add(kind, collection, windows[after], windows[before], json.loads(dims), after, "previous",
+                    _iso(before))
+        keys = sorted({k for r in data[kind] for k in r["dimensions"]})
+        for dim in keys:
+            for (collection, start, rest), values in sorted(_by_key(data[kind], dim).items()):
+                if len(values) > MAX_COMPARED_VALUES:
+                    continue
+                for a, b in ((a, b) for a in sorted(values) for b in sorted(values) if a != b):
+                    add(kind, collection, values[a], values[b], dict(json.loads(rest), **{dim: a}), start,
+                        f"{dim}={b}", f"{dim}={b}")
     return out
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _precision(data: dict, info: dict) -> list:

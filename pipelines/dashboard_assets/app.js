@@ -4,7 +4,7 @@
 (function () {
   "use strict";
   const boot = window.LDP_BOOT;
-  const state = { data: null, collection: null, dims: {}, window: "", sets: null };
+  const state = { data: null, collection: null, dims: {}, window: "", sets: null, versus: "previous" };
   window.dashboardReady = false;
   window.dashboardRenders = 0;
 
@@ -239,8 +239,17 @@
 
   const KIND_NAMES = { marginals: "marginal", conditionals: "conditional", means: "mean" };
 
+  // the change table: the selection against the previous window, or against another value of a
+  // dimension in the same window (entries precomputed by the dashboard command, as compare does)
   function renderChanges(windowStart) {
-    const entries = state.data.changes.filter((c) => selected(c) && c.window_start === windowStart);
+    const here = state.data.changes.filter((c) => selected(c) && c.window_start === windowStart);
+    const options = new Map();
+    here.forEach((c) => options.set(c.versus, c.versus === "previous" ? "the previous window (" +
+      c.versus_label + ")" : c.versus_label.replace("=", " = ")));
+    if (!options.has(state.versus)) state.versus = options.has("previous") ? "previous" :
+      (options.size ? Array.from(options.keys())[0] : "previous");
+    setOptions($("compare-with"), Array.from(options.keys()), (v) => options.get(v), state.versus);
+    const entries = here.filter((c) => c.versus === state.versus);
     const rows = [];
     let compared = 0;
     entries.forEach((e) => {
@@ -248,12 +257,21 @@
       e.changes.filter((c) => c.significant).forEach((c) => rows.push([e, c]));
     });
     rows.sort((a, b) => Math.abs(b[1].z) - Math.abs(a[1].z));
-    const previous = entries.length ? iso(entries[0].previous_start) : null;
-    $("changes-note").textContent = previous === null ? "No earlier window of this selection to compare with."
-      : rows.length + " of " + compared + " estimates changed significantly since " + previous +
-        " (Benjamini-Hochberg at FDR " + entries[0].fdr + " per kind; standard errors add, as in " +
-        "ldp-marginals compare). Largest first.";
-    fillTable($("changes-table"), ["kind", "estimate", "before", "now", "change", "z", "interval of the change"],
+    const fdr = entries.length ? entries[0].fdr : null;
+    const how = " (Benjamini-Hochberg at FDR " + fdr + " per kind; standard errors add, as in ldp-marginals " +
+      "compare). Largest first.";
+    if (!entries.length) {
+      $("changes-note").textContent = "Nothing to compare with: no earlier window and no other dimension value " +
+        "of this selection.";
+    } else if (state.versus === "previous") {
+      $("changes-note").textContent = rows.length + " of " + compared + " estimates changed significantly since " +
+        entries[0].versus_label + how;
+    } else {
+      $("changes-note").textContent = rows.length + " of " + compared + " estimates differ significantly from " +
+        entries[0].versus_label + " in this window" + how;
+    }
+    const versus = state.versus === "previous" ? "before" : entries.length ? entries[0].versus_label : "versus";
+    fillTable($("changes-table"), ["kind", "estimate", versus, "selected", "change", "z", "interval of the change"],
       rows.slice(0, 20).map(([e, c]) => [KIND_NAMES[e.kind], c.labels.join(" & "), fmt(c.first, 4), fmt(c.second, 4),
         (c.difference >= 0 ? "+" : "") + fmt(c.difference, 4), fmt(c.z, 2),
         fmt(c.ci_low, 4) + " – " + fmt(c.ci_high, 4)]));
@@ -391,6 +409,7 @@
       state.collection = e.target.value; state.dims = {}; state.window = ""; state.sets = null; render();
     });
     $("window-filter").addEventListener("change", (e) => { state.window = e.target.value; render(); });
+    $("compare-with").addEventListener("change", (e) => { state.versus = e.target.value; render(); });
     $("marginal-filter").addEventListener("change", (e) => {
       state.sets = Array.from(e.target.selectedOptions).map((o) => o.value); render();
     });

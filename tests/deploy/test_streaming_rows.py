@@ -88,6 +88,28 @@ def test_rows_convert_exactly():
                                   "payload": b"\x00\xff"})["payload"] == "AP8="
 
 
+def test_means_and_conditionals_rows_fit_their_bigquery_tables():
+    """The job's rows of the kinds issue 15 added, as the extraction step makes them."""
+    import numpy as np
+
+    from ldp_marginals.pipelines.simulate import simulate_population
+    from ldp_marginals.schemas.config import parse_config
+    from ldp_marginals.transforms.estimate import window_rows
+    from tests.configs import SMALL_CONFIG
+    cfg = parse_config(dict(SMALL_CONFIG, extremes=[], channel={"p": 0.2, "q": 0.8},
+                            features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 5}],
+                            means=[{"of": "m", "by": ["os"]}], conditionals=[{"of": ["beta"], "given": ["dark"]}]))
+    pop = simulate_population(cfg, 3000, seed=2)
+    acc = cfg.aggregator.create()
+    cfg.aggregator.add_packed(acc, pop.noisy, None, None)
+    rows = list(window_rows(cfg, cfg.name, (("region", "eu"),), acc, (0, 3_600_000)))
+    kinds = {kind for kind, _ in rows}
+    assert {"means", "conditionals", "marginals"} <= kinds
+    for kind, r in rows:
+        check_row(SCHEMA_OF[kind], to_row(SCHEMA_OF[kind], r))
+    assert np.isfinite([r["estimate"] for k, r in rows if k == "means"]).all()
+
+
 def test_unmappable_avro_types_are_refused():
     from ldp_marginals.schemas.bigquery import _field
     with pytest.raises(ValueError, match="only \\['null', T\\] unions"):

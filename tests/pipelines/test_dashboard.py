@@ -235,17 +235,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
             found = changes(keyed(r for r in mine_kind if r["window_start"] == previous),
                             keyed(r for r in mine_kind if r["window_start"] == latest), 0.95, 0.05)
             expected += [(kind, c) for c in found]
-        significant = sorted((e for e in expected if e[1]["significant"]), key=lambda e: -abs(e[1]["z"]))
-        note = browser.find_element("id", "changes-note").text
-        assert note.startswith(f"{len(significant)} of {len(expected)} estimates changed significantly since "
-                               f"{iso(previous)}")
-        got = table_rows(browser, "changes-table")
-        if significant:
-            assert [r[1] for r in got] == [" & ".join(c["labels"]) for _, c in significant][:20]
-            top = significant[0][1]
-            assert got[0][4:6] == [f"{top['difference']:+.4f}", f"{top['z']:.2f}"]
-        else:
-            assert got == [["none"]]
+        check_changes(browser, expected, "changed significantly since " + iso(previous))
         # precision: the plan's worst-case half-width at the window's reports beside the measured one
         from ldp_marginals.ldp.planning import frequency_variance, half_width_of, mean_variance
         precision = {r[0]: r for r in table_rows(browser, "precision-table")}
@@ -303,10 +293,41 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
     (bars,) = traces(browser, "chart-tables", "table")
     assert bars["y"] == [r["frequency"] for r in sorted(
         (r for r in shown(tables, "us") if r["window_start"] == first), key=lambda r: ",".join(r["cell"]))]
-    # the first window has no previous one: the changes say so, and the table says "none"
-    assert browser.find_element("id", "changes-note").text == "No earlier window of this selection to compare with."
-    assert table_rows(browser, "changes-table") == [["none"]]
+    # the first window has no previous one: only the other region to compare with
+    options = browser.execute_script("return Array.from(document.getElementById('compare-with').options)"
+                                     ".map(o => [o.value, o.textContent])")
+    assert options == [["region=eu", "region = eu"]]
+    # us against eu in the latest window: what `ldp-marginals compare --dimension region=eu,us` prints
+    select(browser, "window-filter", "")   # back to the latest: the choice of comparison sticks
+    assert browser.execute_script("return document.getElementById('compare-with').value") == "region=eu"
+    import argparse
+
+    from ldp_marginals.pipelines.compare import compare
+    latest = max(r["window_start"] for r in shown(marginals, "us"))
+    expected = []
+    for kind in ("marginals", "conditionals", "means"):
+        res = compare(argparse.Namespace(estimates=estimates, collection=None, windows=None, dimension="region=eu,us",
+                                         window=iso(latest)[:-1], kind=kind, fdr=0.05, level=0.95))
+        expected += [(kind, c) for c in res["changes"]]
+    check_changes(browser, expected, "differ significantly from region=eu in this window")
+    assert table_rows(browser, "changes-table")[0][0] == "marginal"   # the regions differ most in plan
     assert severe_logs(browser) == []
+
+
+def check_changes(browser, expected, says):
+    """The page's change table and note against ``expected`` (kind, change) pairs: every significant
+    change, largest |z| first (at most 20), with compare's numbers."""
+    significant = sorted((e for e in expected if e[1]["significant"]), key=lambda e: -abs(e[1]["z"]))
+    note = browser.find_element("id", "changes-note").text
+    assert note.startswith(f"{len(significant)} of {len(expected)} estimates {says}"), note
+    got = table_rows(browser, "changes-table")
+    if not significant:
+        assert got == [["none"]]
+        return
+    assert [r[1] for r in got] == [" & ".join(c["labels"]) for _, c in significant][:20]
+    for row, (kind, c) in zip(got, significant):
+        assert row[0] == {"marginals": "marginal", "conditionals": "conditional", "means": "mean"}[kind]
+        assert row[2:6] == [f"{c['first']:.4f}", f"{c['second']:.4f}", f"{c['difference']:+.4f}", f"{c['z']:.2f}"]
 
 
 def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
