@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ldp_marginals.pipelines import calibrate as calibrate_cmd
@@ -90,6 +91,10 @@ def main(argv=None) -> int:
         elif args.command == "dashboard":
             from ldp_marginals.pipelines.dashboard import main as dashboard_main
             dashboard_main(args)
+    except BrokenPipeError:  # the reader stopped early (`| head`): no traceback (as the Python docs advise)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except ValueError as err:
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -41,9 +41,7 @@ def plan(args) -> dict:
     n, target = args.reports_per_window, args.target_half_width
     for name, cfg in sorted(load_configs(args.config).items()):
         labels, chan = cfg.layout.labels, cfg.channels
-        numeric = set(cfg.layout.numeric_bits)
-        published = [list(s) for s in cfg.family if s and not numeric & set(s) and not any(
-            len(set(s) & set(g)) > 1 for g in cfg.layout.exclusive_groups)]   # as the job's marginal rows
+        published = [list(s) for s in cfg.published_sets]   # as the job's marginal rows
         level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
         rows = []
         for cols in published:

@@ -337,6 +337,19 @@ class CollectionConfig:
         return SetFamily(self.layout.n_bits, self.max_order, extra)
 
     @cached_property
+    def published_index(self) -> tuple:
+        """Indices in ``family`` of the sets published as marginals: order >= 1, not holding two
+        values of one categorical feature (zero by construction: their estimates would be pure
+        noise), not holding a numeric feature's encoded bit (it publishes means)."""
+        numeric = set(self.layout.numeric_bits)
+        return tuple(i for i, s in enumerate(self.family) if s and not numeric & set(s)
+                     and not any(len(set(s) & set(g)) > 1 for g in self.layout.exclusive_groups))
+
+    @property
+    def published_sets(self) -> list:
+        return [self.family[i] for i in self.published_index]
+
+    @cached_property
     def aggregator(self) -> ReportAggregator:
         """Fills this collection's per-window accumulators: the counted sets, per-report and per-client extremes."""
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),

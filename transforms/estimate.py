@@ -24,20 +24,15 @@ def window_bounds_ms(w) -> tuple:
     return int(w.start.micros // 1000), int(w.end.micros // 1000)
 
 
-def published_sets(config, est) -> list:
-    """Indices (in the family) of the sets published as marginals: order >= 1, not holding two
-    values of one categorical feature (zero by construction: their estimates are pure noise), not
-    holding a numeric feature's encoded bit (those publish means)."""
-    numeric = set(config.layout.numeric_bits)
-    return [i for i, s in enumerate(est.family) if s and not est.is_structural_zero(s) and not numeric & set(s)]
-
-
 def marginal_rows(config, est, base) -> list:
-    """One MarginalEstimate row per published set (:func:`published_sets`); with ``marginal_interval:
-    simultaneous`` the intervals hold for all of them together at the level (Sidak)."""
+    """One MarginalEstimate row per published set (``config.published_index``); with
+    ``marginal_interval: simultaneous`` the intervals hold for all of them together at the level
+    (Sidak)."""
     n = est.n
     labels = config.layout.labels
-    index = published_sets(config, est)
+    if len(est.family) != len(config.family):
+        raise ValueError(f"est must be of the config's {len(config.family)} counted sets, got {len(est.family)}")
+    index = config.published_index
     level = config.level
     if config.marginal_interval == "simultaneous" and index:
         level = sidak_level(level, len(index))

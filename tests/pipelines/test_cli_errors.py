@@ -100,3 +100,21 @@ def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes(workdir, capsys
     monkeypatch.setattr(FileSystems, "create", real_create)
     assert cli.main(args) == 0
     assert (out / SUMMARY_FILE).exists() and list((out / "tables").glob("*.avro"))
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    """`ldp-marginals plan ... | head -1`: the pipe closes while the command still writes (its
+    ~2,000 lines outgrow the pipe's buffer); the command stops quietly."""
+    import subprocess
+    import sys
+    config = tmp_path / "wide.yaml"
+    config.write_text(yaml.safe_dump(dict(SMALL_CONFIG, features=[{"name": f"b{i}", "type": "boolean"}
+                                                                  for i in range(64)],
+                                          channel={"p": 0.2, "q": 0.8}, sets=[], groups=[], extremes=[])))
+    proc = subprocess.Popen([sys.executable, "-m", "ldp_marginals.pipelines.cli", "plan", "--config", str(config),
+                             "--reports-per-window", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()   # as `head -1` does
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait() == 1 and first.startswith(b"app (level 0.95") and "Traceback" not in err, err
