@@ -125,10 +125,12 @@ def changes(first: dict, second: dict, level: float, fdr: float) -> list:
 def render(res: dict) -> str:
     lines = [f"{res['collection']}: {res['significant']} of {res['compared']} {res['kind']} changed "
              f"(Benjamini-Hochberg at FDR {res['fdr']:g}; intervals at {res['level']:g})",
-             f"{'set':32} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
+             f"{'set [dimensions]':40} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
     for o in res["changes"]:
         mark = "*" if o["significant"] else " "
-        lines.append(f"{mark}{','.join(o['labels'])[:31]:31} {o['first']:8.4f} {o['second']:8.4f} "
+        where = ",".join(o["labels"]) + (" [" + ",".join(f"{k}={v}" for k, v in sorted(o["dimensions"].items()))
+                                         + "]" if o["dimensions"] else "")
+        lines.append(f"{mark}{where[:39]:39} {o['first']:8.4f} {o['second']:8.4f} "
                      f"{o['difference']:+8.4f} {o['standard_error']:7.4f} {o['z']:+7.2f}  "
                      f"[{o['ci_low']:+.4f}, {o['ci_high']:+.4f}]")
     lines.append("* significant. Windows hold disjoint reports; overlapping sliding windows make the test "

@@ -19,6 +19,7 @@
   const DASHES = ["solid", "dash", "dot", "dashdot"];
   const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down", "pentagon",
     "hourglass"];
+  const PATTERNS = ["", "/", "\\", "x", ".", "+", "-", "|"];
   const styleOf = (i) => ({ color: PALETTE[i % PALETTE.length],
     dash: DASHES[Math.floor(i / PALETTE.length) % DASHES.length],
     symbol: SYMBOLS[Math.floor(i / (PALETTE.length * DASHES.length)) % SYMBOLS.length] });
@@ -137,9 +138,15 @@
     return Array.from(new Set(rows.map((r) => r.window_start))).sort((a, b) => a - b);
   }
 
-  function currentWindow(marginals) {
+  // the windows with published estimates of any kind for the selection
+  function estimateRows() {
+    const d = state.data;
+    return [].concat(d.marginals, d.tables, d.extremes, d.conditionals, d.means).filter(selected);
+  }
+
+  function currentWindow() {
     if (state.window !== "") return Number(state.window);
-    const starts = windowStarts(marginals);
+    const starts = windowStarts(estimateRows());
     return starts.length ? starts[starts.length - 1] : null;
   }
 
@@ -184,7 +191,7 @@
     state.dims = next;
 
     const marginals = state.data.marginals.filter(selected);
-    const starts = windowStarts(marginals);
+    const starts = windowStarts(estimateRows());
     if (state.window !== "" && !starts.includes(Number(state.window))) state.window = "";
     const windowSelect = $("window-filter");
     setOptions(windowSelect, [""].concat(starts), (v) => (v === "" ? "latest" : iso(v)), state.window);
@@ -296,11 +303,13 @@
     });
     const traces = [];
     const rows = [];
-    Array.from(groups.keys()).sort().forEach((g) => {
+    Array.from(groups.keys()).sort().forEach((g, gi) => {
       const cells = groups.get(g).sort((a, b) => a.cell.join().localeCompare(b.cell.join()));
       const x = cells.map((r) => r.cell.map((v, i) => r.group[i] + "=" + v).join(", "));
       const y = cells.map((r) => r.frequency);
-      traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g },
+      const st = styleOf(gi);   // bars past the palette take a fill pattern as well
+      traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g, style: st },
+        marker: { color: st.color, pattern: { shape: PATTERNS[Math.floor(gi / PALETTE.length) % PATTERNS.length] } },
         error_y: { type: "data", array: cells.map((r, i) => r.ci_high / r.n_reports - y[i]),
           arrayminus: cells.map((r, i) => y[i] - r.ci_low / r.n_reports) } });
       const level = info() ? info().level : 0.95;
@@ -347,7 +356,7 @@
       p.smallest_crowd.toLocaleString("en-US") + " reports)";
   }
 
-  function renderPrivacy(marginals, withheld, windowStart) {
+  function renderPrivacy(withheld, windowStart) {
     const info = state.data.collections.filter((c) => c.collection === state.collection);
     fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "windows",
       "min_reports"],
@@ -361,7 +370,7 @@
         .map((p) => [p.label, String(p.n_reports), fmt(p.planned, 4), fmt(p.measured, 4),
           intervalText(p.interval, info.length ? info[0].level : 0.95)]));
     const published = new Map();
-    marginals.forEach((r) => published.set(r.window_start, r.n_reports));
+    estimateRows().filter((r) => r.n_reports !== undefined).forEach((r) => published.set(r.window_start, r.n_reports));
     const starts = Array.from(published.keys()).sort((a, b) => a - b);
     const held = withheld.slice().sort((a, b) => a.window_start - b.window_start);
     const min = info.length ? info[0].min_reports : null;
@@ -375,7 +384,9 @@
       line: { dash: "dash", color: "#c0392b" } }];
     Plotly.react("chart-reports", traces, layoutOf({ barmode: "overlay", shapes,
       xaxis: { type: "category", categoryorder: "category ascending", title: { text: "window start (UTC)" } },
-      yaxis: { title: { text: "reports per window" } } }), config);
+      yaxis: { title: { text: "reports per window" } },
+      annotations: starts.length || held.length ? [] : [{ text: "no windows for this selection", showarrow: false,
+        xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
     fillTable($("withheld-table"), ["window start", "window end", "reports", "min_reports", "reason"],
       held.map((r) => [iso(r.window_start), iso(r.window_end), String(r.n_reports), String(r.min_reports),
         r.reason]));
@@ -384,7 +395,7 @@
   function render() {
     renderFilters();
     const marginals = state.data.marginals.filter(selected);
-    const windowStart = currentWindow(marginals);
+    const windowStart = currentWindow();
     renderMarginals(marginals);
     renderCorrelations(windowStart);
     renderTables(state.data.tables.filter((r) => selected(r) && r.window_start === windowStart));
@@ -392,11 +403,11 @@
     renderConditionals(state.data.conditionals.filter(selected), windowStart);
     renderMeans(state.data.means.filter(selected), windowStart);
     renderChanges(windowStart);
-    renderPrivacy(marginals, state.data.withheld.filter(selected), windowStart);
+    renderPrivacy(state.data.withheld.filter(selected), windowStart);
     const s = state.data.summary;
     const c = info();
     $("window-kind").textContent = c ? windowText(c.window) + "; intervals at " + c.level : "";
-    $("status").textContent = windowStarts(marginals).length + " published windows; showing " +
+    $("status").textContent = windowStarts(estimateRows()).length + " published windows; showing " +
       (windowStart === null ? "none" : iso(windowStart)) +
       (s ? "; " + s.reports_counted + " reports counted, " + s.reports_dead_lettered + " dead-lettered" : "") +
       (boot.dataUrl ? "; new data at " + new Date().toLocaleTimeString() : "");

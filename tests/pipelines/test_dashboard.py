@@ -360,6 +360,8 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
         assert latest["y"][-1] == new_rows[0]["frequency"]
         assert severe_logs(browser) == []
     finally:
+        browser.get("about:blank")   # stop the page's polling before the server goes away
+        browser.get_log("browser")   # and leave no log of it to the next test
         server.shutdown()
         server.server_close()
 
@@ -412,6 +414,10 @@ def test_compare_command_on_the_demo(demo, capsys):
     iso = [dt.datetime.fromtimestamp(t / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M") for t in starts[:2]]
     assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso, "--json"]) == 0
     between = json_mod.loads(capsys.readouterr().out)
+    # in the table a person reads, each change names its dimensions key (two regions, the same sets)
+    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso]) == 0
+    human = capsys.readouterr().out
+    assert "dark_mode [region=eu]" in human and "dark_mode [region=us]" in human
     assert between["compared"] == len({(tuple(r["columns"]), r["dimensions"]["region"]) for r in rows
                                        if r["window_start"] == starts[0]})
     # the demo's conditional P(beta_search | plan=pro), between the regions
@@ -427,3 +433,23 @@ def test_compare_command_on_the_demo(demo, capsys):
                                                              + by_region["eu"]["variance"]))
     assert main(["compare", "--estimates", str(out / "estimates")]) == 2
     assert "compare needs --windows FIRST SECOND or --dimension KEY=A,B" in capsys.readouterr().err
+
+
+def test_many_groups_keep_distinct_bars(browser, tmp_path):
+    """Eleven feature groups in a window: every group's bars differ from the others' by colour or
+    fill pattern (the palette has ten colours)."""
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    base = {"collection": "c", "window_start": 0, "window_end": 3_600_000, "dimensions": {}, "n_reports": 100,
+            "estimate": 10.0, "frequency": 0.1, "variance": 1.0, "ci_low": 8.0, "ci_high": 12.0, "interval": "per_cell"}
+    rows = [dict(base, group=[f"g{i:02d}"], cell=[v], columns=[i]) for i in range(11) for v in ("false", "true")]
+    (folder / "19700101T000000000Z_19700101T010000000Z_c_pane000.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows))
+    page = tmp_path / "page.html"
+    dashboard.write(str(tmp_path), str(page))
+    browser.get(page.as_uri())
+    wait_for(browser, "window.dashboardReady === true")
+    bars = browser.execute_script(
+        "return document.getElementById('chart-tables').data.map(t => [t.marker.color, t.marker.pattern.shape])")
+    assert len(bars) == 11 and len({tuple(b) for b in bars}) == 11
+    assert browser.execute_script(LEGIBILITY) == [] and severe_logs(browser) == []
