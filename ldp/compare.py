@@ -14,7 +14,8 @@ import math
 from statistics import NormalDist
 from typing import NamedTuple, Sequence
 
-from ldp_marginals.ldp._checks import check_level, check_probability
+from ldp_marginals.ldp._checks import check_probability
+from ldp_marginals.ldp.intervals import normal_interval
 
 
 class Change(NamedTuple):
@@ -29,7 +30,6 @@ class Change(NamedTuple):
 def change(first: float, first_variance: float, second: float, second_variance: float,
            level: float = 0.95) -> Change:
     """The difference ``second - first`` of two independent estimates, with its normal test."""
-    level = check_level(level)
     diff = second - first
     var = first_variance + second_variance
     if not var > 0:
@@ -37,8 +37,8 @@ def change(first: float, first_variance: float, second: float, second_variance: 
     se = math.sqrt(var)
     z = diff / se
     p = 2 * (1 - NormalDist().cdf(abs(z)))
-    half = NormalDist().inv_cdf(0.5 + level / 2) * se
-    return Change(diff, se, z, p, diff - half, diff + half)
+    low, high = normal_interval(diff, var, level)
+    return Change(diff, se, z, p, float(low), float(high))
 
 
 def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list:

@@ -43,5 +43,5 @@ def conditional(est, of, given, level: float = 0.95) -> Conditional:
     b_low, _ = normal_interval(t_b, v_b, level)
     r = t_u / t_b if t_b else float("nan")
     var = (v_u - 2 * r * cov + r * r * v_b) / (t_b * t_b) if t_b else float("nan")
-    low, high = normal_interval(r, max(var, 0.0), level)
+    low, high = normal_interval(r, var, level)
     return Conditional(float(r), float(var), float(low), float(high), float(t_b), float(b_low), float(t_u))

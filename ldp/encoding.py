@@ -182,6 +182,11 @@ class Layout:
         """Bit groups of which at most one bit is set in any true vector (categorical features)."""
         return tuple(tuple(self._slices[f.name]) for f in self.features if f.kind == CATEGORICAL)
 
+    def is_structural_zero(self, bits) -> bool:
+        """Whether a set of bits holds two values of one categorical feature: no report has both,
+        so its count is 0 by construction."""
+        return any(len(set(bits) & set(g)) > 1 for g in self.exclusive_groups)
+
     @cached_property
     def numeric_bits(self) -> tuple:
         """The bits of numeric features (each one bit)."""

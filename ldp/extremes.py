@@ -35,18 +35,25 @@ def _check_channel_arrays(p, q):
     return p, q
 
 
+def noise_terms(p, q) -> tuple:
+    """``(p(1-p)/(q-p)^2, q(1-q)/(q-p)^2)`` per bit: the channel's part of the second moments of the
+    debiased bit ``z = (y - p)/(q - p)``, ``E[z^2 | x=0]`` and ``E[z^2 | x=1] - 1`` (and of ``w = 1 - z``,
+    ``E[w^2 | x=1]`` and ``E[w^2 | x=0] - 1``)."""
+    gap = q - p
+    return p * (1 - p) / gap ** 2, q * (1 - q) / gap ** 2
+
+
 def _factors(op: str, y, p, q):
     """The estimator factor (w for OR, z for AND) and its variance factor v, per bit."""
     gap = q - p
+    low, high = noise_terms(p, q)
     if op == "or":
         f = (q - y) / gap                                   # w = 1 - z
-        e1 = q * (1 - q) / gap ** 2
-        e0 = 1 + p * (1 - p) / gap ** 2
+        e1, e0 = high, 1 + low
         v = e1 + (e0 - e1) * f
     else:
         f = (y - p) / gap                                   # z
-        a0 = p * (1 - p) / gap ** 2
-        a1 = 1 + q * (1 - q) / gap ** 2
+        a0, a1 = low, 1 + high
         v = a0 + (a1 - a0) * f
     # q = 1 (OR) or p = 0 (AND) gives factors that are exactly 0.0 here: counted, never logged
     return f, v
@@ -150,20 +157,16 @@ def or_variance(true_bits, p, q) -> float:
     ``prod E[w_i^2] - 1{all x_i = 0}``."""
     x = np.asarray(true_bits, dtype=np.float64)
     p, q = _check_channel_arrays(np.broadcast_to(p, x.shape), np.broadcast_to(q, x.shape))
-    gap = q - p
-    e1 = q * (1 - q) / gap ** 2
-    e0 = 1 + p * (1 - p) / gap ** 2
-    return float(np.prod(np.where(x == 1, e1, e0)) - float(not x.any()))
+    low, high = noise_terms(p, q)
+    return float(np.prod(np.where(x == 1, high, 1 + low)) - float(not x.any()))
 
 
 def and_variance(true_bits, p, q) -> float:
     """Exact variance of the AND estimator: ``prod E[z_i^2] - prod x_i``."""
     x = np.asarray(true_bits, dtype=np.float64)
     p, q = _check_channel_arrays(np.broadcast_to(p, x.shape), np.broadcast_to(q, x.shape))
-    gap = q - p
-    a0 = p * (1 - p) / gap ** 2
-    a1 = 1 + q * (1 - q) / gap ** 2
-    return float(np.prod(np.where(x == 1, a1, a0)) - float(x.all()))
+    low, high = noise_terms(p, q)
+    return float(np.prod(np.where(x == 1, 1 + high, low)) - float(x.all()))
 
 
 def union_cardinality(sketches, p, q):

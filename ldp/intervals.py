@@ -8,12 +8,17 @@ import numpy as np
 from ldp_marginals.ldp._checks import check_level
 
 
+def z_of(level: float) -> float:
+    """The two-sided normal quantile of ``level``: 1.96 at 0.95."""
+    return NormalDist().inv_cdf(0.5 + check_level(level) / 2.0)
+
+
 def normal_interval(estimate, variance, level: float = 0.95):
     """``estimate -+ z sqrt(max(variance, 0))`` with ``z`` the two-sided normal quantile of ``level``.
 
     A plug-in variance estimate can be slightly negative in tiny windows; it is clipped at 0 here.
     """
-    z = NormalDist().inv_cdf(0.5 + check_level(level) / 2.0)
+    z = z_of(level)
     est = np.asarray(estimate, dtype=np.float64)
     half = z * np.sqrt(np.maximum(variance, 0.0))
     return est - half, est + half
@@ -25,6 +30,4 @@ def sidak_level(level: float, m: int) -> float:
     estimates whatever their correlation)."""
     if m < 1:
         raise ValueError(f"m must be >= 1, got m={m}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got level={level}")
-    return level ** (1.0 / m)
+    return check_level(level) ** (1.0 / m)

@@ -66,5 +66,5 @@ def feature_mean(est, bit: int, low: float, high: float, given=(), level: float 
         m = est.mean((bit,)) / n
         var = w * w * (est.variance((bit,)) + n * _clip(m) * (1 - _clip(m))) / (n * n)
         estimate, given_count, given_low = low + w * m, float(n), float(n)
-    ci_low, ci_high = (min(max(float(v), low), high) for v in normal_interval(estimate, max(var, 0.0), level))
+    ci_low, ci_high = (min(max(float(v), low), high) for v in normal_interval(estimate, var, level))
     return Mean(float(estimate), float(var), ci_low, ci_high, float(given_count), float(given_low))

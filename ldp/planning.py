@@ -29,18 +29,18 @@ half-width needs.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
 
-from ldp_marginals.ldp._checks import check_int, check_level, check_positive, check_probability
+from ldp_marginals.ldp._checks import check_int, check_positive, check_probability
+from ldp_marginals.ldp.extremes import noise_terms
+from ldp_marginals.ldp.intervals import z_of
 
 
 def second_moments(p: np.ndarray, q: np.ndarray) -> tuple:
     """``(m0, m1)``: ``E[z^2 | x = 0]`` and ``E[z^2 | x = 1]`` per bit."""
-    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
-    gap2 = (q - p) ** 2
-    return p * (1 - p) / gap2, 1 + q * (1 - q) / gap2
+    low, high = noise_terms(np.asarray(p, dtype=float), np.asarray(q, dtype=float))
+    return low, 1 + high
 
 
 def report_variances(p, q) -> tuple:
@@ -111,11 +111,11 @@ def mean_variance(p: float, q: float, low: float, high: float, n_reports: int) -
 
 def half_width_of(variance: float, level: float = 0.95) -> float:
     """``z_{level} sqrt(variance)``: the half-width of a normal interval."""
-    return NormalDist().inv_cdf(0.5 + check_level(level) / 2) * math.sqrt(variance)
+    return z_of(level) * math.sqrt(variance)
 
 
 def reports_for(variance_per_report: float, target: float, level: float = 0.95) -> int:
     """The fewest reports for which ``half_width_of(variance_per_report / N) <= target``."""
     h = check_positive("target_half_width", target)
-    z = NormalDist().inv_cdf(0.5 + check_level(level) / 2)
+    z = z_of(level)
     return max(1, math.ceil(z * z * variance_per_report / (h * h)))

@@ -144,6 +144,21 @@ class GroupTable:
         return normal_interval(self.estimate, self.variances, level)
 
 
+def group_cells(layout: Layout, features: Sequence[str]) -> list:
+    """``(cell values, bits T that must be 1, boolean bits F that must be 0)`` of each cell of a
+    group's table, in table order: per feature a categorical value (its one-hot bit in T) or a
+    boolean's ``false`` (its bit in F) and ``true`` (in T)."""
+    options = []
+    for f in (layout.feature(n) for n in features):
+        bits = list(layout.bits_of(f.name))
+        if f.kind == CATEGORICAL:
+            options.append([(v, (b,), ()) for v, b in zip(f.values, bits)])
+        else:
+            options.append([("false", (), (bits[0],)), ("true", (bits[0],), ())])
+    return [(tuple(v for v, _, _ in combo), tuple(sorted(b for _, t, _ in combo for b in t)),
+             tuple(sorted(b for _, _, z in combo for b in z))) for combo in product(*options)]
+
+
 def group_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> GroupTable:
     """Table of a group of features. A cell fixes one value per feature: the bits ``T`` that must be 1
     (the categorical values' one-hot bits and the booleans that are true) and the boolean bits ``F``
@@ -158,21 +173,11 @@ def group_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> G
     names = tuple(features)
     if not names:
         raise ValueError("features must name at least one feature, got features=()")
-    feats = [layout.feature(n) for n in names]
     group_est = est if est.exclusive_groups else TMDHEstimate(
         est.family, est.channels, est.counts, est.means, est.variances, layout.exclusive_groups)
-    options = []
-    for f in feats:
-        bits = list(layout.bits_of(f.name))
-        if f.kind == CATEGORICAL:
-            options.append([(v, (b,), ()) for v, b in zip(f.values, bits)])
-        else:
-            options.append([("false", (), (bits[0],)), ("true", (bits[0],), ())])
     cells, columns, terms = [], [], []
-    for combo in product(*options):
-        ones = tuple(sorted(b for _, t, _ in combo for b in t))
-        zeros = tuple(sorted(b for _, _, z in combo for b in z))
-        cells.append(tuple(v for v, _, _ in combo))
+    for values, ones, zeros in group_cells(layout, names):
+        cells.append(values)
         columns.append(tuple(sorted(ones + zeros)))
         cell_terms = []
         for r in range(len(zeros) + 1):

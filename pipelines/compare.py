@@ -9,7 +9,7 @@ import datetime as dt
 import json
 
 from ldp_marginals.ldp.compare import benjamini_hochberg, change
-from ldp_marginals.schemas.outputs import kind_dir, latest_panes
+from ldp_marginals.schemas.outputs import read_rows
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,28 +38,19 @@ def _ms(text: str, name: str) -> int:
     return int(t.timestamp() * 1000)
 
 
-def _rows(estimates: str, kind: str) -> list:
-    """The latest pane's rows of ``kind`` (:func:`rows_of`)."""
-    rows = []
-    for path in latest_panes(kind_dir(estimates, kind)):
-        with open(path) as fh:
-            rows += [json.loads(line) for line in fh if line.strip()]
-    return rows_of(rows, kind)
-
-
 def rows_of(rows: list, kind: str) -> list:
     """Copies of the rows of ``kind``, each with ``columns`` naming what it estimates and
     ``frequency`` and ``frequency_variance`` on the scale compared (a mean: the feature's)."""
     rows = [dict(r) for r in rows]
     for r in rows:
-        if kind == "conditionals":  # already a frequency with its variance
-            r["columns"] = [",".join(r["of"]) + " | " + ",".join(r["given"])]
-            r["labels"], r["frequency"], r["frequency_variance"] = r["columns"], r["estimate"], r["variance"]
-        elif kind == "means":  # a mean on the feature's scale, with its variance
-            r["columns"] = [r["feature"] + (" | " + ",".join(r["given"]) if r["given"] else "")]
-            r["labels"], r["frequency"], r["frequency_variance"] = r["columns"], r["estimate"], r["variance"]
-        else:
+        if kind == "marginals":  # the variance is the count's
             r["frequency_variance"] = r["variance"] / r["n_reports"] ** 2
+            continue
+        # a conditional (a frequency) or a mean (the feature's scale), with its own variance
+        name = (",".join(r["of"]) + " | " + ",".join(r["given"]) if kind == "conditionals"
+                else r["feature"] + (" | " + ",".join(r["given"]) if r["given"] else ""))
+        r["columns"] = r["labels"] = [name]
+        r["frequency"], r["frequency_variance"] = r["estimate"], r["variance"]
     return rows
 
 
@@ -67,7 +58,7 @@ def compare(args) -> dict:
     if (args.windows is None) == (args.dimension is None):
         raise ValueError("compare needs --windows FIRST SECOND or --dimension KEY=A,B, got "
                          + ("both" if args.windows else "neither"))
-    rows = _rows(args.estimates, args.kind)
+    rows = rows_of(read_rows(args.estimates, args.kind), args.kind)
     names = sorted({r["collection"] for r in rows})
     if not rows:
         raise ValueError(f"--estimates {args.estimates}: no {args.kind} there")

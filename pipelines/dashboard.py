@@ -29,16 +29,7 @@ import numpy as np
 from ldp_marginals.ldp.planning import cell_variance, frequency_variance, half_width_of, mean_variance
 from ldp_marginals.ldp.tables import phi_from_frequencies
 from ldp_marginals.pipelines import compare
-from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, ESTIMATE_KINDS, SUMMARY_FILE, kind_dir, latest_panes
-
-
-def _read_rows(path: str) -> list:
-    rows = []
-    with open(path) as fh:
-        for line in fh:
-            if line.strip():
-                rows.append(json.loads(line))
-    return rows
+from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, ESTIMATE_KINDS, SUMMARY_FILE, kind_dir, read_rows
 
 
 def _feature_of(label: str) -> str | None:
@@ -87,8 +78,7 @@ def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
     """Everything the page shows, as JSON-safe data. ``marginals``: label lists of the sets to
     chart over time (default: every 1-way marginal)."""
     _check_dir(estimates_dir)
-    data = {kind: [r for path in latest_panes(kind_dir(estimates_dir, kind)) for r in _read_rows(path)]
-            for kind in ESTIMATE_KINDS}
+    data = {kind: read_rows(estimates_dir, kind) for kind in ESTIMATE_KINDS}
     collections_path = os.path.join(estimates_dir, COLLECTIONS_FILE)
     data["collections"] = []
     if os.path.exists(collections_path):

@@ -64,7 +64,7 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     kinds = ESTIMATE_KINDS + ((PANES,) if options.streaming else ())
     per_kind = {kind: [] for kind in kinds}
     for i, name in enumerate(names):
-        estimate = (EstimateCollection(options.configs[name], options.streaming, options.clock))
+        estimate = EstimateCollection(options.configs[name], options.streaming, options.clock)
         outs = parts[i] | f"Estimate[{name}]" >> estimate
         for kind in kinds:
             per_kind[kind].append(outs[kind])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from itertools import product
 
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.planning import (
@@ -18,6 +17,7 @@ from ldp_marginals.ldp.planning import (
     reports_for,
     reports_for_half_width,
 )
+from ldp_marginals.ldp.tables import group_cells
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +56,12 @@ def plan(args) -> dict:
             rows.append(row)
         cells = []
         for group, interval in zip(cfg.groups, cfg.group_intervals or ("per_cell",) * len(cfg.groups)):
-            group_cells = _cells(cfg.layout, group)
-            cell_level = sidak_level(cfg.level, len(group_cells)) if interval == "simultaneous" else cfg.level
-            for cell, ones, zeros in group_cells:
+            table = group_cells(cfg.layout, group)
+            cell_level = sidak_level(cfg.level, len(table)) if interval == "simultaneous" else cfg.level
+            for cell, ones, zeros in table:
+                ones, zeros = list(ones), list(zeros)
                 per_report = cell_variance(chan.p[ones], chan.q[ones], chan.p[zeros], chan.q[zeros])
-                cells.append({"group": list(group), "cell": cell, "interval": interval,
+                cells.append({"group": list(group), "cell": list(cell), "interval": interval,
                               **_precision(per_report, n, target, cell_level)})
         means = []
         for bit in cfg.layout.numeric_bits:
@@ -82,18 +83,6 @@ def _precision(per_report: float, n, target, level) -> dict:
     if target is not None:
         out["reports_needed"] = {"worst": reports_for(per_report, target, level)}
     return out
-
-
-def _cells(layout, group) -> list:
-    """``(cell values, bits that must be 1, bits that must be 0)`` of a group's table, in the
-    order of :func:`ldp_marginals.ldp.tables.group_table`."""
-    options = []
-    for name in group:
-        f, bits = layout.feature(name), list(layout.bits_of(name))
-        options.append([(v, [b], []) for v, b in zip(f.values, bits)] if f.values else
-                       [("false", [], bits), ("true", bits, [])])
-    return [([v for v, _, _ in combo], [b for _, o, _ in combo for b in o], [b for _, _, z in combo for b in z])
-            for combo in product(*options)]
 
 
 def render(out: dict) -> str:

@@ -343,7 +343,7 @@ class CollectionConfig:
         noise), not holding a numeric feature's encoded bit (it publishes means)."""
         numeric = set(self.layout.numeric_bits)
         return tuple(i for i, s in enumerate(self.family) if s and not numeric & set(s)
-                     and not any(len(set(s) & set(g)) > 1 for g in self.layout.exclusive_groups))
+                     and not self.layout.is_structural_zero(s))
 
     @property
     def published_sets(self) -> list:
@@ -527,7 +527,7 @@ def parse_config(spec: dict) -> CollectionConfig:
             (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:
         union = tuple(sorted(set(of) | set(given)))
         labels = [layout.labels[b] for b in union]
-        if any(len(set(union) & set(g)) > 1 for g in layout.exclusive_groups):
+        if layout.is_structural_zero(union):
             raise ValueError(f"{where}: of and given together hold two values of one categorical feature "
                              f"({labels}), so it is 0 by construction")
         if union not in cfg.family:

@@ -14,6 +14,7 @@ for the global window. Panes of one window accumulate in streaming: a reader tak
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 MARGINALS, TABLES, EXTREMES, WITHHELD, DEAD_LETTERS = "marginals", "tables", "extremes", "withheld", "dead_letters"
@@ -86,3 +87,13 @@ def latest_panes(folder: str, ext: str = JSON_LINES) -> list:
         if stem not in best or pane > best[stem][0]:
             best[stem] = (pane, os.path.join(folder, name))
     return sorted(path for _, path in best.values())
+
+
+def read_rows(output_dir: str, kind: str) -> list:
+    """The rows of ``kind`` as a reader of the outputs sees them: from the JSON-lines files, the
+    latest pane of each window and collection (:func:`latest_panes`)."""
+    rows = []
+    for path in latest_panes(kind_dir(output_dir, kind)):
+        with open(path) as fh:
+            rows += [json.loads(line) for line in fh if line.strip()]
+    return rows

@@ -68,9 +68,15 @@ def extreme_row(base, ext, n, estimate, variance, level) -> dict:
                 ci_low=float(low), ci_high=float(high))
 
 
+def withheld_row(config, base, n_reports: int, reason: str) -> dict:
+    """A WithheldWindow row of the window and key in ``base``."""
+    return dict(base, n_reports=int(n_reports), min_reports=config.min_reports, reason=reason)
+
+
 def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
-    """``(kind, row)`` of every estimate of one window and key: marginals, tables and extremes, or
-    ``withheld`` rows for what has fewer than ``min_reports`` reports (clients, for client extremes)."""
+    """``(kind, row)`` of every estimate of one window and key: marginals, tables, extremes,
+    conditionals and means, or ``withheld`` rows for what has fewer than ``min_reports`` reports
+    (clients, for client extremes) and for ratios whose denominator may be 0."""
     start, end = window
     n = acc.n
     base = {"collection": collection, "window_start": start, "window_end": end, "dimensions": dict(dims)}
@@ -81,8 +87,7 @@ def window_rows(config, collection: str, dims: tuple, acc, window: tuple):
     clients = acc.n_clients
     clients_withheld = config.client_extremes and (clients < config.min_reports or clients == 0)
     if n < config.min_reports or n == 0:
-        yield WITHHELD, dict(base, n_reports=n, min_reports=config.min_reports,
-                             reason=f"{n} reports < min_reports={config.min_reports}")
+        yield WITHHELD, withheld_row(config, base, n, f"{n} reports < min_reports={config.min_reports}")
         if clients_withheld:  # fewer clients than reports: the client extremes are withheld too
             yield WITHHELD, _clients_withheld(config, base, clients)
         return
@@ -119,10 +124,8 @@ def conditional_rows(config, est, base):
 
 
 def _not_published(config, base, what: str, given: float) -> dict:
-    return dict({k: base[k] for k in ("collection", "window_start", "window_end", "dimensions")},
-                n_reports=base["n_reports"], min_reports=config.min_reports,
-                reason=f"{what} not published: the {config.level:g} interval of t_given includes 0 "
-                       f"(t_given={given:.1f})")
+    return withheld_row(config, base, base["n_reports"], f"{what} not published: the {config.level:g} interval "
+                        f"of t_given includes 0 (t_given={given:.1f})")
 
 
 def mean_rows(config, est, base):
@@ -144,9 +147,8 @@ def mean_rows(config, est, base):
 def held_row(config, base, held) -> dict:
     """The withheld row of reports held back by the guard: increments (slices, panes) that never
     reached ``min_reports``."""
-    return dict(base, n_reports=int(held), min_reports=config.min_reports,
-                reason=f"{held} reports held back: increments (slices or panes) of fewer than "
-                       f"min_reports={config.min_reports} reports")
+    return withheld_row(config, base, held, f"{held} reports held back: increments (slices or panes) of fewer "
+                        f"than min_reports={config.min_reports} reports")
 
 
 def releasable(config, acc) -> bool:
@@ -169,8 +171,8 @@ def release_slice(config, acc):
 
 
 def _clients_withheld(config, base, clients) -> dict:
-    return dict(base, n_reports=clients, min_reports=config.min_reports,
-                reason=f"{clients} clients < min_reports={config.min_reports} (client extremes)")
+    return withheld_row(config, base, clients, f"{clients} clients < min_reports={config.min_reports} "
+                        "(client extremes)")
 
 
 class ExtractEstimatesFn(beam.DoFn):

@@ -22,7 +22,8 @@
   const PATTERNS = ["", "/", "\\", "x", ".", "+", "-", "|"];
   const styleOf = (i) => ({ color: PALETTE[i % PALETTE.length],
     dash: DASHES[Math.floor(i / PALETTE.length) % DASHES.length],
-    symbol: SYMBOLS[Math.floor(i / (PALETTE.length * DASHES.length)) % SYMBOLS.length] });
+    symbol: SYMBOLS[Math.floor(i / (PALETTE.length * DASHES.length)) % SYMBOLS.length],
+    pattern: PATTERNS[Math.floor(i / PALETTE.length) % PATTERNS.length] });  // for bars
 
   // every chart: room above the plot for the toolbar (the legend starts below it), tick labels that
   // push the margins instead of being cut
@@ -303,16 +304,17 @@
     });
     const traces = [];
     const rows = [];
+    const c = info();
+    const level = c ? c.level : 0.95;
     Array.from(groups.keys()).sort().forEach((g, gi) => {
       const cells = groups.get(g).sort((a, b) => a.cell.join().localeCompare(b.cell.join()));
       const x = cells.map((r) => r.cell.map((v, i) => r.group[i] + "=" + v).join(", "));
       const y = cells.map((r) => r.frequency);
       const st = styleOf(gi);   // bars past the palette take a fill pattern as well
       traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g, style: st },
-        marker: { color: st.color, pattern: { shape: PATTERNS[Math.floor(gi / PALETTE.length) % PATTERNS.length] } },
+        marker: { color: st.color, pattern: { shape: st.pattern } },
         error_y: { type: "data", array: cells.map((r, i) => r.ci_high / r.n_reports - y[i]),
           arrayminus: cells.map((r, i) => y[i] - r.ci_low / r.n_reports) } });
-      const level = info() ? info().level : 0.95;
       cells.forEach((r, i) => rows.push([x[i], fmt(r.estimate, 1), fmt(r.frequency, 4),
         fmt(r.ci_low / r.n_reports, 4) + " – " + fmt(r.ci_high / r.n_reports, 4),
         intervalText(r.interval || "per_cell", level)]));
@@ -357,23 +359,23 @@
   }
 
   function renderPrivacy(withheld, windowStart) {
-    const info = state.data.collections.filter((c) => c.collection === state.collection);
+    const c = info();
     fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "windows",
       "min_reports"],
-      info.map((c) => [c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy),
-        windowText(c.window), String(c.min_reports)]));
+      c ? [[c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy), windowText(c.window),
+        String(c.min_reports)]] : []);
     const kindOrder = { marginals: 0, means: 1, tables: 2 };
     fillTable($("precision-table"), ["estimate", "reports", "planned half-width (worst case)", "measured half-width",
       "interval"],
       state.data.precision.filter((p) => selected(p) && p.window_start === windowStart)
         .sort((a, b) => kindOrder[a.kind] - kindOrder[b.kind] || a.label.localeCompare(b.label))
         .map((p) => [p.label, String(p.n_reports), fmt(p.planned, 4), fmt(p.measured, 4),
-          intervalText(p.interval, info.length ? info[0].level : 0.95)]));
+          intervalText(p.interval, c ? c.level : 0.95)]));
     const published = new Map();
     estimateRows().filter((r) => r.n_reports !== undefined).forEach((r) => published.set(r.window_start, r.n_reports));
     const starts = Array.from(published.keys()).sort((a, b) => a - b);
     const held = withheld.slice().sort((a, b) => a.window_start - b.window_start);
-    const min = info.length ? info[0].min_reports : null;
+    const min = c ? c.min_reports : null;
     const traces = [
       { type: "bar", name: "published", x: starts.map(iso), y: starts.map((s) => published.get(s)),
         meta: { role: "published" } },

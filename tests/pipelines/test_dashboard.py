@@ -19,14 +19,14 @@ from ldp_marginals.pipelines.demo import main as demo_main
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import kind_dir, latest_panes
+from ldp_marginals.schemas.outputs import read_rows
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 CHARTS = ("chart-marginals", "chart-correlations", "chart-tables", "chart-extremes", "chart-reports")
 
 
 def rows_of(estimates, kind):
-    return [r for path in latest_panes(kind_dir(estimates, kind)) for r in dashboard._read_rows(path)]
+    return read_rows(estimates, kind)
 
 
 @pytest.fixture(scope="module")
