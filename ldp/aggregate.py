@@ -17,13 +17,24 @@ What a window keeps, per key:
   Clients are keyed by a 64-bit hash of their token (:func:`client_key`): the table is two numpy
   arrays (sorted keys, states), which merge and pickle without a Python object per client, and no
   raw token is kept in state. Two tokens collide with probability ~n^2 / 2^65 (about 3e-8 for a
-  million clients in one window); a collision merges two clients' states.
+  million clients in one window); a collision merges two clients' states. Each client's state
+  also counts the client's reports (column ``REPORTS``): the publication rule for per-client
+  statistics needs to know how many clients sent more than one report.
 
 Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
+
+State that outlives a process (a streaming job's state, a Flink savepoint, a Dataflow update) is
+written with :func:`accumulator_to_bytes`: a versioned format of its own, with named parts and the
+shape it was written for, never a positional pickle. :func:`accumulator_from_bytes` reads every
+earlier version (version 1 was Beam's pickle of a positional tuple) and refuses, naming both, a
+state whose shape is not the configuration's.
 """
 from __future__ import annotations
 
+import json
 import math
+import pickle
+import struct
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -34,9 +45,10 @@ from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator, _factors
 from ldp_marginals.ldp.sets import SetFamily
 
-# the columns of one client's state per extreme: estimator product, then variance product
-NEG_F, LOG_F, ZEROS_F, NEG_V, LOG_V, ZEROS_V = range(6)
-STATE_WIDTH = 6
+# the columns of one client's state per extreme: estimator product, then variance product, then the
+# number of the client's reports (the same in every extreme's row; NaN in states of version 1)
+NEG_F, LOG_F, ZEROS_F, NEG_V, LOG_V, ZEROS_V, REPORTS = range(7)
+STATE_WIDTH = 7
 
 
 def client_key(token: str) -> int:
@@ -50,26 +62,31 @@ def client_key(token: str) -> int:
 
 
 class WindowAccumulator:
-    """Data of one window and key: ``cooc`` (co-occurrence counts), ``extreme_sums``
+    """Data of one window (or slice) and key: ``cooc`` (co-occurrence counts), ``extreme_sums``
     float64[n_extremes, 2] (sums over reports of each per-report OR/AND estimate and of its variance
-    estimate), ``clients`` uint64[n_clients] (sorted client keys), ``client_states``
-    float64[n_clients, n_client_extremes, 6] (each client's estimator states, columns ``NEG_F`` ...)
-    and ``held`` (reports counted but held back from publication by the guard, not in the rest)."""
+    estimate), ``clients`` uint64[n_clients] (sorted client keys) and ``client_states``
+    float64[n_clients, n_client_extremes, 7] (each client's estimator states and report count,
+    columns ``NEG_F`` ... ``REPORTS``)."""
 
-    __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "held")
+    __slots__ = ("cooc", "extreme_sums", "clients", "client_states")
 
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
-        self.held = 0  # reports counted but held back from publication (slices below the guard)
         self.cooc = cooc
         self.extreme_sums = np.zeros((n_extremes, 2))
         self.clients = np.zeros(0, dtype=np.uint64)
         self.client_states = np.zeros((0, n_client_extremes, STATE_WIDTH))
 
     def __getstate__(self):
-        return (self.cooc, self.extreme_sums, self.clients, self.client_states, self.held)
+        return {"version": STATE_VERSION, "cooc": self.cooc, "extreme_sums": self.extreme_sums,
+                "clients": self.clients, "client_states": self.client_states}
 
     def __setstate__(self, state):
-        self.cooc, self.extreme_sums, self.clients, self.client_states, self.held = state
+        if isinstance(state, tuple):  # version 1: (cooc, extreme_sums, clients, client_states, held)
+            self.cooc, self.extreme_sums, self.clients, states, _held = state
+            self.client_states = _with_report_counts(states)
+            return
+        self.cooc, self.extreme_sums = state["cooc"], state["extreme_sums"]
+        self.clients, self.client_states = state["clients"], state["client_states"]
 
     @property
     def n(self) -> int:
@@ -80,11 +97,34 @@ class WindowAccumulator:
     def n_clients(self) -> int:
         return int(self.clients.shape[0])
 
+    @property
+    def client_reports(self) -> np.ndarray:
+        """float64[n_clients]: each client's number of reports (NaN where a state of version 1 did not
+        count them; empty without client extremes)."""
+        if self.client_states.shape[1] == 0:
+            return np.zeros(self.n_clients)
+        return self.client_states[:, 0, REPORTS]
+
+    @property
+    def named_reports(self) -> float:
+        """Reports that name a client (NaN when a state of version 1 is merged in)."""
+        return float(self.client_reports.sum())
+
+
+def _with_report_counts(states: np.ndarray) -> np.ndarray:
+    """Client states of version 1 (6 columns) with the report count column, NaN: unknown."""
+    if states.shape[2] == STATE_WIDTH:
+        return states
+    out = np.full(states.shape[:2] + (STATE_WIDTH,), np.nan)
+    out[:, :, :states.shape[2]] = states
+    return out
+
 
 def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 6)`` in the columns above."""
     f, v = _factors(op, bits.astype(np.float64), p, q)
     out = np.empty((bits.shape[0], STATE_WIDTH))
+    out[:, REPORTS] = 1.0
     for fac, neg, log, zeros in ((f, NEG_F, LOG_F, ZEROS_F), (v, NEG_V, LOG_V, ZEROS_V)):
         nz = fac != 0
         out[:, neg] = (fac < 0).sum(axis=1)
@@ -175,7 +215,6 @@ class ReportAggregator:
         for other in it:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
-            first.held += other.held
             if other.clients.size:
                 self._merge_clients(first, other.clients, other.client_states)
         return first
@@ -199,3 +238,84 @@ class ReportAggregator:
             estimate = 1.0 - prod_f if op == "or" else prod_f
             out.append((math.fsum(estimate), math.fsum(prod_v - prod_f)))
         return out
+
+
+# -- state that outlives a process ------------------------------------------------------------
+STATE_VERSION = 2          # 1: Beam's pickle of a positional tuple, 6 columns per client state
+_MAGIC = b"LDPA"
+_HEADER = struct.Struct("<4sBI")   # magic, version, header length
+
+
+def accumulator_shape(aggregator: "ReportAggregator") -> dict:
+    """What a state must match to be read by ``aggregator``: the counted sets and the extremes."""
+    fam = aggregator.family
+    return {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
+            "extremes": [[op, list(bits)] for op, bits in aggregator.extremes],
+            "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
+
+
+def accumulator_to_bytes(acc: WindowAccumulator, aggregator: "ReportAggregator") -> bytes:
+    """``acc`` in the versioned format: magic, version, a JSON header (the shape, array sizes), then
+    the arrays little-endian (counts int64, extreme sums float64, client keys uint64, client states
+    float64)."""
+    header = json.dumps({"shape": accumulator_shape(aggregator), "n_sets": int(acc.cooc.counts.size),
+                         "n_clients": acc.n_clients}, separators=(",", ":")).encode()
+    return b"".join([_HEADER.pack(_MAGIC, STATE_VERSION, len(header)), header,
+                     acc.cooc.counts.astype("<i8").tobytes(), acc.extreme_sums.astype("<f8").tobytes(),
+                     acc.clients.astype("<u8").tobytes(), acc.client_states.astype("<f8").tobytes()])
+
+
+def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> WindowAccumulator:
+    """An accumulator written by :func:`accumulator_to_bytes` (any version, including version 1's
+    pickle) for ``aggregator``; ``ValueError`` naming both shapes when the state was written for
+    other counted sets or extremes (a config change that alters the state's shape)."""
+    data = bytes(data)
+    if data[:4] != _MAGIC:  # version 1: a pickled WindowAccumulator (positional tuple)
+        return checked_accumulator(pickle.loads(data), aggregator)
+    _, version, size = _HEADER.unpack_from(data)
+    if version > STATE_VERSION:
+        raise ValueError(f"state version must be <= {STATE_VERSION} (this code), got version={version}: the state "
+                         "was written by a newer release")
+    header = json.loads(data[_HEADER.size:_HEADER.size + size])
+    _check_shape(header["shape"], aggregator)
+    n_sets, k = header["n_sets"], header["n_clients"]
+    n_ext, n_cext = len(aggregator.extremes), len(aggregator.client_extremes)
+    arrays, at = [], _HEADER.size + size
+    for dtype, count in (("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)):
+        arrays.append(np.frombuffer(data, dtype=dtype, count=count, offset=at).copy())
+        at += count * 8
+    if at != len(data):
+        raise ValueError(f"state must be {at} bytes for its header, got {len(data)}")
+    acc = aggregator.create()
+    acc.cooc.counts = arrays[0]
+    acc.extreme_sums = arrays[1].reshape(n_ext, 2)
+    acc.clients = arrays[2].astype(np.uint64)
+    acc.client_states = arrays[3].reshape(k, n_cext, STATE_WIDTH)
+    return acc
+
+
+def checked_accumulator(acc, aggregator: "ReportAggregator") -> WindowAccumulator:
+    """``acc`` (unpickled from a state of version 1) if it fits ``aggregator``, else ``ValueError``."""
+    if not isinstance(acc, WindowAccumulator):
+        raise ValueError(f"state must be a window accumulator, got {type(acc).__name__}")
+    _check_shape(_shape_of(acc), aggregator)
+    return acc
+
+
+def _shape_of(acc: WindowAccumulator) -> dict:
+    fam = acc.cooc.family
+    return {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
+            "n_extremes": int(acc.extreme_sums.shape[0]), "n_client_extremes": int(acc.client_states.shape[1])}
+
+
+def _check_shape(shape: dict, aggregator: "ReportAggregator") -> None:
+    want = accumulator_shape(aggregator)
+    if "extremes" not in shape:  # version 1 records only the numbers of extremes
+        want = dict({k: want[k] for k in ("n_bits", "max_order", "extra")},
+                    n_extremes=len(want["extremes"]), n_client_extremes=len(want["client_extremes"]))
+    if shape != want:
+        changed = sorted(k for k in want if shape.get(k) != want[k])
+        raise ValueError(f"the saved state was written for another collection shape ({', '.join(changed)} changed: "
+                         f"saved {', '.join(f'{k}={shape.get(k)!r}' for k in changed)}; this config has "
+                         f"{', '.join(f'{k}={want[k]!r}' for k in changed)}); start without the savepoint, or "
+                         "with the config that wrote it")

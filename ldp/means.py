@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ldp_marginals.ldp.conditional import conditional
+from ldp_marginals.ldp.conditional import DEFAULT_ALPHA, conditional
 from ldp_marginals.ldp.intervals import normal_interval
 
 
@@ -41,30 +41,36 @@ class Mean(NamedTuple):
     ci_low: float
     ci_high: float
     given: float        # t_B (n for an unconditional mean)
-    given_low: float    # the interval of t_B at the same level (n for an unconditional mean)
+    threshold: float    # t_B must exceed this for B to be there (0 for an unconditional mean)
+
+    @property
+    def present(self) -> bool:
+        return self.given > self.threshold
 
 
 def _clip(v: float) -> float:
     return min(max(v, 0.0), 1.0)
 
 
-def feature_mean(est, bit: int, low: float, high: float, given=(), level: float = 0.95) -> Mean:
+def feature_mean(est, bit: int, low: float, high: float, given=(), level: float = 0.95,
+                 alpha: float = DEFAULT_ALPHA) -> Mean:
     """The mean of a numeric feature sent as ``bit`` (range ``[low, high]``), over all reports of
-    a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`, or over those with every bit of ``given`` set."""
+    a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`, or over those with every bit of ``given`` set
+    (with the presence test of ``given`` at false-positive rate ``alpha``)."""
     if not low < high:
         raise ValueError(f"low must be < high, got low={low!r}, high={high!r}")
     if bit in tuple(given):
         raise ValueError(f"given must not hold the numeric bit itself, got bit={bit}, given={list(given)}")
     w = high - low
     if given:
-        c = conditional(est, (bit,), given, level)
+        c = conditional(est, (bit,), given, level, alpha)
         r = c.estimate
         var = w * w * (c.variance + _clip(r) * (1 - _clip(r)) / c.given) if c.given > 0 else float("nan")
-        estimate, given_count, given_low = low + w * r, c.given, c.given_low
+        estimate, given_count, threshold = low + w * r, c.given, c.threshold
     else:
         n = est.n
         m = est.mean((bit,)) / n
         var = w * w * (est.variance((bit,)) + n * _clip(m) * (1 - _clip(m))) / (n * n)
-        estimate, given_count, given_low = low + w * m, float(n), float(n)
-    ci_low, ci_high = (min(max(float(v), low), high) for v in normal_interval(estimate, var, level))
-    return Mean(float(estimate), float(var), ci_low, ci_high, float(given_count), float(given_low))
+        estimate, given_count, threshold = low + w * m, float(n), 0.0
+    ci_low, ci_high = (float(v) for v in normal_interval(estimate, var, level))
+    return Mean(float(estimate), float(var), ci_low, ci_high, float(given_count), float(threshold))

@@ -17,7 +17,6 @@ import numpy as np
 from ldp_marginals import schemas
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.randomizer import ClientRandomizer
-from ldp_marginals.ldp.windows import assign_windows
 
 DEFAULT_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the first event time of simulations and the demo
 
@@ -85,7 +84,7 @@ def true_counts(config, pop: Population) -> list:
     bit as encoded), and the true mean of every published mean (``None`` where nothing is given)."""
     out = []
     labels = config.layout.labels
-    for (start, end), idx in assign_windows(config.window, pop.event_ms):
+    for (start, end), idx in config.window.assign(pop.event_ms):
         acc = CooccurrenceAccumulator(config.family).add_bits(pop.true_bits[idx])
         means = []
         for bit, given in config.means:

@@ -22,12 +22,14 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     early_firing_seconds: null                     # streaming: speculative panes every N seconds
     extremes:
       - {name: any_beta, op: or, features: [beta_a, beta_b]}
-      - {name: weekly_active, op: or, bits: [active], over: client}
+      - {name: weekly_active, op: or, bits: [active], over: client}   # fixed or global windows only
     dimensions:                                    # the public dimensions reports may carry
       region: {max_values: 50}                     # at most 50 distinct values per window
       app_version: {max_values: 500, max_length: 32}
     conditionals: [{of: [beta_a], given: [os=mac]}]  # P(of | given) per window and key; or all_pairs:
                                                    # P(a | b) for all bits a, b of two different features
+    conditional_alpha: 0.001                       # P(a conditional or conditional mean is published
+                                                   # when its condition never holds) is at most this
     means: [{of: session_minutes, by: [os]}]      # conditional means (every numeric mean is published);
                                                    # or {of, given: [labels]}
     marginal_interval: simultaneous                # marginals' intervals hold jointly per window and key
@@ -53,12 +55,12 @@ import yaml
 from ldp_marginals.ldp._checks import check_int, check_level, check_positive, check_probability
 from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
 
-WINDOW_TYPES = ("fixed", "sliding", "global")
-MIN_WINDOW_SECONDS = 1.0
 # A collection name becomes part of file names and table rows: letters, digits, '_', '-', '.'
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DIMENSION_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -126,36 +128,6 @@ def _channel(spec, where: str) -> Channel:
         return Channel.unrelated_question(_require(spec, "coin_probability", where))
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
-
-
-@dataclass(frozen=True)
-class Window:
-    type: str
-    size_seconds: float = 0.0
-    period_seconds: float = 0.0
-
-    def __post_init__(self):
-        if self.type not in WINDOW_TYPES:
-            raise ValueError(f"window.type must be one of {list(WINDOW_TYPES)}, got type={self.type!r}")
-        if self.type in ("fixed", "sliding"):
-            _at_least_a_second("window.size_seconds", self.size_seconds)
-        if self.type == "sliding":
-            _at_least_a_second("window.period_seconds", self.period_seconds)
-            if not 0 < self.period_seconds <= self.size_seconds:
-                raise ValueError(f"window.period_seconds must be in (0, size_seconds], "
-                                 f"got period_seconds={self.period_seconds!r}")
-            # a period-long slice must lie in exactly the same windows for all its reports: readers
-            # pre-aggregate per slice, and the guard reasons about slices
-            ratio = self.size_seconds / self.period_seconds
-            if abs(ratio - round(ratio)) > 1e-9:
-                raise ValueError(f"window.size_seconds must be a whole multiple of period_seconds "
-                                 f"({self.period_seconds!r}), got size_seconds={self.size_seconds!r}")
-
-
-def _at_least_a_second(name: str, value) -> None:
-    check_positive(name, value)
-    if value < MIN_WINDOW_SECONDS:
-        raise ValueError(f"{name} must be >= {MIN_WINDOW_SECONDS:g} second, got {name}={value!r}")
 
 
 _WINDOW_KEYS = {"fixed": ("type", "size_seconds"), "sliding": ("type", "size_seconds", "period_seconds"),
@@ -287,6 +259,16 @@ class CollectionConfig:
     group_intervals: tuple = ()   # per group: "per_cell" (default) or "simultaneous"
     means: tuple = ()             # (numeric bit, (given bits)): every numeric feature's mean, then conditional means
     marginal_interval: str = "per_cell"   # or "simultaneous": the marginals of a window and key hold jointly
+    conditional_alpha: float = DEFAULT_ALPHA   # false-positive rate of the presence test of a condition
+
+    def __post_init__(self):
+        # checked here, so a job-wide --window override (dataclasses.replace) is checked too
+        if self.client_extremes and self.window.overlapping:
+            names = [e.name for e in self.client_extremes]
+            raise ValueError(f"collection {self.name!r}: extremes {names} (over: client) need fixed or global "
+                             f"windows, got a sliding window of {self.window.size_seconds:g} s every "
+                             f"{self.window.period_seconds:g} s: a client's state merged across overlapping "
+                             "windows lets a difference of windows single out one client; use a fixed window")
 
     @property
     def dimension_limits(self) -> dict:
@@ -298,9 +280,9 @@ class CollectionConfig:
         sorted order, so the first fault is the same on every reader."""
         limits = self.dimension_limits
         for key in sorted(dims):
-            if key not in limits:
-                shown = key if len(key) <= 64 else key[:64] + "..."
-                return ("undeclared_dimension", f"dimension {shown!r} is not declared for collection {self.name!r} "
+            if key not in limits:   # a key is named only when it has the form of a dimension name
+                shown = repr(key) if DIMENSION_PATTERN.match(key) else f"of {len(key):,} characters"
+                return ("undeclared_dimension", f"dimension {shown} is not declared for collection {self.name!r} "
                         f"(declared: {sorted(limits) if limits else 'none'})")
         for key in sorted(dims):
             if len(dims[key]) > limits[key].max_length:
@@ -369,8 +351,7 @@ class CollectionConfig:
         return {"collection": self.name, "labels": list(self.layout.labels),
                 "p": [float(c.p) for c in self.channels.channels], "q": [float(c.q) for c in self.channels.channels],
                 "local_epsilon": float(local_dp_epsilon(self.layout, self.channels)),
-                "window": {"type": self.window.type, "size_seconds": self.window.size_seconds,
-                           "period_seconds": self.window.period_seconds},
+                "window": self.window.describe(),
                 "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
                 "groups": [list(g) for g in self.groups],
                 "group_intervals": list(self.group_intervals or ("per_cell",) * len(self.groups)),
@@ -400,7 +381,7 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
 
 _CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
                 "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy",
-                "conditionals", "means", "marginal_interval")
+                "conditionals", "means", "marginal_interval", "conditional_alpha")
 
 
 def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups: tuple) -> None:
@@ -520,9 +501,11 @@ def parse_config(spec: dict) -> CollectionConfig:
     if marginal_interval not in INTERVALS:
         raise ValueError(f"marginal_interval must be one of {list(INTERVALS)}, got marginal_interval="
                          f"{marginal_interval!r}")
+    alpha = check_probability("conditional_alpha", spec.get("conditional_alpha", DEFAULT_ALPHA), open_low=True,
+                              open_high=True)
     cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
                            float(lateness), early, tuple(extremes), dimensions, privacy, conditionals,
-                           tuple(group_intervals), means, marginal_interval)
+                           tuple(group_intervals), means, marginal_interval, alpha)
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [
             (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:
         union = tuple(sorted(set(of) | set(given)))

@@ -94,4 +94,4 @@ class _WriteKind(beam.PTransform):
 def _refused(failed):
     """``(table, row, errors)`` from WriteToBigQuery -> a counted dead letter."""
     table, row, errors = failed
-    yield dead_letter("bigquery_insert", json.dumps(errors, default=str)[:4000], str(table), record=row)
+    yield dead_letter("bigquery_insert", json.dumps(errors, default=str)[:4000], str(table), output_row=row)

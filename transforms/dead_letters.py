@@ -25,7 +25,7 @@ TAG = DEAD_LETTERS            # the tagged output that carries dead-letter rows,
 # reason -> meaning (read-only). The schema's doc of the ``reason`` field lists the same codes.
 REASONS = types.MappingProxyType({
     "undecodable": "the bytes are not a NoisyReport: a message that does not decode, or a record whose "
-                   "strings are not valid UTF-8 (the raw bytes are kept)",
+                   "strings are not valid UTF-8",
     "damaged_block": "a byte range of an Avro file that could not be read (truncated or corrupted block or "
                      "header): one dead letter per range, with the range and the records its block declared",
     "unknown_collection": "no config names the report's collection",
@@ -39,7 +39,7 @@ REASONS = types.MappingProxyType({
     "dimension_too_long": "a dimension value is longer than the declared max_length",
     "late": "the report arrived after every window it belongs to had closed (its end plus the allowed lateness "
             "had passed; streaming). One row per pre-aggregated batch, its `reports` field says how many",
-    "bigquery_insert": "BigQuery refused the row (streaming inserts); the row is kept in the dead letter",
+    "bigquery_insert": "BigQuery refused the row (streaming inserts); the published row is kept in output_row",
 })
 
 
@@ -85,57 +85,37 @@ def check_reason(reason: str) -> str:
     return reason
 
 
-KEEP_BYTES = 64 * 1024     # the most of an original a dead letter keeps (JSON text or raw bytes)
-_KEEP_CHARS, _KEEP_ENTRIES = 256, 50
+def row(reason: str, detail: str, source: str, reports: int = 1, meta: dict | None = None,
+        output_row: dict | None = None) -> dict:
+    """A DeadLetter row. It carries no report content (no bits, no client token, no undeclared
+    dimension): ``meta`` is :func:`~ldp_marginals.transforms.checks.report_meta` of the input (collection, event time, declared
+    dimensions, lengths), the source names where the raw input is. ``output_row`` is for
+    ``bigquery_insert`` only: the published row BigQuery refused (an estimate, never a report)."""
+    meta = meta or {}
+    return {"reason": check_reason(reason), "detail": detail, "source": source, "reports": int(reports),
+            "collection": meta.get("collection"), "event_time": meta.get("event_time"),
+            "dimensions": dict(meta.get("dimensions") or {}), "bits_length": meta.get("bits_length"),
+            "client_length": meta.get("client_length"), "record_length": meta.get("record_length"),
+            "output_row": None if output_row is None else schemas.to_json_line(output_row)}
 
 
-def _shrunk(value):
-    """An oversized record made small, still as JSON: long strings and bytes cut, big maps and lists
-    cut to their first entries, each cut saying how much it left out."""
-    if isinstance(value, str) and len(value) > _KEEP_CHARS:
-        return value[:_KEEP_CHARS] + f"...[{len(value):,} characters]"
-    if isinstance(value, (bytes, bytearray)) and len(value) > _KEEP_CHARS:
-        return bytes(value[:_KEEP_CHARS])
-    if isinstance(value, dict):
-        items = list(value.items())
-        out = {_shrunk(k) if isinstance(k, str) else k: _shrunk(v) for k, v in items[:_KEEP_ENTRIES]}
-        if len(items) > _KEEP_ENTRIES:
-            out["..."] = f"{len(items) - _KEEP_ENTRIES:,} more entries"
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_shrunk(v) for v in value[:_KEEP_ENTRIES]] + (
-            [f"...{len(value) - _KEEP_ENTRIES:,} more"] if len(value) > _KEEP_ENTRIES else [])
-    return value
-
-
-def row(reason: str, detail: str, source: str, record=None, payload: bytes | None = None, reports: int = 1) -> dict:
-    """A DeadLetter row: the original as JSON text (``record``) or raw bytes (``payload``), each kept
-    up to ``KEEP_BYTES`` (a larger original is cut, and the detail says so)."""
-    record_json = None
-    if record is not None:
-        record_json = schemas.to_json_line(record) if isinstance(record, dict) else repr(record)
-        if len(record_json) > KEEP_BYTES:
-            size = len(record_json)
-            record_json = schemas.to_json_line(_shrunk(record)) if isinstance(record, dict) else record_json[:256]
-            detail = f"{detail} (the record's {size:,} bytes of JSON are kept shortened)"
-    if payload is not None and len(payload) > KEEP_BYTES:
-        detail = f"{detail} (the first {KEEP_BYTES:,} of {len(payload):,} bytes are kept)"
-        payload = payload[:KEEP_BYTES]
-    return {"reason": check_reason(reason), "detail": detail, "source": source, "record_json": record_json,
-            "payload": None if payload is None else bytes(payload), "reports": int(reports)}
-
-
-def dead_letter(reason: str, detail: str, source: str, record=None, payload: bytes | None = None):
+def dead_letter(reason: str, detail: str, source: str, meta: dict | None = None, output_row: dict | None = None):
     """Count one dead letter of ``reason`` and return its row tagged for the ``dead_letters`` output."""
     count(counter_name(reason))
-    return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, record, payload))
+    return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, meta=meta, output_row=output_row))
 
 
-def late_batch(detail: str, record: dict, reports: int) -> beam.pvalue.TaggedOutput:
-    """The dead letter of ``reports`` late reports pre-aggregated together (streaming): one row whose
-    ``reports`` field says how many, and the counter ``dead_letter.late`` counts them all."""
-    count(counter_name("late"), reports)
-    return beam.pvalue.TaggedOutput(TAG, row("late", detail, "stream", record=record, reports=reports))
+def late_batch(batch) -> beam.pvalue.TaggedOutput:
+    """The dead letter of a :class:`~ldp_marginals.transforms.publication.engine.LateBatch`: reports
+    pre-aggregated together that arrived after every window of their slice had closed (streaming). One
+    row whose ``reports`` field says how many; the counter ``dead_letter.late`` counts them all."""
+    n = batch.reports
+    count(counter_name("late"), n)
+    detail = (f"{n} report(s) of collection {batch.collection!r}, dimensions {dict(batch.dims)}, with event times "
+              f"in [{batch.slice_start}, {batch.slice_end}) ms arrived after every "
+              f"window they belong to had closed (window end + allowed lateness {batch.lateness_seconds:g}s)")
+    meta = {"collection": batch.collection, "event_time": batch.slice_start, "dimensions": dict(batch.dims)}
+    return beam.pvalue.TaggedOutput(TAG, row("late", detail, "stream", reports=n, meta=meta))
 
 
 def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
@@ -152,21 +132,3 @@ def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
 def totals_by_reason(counters: dict) -> dict:
     """``{reason: count}`` (non-zero only) from the job's counter totals by name."""
     return {reason: counters[counter_name(reason)] for reason in REASONS if counters.get(counter_name(reason))}
-
-
-# Details shared by both readers (per element and block), so their dead letters are identical.
-
-def time_detail(event) -> str:
-    return f"event_time {event} is outside [1970, 2100)"
-
-
-def length_detail(name: str, got: int, n_bits: int, n_bytes: int) -> str:
-    return f"{got} bytes, the layout of {name!r} has {n_bits} bits = {n_bytes} bytes"
-
-
-def padding_detail(n_bits: int) -> str:
-    return f"a bit past bit {n_bits - 1} is set"
-
-
-def collection_detail(name) -> str:
-    return f"no config for collection {name!r}"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import io
 import numbers
-from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -12,39 +11,12 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from ldp_marginals import schemas
-from ldp_marginals.ldp.encoding import has_padding
-from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.transforms.avro_blocks import decode_messages, iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
-from ldp_marginals.transforms.dead_letters import (
-    NAMESPACE,
-    TAG,
-    VALID,
-    collection_detail,
-    damaged,
-    dead_letter,
-    length_detail,
-    padding_detail,
-    time_detail,
-)
-from ldp_marginals.transforms.preaggregate import (
-    FLUSH_ROWS,
-    MAX_CLIENT_LENGTH,
-    Preaggregator,
-    client_detail,
-    screen_block,
-    timestamped_partials,
-)
+from ldp_marginals.transforms.checks import RecordView, block_meta, collection_detail, report_meta, screen
+from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, damaged, dead_letter
+from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials
 from ldp_marginals.transforms.source import RECORDS, ReportSource
-
-
-class Report(NamedTuple):
-    """A report that passed the per-record check, on its way into the pre-aggregation."""
-
-    collection: str
-    dimensions: tuple   # sorted (name, value) pairs: hashable and deterministic as a key
-    bits: bytes
-    client: str | None
 
 
 def read_file(readable_file):
@@ -67,7 +39,7 @@ def record_or_dead_letter(block, i: int, source: str):
     try:
         record = block.record(i)
     except UnicodeDecodeError:
-        yield dead_letter("undecodable", block.fault(i), block.source(source, i), payload=block.payload(i))
+        yield dead_letter("undecodable", block.fault(i), block.source(source, i), block_meta(block, i, {}))
         return
     yield record, block.source(source, i)
 
@@ -111,7 +83,6 @@ class ValidateReportsFn(beam.DoFn):
 
     def __init__(self, configs: dict, count_valid: bool = True):
         self._configs = configs
-        self._layouts = {name: (cfg.layout.n_bits, cfg.layout.n_bytes) for name, cfg in configs.items()}
         # batch: nothing after validation can drop a report, so a valid one is counted here; in
         # streaming the panes count the reports that are on time
         self._count_valid = count_valid
@@ -172,10 +143,11 @@ class ValidateReportsFn(beam.DoFn):
         for _, payload, source in failed:  # the record-by-record decoder names the error
             try:
                 record = schemas.decode_message("noisy_report", payload)
-            except Exception as err:  # noqa: BLE001
-                yield dead_letter("undecodable", f"{type(err).__name__}: {err}", source, payload=payload)
+            except Exception as err:  # noqa: BLE001 - named by type only: its message may quote the bytes
+                yield dead_letter("undecodable", f"a message of {len(payload):,} bytes is not a NoisyReport "
+                                  f"({type(err).__name__})", source, {"record_length": len(payload)})
                 continue
-            yield from self._validated(record, source)
+            yield from self._validated(record, source, len(payload))
         if self._pre.buffered >= FLUSH_ROWS:
             yield from self._partials()
 
@@ -193,52 +165,47 @@ class ValidateReportsFn(beam.DoFn):
             else:
                 yield from screen_block(item, self._configs, self._pre, lambda i, b=item: b.source(source, i))
 
-    def _validated(self, record, source: str):
+    def _validated(self, record, source: str, length: int | None = None):
         """One record on the per-record path: into the pre-aggregation, or its dead letter."""
-        reason, detail, report, event_ms = self._check(record)
+        view, reason, detail = record_view(record, self._configs)
+        if view is not None:
+            passed, faults = screen(view)
+            if faults:
+                _, reason, detail = faults[0]
         if reason:
-            yield dead_letter(reason, detail, source, record=record)
+            yield dead_letter(reason, detail, source, report_meta(record, self._configs, length))
             return
-        self._pre.add_report(report.collection, report.dimensions, event_ms, report.bits, report.client)
+        cfg = view.cfg
+        client = record.get("client") if cfg.client_extremes else None   # elsewhere dropped at the door
+        self._pre.add_report(cfg.name, tuple(sorted((record.get("dimensions") or {}).items())),
+                             int(view.event_ms[0]), bytes(record["bits"]), client)
 
-    def _check(self, record):
-        if not isinstance(record, dict):
-            return "undecodable", f"expected a record, got {type(record).__name__}", None, None
-        name = record.get("collection")
-        if not isinstance(name, str):
-            return "bad_field", f"collection must be a string, got {name!r}", None, None
-        if name not in self._layouts:
-            return "unknown_collection", collection_detail(name), None, None
-        event = schemas._to_millis(record.get("event_time"))
-        if event is None:
-            return "bad_timestamp", "event_time is missing", None, None
-        if isinstance(event, bool) or not isinstance(event, numbers.Integral):
-            return "bad_timestamp", f"event_time must be int millis, got {event!r}", None, None
-        if not MIN_EVENT_MS <= event < MAX_EVENT_MS:
-            return "bad_timestamp", time_detail(event), None, None
-        bits = record.get("bits")
-        if not isinstance(bits, (bytes, bytearray)):
-            return "bad_field", f"bits must be bytes, got {type(bits).__name__}", None, None
-        n_bits, n_bytes = self._layouts[name]
-        if len(bits) != n_bytes:
-            return "wrong_length", length_detail(name, len(bits), n_bits, n_bytes), None, None
-        if has_padding(bits, n_bits):
-            return "padding_bits", padding_detail(n_bits), None, None
-        dims = record.get("dimensions") or {}
-        if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
-            return "bad_field", f"dimensions must map strings to strings, got {dims!r}"[:300], None, None
-        cfg = self._configs[name]
-        fault = cfg.dimension_fault(dims)
-        if fault:
-            return fault[0], fault[1], None, None
-        client = None
-        if cfg.client_extremes:  # elsewhere a client token is dropped at the door
-            client = record.get("client")
-            if client is not None and not isinstance(client, str):
-                return "bad_field", f"client must be a string or null, got {client!r}"[:300], None, None
-            if client is not None and len(client) > MAX_CLIENT_LENGTH:
-                return "bad_field", client_detail(len(client)), None, None
-        return None, None, Report(name, tuple(sorted(dims.items())), bytes(bits), client), int(event)
+
+def record_view(record, configs: dict) -> tuple:
+    """``(view, reason, detail)``: a :class:`~ldp_marginals.transforms.checks.RecordView` of a record
+    of the contract's types and a known collection, or the fault of its shape. Values are checked by
+    the shared table afterwards; a detail names types, never a field's value."""
+    if not isinstance(record, dict):
+        return None, "undecodable", f"expected a record, got {type(record).__name__}"
+    name = record.get("collection")
+    if not isinstance(name, str):
+        return None, "bad_field", f"collection must be a string, got {type(name).__name__}"
+    if name not in configs:
+        return None, "unknown_collection", collection_detail(name)
+    event = schemas._to_millis(record.get("event_time"))
+    if event is None:
+        return None, "bad_timestamp", "event_time is missing"
+    if isinstance(event, bool) or not isinstance(event, numbers.Integral):
+        return None, "bad_timestamp", f"event_time must be int millis, got {type(event).__name__}"
+    if not isinstance(record.get("bits"), (bytes, bytearray)):
+        return None, "bad_field", f"bits must be bytes, got {type(record.get('bits')).__name__}"
+    dims = record.get("dimensions") or {}
+    if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
+        return None, "bad_field", "dimensions must map strings to strings"
+    client = record.get("client")
+    if configs[name].client_extremes and client is not None and not isinstance(client, str):
+        return None, "bad_field", f"client must be a string or null, got {type(client).__name__}"
+    return RecordView(record, int(event), configs[name]), None, None
 
 
 

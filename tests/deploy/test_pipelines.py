@@ -188,6 +188,9 @@ def test_kafka_reader_runs_as_a_process_when_given_the_java_boot():
      "period_seconds"),
     (["--streaming", "--subscription=projects/my-project/subscriptions/r", "--allowed-lateness-seconds=-1"],
      "allowed_lateness_seconds="),
+    # the config has an extreme over clients: overlapping windows would let differences single one out
+    (["--streaming", "--subscription=projects/my-project/subscriptions/r", "--window=sliding:3600:600"],
+     "need fixed or global windows"),
 ])
 def test_bad_deployment_options_are_refused_by_name(config_file, tmp_path, argv, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -198,9 +201,9 @@ def test_bad_deployment_options_are_refused_by_name(config_file, tmp_path, argv,
 def test_window_override_replaces_every_collections_window(config_file, tmp_path):
     _, _, configs = make_pipeline([f"--config={config_file}", f"--output={tmp_path}", "--streaming",
                                    "--subscription=projects/my-project/subscriptions/r",
-                                   "--window=sliding:3600:600", "--allowed_lateness_seconds=120"])
+                                   "--window=fixed:600", "--allowed_lateness_seconds=120"])
     (cfg,) = configs.values()
-    assert (cfg.window.type, cfg.window.size_seconds, cfg.window.period_seconds) == ("sliding", 3600, 600)
+    assert (cfg.window.type, cfg.window.size_seconds) == ("fixed", 600)
     assert cfg.allowed_lateness_seconds == 120
 
 
@@ -211,7 +214,7 @@ def test_template_parameter_regexes_accept_only_what_the_job_accepts(config_file
         "subscription": (["projects/my-project/subscriptions/reports"],
                          ["projects/x/subscriptions/r", "my-project/reports", "projects/my-project/topics/r"]),
         "bigquery_dataset": (["my-project:ldp_marginals", "my-project.ldp", "ldp"], ["my project:ldp", "a:b:c"]),
-        "window": (["fixed:3600", "sliding:3600:600"], ["fixed", "fixed:-1", "sliding:60", "hourly"]),
+        "window": (["fixed:3600", "sliding:3600:3600"], ["fixed", "fixed:-1", "sliding:60", "hourly"]),
         "allowed_lateness_seconds": (["0", "90", "2.5"], ["-1", "soon"]),
     }
     base = [f"--config={config_file}", f"--output={tmp_path}", "--streaming"]
@@ -228,6 +231,9 @@ def test_template_parameter_regexes_accept_only_what_the_job_accepts(config_file
     assert re.match(regex["window"], "global") and re.match(regex["window"], "sliding:60:120")
     with pytest.raises(ValueError, match="early_firing_seconds"):
         make_pipeline(base + [f"--subscription={default['subscription']}", "--window=global"])
+    assert re.match(regex["window"], "sliding:3600:600")   # overlapping: refused with an extreme over clients
+    with pytest.raises(ValueError, match="need fixed or global windows"):
+        make_pipeline(base + [f"--subscription={default['subscription']}", "--window=sliding:3600:600"])
 
 
 def test_every_template_parameter_is_an_option_of_the_job():

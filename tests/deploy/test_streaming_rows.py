@@ -42,6 +42,8 @@ def check_value(field: dict, value, where: str) -> None:
             check_value(f, value[f["name"]], f"{where}.{f['name']}")
     elif kind == "STRING":
         assert isinstance(value, str), where
+    elif kind == "BOOLEAN":
+        assert isinstance(value, bool), where
     elif kind == "INTEGER":
         assert isinstance(value, int) and not isinstance(value, bool), where
     elif kind == "FLOAT":
@@ -73,7 +75,9 @@ def test_table_schemas_follow_the_avro_schemas_and_beam_parses_them():
     assert fields["columns"] == {"name": "columns", "type": "INTEGER", "mode": "REPEATED"}
     assert [f["name"] for f in fields["dimensions"]["fields"]] == ["key", "value"]
     dead = {f["name"]: f for f in table_schema("dead_letter")["fields"]}
-    assert dead["payload"] == {"name": "payload", "type": "BYTES", "mode": "NULLABLE"}
+    assert dead["event_time"] == {"name": "event_time", "type": "TIMESTAMP", "mode": "NULLABLE"}
+    assert not {"payload", "record_json", "bits", "client"} & set(dead)   # no report content in dead letters
+    assert {f["name"]: f["type"] for f in table_schema("marginal_estimate")["fields"]}["out_of_range"] == "BOOLEAN"
 
 
 def test_rows_convert_exactly():
@@ -84,8 +88,10 @@ def test_rows_convert_exactly():
     assert row["window_start"] == "2026-01-01T00:00:00.123Z" and row["window_end"] == "2026-01-01T01:00:00.000Z"
     assert row["dimensions"] == [{"key": "os", "value": "mac"}, {"key": "region", "value": "eu"}]
     assert (row["frequency"], row["variance"], row["ci_high"]) == ("NaN", "Infinity", 2.0)
-    assert to_row("dead_letter", {"reason": "r", "detail": "d", "source": "s", "record_json": None,
-                                  "payload": b"\x00\xff"})["payload"] == "AP8="
+    dead = to_row("dead_letter", {"reason": "r", "detail": "d", "source": "s", "event_time": 1_767_225_600_000,
+                                  "dimensions": {"region": "eu"}, "bits_length": 2})
+    assert (dead["event_time"], dead["dimensions"], dead["bits_length"], dead["client_length"]) == (
+        "2026-01-01T00:00:00.000Z", [{"key": "region", "value": "eu"}], 2, None)
 
 
 def test_means_and_conditionals_rows_fit_their_bigquery_tables():
@@ -94,7 +100,7 @@ def test_means_and_conditionals_rows_fit_their_bigquery_tables():
 
     from ldp_marginals.pipelines.simulate import simulate_population
     from ldp_marginals.schemas.config import parse_config
-    from ldp_marginals.transforms.estimate import window_rows
+    from ldp_marginals.transforms.publication.rows import window_rows
     from tests.configs import SMALL_CONFIG
     cfg = parse_config(dict(SMALL_CONFIG, extremes=[], channel={"p": 0.2, "q": 0.8},
                             features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 5}],
@@ -102,7 +108,7 @@ def test_means_and_conditionals_rows_fit_their_bigquery_tables():
     pop = simulate_population(cfg, 3000, seed=2)
     acc = cfg.aggregator.create()
     cfg.aggregator.add_packed(acc, pop.noisy, None, None)
-    rows = list(window_rows(cfg, cfg.name, (("region", "eu"),), acc, (0, 3_600_000)))
+    rows = list(window_rows(cfg, (("region", "eu"),), acc, (0, 3_600_000)))
     kinds = {kind for kind, _ in rows}
     assert {"means", "conditionals", "marginals"} <= kinds
     for kind, r in rows:
@@ -145,8 +151,8 @@ def test_pubsub_messages_to_bigquery_rows_and_window_files(tmp_path):
                         if r["columns"] == [0])
     assert per_window == [("2026-01-01T00:00:00.000Z", 2, [{"key": "region", "value": "eu"}]),
                           ("2026-01-01T00:01:00.000Z", 1, [{"key": "region", "value": "eu"}])]
-    reasons = sorted((r["reason"], r["source"], r["payload"] is not None) for r in got["dead_letters"])
-    assert reasons == [("late", "stream", False), ("undecodable", SUBSCRIPTION, True)]
+    reasons = sorted((r["reason"], r["source"], r["record_length"]) for r in got["dead_letters"])
+    assert reasons == [("late", "stream", None), ("undecodable", SUBSCRIPTION, 9)]
     files = sorted(glob.glob(str(tmp_path / "marginals" / "*.avro")))
     assert [f.rsplit("/", 1)[1][:18] for f in files] == ["20260101T000000000", "20260101T000100000"]
     for path in files:

@@ -45,7 +45,7 @@ def test_sidak_intervals_cover_the_whole_table_at_the_level():
 def test_simultaneous_marginals_cover_every_published_set_at_once():
     """``marginal_interval: simultaneous``: the job's marginal rows of a window hold together at the
     level (every published set's interval covers its true count), per-set intervals do not."""
-    from ldp_marginals.transforms.estimate import marginal_rows
+    from ldp_marginals.transforms.publication.rows import marginal_rows
     joint = parse_config(dict(SMALL_CONFIG, marginal_interval="simultaneous"))
     alone = parse_config(SMALL_CONFIG)
     rng = np.random.default_rng(21)

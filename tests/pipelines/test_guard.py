@@ -54,28 +54,38 @@ def test_without_a_guard_every_late_report_is_a_pane():
     assert got["withheld"] == []
 
 
-def test_client_extreme_increments_need_min_reports_clients():
-    """An increment of enough reports from too few clients waits: a difference of client-extreme
-    sums would single out those clients."""
+def test_client_extremes_are_published_once_at_the_close_with_min_reports_clients_of_several_reports():
+    """Increments are released at min_reports reports, whoever sent them; the extremes over clients
+    are published once, in the window's final pane, and only when min_reports clients sent two or
+    more reports (the client rows minus the per-report rows leave those clients' terms alone)."""
     from tests.configs import SMALL_CONFIG
     cfg = config(min_reports=3, allowed_lateness_seconds=300, extremes=SMALL_CONFIG["extremes"][2:])
 
     def by(second, client):
         return dict(record(cfg, second), client=client)
 
-    stream = (test_stream.TestStream()
-              .advance_watermark_to(START)
-              .add_elements([by(s, f"c{s}") for s in range(6)])           # 6 reports, 6 clients
-              .advance_watermark_to(START + 61)
-              .add_elements([by(10, "x"), by(11, "x"), by(12, "x")])     # 3 reports, 1 client: held
-              .advance_watermark_to(START + 62)
-              .add_elements([by(13, "y"), by(14, "z")])                  # with them: 5 reports, 3 clients
-              .advance_watermark_to_infinity())
-    got, _ = run_stream(stream, cfg)
-    panes = [(f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
-    assert panes == [("on_time", 6), ("late", 11)]
-    clients = [r["n"] for f in got["panes"] if f.kind == "extremes" for r in f.rows]
-    assert clients == [6, 9] and got["withheld"] == []
+    def run(late_clients):
+        stream = (test_stream.TestStream()
+                  .advance_watermark_to(START)
+                  .add_elements([by(s, f"c{s}") for s in range(6)])           # 6 reports, 6 clients
+                  .advance_watermark_to(START + 61)
+                  .add_elements([by(10, "x"), by(11, "x"), by(12, "x")])     # 3 reports of one client
+                  .advance_watermark_to(START + 62)
+                  .add_elements([by(13 + i, c) for i, c in enumerate(late_clients)])
+                  .advance_watermark_to_infinity())
+        got, _ = run_stream(stream, cfg)
+        panes = [(f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
+        extremes = [(f.timing, [r["n"] for r in f.rows]) for f in got["panes"] if f.kind == "extremes"]
+        return panes, extremes, sorted((r["statistic"], r["n_reports"]) for r in got["withheld"])
+
+    # y and z: two reports, held and withheld at the close; only x sent several reports: no client rows
+    panes, extremes, withheld = run(["y", "z"])
+    assert panes == [("on_time", 6), ("late", 9)] and extremes == []
+    assert withheld == [("all", 2), ("client_extremes", 9)]
+    # c0, c1 and c2 come back: four clients with two reports or more, the client rows at the close
+    panes, extremes, withheld = run(["c0", "c1", "c2"])
+    assert panes == [("on_time", 6), ("late", 9), ("late", 12)] and extremes == [("closed", [7])]
+    assert withheld == []
 
 
 # Scenarios with a noiseless channel (p = 0, q = 1: every estimate is an exact count) and one bit

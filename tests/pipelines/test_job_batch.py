@@ -9,7 +9,6 @@ from ldp_marginals import schemas
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.extremes import ExtremeAccumulator
 from ldp_marginals.ldp.tmdh import estimate_tmdh
-from ldp_marginals.ldp.windows import assign_windows
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
@@ -34,15 +33,11 @@ def core_rows(config, pop, records):
     marg, withheld, extremes = [], [], []
     packed = pop.noisy
     bits = np.unpackbits(packed, axis=1, bitorder="little")[:, :config.layout.n_bits]
-    for (start, end), idx in assign_windows(config.window, pop.event_ms):
+    for (start, end), idx in config.window.assign(pop.event_ms):
         base = {"collection": config.name, "window_start": start, "window_end": end, "dimensions": {}}
-        if len(idx) < config.min_reports:
-            withheld.append(dict(base, n_reports=len(idx), min_reports=config.min_reports,
-                                 reason=f"{len(idx)} reports < min_reports={config.min_reports}"))
-            if config.client_extremes:  # fewer clients than reports: the client extremes are withheld too
-                n_clients = len(set(pop.clients[idx]))
-                withheld.append(dict(base, n_reports=n_clients, min_reports=config.min_reports,
-                                     reason=f"{n_clients} clients < min_reports={config.min_reports} (client extremes)"))
+        if len(idx) < config.min_reports:   # the guard holds the whole window back
+            withheld.append(dict(base, n_reports=len(idx), min_reports=config.min_reports, cause="privacy",
+                                 statistic="all", reason=f"{len(idx)} reports < min_reports={config.min_reports}"))
             continue
         est = estimate_tmdh(CooccurrenceAccumulator(config.family).add_packed(packed[idx]), config.channels)
         low, high = est.intervals(config.level)
@@ -106,7 +101,8 @@ def malformed_inputs(config):
 
 def test_every_malformed_kind_is_dead_lettered_and_totals_add_up(small_config):
     bad, good = malformed_inputs(small_config)
-    goods = [good] * 60 + [schemas.encode_message("noisy_report", good)] * 5  # dicts and Avro messages
+    goods = [dict(good, client=f"c{i}") for i in range(60)] + [  # dicts and Avro messages, of 65 clients
+        schemas.encode_message("noisy_report", dict(good, client=f"m{i}")) for i in range(5)]
     inputs = [b for b, _ in bad] + goods
     with BeamTestPipeline() as p:
         outs = build(p, beam.Create(inputs), None, JobOptions({"app": small_config}))
@@ -165,16 +161,17 @@ def test_conditionals_equal_the_core_and_small_givens_are_withheld():
     published = {(tuple(r["of"]), tuple(r["given"])): r for r in got["conditionals"]}
     withheld = [r["reason"] for r in got["withheld"]]
     for of, given in cfg.conditionals:
-        c = conditional(est, of, given, cfg.level)
+        c = conditional(est, of, given, cfg.level, cfg.conditional_alpha)
         key = (tuple(cfg.layout.labels[b] for b in of), tuple(cfg.layout.labels[b] for b in given))
-        if c.given_low > 0:
+        if c.present:
             r = published[key]
             assert (r["estimate"], r["variance"], r["ci_low"], r["ci_high"]) == pytest.approx(
                 (c.estimate, c.variance, c.ci_low, c.ci_high), rel=1e-9)
         else:
             assert any(f"P({key[0][0]} | {key[1][0]}) not published" in w for w in withheld)
     assert published  # at least one conditional is published at this size
-    # a tiny window: t_given's interval includes 0, so nothing is published, and the withheld row says why
+    assert all(r["cause"] == "precision" and r["statistic"] == "conditional" for r in got["withheld"])
+    # a tiny window: the condition is not shown to hold, so nothing is published, and the withheld row says why
     tiny = parse_config(dict(SMALL_CONFIG, extremes=[], min_reports=1,
                              conditionals=[{"of": ["beta"], "given": ["os=mac"]}]))
     few = simulate_population(tiny, 12, seed=6, span_seconds=60)

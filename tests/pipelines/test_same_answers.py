@@ -20,7 +20,8 @@ from tests.collect import Collected
 from tests.configs import SMALL_CONFIG
 from tests.pipelines.test_streaming import streaming_pipeline
 
-FLOATS = ("estimate", "frequency", "variance", "ci_low", "ci_high")
+FLOATS = ("estimate", "frequency", "variance", "ci_low", "ci_high", "frequency_low", "frequency_high", "display_estimate",
+          "display_frequency", "display_low", "display_high")
 
 
 def reports(config):

@@ -6,8 +6,11 @@ import pytest
 from apache_beam.pvalue import TaggedOutput
 
 from ldp_marginals import schemas
+from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import DEAD_LETTERS
 from ldp_marginals.transforms import dead_letters
+from ldp_marginals.transforms.checks import report_meta
+from tests.configs import SMALL_CONFIG
 
 
 def schema_reasons() -> set:
@@ -24,12 +27,15 @@ def test_the_code_and_the_schema_list_the_same_reasons():
 
 
 def test_a_dead_letter_is_tagged_as_its_output_kind_and_validates():
-    out = dead_letters.dead_letter("wrong_length", "3 bytes", "f.avro#7", record={"collection": "app", "bits": b"\x01"})
+    record = {"collection": "app", "event_time": 1_767_225_600_000, "bits": b"\x01", "client": "tok-1",
+              "dimensions": {"region": "eu", "device": "d-42"}}
+    cfg = parse_config(SMALL_CONFIG)
+    out = dead_letters.dead_letter("wrong_length", "1 bytes", "f.avro#7", report_meta(record, {"app": cfg}, 40))
     assert isinstance(out, TaggedOutput) and out.tag == DEAD_LETTERS == dead_letters.TAG
     assert schemas.validate("dead_letter", out.value)
-    assert out.value["reason"] == "wrong_length" and out.value["record_json"] == '{"bits": "AQ==", "collection": "app"}'
-    raw = dead_letters.row("undecodable", "bad bytes", "pubsub", payload=b"\x00\x01")
-    assert raw["payload"] == b"\x00\x01" and raw["record_json"] is None
+    assert out.value == {"reason": "wrong_length", "detail": "1 bytes", "source": "f.avro#7", "reports": 1,
+                         "collection": "app", "event_time": 1_767_225_600_000, "dimensions": {"region": "eu"},
+                         "bits_length": 1, "client_length": 5, "record_length": 40, "output_row": None}
     with pytest.raises(ValueError, match=r"reason must be one of \[.*\], got reason='typo'"):
         dead_letters.dead_letter("typo", "", "")
 

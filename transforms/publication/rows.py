@@ -1,0 +1,188 @@
+"""The rows one window and key publishes, built from the window's released accumulator.
+
+Every row of every kind is a function of the accumulator it is given (the released content of one
+window and key, :mod:`~ldp_marginals.transforms.publication.release`), so the publication rule is a
+rule about which accumulators reach this module, and about the client rows, which only the window's
+final pane asks for.
+
+Out-of-range policy, one rule for every estimate kind. ``estimate``, ``ci_low`` and ``ci_high`` are
+the unbiased estimate and its normal interval, which always holds it. A small window can give an
+estimate outside what is possible (a negative count, a conditional above 1, a mean below the
+feature's ``low``): the row keeps it, says so (``out_of_range``), and adds what a reader should
+display, the estimate and both bounds projected into the possible range (``display_*``). Projection
+keeps order, so the displayed value lies inside its displayed interval. Possible ranges: a count of
+reports in ``[0, n_reports]`` (marginals and table cells, displayed as frequencies in [0, 1]; extremes,
+as counts in ``[0, n]``), a conditional in [0, 1], a mean in ``[low, high]``.
+"""
+from __future__ import annotations
+
+from ldp_marginals.ldp.conditional import conditional
+from ldp_marginals.ldp.intervals import normal_interval, sidak_level
+from ldp_marginals.ldp.means import feature_mean
+from ldp_marginals.ldp.tables import group_table
+from ldp_marginals.ldp.tmdh import estimate_tmdh
+from ldp_marginals.schemas.outputs import CONDITIONALS, EXTREMES, MARGINALS, MEANS, TABLES, WITHHELD
+from ldp_marginals.transforms.publication.release import client_rule
+
+# why a row of kind ``withheld`` exists (its ``cause``), and what it holds back (its ``statistic``)
+PRIVACY, PRECISION = "privacy", "precision"
+ALL, CLIENT_EXTREMES, CONDITIONAL, MEAN = "all", "client_extremes", "conditional", "mean"
+
+
+def displayed(estimate: float, low: float, high: float, lo: float, hi: float) -> dict:
+    """The display fields of an estimate and its interval whose possible range is ``[lo, hi]``."""
+    def clip(v):
+        return min(max(float(v), lo), hi)
+    return {"display_estimate": clip(estimate), "display_low": clip(low), "display_high": clip(high),
+            "out_of_range": not lo <= float(estimate) <= hi}
+
+
+def _frequency_fields(estimate: float, low: float, high: float, n: int) -> dict:
+    """Frequency-scale bounds beside the count-scale ones, and the display fields of a count of
+    reports (frequency scale, in [0, 1])."""
+    f, f_low, f_high = estimate / n, low / n, high / n
+    shown = displayed(f, f_low, f_high, 0.0, 1.0)
+    return {"frequency": float(f), "frequency_low": float(f_low), "frequency_high": float(f_high),
+            "display_frequency": shown["display_estimate"], "display_low": shown["display_low"],
+            "display_high": shown["display_high"], "out_of_range": shown["out_of_range"]}
+
+
+def base_row(collection: str, window: tuple, dims: tuple) -> dict:
+    return {"collection": collection, "window_start": window[0], "window_end": window[1], "dimensions": dict(dims)}
+
+
+def marginal_rows(config, est, base) -> list:
+    """One MarginalEstimate row per published set (``config.published_index``); with
+    ``marginal_interval: simultaneous`` the intervals hold for all of them together at the level
+    (Sidak)."""
+    n = est.n
+    labels = config.layout.labels
+    if len(est.family) != len(config.family):
+        raise ValueError(f"est must be of the config's {len(config.family)} counted sets, got {len(est.family)}")
+    index = config.published_index
+    level = config.level
+    if config.marginal_interval == "simultaneous" and index:
+        level = sidak_level(level, len(index))
+    low, high = est.intervals(level)
+    rows = []
+    for i in index:
+        s = est.family[i]
+        rows.append(dict(base, columns=list(s), labels=[labels[b] for b in s], estimate=float(est.means[i]),
+                         variance=float(est.variances[i]), ci_low=float(low[i]), ci_high=float(high[i]),
+                         interval=config.marginal_interval, **_frequency_fields(est.means[i], low[i], high[i], n)))
+    return rows
+
+
+def table_rows(config, est, base) -> list:
+    """TableCell rows of every configured feature group; a group with ``interval: simultaneous``
+    gets intervals that hold for all its cells together at the level (Sidak)."""
+    rows = []
+    intervals = config.group_intervals or ("per_cell",) * len(config.groups)
+    for group, interval in zip(config.groups, intervals):
+        table = group_table(est, config.layout, group)
+        level = sidak_level(config.level, len(table.cells)) if interval == "simultaneous" else config.level
+        low, high = table.intervals(level)
+        for cell, cols, e, v, lo, hi in zip(table.cells, table.columns, table.estimate, table.variances, low, high):
+            rows.append(dict(base, group=list(group), cell=list(cell), columns=list(cols), estimate=float(e),
+                             variance=float(v), ci_low=float(lo), ci_high=float(hi), interval=interval,
+                             **_frequency_fields(e, lo, hi, est.n)))
+    return rows
+
+
+def extreme_row(base, ext, n, estimate, variance, level) -> dict:
+    """An ExtremeEstimate row: the number of the ``n`` reports (or clients) whose OR/AND is 1."""
+    low, high = normal_interval(estimate, variance, level)
+    return dict(base, name=ext.name, op=ext.op, n=int(n), estimate=float(estimate), variance=float(variance),
+                ci_low=float(low), ci_high=float(high), **displayed(estimate, low, high, 0.0, float(n)))
+
+
+def withheld_row(config, base, n_reports: int, reason: str, cause: str = PRIVACY, statistic: str = ALL) -> dict:
+    """A WithheldWindow row of the window and key in ``base``: ``cause`` privacy (the guard: what
+    ``statistic`` holds back, ``all`` estimates of ``n_reports`` held-back reports, or the client
+    extremes of a window) or precision (a conditional or conditional mean whose condition is not
+    shown to hold; ``n_reports`` is then the window's)."""
+    return dict(base, n_reports=int(n_reports), min_reports=config.min_reports, reason=reason, cause=cause,
+                statistic=statistic)
+
+
+def held_row(config, base, held: int, anything_released: bool) -> dict:
+    """The privacy row of reports the guard held back: increments (slices, panes) of one window and
+    key that never reached ``min_reports`` reports (or clients)."""
+    if not anything_released and held < config.min_reports:
+        reason = f"{held} reports < min_reports={config.min_reports}"
+    else:
+        reason = (f"{held} reports held back: increments (slices or panes) of fewer than min_reports="
+                  f"{config.min_reports} reports (or clients)")
+    return withheld_row(config, base, held, reason)
+
+
+def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True):
+    """``(kind, row)`` of the estimates of one window and key from ``acc``, its released content
+    (at least one report): marginals, tables, extremes over reports, conditionals and means
+    (``linear``), and in the window's ``final`` pane the extremes over clients, or their withheld row
+    (:func:`~ldp_marginals.transforms.publication.release.client_rule`). A pane that is ``final`` but
+    not ``linear`` (a window's close, nothing new released) repeats the extremes over reports, so the
+    window's latest extremes pane holds every extreme."""
+    if acc.n == 0:
+        raise ValueError("acc must hold released reports, got n=0")
+    base = base_row(config.name, window, dims)
+    counted = dict(base, n_reports=acc.n)
+    if linear:
+        est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
+        for row in marginal_rows(config, est, counted):
+            yield MARGINALS, row
+        for row in table_rows(config, est, counted):
+            yield TABLES, row
+    if linear or (final and config.client_extremes):
+        for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums):
+            yield EXTREMES, extreme_row(base, ext, acc.n, total, var, config.level)
+    if linear:
+        yield from conditional_rows(config, est, counted)
+        yield from mean_rows(config, est, counted)
+    if final and config.client_extremes:
+        reason = client_rule(config, acc)
+        if reason is not None:
+            yield WITHHELD, withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)
+            return
+        for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc)):
+            yield EXTREMES, extreme_row(base, ext, acc.n_clients, total, var, config.level)
+
+
+def _not_shown(config, base, what: str, given: float, threshold: float, statistic: str) -> dict:
+    return withheld_row(config, base, base["n_reports"],
+                        f"{what} not published: its condition is not shown to hold (estimated count "
+                        f"{given:.1f} <= {threshold:.1f}, the presence threshold at false-positive rate "
+                        f"{config.conditional_alpha:g})", PRECISION, statistic)
+
+
+def conditional_rows(config, est, base):
+    """``(kind, row)`` per configured conditional: a ``conditionals`` row, or a ``withheld`` row of
+    cause precision when the presence test does not show that the condition holds."""
+    labels = config.layout.labels
+    for of, given in config.conditionals:
+        c = conditional(est, of, given, config.level, config.conditional_alpha)
+        names = {"of": [labels[b] for b in of], "given": [labels[b] for b in given]}
+        if not c.present:
+            yield WITHHELD, _not_shown(config, base, f"P({','.join(names['of'])} | {','.join(names['given'])})",
+                                       c.given, c.threshold, CONDITIONAL)
+            continue
+        yield CONDITIONALS, dict(base, **names, estimate=c.estimate, variance=c.variance, ci_low=c.ci_low,
+                                 ci_high=c.ci_high, given_count=c.given,
+                                 **displayed(c.estimate, c.ci_low, c.ci_high, 0.0, 1.0))
+
+
+def mean_rows(config, est, base):
+    """``(kind, row)`` per published mean of a numeric feature: a ``means`` row, or (a conditional
+    mean) a ``withheld`` row of cause precision when its condition is not shown to hold."""
+    layout = config.layout
+    for bit, given in config.means:
+        feature = layout.feature(layout.labels[bit])
+        m = feature_mean(est, bit, feature.low, feature.high, given, config.level, config.conditional_alpha)
+        names = [layout.labels[b] for b in given]
+        if given and not m.present:
+            yield WITHHELD, _not_shown(config, base, f"mean({feature.name} | {','.join(names)})", m.given,
+                                       m.threshold, MEAN)
+            continue
+        yield MEANS, dict(base, feature=feature.name, given=names, low=feature.low, high=feature.high,
+                          estimate=m.estimate, variance=m.variance, ci_low=m.ci_low, ci_high=m.ci_high,
+                          given_count=m.given, **displayed(m.estimate, m.ci_low, m.ci_high, feature.low, feature.high))
