@@ -21,10 +21,11 @@ target. So::
 with ``Var_delta`` the delta-method variance of :mod:`~ldp_marginals.ldp.conditional` (the encoding
 noise of ``t_{e u B}`` is independent of ``t_B``, which counts other bits). The interval targets the
 window's own mean of ``x``: exact for an i.i.d. sample, conservative otherwise (the values spread
-between ``low`` and ``high`` encode with less noise than the bound). Estimates are unbiased; the
-interval is clipped to ``[low, high]``, where the mean lies. A conditional mean is biased for small
-``t_B`` like any ratio (see :mod:`~ldp_marginals.ldp.conditional`); the job publishes none when the
-interval of ``t_B`` includes 0. Bias, variance and coverage are checked by simulation in
+between ``low`` and ``high`` encode with less noise than the bound). Estimates are unbiased and the
+interval is the estimate's own (never clipped, so the estimate lies inside it); what a reader should
+display, projected into ``[low, high]``, is added by the job's rows. A conditional mean is biased for
+small ``t_B`` like any ratio (see :mod:`~ldp_marginals.ldp.conditional`); the job publishes one only
+when ``B`` passes the presence test. Bias, variance and coverage are checked by simulation in
 ``tests/ldp/test_means.py``.
 """
 from __future__ import annotations

@@ -84,8 +84,10 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     _step(f"job finished in {time.time() - t1:.1f}s; outputs under {estimates_dir}")
     rows = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "marginals", "*.avro")))
             for r in schemas.read_avro(path, "marginal_estimate")]
+    # windows withheld whole below the privacy guard (not estimates held back as imprecise)
     withheld = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "withheld", "*.avro")))
-                for r in schemas.read_avro(path, "withheld_window")]
+                for r in schemas.read_avro(path, "withheld_window")
+                if r["cause"] == "privacy" and r["statistic"] == "all"]
     def true_count(r):
         return truth[(tuple(sorted(r["dimensions"].items())), r["window_start"], tuple(r["columns"]))]
 

@@ -13,6 +13,19 @@
   const setName = (r) => r.labels.join(" & ");
   const fmt = (v, digits) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
   const config = { displaylogo: false, responsive: true };
+  // what a chart shows: the row's display value, projected into the possible range (older rows
+  // without display fields show the unbiased estimate); a projected value is marked with "*"
+  const shownOf = (r, value, field) => (r[field] === undefined || r[field] === null ? value : r[field]);
+  const mark = (r) => (r.out_of_range ? "*" : "");
+  const frequencyShown = (r) => shownOf(r, r.frequency, "display_frequency");
+  const frequencyLow = (r) => shownOf(r, r.ci_low / r.n_reports, "display_low");
+  const frequencyHigh = (r) => shownOf(r, r.ci_high / r.n_reports, "display_high");
+  const estimateShown = (r) => shownOf(r, r.estimate, "display_estimate");
+  const lowShown = (r) => shownOf(r, r.ci_low, "display_low");
+  const highShown = (r) => shownOf(r, r.ci_high, "display_high");
+  // a withheld row is held back below the privacy guard (cause "privacy"; rows written before the
+  // cause existed are all of that kind) or as not precise enough to publish (cause "precision")
+  const privacyHeld = (r) => (r.cause || "privacy") === "privacy";
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf"];  // Plotly's default colorway: each band takes its line's colour
   // past the palette, series differ by dash, then by marker: (colour, dash, symbol) is unique for 400 series
@@ -212,8 +225,8 @@
   }
 
   function renderMarginals(marginals) {
-    seriesOverTime("chart-marginals", state.sets, marginals, setName, (r) => r.frequency,
-      (r) => r.ci_low / r.n_reports, (r) => r.ci_high / r.n_reports, "estimated frequency",
+    seriesOverTime("chart-marginals", state.sets, marginals, setName, frequencyShown, frequencyLow, frequencyHigh,
+      "estimated frequency",
       "no marginals published for this selection");
     const c = info();
     const kinds = Array.from(new Set(marginals.map((r) => r.interval || "per_cell")));
@@ -227,22 +240,22 @@
 
   function renderConditionals(rows, windowStart) {
     const names = Array.from(new Set(rows.map(conditionalName))).sort();
-    seriesOverTime("chart-conditionals", names, rows, conditionalName, (r) => r.estimate, (r) => r.ci_low,
-      (r) => r.ci_high, "estimated conditional frequency", "no conditionals published for this selection");
-    fillTable($("conditionals-table"), ["conditional", "estimate", "interval", "t_given"],
+    seriesOverTime("chart-conditionals", names, rows, conditionalName, estimateShown, lowShown, highShown,
+      "estimated conditional frequency", "no conditionals published for this selection");
+    fillTable($("conditionals-table"), ["conditional", "estimate", "interval", "unbiased estimate", "t_given"],
       rows.filter((r) => r.window_start === windowStart).sort((a, b) => conditionalName(a).localeCompare(
-        conditionalName(b))).map((r) => [conditionalName(r), fmt(r.estimate, 4),
-        fmt(r.ci_low, 4) + " – " + fmt(r.ci_high, 4), fmt(r.given_count, 0)]));
+        conditionalName(b))).map((r) => [conditionalName(r), fmt(estimateShown(r), 4) + mark(r),
+        fmt(lowShown(r), 4) + " – " + fmt(highShown(r), 4), fmt(r.estimate, 4), fmt(r.given_count, 0)]));
   }
 
   function renderMeans(rows, windowStart) {
     const names = Array.from(new Set(rows.map(meanName))).sort();
-    seriesOverTime("chart-means", names, rows, meanName, (r) => r.estimate, (r) => r.ci_low, (r) => r.ci_high,
+    seriesOverTime("chart-means", names, rows, meanName, estimateShown, lowShown, highShown,
       "estimated mean", "no numeric features in this selection");
-    fillTable($("means-table"), ["mean", "range", "estimate", "interval", "reports (t_given)"],
+    fillTable($("means-table"), ["mean", "range", "estimate", "interval", "unbiased estimate", "reports (t_given)"],
       rows.filter((r) => r.window_start === windowStart).sort((a, b) => meanName(a).localeCompare(meanName(b)))
-        .map((r) => [meanName(r), r.low + " – " + r.high, fmt(r.estimate, 2),
-          fmt(r.ci_low, 2) + " – " + fmt(r.ci_high, 2), fmt(r.given_count, 0)]));
+        .map((r) => [meanName(r), r.low + " – " + r.high, fmt(estimateShown(r), 2) + mark(r),
+          fmt(lowShown(r), 2) + " – " + fmt(highShown(r), 2), fmt(r.estimate, 2), fmt(r.given_count, 0)]));
   }
 
   const KIND_NAMES = { marginals: "marginal", conditionals: "conditional", means: "mean" };
@@ -309,14 +322,14 @@
     Array.from(groups.keys()).sort().forEach((g, gi) => {
       const cells = groups.get(g).sort((a, b) => a.cell.join().localeCompare(b.cell.join()));
       const x = cells.map((r) => r.cell.map((v, i) => r.group[i] + "=" + v).join(", "));
-      const y = cells.map((r) => r.frequency);
+      const y = cells.map(frequencyShown);
       const st = styleOf(gi);   // bars past the palette take a fill pattern as well
       traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g, style: st },
         marker: { color: st.color, pattern: { shape: st.pattern } },
-        error_y: { type: "data", array: cells.map((r, i) => r.ci_high / r.n_reports - y[i]),
-          arrayminus: cells.map((r, i) => y[i] - r.ci_low / r.n_reports) } });
-      cells.forEach((r, i) => rows.push([x[i], fmt(r.estimate, 1), fmt(r.frequency, 4),
-        fmt(r.ci_low / r.n_reports, 4) + " – " + fmt(r.ci_high / r.n_reports, 4),
+        error_y: { type: "data", array: cells.map((r, i) => frequencyHigh(r) - y[i]),
+          arrayminus: cells.map((r, i) => y[i] - frequencyLow(r)) } });
+      cells.forEach((r, i) => rows.push([x[i], fmt(r.estimate, 1), fmt(y[i], 4) + mark(r),
+        fmt(frequencyLow(r), 4) + " – " + fmt(frequencyHigh(r), 4),
         intervalText(r.interval || "per_cell", level)]));
     });
     Plotly.react("chart-tables", traces, layoutOf({ yaxis: { title: { text: "estimated frequency" } },
@@ -330,13 +343,13 @@
     const names = Array.from(new Set(extremes.map((r) => r.name))).sort();
     const traces = names.map((name, i) => {
       const rows = extremes.filter((r) => r.name === name).sort((a, b) => a.window_start - b.window_start);
-      const y = rows.map((r) => r.estimate);
+      const y = rows.map(estimateShown);
       const st = styleOf(i);
       return { x: rows.map((r) => iso(r.window_start)), y, mode: "lines+markers",
         line: { color: st.color, dash: st.dash }, marker: { color: st.color, symbol: st.symbol },
         name: name + " (" + rows[0].op.toUpperCase() + ")", meta: { role: "extreme", name, style: st },
-        error_y: { type: "data", array: rows.map((r, i) => r.ci_high - y[i]),
-          arrayminus: rows.map((r, i) => y[i] - r.ci_low) } };
+        error_y: { type: "data", array: rows.map((r, i) => highShown(r) - y[i]),
+          arrayminus: rows.map((r, i) => y[i] - lowShown(r)) } };
     });
     Plotly.react("chart-extremes", traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
       yaxis: { title: { text: "estimated reports (OR: union size)" } },
@@ -358,7 +371,12 @@
       p.smallest_crowd.toLocaleString("en-US") + " reports)";
   }
 
-  function renderPrivacy(withheld, windowStart) {
+  function renderPrivacy(rows, windowStart) {
+    const withheld = rows.filter(privacyHeld);
+    const imprecise = rows.filter((r) => !privacyHeld(r) && r.window_start === windowStart);
+    $("precision-held").textContent = imprecise.length ? imprecise.length + " estimate(s) of this window held " +
+      "back as not precise enough to publish (not a privacy holdback): " +
+      imprecise.map((r) => r.reason).join("; ") + "." : "";
     const c = info();
     fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "windows",
       "min_reports"],
@@ -374,7 +392,9 @@
     const published = new Map();
     estimateRows().filter((r) => r.n_reports !== undefined).forEach((r) => published.set(r.window_start, r.n_reports));
     const starts = Array.from(published.keys()).sort((a, b) => a - b);
-    const held = withheld.slice().sort((a, b) => a.window_start - b.window_start);
+    // the chart: windows withheld whole; the table also lists the statistics withheld alone (client extremes)
+    const held = withheld.filter((r) => (r.statistic || "all") === "all")
+      .sort((a, b) => a.window_start - b.window_start);
     const min = c ? c.min_reports : null;
     const traces = [
       { type: "bar", name: "published", x: starts.map(iso), y: starts.map((s) => published.get(s)),
@@ -389,8 +409,9 @@
       yaxis: { title: { text: "reports per window" } },
       annotations: starts.length || held.length ? [] : [{ text: "no windows for this selection", showarrow: false,
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
-    fillTable($("withheld-table"), ["window start", "window end", "reports", "min_reports", "reason"],
-      held.map((r) => [iso(r.window_start), iso(r.window_end), String(r.n_reports), String(r.min_reports),
+    fillTable($("withheld-table"), ["window start", "window end", "withheld", "reports", "min_reports", "reason"],
+      withheld.slice().sort((a, b) => a.window_start - b.window_start).map((r) => [iso(r.window_start),
+        iso(r.window_end), (r.statistic || "all").replace("_", " "), String(r.n_reports), String(r.min_reports),
         r.reason]));
   }
 

@@ -27,6 +27,16 @@ def test_importing_every_module_of_the_core_imports_neither_beam_nor_scipy_nor_n
     assert loaded_after(code) == {"apache_beam": False, "scipy": False, "numba": False}
 
 
+def test_the_publication_engine_and_the_report_checks_do_not_import_beam():
+    """The release rule, the rows, the cap, the pane state machine and its state, and the table of
+    report checks: Beam-free, so the property tests drive them directly."""
+    code = ("import importlib, pkgutil, ldp_marginals.transforms.publication as engine\n"
+            "for m in pkgutil.iter_modules(engine.__path__):\n"
+            "    importlib.import_module('ldp_marginals.transforms.publication.' + m.name)\n"
+            "import ldp_marginals.transforms.checks\n")
+    assert not loaded_after(code)["apache_beam"]
+
+
 def test_the_dashboard_and_the_contracts_do_not_import_beam():
     code = "import ldp_marginals.pipelines.dashboard, ldp_marginals.schemas.outputs, ldp_marginals.schemas.config"
     assert not loaded_after(code)["apache_beam"]

@@ -85,6 +85,16 @@ def iso(ms):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
+def mark(r):
+    """The page's mark of a value projected into its possible range."""
+    return "*" if r["out_of_range"] else ""
+
+
+def privacy_held(rows):
+    """Withheld rows the privacy chart draws: whole windows below the privacy guard."""
+    return [r for r in rows if r["cause"] == "privacy" and r["statistic"] == "all"]
+
+
 def table_rows(driver, element_id):
     """The body rows of a page table, as lists of cell texts."""
     return driver.execute_script(
@@ -179,7 +189,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         for s in series:
             rows = sorted((r for r in one_way if r["labels"][0] == s["name"]), key=lambda r: r["window_start"])
             assert s["x"] == [iso(r["window_start"]) for r in rows] and len(s["x"]) == len(starts)
-            assert s["y"] == [r["frequency"] for r in rows]
+            assert s["y"] == [r["display_frequency"] for r in rows]
         # correlations of the latest window: phi from the files' 1- and 2-way frequencies
         (heat,) = traces(browser, "chart-correlations", "phi")
         freq = {tuple(r["columns"]): r["frequency"] for r in mine if r["window_start"] == latest}
@@ -196,8 +206,8 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         (bars,) = traces(browser, "chart-tables", "table")
         cells = sorted((r for r in shown(tables, region) if r["window_start"] == latest),
                        key=lambda r: ",".join(r["cell"]))
-        assert len(bars["x"]) == len(cells) == 6 and bars["y"] == [r["frequency"] for r in cells]
-        assert bars["err"][0] == pytest.approx([r["ci_high"] / r["n_reports"] - r["frequency"] for r in cells])
+        assert len(bars["x"]) == len(cells) == 6 and bars["y"] == [r["display_frequency"] for r in cells]
+        assert bars["err"][0] == pytest.approx([r["display_high"] - r["display_frequency"] for r in cells])
         # intervals are labelled: the marginals per estimate, the demo's table simultaneous (Sidak)
         assert {r["interval"] for r in cells} == {"simultaneous"}
         assert [row[-1] for row in table_rows(browser, "table-cells")] == ["95% simultaneous (Šidák)"] * 6
@@ -206,11 +216,12 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         conds = shown(rows_of(estimates, "conditionals"), region)
         (cond,) = traces(browser, "chart-conditionals", "estimate")
         assert cond["name"] == "P(beta_search | plan=pro)"
-        assert cond["y"] == [r["estimate"] for r in sorted(conds, key=lambda r: r["window_start"])]
+        assert cond["y"] == [r["display_estimate"] for r in sorted(conds, key=lambda r: r["window_start"])]
         (row,) = [r for r in conds if r["window_start"] == latest]
-        assert table_rows(browser, "conditionals-table") == [[cond["name"], f"{row['estimate']:.4f}",
-                                                               f"{row['ci_low']:.4f} – {row['ci_high']:.4f}",
-                                                               f"{row['given_count']:.0f}"]]
+        assert table_rows(browser, "conditionals-table") == [[
+            cond["name"], f"{row['display_estimate']:.4f}{mark(row)}",
+            f"{row['display_low']:.4f} – {row['display_high']:.4f}", f"{row['estimate']:.4f}",
+            f"{row['given_count']:.0f}"]]
         means = shown(rows_of(estimates, "means"), region)
         names = {"mean session_minutes" + (" | " + " & ".join(r["given"]) if r["given"] else ""): r for r in means}
         series_means = traces(browser, "chart-means", "estimate")
@@ -218,13 +229,15 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         for s in series_means:
             rows = sorted((r for r in means if "mean session_minutes" + (
                 " | " + " & ".join(r["given"]) if r["given"] else "") == s["name"]), key=lambda r: r["window_start"])
-            assert s["y"] == [r["estimate"] for r in rows] and len(rows) == len(starts)
+            assert s["y"] == [r["display_estimate"] for r in rows] and len(rows) == len(starts)
         shown_means = {r[0]: r for r in table_rows(browser, "means-table")}
         latest_means = [r for r in means if r["window_start"] == latest]
         assert len(shown_means) == len(latest_means) == 3
         for r in latest_means:
             name = "mean session_minutes" + (" | " + " & ".join(r["given"]) if r["given"] else "")
-            assert shown_means[name][2:4] == [f"{r['estimate']:.2f}", f"{r['ci_low']:.2f} – {r['ci_high']:.2f}"]
+            assert shown_means[name][2:5] == [f"{r['display_estimate']:.2f}{mark(r)}",
+                                              f"{r['display_low']:.2f} – {r['display_high']:.2f}",
+                                              f"{r['estimate']:.2f}"]
         # what changed since the previous window: the compare command's numbers on the same files
         from ldp_marginals.pipelines.compare import changes, keyed
         from ldp_marginals.pipelines.compare import rows_of as compared_rows
@@ -261,13 +274,13 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
         for e in ext:
             rows = sorted((r for r in shown(extremes, region) if r["name"] == e["meta"]["name"]),
                           key=lambda r: r["window_start"])
-            assert e["y"] == [r["estimate"] for r in rows] and len(rows) == len(starts)
+            assert e["y"] == [r["display_estimate"] for r in rows] and len(rows) == len(starts)
         # privacy panel: reports per window, withheld windows, epsilon
         (published,) = traces(browser, "chart-reports", "published")
         (held,) = traces(browser, "chart-reports", "withheld")
         per_window = {r["window_start"]: r["n_reports"] for r in mine}
         assert published["y"] == [per_window[s] for s in starts]
-        assert held["y"] == [r["n_reports"] for r in shown(withheld, region)]
+        assert held["y"] == [r["n_reports"] for r in privacy_held(shown(withheld, region))]
         assert len(held["y"]) == (1 if region == "eu" else 0)
         text = browser.find_element("id", "privacy-table").text
         assert f"{info['local_epsilon']:.3f}" in text and str(info["min_reports"]) in text
@@ -291,7 +304,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
     first = min(r["window_start"] for r in shown(marginals, "us"))
     select(browser, "window-filter", first)
     (bars,) = traces(browser, "chart-tables", "table")
-    assert bars["y"] == [r["frequency"] for r in sorted(
+    assert bars["y"] == [r["display_frequency"] for r in sorted(
         (r for r in shown(tables, "us") if r["window_start"] == first), key=lambda r: ",".join(r["cell"]))]
     # the first window has no previous one: only the other region to compare with
     options = browser.execute_script("return Array.from(document.getElementById('compare-with').options)"
@@ -328,6 +341,46 @@ def check_changes(browser, expected, says):
     for row, (kind, c) in zip(got, significant):
         assert row[0] == {"marginals": "marginal", "conditionals": "conditional", "means": "mean"}[kind]
         assert row[2:6] == [f"{c['first']:.4f}", f"{c['second']:.4f}", f"{c['difference']:+.4f}", f"{c['z']:.2f}"]
+
+
+def test_projected_values_are_marked_and_precision_holdbacks_stay_out_of_the_privacy_panel(demo, browser, tmp_path):
+    """An estimate outside its possible range is drawn and listed at its display value, marked, with
+    the unbiased estimate beside it; a conditional held back as not precise enough is named under the
+    withheld table, not counted in the privacy chart or table."""
+    out, _ = demo
+    estimates = tmp_path / "estimates"
+    shutil.copytree(out / "estimates", estimates)
+    conds = [r for r in rows_of(str(estimates), "conditionals") if r["dimensions"] == {"region": "eu"}]
+    latest = max(r["window_start"] for r in conds)
+    (row,) = [r for r in conds if r["window_start"] == latest]
+    # the same window's conditional as a job writes one whose estimate left [0, 1]
+    projected = dict(row, estimate=1.43, ci_low=0.05, ci_high=2.82, display_estimate=1.0, display_low=0.05,
+                     display_high=1.0, out_of_range=True)
+    (path,) = [p for p in (estimates / "conditionals").glob("*.jsonl")
+               if any(json.loads(line)["window_start"] == latest and json.loads(line)["dimensions"] == row["dimensions"]
+                      for line in p.read_text().splitlines())]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(projected if r == row else r) + "\n" for r in lines))
+    imprecise = {"collection": row["collection"], "window_start": latest, "window_end": row["window_end"],
+                 "dimensions": row["dimensions"], "n_reports": row["n_reports"], "min_reports": 5,
+                 "reason": "P(x | never_true) held back: the given set is not present", "cause": "precision",
+                 "statistic": "conditional"}
+    held_before = privacy_held([r for r in rows_of(str(estimates), "withheld") if r["dimensions"] == row["dimensions"]])
+    (estimates / "withheld" / "extra_pane000.jsonl").write_text(json.dumps(imprecise) + "\n")
+    page = dashboard.write(str(estimates), str(tmp_path / "page.html"))
+    browser.get(Path(page).as_uri())
+    wait_for(browser, "window.dashboardReady === true")
+    assert severe_logs(browser) == []
+    (cond,) = traces(browser, "chart-conditionals", "estimate")
+    assert cond["y"][-1] == 1.0
+    assert table_rows(browser, "conditionals-table") == [[
+        cond["name"], "1.0000*", "0.0500 – 1.0000", "1.4300", f"{row['given_count']:.0f}"]]
+    (held,) = traces(browser, "chart-reports", "withheld")
+    assert held["y"] == [r["n_reports"] for r in held_before]
+    assert all("never_true" not in " ".join(r) for r in table_rows(browser, "withheld-table"))
+    note = browser.find_element("id", "precision-held").text
+    assert note == ("1 estimate(s) of this window held back as not precise enough to publish (not a privacy "
+                    "holdback): P(x | never_true) held back: the given set is not present.")
 
 
 def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):

@@ -1,0 +1,99 @@
+"""The publication engine's rows, without Beam: one out-of-range policy for every estimate kind, the
+two causes of holding back told apart, and batch and streaming publishing through one path."""
+import math
+
+import numpy as np
+import pytest
+
+from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.pipelines.simulate import simulate_population
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneEngine, Status, batch_window
+from ldp_marginals.transforms.publication.rows import window_rows
+from ldp_marginals.transforms.source import Partial
+from tests.configs import SMALL_CONFIG
+
+RICH = dict(SMALL_CONFIG, min_reports=0, channel={"mechanism": "symmetric", "epsilon": 0.4},
+            features=SMALL_CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0, "high": 60}],
+            means=[{"of": "minutes", "by": ["os"]}], conditionals=[{"of": ["beta"], "given": ["dark"]}],
+            conditional_alpha=0.4)
+RANGE = {"marginals": lambda r: (0.0, 1.0), "tables": lambda r: (0.0, 1.0), "conditionals": lambda r: (0.0, 1.0),
+         "extremes": lambda r: (0.0, float(r["n"])), "means": lambda r: (r["low"], r["high"])}
+
+
+def accumulator(cfg, n, seed):
+    pop = simulate_population(cfg, n, seed=seed, span_seconds=60)
+    keys = np.array([client_key(c) for c in pop.clients], dtype=np.uint64) if pop.clients is not None else None
+    named = np.ones(n, bool) if keys is not None else None
+    return cfg.aggregator.add_packed(cfg.aggregator.create(), pop.noisy, keys, named)
+
+
+def test_every_estimate_lies_inside_its_interval_and_its_display_inside_the_possible_range():
+    """Tiny, very noisy windows: estimates leave what is possible (negative counts, probabilities
+    above 1, means below low). Every row keeps the unbiased estimate inside its own interval, and
+    displays it projected into the possible range, flagged."""
+    cfg = parse_config(RICH)
+    flagged = {}
+    for seed in range(40):
+        for kind, row in window_rows(cfg, (), accumulator(cfg, 12, seed), (0, 60_000)):
+            if kind == "withheld":
+                continue
+            lo, hi = RANGE[kind](row)
+            est = row["frequency"] if kind in ("marginals", "tables") else row["estimate"]
+            low, high = ((row["frequency_low"], row["frequency_high"]) if kind in ("marginals", "tables")
+                         else (row["ci_low"], row["ci_high"]))
+            shown = row["display_frequency"] if kind in ("marginals", "tables") else row["display_estimate"]
+            assert row["ci_low"] <= row["estimate"] <= row["ci_high"], row
+            assert lo <= row["display_low"] <= shown <= row["display_high"] <= hi, row
+            assert row["out_of_range"] == (not lo <= est <= hi), row
+            assert (row["display_low"], shown, row["display_high"]) == (
+                min(max(low, lo), hi), min(max(est, lo), hi), min(max(high, lo), hi))
+            if kind in ("marginals", "tables"):
+                assert row["frequency_low"] * row["n_reports"] == pytest.approx(row["ci_low"])
+            flagged[kind] = flagged.get(kind, 0) + row["out_of_range"]
+    assert all(flagged.get(kind) for kind in RANGE), flagged   # every kind met the policy out of range
+
+
+def test_precision_and_privacy_holdbacks_are_told_apart():
+    cfg = parse_config(dict(RICH, conditional_alpha=0.001, min_reports=5))
+    acc = accumulator(cfg, 12, 1)
+    rows = [r for kind, r in window_rows(cfg, (), acc, (0, 60_000)) if kind == "withheld"]
+    assert rows and {(r["cause"], r["statistic"]) for r in rows} <= {("precision", "conditional"),
+                                                                      ("precision", "mean"),
+                                                                      ("privacy", "client_extremes")}
+    assert all(r["n_reports"] == 12 for r in rows)
+    assert any(r["cause"] == "precision" for r in rows)
+    # the guard: a window below min_reports is one privacy row that counts its reports
+    out = batch_window(cfg, (0, 60_000), [(0, (), accumulator(cfg, 3, 2))])
+    (held,) = out["withheld"]
+    assert (held["cause"], held["statistic"], held["n_reports"], held["reason"]) == (
+        "privacy", "all", 3, "3 reports < min_reports=5")
+    assert not any(out[k] for k in out if k != "withheld")
+
+
+def test_batch_and_streaming_publish_the_same_rows_through_one_path():
+    """The same slices: batch's one pane per window, and the streaming engine's on-time pane (final,
+    lateness 0) after every partial arrived on time, give identical rows of every kind."""
+    cfg = parse_config(dict(SMALL_CONFIG, min_reports=20, window={"type": "fixed", "size_seconds": 60},
+                            dimensions={"region": {"max_values": 1}}))
+    slices = [(0, (("region", r),), accumulator(cfg, n, seed)) for seed, (r, n) in
+              enumerate([("eu", 150), ("us", 60), ("ap", 10)])]   # the cap merges us and ap into __other__
+    batch = batch_window(cfg, (0, 60_000), slices)
+    engine, status, bag = PaneEngine(cfg), Status(), []
+    for start, dims, acc in slices:
+        step = engine.on_partial(status, start, Partial(cfg.name, dims, cfg.aggregator.copy(acc)), lambda: bag)
+        bag += step.append
+    panes = engine.on_watermark(status, END_OF_TIME_US, lambda: bag).panes
+    assert {f.timing for f in panes} == {"on_time"} and len({f.pane for f in panes}) == 1
+    streaming = {f.kind: f.rows for f in panes}
+    assert {k for k, rows in batch.items() if rows} == set(streaming)
+    for kind, rows in streaming.items():
+        assert _canonical(rows) == _canonical(batch[kind]), kind
+    assert {tuple(sorted(r["dimensions"].items())) for r in batch["marginals"]} == {
+        (("region", "eu"),), (("region", "__other__"),)}
+    assert any(r["name"] == "active_client" for r in batch["extremes"])
+
+
+def _canonical(rows):
+    return sorted(repr(sorted((k, round(v, 9) if isinstance(v, float) and math.isfinite(v) else v)
+                              for k, v in r.items())) for r in rows)
