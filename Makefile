@@ -11,7 +11,7 @@ BENCH  := $(VENV)/.installed-bench
 # the deployment images' pins, used as constraints here so the tests run the versions that ship
 PINS   := deploy/dataflow/requirements.txt
 
-.PHONY: env test demo bench clean
+.PHONY: env jvm cluster-up cluster-down test demo bench clean
 
 env: $(STAMP)
 
@@ -29,7 +29,29 @@ $(CHROMEDRIVER):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver
 
-test: $(STAMP) $(CHROMEDRIVER)
+# The JVM parts of the local cluster (Flink job server, Kafka IO, a Kafka broker), resolved by Maven
+# from deploy/flink/jvm/*/pom.xml into .jvm/ (ignored; no jar is committed).
+JVM      := .jvm
+JVM_JOBS := $(JVM)/job-server/.resolved
+JVM_KAFKA := $(JVM)/kafka/.resolved
+
+$(JVM)/%/.resolved: deploy/flink/jvm/%/pom.xml
+	rm -rf $(JVM)/$*/lib
+	mvn --batch-mode --quiet -f $< dependency:copy-dependencies -DincludeScope=runtime \
+	  -DoutputDirectory=$(abspath $(JVM))/$*/lib
+	touch $@
+
+jvm: $(JVM_JOBS) $(JVM_KAFKA)
+
+# a Kafka broker on 127.0.0.1:9092 and the Flink job server on localhost:8099 (parallelism 2, with the
+# Kafka IO expansion service on localhost:8097); cluster-down stops them by process id
+cluster-up: $(STAMP) jvm
+	$(PY) -m ldp_marginals.pipelines.local_cluster up
+
+cluster-down: $(STAMP)
+	$(PY) -m ldp_marginals.pipelines.local_cluster down
+
+test: $(STAMP) $(CHROMEDRIVER) jvm
 	$(PY) -m pytest
 
 demo: $(STAMP)
@@ -44,4 +66,4 @@ bench: $(BENCH)
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(JVM) .pytest_cache build *.egg-info

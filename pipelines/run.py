@@ -47,6 +47,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="event time of a Kafka record (default CreateTime: the producer's timestamp)")
     _option(parser, "--kafka-consumer-config", action="append", metavar="KEY=VALUE",
             help="Kafka consumer property (security, group.id); repeatable")
+    _option(parser, "--kafka-max-records", type=int, metavar="N",
+            help="stop after N records (a replay of a known stream; default: read for ever)")
+    _option(parser, "--kafka-expansion-service", metavar="HOST:PORT",
+            help="a running Java expansion service for Kafka IO (the local cluster's: localhost:8097)")
     _option(parser, "--kafka-java-boot", metavar="PATH",
             help="Java SDK harness boot binary on the workers: run the Kafka reader as a process there "
                  "(Flink on Kubernetes) instead of in Docker")

@@ -65,8 +65,11 @@ class ReadKafkaReports(ReportSource):
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, timestamp_policy: str = "CreateTime",
-                 consumer_config: dict | None = None, expansion_service=None):
+                 consumer_config: dict | None = None, expansion_service=None, max_records: int | None = None):
         super().__init__()
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got max_records={max_records}")
+        self.max_records = max_records
         if timestamp_policy not in KAFKA_TIMESTAMP_POLICIES:
             raise ValueError(f"timestamp_policy must be one of {list(KAFKA_TIMESTAMP_POLICIES)}, "
                              f"got timestamp_policy={timestamp_policy!r}")
@@ -81,6 +84,7 @@ class ReadKafkaReports(ReportSource):
         return {RECORDS: (pbegin
                           | "ReadKafka" >> ReadFromKafka(consumer_config=self.consumer_config, topics=[topic],
                                                         timestamp_policy=self.timestamp_policy,
+                                                        max_num_records=self.max_records,
                                                         expansion_service=self.expansion_service)
                           | "Label" >> beam.Map(lambda kv: (kv[1], f"kafka:{topic}")))}
 
@@ -109,7 +113,8 @@ def make_source(args, configs: dict, expansion_service=None) -> ReportSource:
             raise ValueError("--kafka-bootstrap is required with --kafka-topic, got --kafka-bootstrap=None")
         return ReadKafkaReports(args.kafka_bootstrap, args.kafka_topic, args.kafka_timestamp_policy,
                                 _key_values(args.kafka_consumer_config, "--kafka-consumer-config"),
-                                expansion_service or kafka_expansion_service(args.kafka_java_boot))
+                                expansion_service or args.kafka_expansion_service
+                                or kafka_expansion_service(args.kafka_java_boot), args.kafka_max_records)
     if args.input:
         if args.streaming:
             raise ValueError("--input reads files in batch; use --subscription or --kafka-topic with --streaming")

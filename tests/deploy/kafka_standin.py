@@ -1,10 +1,11 @@
-"""A stand-in for Beam's Java IO expansion service, for building the Kafka pipeline offline.
+"""A stand-in for Beam's Java IO expansion service, for building the Kafka pipeline in the fast tests.
 
-The real service is a jar from Maven Central, which this machine cannot reach. The stand-in answers
-the same Expand request in-process: it records the configuration our pipeline sends for Kafka's
+The real service runs in the tests marked ``kafka`` (``tests/cluster``, JVM parts resolved by ``make
+jvm``); these fast tests build the pipeline without a JVM. The stand-in answers the same Expand
+request in-process: it records the configuration our pipeline sends for Kafka's
 URN (decoded from the schema-encoded payload, as the Java side decodes it) and expands the
 transform to a Python placeholder that produces ``KV<bytes, bytes>`` like the real reader. What it
-cannot check is that the Java side accepts the configuration; see deploy/README.md.
+cannot check is that the Java side accepts the configuration: the ``kafka`` tests do.
 """
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ class KafkaExpansionStandIn:
         response = self._servicer.Expand(standin, context)
         if not response.error:  # like Java's: the composite keeps Kafka's URN and configuration
             response.transform.spec.CopyFrom(request.transform.spec)
+            for env in response.components.environments.values():
+                del env.dependencies[:]   # nothing to stage: the placeholder never runs
         return response
 
 

@@ -21,6 +21,8 @@ from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_populati
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import read_rows
 
+pytestmark = pytest.mark.browser   # the slow part of the suite: Chromium and the demo job
+
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 CHARTS = ("chart-marginals", "chart-correlations", "chart-tables", "chart-extremes", "chart-reports")
 
