@@ -28,6 +28,9 @@ FLINK_VERSION = "1.19"
 JVM_DIR = ".jvm"
 JAVA_OPENS = ["--add-opens=java.base/java.lang=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED",
               "--add-opens=java.base/java.util=ALL-UNNAMED"]
+# slf4j-simple's settings: Flink's and Beam's log lines, with times, into the part's log file
+JAVA_LOGGING = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS"]
 JOB_SERVER_MAIN = "org.apache.beam.runners.flink.FlinkJobServerDriver"
 EXPANSION_MAIN = "org.apache.beam.sdk.expansion.service.ExpansionService"
 BROKER_MAIN, STORAGE_MAIN = "kafka.Kafka", "kafka.tools.StorageTool"
@@ -226,8 +229,8 @@ def _start_job_server(cluster: Cluster, jvm_dir: str) -> None:
             "execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION", ""]))
     jamm = [os.path.join(lib, n) for n in os.listdir(lib) if n.startswith("jamm-")]
     log = os.path.join(cluster.run_dir, "job-server.log")
-    proc = _spawn([_java(), "-Xmx3g", *(f"-javaagent:{j}" for j in jamm), *JAVA_OPENS, "-cp", os.path.join(lib, "*"),
-                   JOB_SERVER_MAIN, "--flink-master=[local]", f"--flink-conf-dir={conf}",
+    proc = _spawn([_java(), "-Xmx3g", *(f"-javaagent:{j}" for j in jamm), *JAVA_OPENS, *JAVA_LOGGING,
+                   "-cp", os.path.join(lib, "*"), JOB_SERVER_MAIN, "--flink-master=[local]", f"--flink-conf-dir={conf}",
                    f"--job-port={cluster.job_port}", "--artifact-port=0", "--expansion-port=-1",
                    f"--artifacts-dir={os.path.join(cluster.run_dir, 'artifacts')}"], log)
     cluster.pids["job_server"] = proc.pid
@@ -237,7 +240,7 @@ def _start_job_server(cluster: Cluster, jvm_dir: str) -> None:
 def _start_expansion(cluster: Cluster, jvm_dir: str) -> None:
     lib = lib_dir(jvm_dir, "job-server")
     log = os.path.join(cluster.run_dir, "expansion.log")
-    proc = _spawn([_java(), "-Xmx1g", *JAVA_OPENS, "-cp", os.path.join(lib, "*"), EXPANSION_MAIN,
+    proc = _spawn([_java(), "-Xmx1g", *JAVA_OPENS, *JAVA_LOGGING, "-cp", os.path.join(lib, "*"), EXPANSION_MAIN,
                    str(cluster.expansion_port), "--defaultEnvironmentType=EMBEDDED",
                    "--experiments=use_deprecated_read"], log)
     cluster.pids["expansion"] = proc.pid

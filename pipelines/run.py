@@ -62,6 +62,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="override every collection's window (seconds)")
     _option(parser, "--allowed-lateness-seconds", type=float,
             help="override every collection's allowed lateness (streaming)")
+    _option(parser, "--dead-letter-seconds", type=int, default=60, metavar="S",
+            help="streaming: write the dead letters gathered so far every S seconds of processing time "
+                 "(default 60)")
     _option(parser, "--detach", action="store_true",
             help="submit the job and return without waiting (Dataflow, Flink)")
     _option(parser, "--per-element", action="store_true",
@@ -105,10 +108,11 @@ def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds:
 def make_sink(args):
     """Files under ``--output`` always; BigQuery tables too with ``--bigquery-dataset`` (its refused
     rows become dead-letter files under ``--output``)."""
-    files = FileSink(args.output, streaming=args.streaming)
+    files = FileSink(args.output, streaming=args.streaming, dead_letter_seconds=args.dead_letter_seconds)
     if not args.bigquery_dataset:
         return files
-    return Sinks(files, BigQuerySink(args.bigquery_dataset, args.output, args.bigquery_method, args.streaming))
+    return Sinks(files, BigQuerySink(args.bigquery_dataset, args.output, args.bigquery_method, args.streaming,
+                                     dead_letter_seconds=args.dead_letter_seconds))
 
 
 def make_pipeline(argv=None, expansion_service=None):
@@ -121,6 +125,8 @@ def make_pipeline(argv=None, expansion_service=None):
     if args.input and not args.streaming:
         check_input(args.input, args.allow_empty)
     check_output(args.output)
+    if args.dead_letter_seconds < 1:
+        raise ValueError(f"--dead-letter-seconds must be >= 1, got --dead-letter-seconds={args.dead_letter_seconds!r}")
     if not args.progress_seconds >= 0:
         raise ValueError(f"--progress-seconds must be >= 0, got --progress-seconds={args.progress_seconds!r}")
     options = PipelineOptions(beam_args)

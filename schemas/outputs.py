@@ -90,10 +90,18 @@ def latest_panes(folder: str, ext: str = JSON_LINES) -> list:
 
 
 def read_rows(output_dir: str, kind: str) -> list:
-    """The rows of ``kind`` as a reader of the outputs sees them: from the JSON-lines files, the
-    latest pane of each window and collection (:func:`latest_panes`)."""
+    """The rows of ``kind`` as a reader of the outputs sees them, from the JSON-lines files: for the
+    estimates, the latest pane of each window and collection (:func:`latest_panes`: a pane holds the
+    window's estimate so far); for the dead letters, every pane (a streaming job writes the letters
+    gathered since its last pane)."""
+    folder = kind_dir(output_dir, kind)
+    if kind == DEAD_LETTERS:
+        paths = sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                       if n.endswith(JSON_LINES)) if os.path.isdir(folder) else []
+    else:
+        paths = latest_panes(folder)
     rows = []
-    for path in latest_panes(kind_dir(output_dir, kind)):
+    for path in paths:
         with open(path) as fh:
             rows += [json.loads(line) for line in fh if line.strip()]
     return rows

@@ -17,7 +17,8 @@ The adapter only moves state in and out and sets timers. State, per collection k
 - ``through_us``: how far the watermark is known to have passed (the latest event timer that fired);
 - ``early_set``: whether an early firing is pending.
 
-The step knows the watermark has passed ``T`` when its own event-time timer for ``T`` fires. It sees
+The step knows the watermark has passed ``T`` when its own event-time timer for ``T`` fires (set on
+the next whole millisecond: Java runners keep timers in milliseconds). It sees
 partials (one per bundle, collection, dimensions and slice), never reports.
 """
 from __future__ import annotations
@@ -75,23 +76,24 @@ class WindowPanesFn(beam.DoFn):
             count(VALID, int(step.counted), self._valid)
         if step.arm_early:
             early.set(Timestamp.of(self.clock() + self.config.early_firing_seconds))
-        yield from self._apply(step, status, entries, windows, through, early_set, event)
+        yield from self._apply(step, status, entries, windows, through, early_set, event, early)
 
     @on_timer(EVENT)
     def on_event(self, fired=beam.DoFn.TimestampParam, entries=beam.DoFn.StateParam(ENTRIES),
                  windows=beam.DoFn.StateParam(WINDOWS), through=beam.DoFn.StateParam(THROUGH),
-                 early_set=beam.DoFn.StateParam(EARLY_SET), event=beam.DoFn.TimerParam(EVENT)):
+                 early_set=beam.DoFn.StateParam(EARLY_SET), event=beam.DoFn.TimerParam(EVENT),
+                 early=beam.DoFn.TimerParam(EARLY)):
         status = self._status(windows, through, early_set)
         step = self._engine.on_watermark(status, fired.micros, lambda: self._entries(entries))
-        yield from self._apply(step, status, entries, windows, through, early_set, event)
+        yield from self._apply(step, status, entries, windows, through, early_set, event, early)
 
     @on_timer(EARLY)
     def on_early(self, entries=beam.DoFn.StateParam(ENTRIES), windows=beam.DoFn.StateParam(WINDOWS),
                  through=beam.DoFn.StateParam(THROUGH), early_set=beam.DoFn.StateParam(EARLY_SET),
-                 event=beam.DoFn.TimerParam(EVENT)):
+                 event=beam.DoFn.TimerParam(EVENT), early=beam.DoFn.TimerParam(EARLY)):
         status = self._status(windows, through, early_set)
         step = self._engine.on_early(status, lambda: self._entries(entries))
-        yield from self._apply(step, status, entries, windows, through, early_set, event)
+        yield from self._apply(step, status, entries, windows, through, early_set, event, early)
 
     # -- state in and out ----------------------------------------------------------------------------
     @staticmethod
@@ -105,7 +107,7 @@ class WindowPanesFn(beam.DoFn):
         aggregator = self.config.aggregator
         return [entry_from_bytes(data, aggregator) for data in entries.read()]
 
-    def _apply(self, step, status, entries, windows, through, early_set, event):
+    def _apply(self, step, status, entries, windows, through, early_set, event, early):
         aggregator = self.config.aggregator
         if step.store is not None:
             entries.clear()
@@ -118,13 +120,23 @@ class WindowPanesFn(beam.DoFn):
             through.write(status.through_us)
         early_set.write(status.early_set)
         if step.event_us is not None:
-            event.set(Timestamp(micros=step.event_us))
+            event.set(Timestamp(micros=_whole_ms(step.event_us)))
+        if step.disarm_early:
+            early.clear()
         for batch in step.late:
             yield late_batch(batch)
         for pane in step.panes:
             for row in pane.rows:
                 yield beam.pvalue.TaggedOutput(pane.kind, row)
             yield beam.pvalue.TaggedOutput(PANES, pane)
+
+
+def _whole_ms(micros: int) -> int:
+    """``micros`` rounded up to a whole millisecond. Java runners (Flink, Dataflow) keep timers in
+    milliseconds and truncate: a timer at a window's last microsecond would fire a millisecond early,
+    find nothing due, set itself again and loop. Report times are whole milliseconds, so the
+    watermark reaching the next whole millisecond says the same as passing the last microsecond."""
+    return -(-micros // 1000) * 1000
 
 
 def _key_with_slice(partial, ts=beam.DoFn.TimestampParam):

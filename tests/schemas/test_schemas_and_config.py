@@ -203,3 +203,14 @@ def test_numeric_features_means_and_all_pairs():
     assert len(pairs) == len(cfg.conditionals) == 6 * 5 - 3 * 2
     assert ("dark", "os=mac") in pairs and ("os=mac", "dark") in pairs and ("os=mac", "os=win") not in pairs
     assert not any("m" in pair for pair in pairs)
+
+
+def test_readers_take_an_estimates_latest_pane_and_every_dead_letter_pane(tmp_path):
+    from ldp_marginals.schemas.outputs import DEAD_LETTERS, MARGINALS, read_rows
+    for kind, stem in ((MARGINALS, "19700101T000000000Z_19700101T000000010Z_c"), (DEAD_LETTERS, "global_all")):
+        (tmp_path / kind).mkdir()
+        for pane in (0, 1):
+            (tmp_path / kind / f"{stem}_pane{pane:03d}.jsonl").write_text(json.dumps({"pane": pane}) + "\n")
+    # an estimate pane holds the window so far; a streaming dead-letter pane holds what came since the last
+    assert read_rows(str(tmp_path), MARGINALS) == [{"pane": 1}]
+    assert read_rows(str(tmp_path), DEAD_LETTERS) == [{"pane": 0}, {"pane": 1}]

@@ -87,8 +87,8 @@ class Status:
 @dataclass
 class Step:
     """What one event produced: pane files, late batches, reports counted, entries to append to the
-    bag or (``store``) the bag's whole new content, the next event timer and whether to arm an
-    early firing."""
+    bag or (``store``) the bag's whole new content, the next event timer, and whether to arm or to
+    disarm the early firing."""
 
     panes: list = field(default_factory=list)
     late: list = field(default_factory=list)
@@ -97,6 +97,7 @@ class Step:
     store: list | None = None
     event_us: int | None = None
     arm_early: bool = False
+    disarm_early: bool = False
 
 
 def cap_states(config, states: dict, merge: Callable) -> dict:
@@ -232,10 +233,14 @@ class PaneEngine:
         else:
             step.append.append(entry)
         step.event_us = self.next_event_us(status)
-        if self.config.early_firing_seconds and not status.early_set and any(
-                ws.dirty and not ws.on_time for ws in status.windows.values()):
+        if self.config.early_firing_seconds and not status.early_set and self._early_due(status):
             status.early_set = step.arm_early = True
         return step
+
+    @staticmethod
+    def _early_due(status: Status) -> bool:
+        """Whether a window has new data and has not had its on-time pane (what early firings serve)."""
+        return any(ws.dirty and not ws.on_time for ws in status.windows.values())
 
     def on_watermark(self, status: Status, now_us: int, read_entries: Callable) -> Step:
         """The watermark has passed ``now_us`` (an event timer fired)."""
@@ -255,6 +260,11 @@ class PaneEngine:
                 del status.windows[w]
             step.store = self._live(status, entries) if closing else entries
         step.event_us = self.next_event_us(status)
+        if status.early_set and not self._early_due(status):
+            # every window with new data has had its on-time pane: no early firing is owed, and a
+            # pending processing-time timer would keep a drained job from finishing (Flink waits for it)
+            status.early_set = False
+            step.disarm_early = True
         return step
 
     def on_early(self, status: Status, read_entries: Callable) -> Step:

@@ -1,0 +1,111 @@
+"""What the streaming tests on the local cluster share: a Kafka producer, report times moved to the
+near future, waiting on what the job wrote, and a job that runs until the test cancels it.
+
+Why the near future: Kafka IO's CreateTime watermark is the newest record time it has read, except
+that a partition it has caught up with moves its watermark to the wall clock. Reports stamped a few
+seconds ahead therefore close their windows as the clock passes them, which the test can see
+(a window's first pane file) and act on (a late report, a crash) at a known point of the stream."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+
+import pytest
+
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.run import make_pipeline, write_collections
+from ldp_marginals.schemas.outputs import JSON_LINES, file_stem, kind_dir, split_pane
+
+HOUR_MS = 3_600_000
+# A streaming job ends when the test cancels it: the in-process (LOOPBACK) SDK worker's gRPC threads
+# then end with CANCELLED, which pytest reports as unhandled thread exceptions. Beam's threads, not ours.
+CANCELLED_WORKER_THREADS = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+
+
+def produce(bootstrap: str, topic: str, messages, partitions: int = 2, create: bool = True) -> None:
+    """``(value, timestamp_ms)`` messages to ``topic`` (made with ``partitions`` partitions when
+    ``create``), message i to partition i % partitions, in the given order."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    if create:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 << 20)
+    for i, (value, ts) in enumerate(messages):
+        producer.send(topic, value=value, timestamp_ms=ts, partition=i % partitions)
+    producer.flush()
+    producer.close()
+
+
+def singles(records, default_ms: int | None = None) -> list:
+    """One Kafka message per report, stamped with its event time (``default_ms`` for a report whose
+    time is negative: a fault, which Kafka would stamp with the broker's clock)."""
+    return [(schemas.encode_message("noisy_report", r), r["event_time"] if r["event_time"] >= 0 else default_ms)
+            for r in records]
+
+
+def rescale(records, origin_ms: int, t0_ms: int, window_s: int) -> list:
+    """Reports of hourly windows from ``origin_ms`` moved onto ``window_s``-second windows from
+    ``t0_ms``: each report keeps its window index and its place in it (ms are floored, so no report
+    changes window). Reports with a negative time (the faults) stay as they are."""
+    scale = HOUR_MS // (window_s * 1000)
+    return [dict(r, event_time=t0_ms + (r["event_time"] - origin_ms) // scale) if r["event_time"] >= 0 else r
+            for r in records]
+
+
+def window_index(record, t0_ms: int, window_s: int) -> int:
+    return (record["event_time"] - t0_ms) // (window_s * 1000)
+
+
+def next_start_ms(window_s: int, ahead_s: float) -> int:
+    """The first window start at least ``ahead_s`` seconds from now."""
+    size = window_s * 1000
+    return -(-int((time.time() + ahead_s) * 1000) // size) * size
+
+
+def wait_until(what: str, predicate, timeout_s: float, poll_s: float = 0.5):
+    """Poll ``predicate`` until it returns something true; fail the test naming ``what`` after
+    ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def panes_of(output: str, kind: str, collection: str, window: tuple) -> list:
+    """The pane indices written for one kind, collection and window (JSON lines; sorted)."""
+    stem = file_stem(window, collection, 0).rpartition("_pane")[0]
+    folder = kind_dir(output, kind)
+    if not os.path.isdir(folder):
+        return []
+    out = []
+    for name in os.listdir(folder):
+        parts = split_pane(name)
+        if parts and parts[0] == stem and name.endswith(JSON_LINES):
+            out.append(parts[1])
+    return sorted(out)
+
+
+def rows_of(output: str, kind: str, collection: str, window: tuple, pane: int) -> list:
+    with open(os.path.join(kind_dir(output, kind), file_stem(window, collection, pane) + JSON_LINES)) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@contextlib.contextmanager
+def running_job(argv):
+    """The job of ``ldp-marginals run argv`` submitted and left running; cancelled on leaving."""
+    pipeline, args, configs = make_pipeline(argv)
+    write_collections(args.output, configs)
+    result = pipeline.run()
+    try:
+        yield result
+    finally:
+        with contextlib.suppress(Exception):   # a job server killed by the test cannot answer
+            result.cancel()

@@ -1,0 +1,120 @@
+"""Streaming from a real Kafka broker on Flink: a producer writes single-report and container
+messages of two collections, out of order, with event times as Kafka CreateTime, and a few damaged
+messages; then, once the job has published a window's on-time pane, reports of that window within
+the allowed lateness, and once the window has closed, reports past it. The job reads the topic on
+Flink with --streaming. When every window has closed, the latest panes equal the batch path's rows
+on the reports the stream counted, the reports past the lateness are late dead letters, and counted
+plus dead-lettered equals produced.
+
+Windows are 10 s long and the reports are stamped a few seconds ahead (see ``streams``), so the
+stream's watermark is the wall clock and the test takes about a minute and a half."""
+import json
+import random
+
+import pytest
+
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.run import run
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, EXTREMES, MARGINALS, WITHHELD, read_rows
+from tests.cluster import streams
+from tests.cluster.test_flink_batch import RAW, split
+from tests.pipelines.test_same_answers import container, reports
+
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
+
+WINDOW_S, LATENESS_S = 10, 20
+STREAM = dict(RAW, window={"type": "fixed", "size_seconds": WINDOW_S}, allowed_lateness_seconds=LATENESS_S)
+# the second collection fires early panes every 2 s of processing time (Flink's processing-time timers)
+SECOND = dict(STREAM, collection="second", early_firing_seconds=2)
+
+
+CLIENT_EXTREMES = {e["name"] for e in RAW["extremes"] if e.get("over") == "client"}
+
+
+def closed(output: str, collection: str, window: tuple) -> bool:
+    """Whether the window's final pane has been written: the only pane with the extremes over
+    clients, or with a withheld row for them or for a whole key (a window too small)."""
+    return any(row["name"] in CLIENT_EXTREMES
+               for pane in streams.panes_of(output, EXTREMES, collection, window)
+               for row in streams.rows_of(output, EXTREMES, collection, window, pane)) or any(
+        row["statistic"] in ("all", "client_extremes")
+        for pane in streams.panes_of(output, WITHHELD, collection, window)
+        for row in streams.rows_of(output, WITHHELD, collection, window, pane))
+
+
+def test_kafka_stream_on_flink_gives_the_batch_rows(cluster, tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps([STREAM, SECOND]))
+    t0 = streams.next_start_ms(WINDOW_S, ahead_s=25)
+    records, faults = [], 6   # reports() ends with one report of each fault
+    for raw in (STREAM, SECOND):
+        records += streams.rescale(reports(parse_config(raw)), DEFAULT_START_MS, t0, WINDOW_S)
+    w0 = (t0, t0 + WINDOW_S * 1000)
+    # held back from the first collection's first window: 120 reports sent within its lateness and
+    # 80 after it closed
+    first_w0 = [i for i, r in enumerate(records[:len(records) // 2 - faults])
+                if streams.window_index(r, t0, WINDOW_S) == 0]
+    rng = random.Random(3)
+    held = rng.sample(first_w0, 200)
+    within, past = [records[i] for i in held[:120]], [records[i] for i in held[120:]]
+    held = set(held)
+    on_time = [r for i, r in enumerate(records) if i not in held]
+    rng.shuffle(on_time)   # out of order: windows and collections interleaved
+    messages = streams.singles(on_time[:1500], default_ms=t0)
+    rest = on_time[1500:]
+    batches = [rest[i:i + 400] for i in range(0, len(rest), 400)]
+    messages += [(container(b), min(max(r["event_time"], t0) for r in b)) for b in batches]
+    damaged = [(b"\x00\x01not avro", t0), (messages[-1][0][:200], t0)]
+    messages += damaged
+    rng.shuffle(messages)
+    streams.produce(cluster.bootstrap, "reports", messages)
+
+    out = str(tmp_path / "stream")
+    argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", "reports",
+            "--kafka-bootstrap", cluster.bootstrap, "--kafka-timestamp-policy", "CreateTime",
+            "--kafka-consumer-config", "auto.offset.reset=earliest",
+            "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "2",
+            "--output", out] + cluster.pipeline_args()
+    windows = sorted({(t0 + streams.window_index(r, t0, WINDOW_S) * WINDOW_S * 1000,
+                       t0 + (streams.window_index(r, t0, WINDOW_S) + 1) * WINDOW_S * 1000)
+                      for r in on_time if r["event_time"] >= 0})
+    with streams.running_job(argv):
+        # the first pane of the first window is its on-time pane (this collection fires no early pane)
+        streams.wait_until("the first window's on-time pane", lambda: streams.panes_of(out, MARGINALS, "app", w0), 90)
+        assert not closed(out, "app", w0), "the window closed before its late reports were sent"
+        streams.produce(cluster.bootstrap, "reports", streams.singles(within), create=False)
+        streams.wait_until("the first window's close", lambda: closed(out, "app", w0), 60)
+        streams.produce(cluster.bootstrap, "reports", streams.singles(past), create=False)
+        for collection in ("app", "second"):
+            for w in windows:
+                streams.wait_until(f"the close of {collection} {w}",
+                                   lambda c=collection, w=w: closed(out, c, w), 90)
+        streams.wait_until("the late dead letters", lambda: sum(
+            d["reports"] for d in read_rows(out, DEAD_LETTERS) if d["reason"] == "late") >= len(past), 30)
+
+    counted = on_time + within
+    schemas.write_avro(tmp_path / "counted.avro", "noisy_report", counted)
+    expected = run(["--config", str(tmp_path / "c.json"), "--input", str(tmp_path / "counted.avro"),
+                    "--output", str(tmp_path / "batch"), "--runner", "DirectRunner"])
+    for kind in ESTIMATE_KINDS:
+        keys_b, floats_b = split(read_rows(str(tmp_path / "batch"), kind))
+        keys_s, floats_s = split(read_rows(out, kind))
+        assert keys_s == keys_b and keys_b, kind
+        for a, b in zip(floats_s, floats_b):
+            assert a == pytest.approx(b, rel=1e-9, abs=1e-12), kind
+    # the late pane: the first window's marginals were published again with the reports within lateness
+    assert len(streams.panes_of(out, MARGINALS, "app", w0)) >= 2
+    # dead letters: the faults as in batch, the reports past the lateness as late, the damaged messages
+    dead = read_rows(out, DEAD_LETTERS)
+    by_reason = {}
+    for d in dead:
+        by_reason[d["reason"]] = by_reason.get(d["reason"], 0) + d["reports"]
+    assert by_reason.pop("late") == len(past)
+    unreadable = [d for d in dead if d["reason"] in ("undecodable", "damaged_block")]
+    assert sorted(d["source"].partition("@")[0] for d in unreadable) == ["kafka:reports"] * len(damaged)
+    for d in unreadable:
+        by_reason.pop(d["reason"], None)
+    assert by_reason == expected["dead_letters_by_reason"]
+    # produced = counted (the stream's rows are the batch's on the same reports) + dead-lettered
+    assert expected["reports_counted"] + sum(by_reason.values()) + len(past) == len(records)
