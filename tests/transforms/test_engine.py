@@ -97,3 +97,29 @@ def test_batch_and_streaming_publish_the_same_rows_through_one_path():
 def _canonical(rows):
     return sorted(repr(sorted((k, round(v, 9) if isinstance(v, float) and math.isfinite(v) else v)
                               for k, v in r.items())) for r in rows)
+
+
+def test_early_firing_is_disarmed_once_no_window_can_use_it():
+    """An early firing is armed by new data in a window before its on-time pane, and disarmed when the
+    watermark gives every such window its on-time pane: a drained Flink job waits for a pending
+    processing-time timer and never fires it."""
+    cfg = parse_config(dict(SMALL_CONFIG, min_reports=20, window={"type": "fixed", "size_seconds": 60},
+                            early_firing_seconds=5))
+    engine, status, bag = PaneEngine(cfg), Status(), []
+    acc = accumulator(cfg, 100, 1)
+    for start in (0, 60_000):
+        step = engine.on_partial(status, start, Partial(cfg.name, (), cfg.aggregator.copy(acc)), lambda: bag)
+        bag += step.append
+        assert step.arm_early == (start == 0) and status.early_set
+    step = engine.on_watermark(status, 60_000_000 - 1, lambda: bag)   # the first window is on time
+    assert not step.disarm_early and status.early_set                # the second still has early data
+    step = engine.on_watermark(status, 120_000_000 - 1, lambda: bag)
+    assert step.disarm_early and not status.early_set
+
+
+def test_watermark_timers_are_set_on_whole_milliseconds():
+    """Java runners truncate timers to milliseconds: a timer at a window's last microsecond would fire
+    a millisecond early and set itself again for ever."""
+    from ldp_marginals.transforms.panes import _whole_ms
+    assert _whole_ms(60_000_000 - 1) == 60_000_000 and _whole_ms(60_000_000) == 60_000_000
+    assert _whole_ms(END_OF_TIME_US) % 1000 == 0 and _whole_ms(END_OF_TIME_US) - END_OF_TIME_US == 1
