@@ -74,8 +74,6 @@ class WindowPanesFn(beam.DoFn):
         step = self._engine.on_partial(status, start, partial, lambda: self._entries(entries))
         if step.counted:
             count(VALID, int(step.counted), self._valid)
-        if step.arm_early:
-            early.set(Timestamp.of(self.clock() + self.config.early_firing_seconds))
         yield from self._apply(step, status, entries, windows, through, early_set, event, early)
 
     @on_timer(EVENT)
@@ -121,6 +119,8 @@ class WindowPanesFn(beam.DoFn):
         early_set.write(status.early_set)
         if step.event_us is not None:
             event.set(Timestamp(micros=_whole_ms(step.event_us)))
+        if step.arm_early:
+            early.set(Timestamp.of(self.clock() + self.config.early_firing_seconds))
         if step.disarm_early:
             early.clear()
         for batch in step.late:

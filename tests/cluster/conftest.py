@@ -1,7 +1,11 @@
 """The local cluster for the tests marked ``flink`` and ``kafka``: a Kafka broker (KRaft) and Beam's
-Flink job server (local Flink, parallelism 2), on free ports, started once per session from the
-jars ``make jvm`` resolved and stopped by process id at the end. Never skipped: a missing part fails
-the tests with the fix in one line."""
+Flink job server (local Flink, parallelism 2), on free ports, started from the jars ``make jvm``
+resolved and stopped by process id at the end. Never skipped: a missing part fails the tests with
+the fix in one line.
+
+``cluster`` is shared by the session; ``own_cluster`` belongs to one module, for streaming tests: a
+cancelled streaming job's in-process SDK worker threads end only when the job server goes, with a
+gRPC error that pytest pins on whichever test is running then, so that module stops its own."""
 import os
 
 import pytest
@@ -11,11 +15,23 @@ from ldp_marginals.pipelines import local_cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def _started(tmp_path_factory, name):
     try:
-        c = local_cluster.start(str(tmp_path_factory.mktemp("cluster")), os.path.join(ROOT, local_cluster.JVM_DIR))
+        c = local_cluster.start(str(tmp_path_factory.mktemp(name)), os.path.join(ROOT, local_cluster.JVM_DIR))
     except local_cluster.ClusterError as err:
         pytest.fail(str(err))
+    return c
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    c = _started(tmp_path_factory, "cluster")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory):
+    c = _started(tmp_path_factory, "own_cluster")
     yield c
     c.stop()

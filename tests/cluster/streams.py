@@ -20,7 +20,8 @@ from ldp_marginals.schemas.outputs import JSON_LINES, file_stem, kind_dir, split
 
 HOUR_MS = 3_600_000
 # A streaming job ends when the test cancels it: the in-process (LOOPBACK) SDK worker's gRPC threads
-# then end with CANCELLED, which pytest reports as unhandled thread exceptions. Beam's threads, not ours.
+# then end with CANCELLED or "Socket closed" once the job server goes (the module's own cluster, see
+# conftest), which pytest reports as unhandled thread exceptions. Beam's threads, not ours.
 CANCELLED_WORKER_THREADS = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 

@@ -44,7 +44,8 @@ def closed(output: str, collection: str, window: tuple) -> bool:
         for row in streams.rows_of(output, WITHHELD, collection, window, pane))
 
 
-def test_kafka_stream_on_flink_gives_the_batch_rows(cluster, tmp_path):
+def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
+    cluster = own_cluster
     (tmp_path / "c.json").write_text(json.dumps([STREAM, SECOND]))
     t0 = streams.next_start_ms(WINDOW_S, ahead_s=25)
     records, faults = [], 6   # reports() ends with one report of each fault
