@@ -44,9 +44,11 @@ $(JVM)/%/.resolved: deploy/flink/jvm/%/pom.xml
 jvm: $(JVM_JOBS) $(JVM_KAFKA)
 
 # a Kafka broker on 127.0.0.1:9092 and the Flink job server on localhost:8099 (parallelism 2, with the
-# Kafka IO expansion service on localhost:8097); cluster-down stops them by process id
+# Kafka IO expansion service on localhost:8097); FLINK=session runs Flink as a JobManager and a
+# TaskManager of their own; cluster-down stops them by process id
+FLINK ?= local
 cluster-up: $(STAMP) jvm
-	$(PY) -m ldp_marginals.pipelines.local_cluster up
+	$(PY) -m ldp_marginals.pipelines.local_cluster up --flink $(FLINK)
 
 cluster-down: $(STAMP)
 	$(PY) -m ldp_marginals.pipelines.local_cluster down
@@ -62,7 +64,7 @@ $(BENCH): $(STAMP)
 	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,bench]"
 	touch $(BENCH)
 
-bench: $(BENCH)
+bench: $(BENCH) jvm
 	$(PY) -m benchmarks.run
 
 clean:

@@ -314,8 +314,15 @@ def _check_shape(shape: dict, aggregator: "ReportAggregator") -> None:
         want = dict({k: want[k] for k in ("n_bits", "max_order", "extra")},
                     n_extremes=len(want["extremes"]), n_client_extremes=len(want["client_extremes"]))
     if shape != want:
-        changed = sorted(k for k in want if shape.get(k) != want[k])
-        raise ValueError(f"the saved state was written for another collection shape ({', '.join(changed)} changed: "
-                         f"saved {', '.join(f'{k}={shape.get(k)!r}' for k in changed)}; this config has "
-                         f"{', '.join(f'{k}={want[k]!r}' for k in changed)}); start without the savepoint, or "
-                         "with the config that wrote it")
+        raise ValueError(f"the saved state was written for another collection shape ({shape_changes(shape, want)}); "
+                         "start without the savepoint, or with the config that wrote it")
+
+
+def shape_changes(saved: dict, want: dict) -> str:
+    """What differs between two shapes (of :func:`accumulator_shape`, or any flat dict), for an error:
+    ``"max_order changed: saved max_order=2; this config has max_order=3"``; empty if nothing does."""
+    changed = sorted(k for k in set(want) | set(saved) if saved.get(k) != want.get(k))
+    if not changed:
+        return ""
+    return (f"{', '.join(changed)} changed: saved {', '.join(f'{k}={saved.get(k)!r}' for k in changed)}; "
+            f"this config has {', '.join(f'{k}={want.get(k)!r}' for k in changed)}")

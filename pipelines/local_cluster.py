@@ -4,6 +4,17 @@ on disk) on localhost:8099, and the Java expansion service that expands Kafka IO
 ``ReadFromKafka`` on localhost:8097, with an EMBEDDED environment (the Kafka reader runs inside the
 Flink task manager: no Docker).
 
+Two kinds of Flink (``flink=``):
+
+- ``"local"`` (the default): the job server runs Flink in its own JVM (``--flink-master=[local]``).
+  Quick (a job starts in ~3 s), but nothing survives the process, and Beam 2.62's job server applies
+  ``--savepoint_path`` only with a remote master.
+- ``"session"``: a Flink session cluster of its own processes, a JobManager
+  (``StandaloneSessionClusterEntrypoint``) and a TaskManager (``TaskManagerRunner``), started from
+  the same Maven classpath as the job server, which submits to it over REST. A TaskManager can be
+  killed and another started (a crash the JobManager recovers from the last checkpoint), and a job
+  can be stopped with a savepoint and resubmitted from it. Jobs start in ~20 s (REST submission).
+
 The JVM parts come from Maven (``make jvm``, poms in ``deploy/flink/jvm/``) into ``.jvm/``; this
 module only starts and stops them. ``make cluster-up`` / ``make cluster-down`` call
 ``python -m ldp_marginals.pipelines.local_cluster up|down``; tests start their own on free ports
@@ -12,6 +23,7 @@ module only starts and stops them. ``make cluster-up`` / ``make cluster-down`` c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -20,7 +32,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
+import zipfile
 from dataclasses import asdict, dataclass, field
 
 BEAM_VERSION = "2.62.0"      # the Python SDK's; deploy/flink/jvm/job-server/pom.xml resolves the same
@@ -34,6 +49,17 @@ JAVA_LOGGING = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.si
 JOB_SERVER_MAIN = "org.apache.beam.runners.flink.FlinkJobServerDriver"
 EXPANSION_MAIN = "org.apache.beam.sdk.expansion.service.ExpansionService"
 BROKER_MAIN, STORAGE_MAIN = "kafka.Kafka", "kafka.tools.StorageTool"
+JOBMANAGER_MAIN = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
+TASKMANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
+FLINK_KINDS = ("local", "session")
+# A TaskManager started without Flink's scripts must be given every memory component (the scripts
+# derive them with BashJavaUtils); these add up to a 1.9 GB process with a 1 GB task heap.
+TASKMANAGER_MEMORY = {
+    "taskmanager.memory.framework.heap.size": "128m", "taskmanager.memory.framework.off-heap.size": "128m",
+    "taskmanager.memory.task.heap.size": "1024m", "taskmanager.memory.task.off-heap.size": "0m",
+    "taskmanager.memory.network.min": "64m", "taskmanager.memory.network.max": "64m",
+    "taskmanager.memory.managed.size": "128m", "taskmanager.memory.jvm-metaspace.size": "256m",
+    "taskmanager.memory.jvm-overhead.min": "192m", "taskmanager.memory.jvm-overhead.max": "192m"}
 STATE_FILE = "cluster.json"
 _CHILDREN = {}   # pid -> Popen of the parts this process started (kept, so none is reaped unseen)
 
@@ -51,6 +77,10 @@ class Cluster:
     job_port: int
     expansion_port: int
     parallelism: int
+    flink: str = "local"
+    rest_port: int = 0           # the session cluster's REST port (flink="session")
+    workers_port: int = 0        # the Python SDK worker pool's port (workers=True), else LOOPBACK
+    jvm_dir: str = JVM_DIR
     pids: dict = field(default_factory=dict)   # part -> process id
 
     @property
@@ -74,16 +104,85 @@ class Cluster:
         return os.path.join(self.run_dir, "savepoints")
 
     def pipeline_args(self, checkpoint_ms: int | None = None) -> list:
-        """The Beam options of a job on this cluster (the Python side runs in the submitting process)."""
-        args = ["--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}", "--environment_type=LOOPBACK",
-                f"--parallelism={self.parallelism}"]
+        """The Beam options of a job on this cluster. The Python side runs in the submitting process
+        (LOOPBACK: its threads share one interpreter), or, with a worker pool (``workers=True``), in
+        ``parallelism`` worker processes of their own, as deployed (deploy/flink's worker pool)."""
+        args = ["--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}", f"--parallelism={self.parallelism}"]
+        if self.workers_port:
+            args += ["--environment_type=EXTERNAL", f"--environment_config=localhost:{self.workers_port}",
+                     f"--sdk_worker_parallelism={self.parallelism}"]
+        else:
+            args.append("--environment_type=LOOPBACK")
         if checkpoint_ms:
             args.append(f"--checkpointing_interval={checkpoint_ms}")
+        if self.flink == "session":
+            # the job's classes are on the TaskManager's classpath: stage one small jar instead of
+            # the job server's ~190 (which it would upload with every job otherwise)
+            args.append(f"--files_to_stage={_placeholder_jar(self.run_dir)}")
         return args
+
+    @property
+    def rest(self) -> str:
+        return f"http://localhost:{self.rest_port}"
+
+    def rest_call(self, path: str, body: dict | None = None, method: str | None = None) -> dict:
+        """A call to the session cluster's REST API (GET, or POST with ``body``) -> its JSON."""
+        if self.flink != "session":
+            raise ValueError(f"the REST API is the session cluster's, got flink={self.flink!r}")
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.rest + path, data=data, headers={"Content-Type": "application/json"},
+                                     method=method)
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def running_jobs(self) -> list:
+        return [j["id"] for j in self.rest_call("/jobs")["jobs"] if j["status"] in ("RUNNING", "RESTARTING")]
+
+    def cancel_jobs(self, timeout_s: float = 60.0) -> None:
+        """Cancel every running job through Flink's REST API and wait until none runs. (Beam's job
+        server, submitting to a remote Flink, cancels only its own wait for the job, not the job.)"""
+        for job in self.running_jobs():
+            self.rest_call(f"/jobs/{job}?mode=cancel", method="PATCH")
+        deadline = time.monotonic() + timeout_s
+        while self.running_jobs():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"jobs {self.running_jobs()} still run {timeout_s:.0f} s after their cancellation")
+            time.sleep(0.3)
+
+    def restored_checkpoint(self, job_id: str) -> dict | None:
+        """The checkpoint the JobManager last restored ``job_id`` from (after a failure, or the savepoint
+        it was submitted with): Flink's record of it (``id``, ``is_savepoint``, ``external_path``), or None."""
+        return self.rest_call(f"/jobs/{job_id}/checkpoints")["latest"]["restored"]
+
+    def completed_checkpoints(self, job_id: str) -> int:
+        return int(self.rest_call(f"/jobs/{job_id}/checkpoints")["counts"]["completed"])
+
+    def stop_with_savepoint(self, job_id: str, timeout_s: float = 120.0) -> str:
+        """Stop ``job_id`` with a savepoint (Flink's ``flink stop``) -> the savepoint's path."""
+        trigger = self.rest_call(f"/jobs/{job_id}/stop", {"targetDirectory": f"file://{self.savepoints}",
+                                                          "drain": False})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = self.rest_call(f"/jobs/{job_id}/savepoints/{trigger['request-id']}")
+            if status["status"]["id"] == "COMPLETED":
+                op = status["operation"]
+                if "failure-cause" in op:
+                    raise ClusterError(f"the savepoint of job {job_id} failed: {op['failure-cause'].get('class')}: "
+                                       f"{op['failure-cause'].get('stack-trace', '').splitlines()[0]}")
+                return op["location"]
+            time.sleep(0.5)
+        raise ClusterError(f"the savepoint of job {job_id} did not complete within {timeout_s:.0f} s")
+
+    def start_taskmanager(self) -> None:
+        """Start a TaskManager (after :meth:`kill` of the last one) and wait until it has registered."""
+        if self.flink != "session" or "taskmanager" in self.pids:
+            raise ValueError("start_taskmanager needs a session cluster whose TaskManager is stopped, got "
+                             f"flink={self.flink!r}, parts={sorted(self.pids)}")
+        _start_taskmanager(self)
 
     def stop(self) -> None:
         """Stop every part this cluster started, by process id (TERM, then KILL after 15 s)."""
-        for part in ("expansion", "job_server", "kafka"):
+        for part in ("workers", "expansion", "job_server", "taskmanager", "jobmanager", "kafka"):
             pid = self.pids.pop(part, None)
             if pid is not None:
                 _terminate(pid)
@@ -93,22 +192,39 @@ class Cluster:
 
     def kill(self, part: str) -> None:
         """Kill one part at once (SIGKILL): a crash, for the tests."""
+        if part not in self.pids:
+            raise ValueError(f"part must be a running one of {sorted(self.pids)}, got part={part!r}")
         pid = self.pids.pop(part)
         proc = _CHILDREN.pop(pid, None)
         if proc is not None:
             proc.kill()
             proc.wait()
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _placeholder_jar(run_dir: str) -> str:
+    """An empty jar (a manifest only) for ``--files_to_stage``: Flink needs a user jar to submit."""
+    path = os.path.join(run_dir, "staged.jar")
+    if not os.path.exists(path):
+        with zipfile.ZipFile(path, "w") as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    return path
 
 
 def _terminate(pid: int, grace: float = 15.0) -> None:
+    """Stop a part and whatever it started (each part leads its own process group: the worker
+    pool's SDK workers go with it)."""
     proc = _CHILDREN.pop(pid, None)
     if proc is not None:
-        proc.terminate()
+        _signal_group(pid, signal.SIGTERM)
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        _signal_group(pid, signal.SIGKILL)   # children that outlived their parent
         return
     try:
         os.kill(pid, signal.SIGTERM)
@@ -130,6 +246,11 @@ def _terminate(pid: int, grace: float = 15.0) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _signal_group(pid: int, sig) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
 
 
 def free_port() -> int:
@@ -215,22 +336,80 @@ def uuid_for_kafka() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _start_job_server(cluster: Cluster, jvm_dir: str) -> None:
-    lib = lib_dir(jvm_dir, "job-server")
+def _flink_conf(cluster: Cluster) -> str:
+    """The Flink configuration folder of the job server and, in a session cluster, of the JobManager
+    and TaskManager: parallelism, checkpoints and savepoints on disk, checkpoints kept on
+    cancellation; heap state in the job server's mini cluster; in a session cluster RocksDB state and
+    an exponential-delay restart strategy with quick heartbeats, so a killed TaskManager is noticed
+    within seconds and the job restarted from its last checkpoint."""
     conf = os.path.join(cluster.run_dir, "flink-conf")
     os.makedirs(conf, exist_ok=True)
+    settings = {
+        "parallelism.default": cluster.parallelism, "taskmanager.numberOfTaskSlots": cluster.parallelism,
+        "state.backend.type": "hashmap", "state.checkpoints.dir": f"file://{cluster.checkpoints}",
+        "state.savepoints.dir": f"file://{cluster.savepoints}",
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
+    if cluster.flink == "session":
+        settings.update({
+            "jobmanager.rpc.address": "localhost", "jobmanager.rpc.port": free_port(),
+            "jobmanager.bind-host": "localhost", "jobmanager.memory.process.size": "1g",
+            "rest.address": "localhost", "rest.port": cluster.rest_port, "rest.bind-address": "localhost",
+            "taskmanager.host": "localhost", "taskmanager.bind-host": "localhost", "taskmanager.cpu.cores": 2,
+            # the job's classes come from the classpath, not from the (placeholder) user jar
+            "classloader.resolve-order": "parent-first",
+            # as deployed (deploy/flink/flink-deployment.yaml): RocksDB, incremental checkpoints,
+            # exponential-delay restarts (here from 1 s, for the tests' crash)
+            "state.backend.type": "rocksdb", "state.backend.incremental": "true",
+            "restart-strategy.type": "exponential-delay",
+            "restart-strategy.exponential-delay.initial-backoff": "1 s",
+            "restart-strategy.exponential-delay.max-backoff": "10 s",
+            "heartbeat.interval": 1000, "heartbeat.timeout": 5000, **TASKMANAGER_MEMORY})
     with open(os.path.join(conf, "flink-conf.yaml"), "w") as fh:
-        fh.write("\n".join([
-            f"parallelism.default: {cluster.parallelism}",
-            f"taskmanager.numberOfTaskSlots: {cluster.parallelism}",
-            "state.backend.type: hashmap",
-            f"state.checkpoints.dir: file://{cluster.checkpoints}",
-            f"state.savepoints.dir: file://{cluster.savepoints}",
-            "execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION", ""]))
+        fh.write("".join(f"{k}: {v}\n" for k, v in settings.items()))
+    return conf
+
+
+def _flink_jvm(lib: str, heap: str) -> list:
     jamm = [os.path.join(lib, n) for n in os.listdir(lib) if n.startswith("jamm-")]
+    return [_java(), f"-Xmx{heap}", *(f"-javaagent:{j}" for j in jamm), *JAVA_OPENS, *JAVA_LOGGING,
+            "-cp", os.path.join(lib, "*")]
+
+
+def _start_jobmanager(cluster: Cluster) -> None:
+    lib = lib_dir(cluster.jvm_dir, "job-server")
+    log = os.path.join(cluster.run_dir, "jobmanager.log")
+    proc = _spawn(_flink_jvm(lib, "768m") + [JOBMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir,
+                                                                                         "flink-conf")], log)
+    cluster.pids["jobmanager"] = proc.pid
+    _wait_port(cluster.rest_port, proc, "the Flink JobManager", log)
+
+
+def _start_taskmanager(cluster: Cluster, timeout: float = 120.0) -> None:
+    lib = lib_dir(cluster.jvm_dir, "job-server")
+    log = os.path.join(cluster.run_dir, "taskmanager.log")
+    before = {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]}
+    proc = _spawn(_flink_jvm(lib, "1g") + [TASKMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir,
+                                                                                       "flink-conf")], log)
+    cluster.pids["taskmanager"] = proc.pid
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ClusterError(f"the Flink TaskManager exited with code {proc.returncode}; see {log}")
+        if {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]} - before:
+            return
+        time.sleep(0.3)
+    raise ClusterError(f"the Flink TaskManager did not register within {timeout:.0f} s; see {log}")
+
+
+def _start_job_server(cluster: Cluster, jvm_dir: str) -> None:
+    lib = lib_dir(jvm_dir, "job-server")
+    conf = _flink_conf(cluster)
+    if cluster.flink == "session":
+        _start_jobmanager(cluster)
+        _start_taskmanager(cluster)
+    master = f"localhost:{cluster.rest_port}" if cluster.flink == "session" else "[local]"
     log = os.path.join(cluster.run_dir, "job-server.log")
-    proc = _spawn([_java(), "-Xmx3g", *(f"-javaagent:{j}" for j in jamm), *JAVA_OPENS, *JAVA_LOGGING,
-                   "-cp", os.path.join(lib, "*"), JOB_SERVER_MAIN, "--flink-master=[local]", f"--flink-conf-dir={conf}",
+    proc = _spawn(_flink_jvm(lib, "3g") + [JOB_SERVER_MAIN, f"--flink-master={master}", f"--flink-conf-dir={conf}",
                    f"--job-port={cluster.job_port}", "--artifact-port=0", "--expansion-port=-1",
                    f"--artifacts-dir={os.path.join(cluster.run_dir, 'artifacts')}"], log)
     cluster.pids["job_server"] = proc.pid
@@ -247,15 +426,34 @@ def _start_expansion(cluster: Cluster, jvm_dir: str) -> None:
     _wait_port(cluster.expansion_port, proc, "the Kafka IO expansion service", log)
 
 
+def _start_workers(cluster: Cluster) -> None:
+    """Beam's Python worker pool (``worker_pool_main``), which starts each SDK worker the job asks
+    for as a process running this interpreter (it runs ``python``: this environment's comes first
+    on the PATH)."""
+    log = os.path.join(cluster.run_dir, "workers.log")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    proc = _spawn([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                   f"--service_port={cluster.workers_port}"], log, env=env)
+    cluster.pids["workers"] = proc.pid
+    _wait_port(cluster.workers_port, proc, "the Python worker pool", log)
+
+
 def start(run_dir: str, jvm_dir: str = JVM_DIR, kafka_port: int | None = None, job_port: int | None = None,
-          expansion_port: int | None = None, parallelism: int = 2, kafka: bool = True) -> Cluster:
-    """Start the broker (unless ``kafka`` is False), the job server and the expansion service, and wait
-    until each answers; ports default to free ones. On any failure what was started is stopped."""
+          expansion_port: int | None = None, parallelism: int = 2, kafka: bool = True,
+          flink: str = "local", workers: bool = False) -> Cluster:
+    """Start the broker (unless ``kafka`` is False), Flink (``flink``: ``"local"`` inside the job
+    server, or a ``"session"`` cluster of its own processes), the job server, the expansion service
+    and, with ``workers``, a pool of Python worker processes; wait until each answers; ports default
+    to free ones. On any failure what was started is stopped."""
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got parallelism={parallelism}")
+    if flink not in FLINK_KINDS:
+        raise ValueError(f"flink must be one of {FLINK_KINDS}, got flink={flink!r}")
     os.makedirs(run_dir, exist_ok=True)
     cluster = Cluster(os.path.abspath(run_dir), kafka_port or free_port(), job_port or free_port(),
-                      expansion_port or free_port(), parallelism)
+                      expansion_port or free_port(), parallelism, flink,
+                      free_port() if flink == "session" else 0, free_port() if workers else 0,
+                      os.path.abspath(jvm_dir))
     for port, name in ((cluster.kafka_port, "Kafka"), (cluster.job_port, "the job server"),
                        (cluster.expansion_port, "the expansion service")):
         if _port_open(port):
@@ -265,6 +463,8 @@ def start(run_dir: str, jvm_dir: str = JVM_DIR, kafka_port: int | None = None, j
             _start_kafka(cluster, jvm_dir)
         _start_job_server(cluster, jvm_dir)
         _start_expansion(cluster, jvm_dir)
+        if workers:
+            _start_workers(cluster)
     except BaseException:
         cluster.stop()
         raise
@@ -288,12 +488,17 @@ def main(argv=None) -> int:
     parser.add_argument("--run-dir", default=os.path.join(JVM_DIR, "run"), help="logs, data, process ids")
     parser.add_argument("--jvm-dir", default=JVM_DIR, help="where `make jvm` put the jars")
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--flink", choices=FLINK_KINDS, default="local",
+                        help="local: Flink inside the job server (quick); session: a JobManager and a "
+                             "TaskManager of their own (REST on a free port; survives a TaskManager crash, "
+                             "takes savepoints)")
     args = parser.parse_args(argv)
     try:
         if args.action == "up":
-            c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism)
+            c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism, flink=args.flink)
+            flink = f"; Flink's REST API on {c.rest}" if c.flink == "session" else ""
             print(f"Kafka on {c.bootstrap}, Flink job server on {c.job_endpoint} (parallelism {c.parallelism}), "
-                  f"Kafka IO expansion service on {c.expansion_service}; logs under {c.run_dir}")
+                  f"Kafka IO expansion service on {c.expansion_service}{flink}; logs under {c.run_dir}")
         else:
             c = load(args.run_dir)
             if c is None:

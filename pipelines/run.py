@@ -14,11 +14,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from ldp_marginals.ldp.aggregate import accumulator_shape, shape_changes
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.progress import Progress
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.schemas.config import configs_from_text, parse_window
-from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, SUMMARY_FILE
+from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, STATE_SHAPE_FILE, SUMMARY_FILE
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
 from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, NAMESPACE, VALID, totals_by_reason
 from ldp_marginals.transforms.sinks import FileSink, Sinks
@@ -105,10 +106,80 @@ def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds:
     return {name: replace(cfg, **overrides) for name, cfg in configs.items()}
 
 
-def make_sink(args):
+# runners that replay a streaming job from its checkpoints and honour stable input (Flink's)
+STABLE_INPUT_RUNNERS = ("PortableRunner", "FlinkRunner")
+
+
+class FlinkJobOptions(PipelineOptions):
+    """Two of the Java Flink runner's options, declared here so that they reach the job server (and
+    Kafka IO's expansion service) with their Java types: undeclared, Python passes every value as a
+    string, and Java refuses a string where it wants a list (``filesToStage``)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--checkpointing_interval", type=int, default=None,
+                            help="Flink: milliseconds between checkpoints (none by default)")
+        parser.add_argument("--files_to_stage", action="append", default=None,
+                            help="Flink: the jars to submit with the job (repeat the option); by default the "
+                                 "job server's whole classpath")
+        parser.add_argument("--savepoint_path", default=None,
+                            help="Flink: resume from this savepoint or retained checkpoint (a session cluster: "
+                                 "the job server applies it only with a remote --flink_master)")
+
+
+def state_shapes(configs: dict) -> dict:
+    """What a streaming job's state must match to be resumed, by collection: the counted sets and
+    extremes (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`) and the window (its slices and
+    statuses are keyed by window bounds)."""
+    return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe())
+            for name, cfg in sorted(configs.items())}
+
+
+def write_state_shapes(output_dir: str, configs: dict) -> str:
+    """``<output>/state_shape.json``: what :func:`check_resumable` checks a resumed job against."""
+    path = FileSystems.join(output_dir, STATE_SHAPE_FILE)
+    with FileSystems.create(path) as fh:
+        fh.write(json.dumps(state_shapes(configs), indent=1).encode())
+    return path
+
+
+def check_resumable(output_dir: str, configs: dict, savepoint: str) -> None:
+    """Refuse, before anything runs, to resume from ``savepoint`` a job whose config would give its
+    state another shape than the job that wrote it (recorded under ``output_dir`` at its start):
+    otherwise the panes step would fail on its first element, and Flink would restart it for ever."""
+    path = FileSystems.join(output_dir, STATE_SHAPE_FILE)
+    if not FileSystems.exists(path):
+        raise ValueError(f"--savepoint_path={savepoint} resumes a streaming job, but {path} (written at the start "
+                         "of the job that took the savepoint) is missing: resume into that job's --output, whose "
+                         "state shape is checked against this config")
+    with FileSystems.open(path) as fh:
+        saved = json.loads(fh.read())
+    want = state_shapes(configs)
+    if set(saved) != set(want):
+        raise ValueError(f"the savepoint's job had collections {sorted(saved)}, this config has {sorted(want)}: "
+                         "a collection added or removed changes the job's state; start without --savepoint_path "
+                         "(into a new --output), or with the config that wrote it")
+    for name in sorted(want):
+        changes = shape_changes(saved[name], want[name])
+        if changes:
+            raise ValueError(f"collection {name!r} cannot resume from --savepoint_path={savepoint}: its state has "
+                             f"another shape ({changes}); start without the savepoint (into a new --output), or "
+                             "with the config that wrote it")
+
+
+def needs_stable_input(args, options: PipelineOptions) -> bool:
+    """Streaming on Flink with checkpoints: the file writers then wait for checkpointed input, so a
+    restore never leaves a file of a rolled-back timeline (:mod:`ldp_marginals.transforms.sinks`)."""
+    runner = options.view_as(StandardOptions).runner or ""
+    interval = options.view_as(FlinkJobOptions).checkpointing_interval
+    return bool(args.streaming and runner.rsplit(".", 1)[-1] in STABLE_INPUT_RUNNERS and interval and interval > 0)
+
+
+def make_sink(args, stable_input: bool = False):
     """Files under ``--output`` always; BigQuery tables too with ``--bigquery-dataset`` (its refused
     rows become dead-letter files under ``--output``)."""
-    files = FileSink(args.output, streaming=args.streaming, dead_letter_seconds=args.dead_letter_seconds)
+    files = FileSink(args.output, streaming=args.streaming, dead_letter_seconds=args.dead_letter_seconds,
+                     stable_input=stable_input)
     if not args.bigquery_dataset:
         return files
     return Sinks(files, BigQuerySink(args.bigquery_dataset, args.output, args.bigquery_method, args.streaming,
@@ -131,9 +202,15 @@ def make_pipeline(argv=None, expansion_service=None):
         raise ValueError(f"--progress-seconds must be >= 0, got --progress-seconds={args.progress_seconds!r}")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
+    savepoint = options.view_as(FlinkJobOptions).savepoint_path
+    if savepoint:
+        if not args.streaming:
+            raise ValueError(f"--savepoint_path resumes a streaming job, got --savepoint_path={savepoint} "
+                             "without --streaming")
+        check_resumable(args.output, configs, savepoint)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
-    build(pipeline, source, make_sink(args), JobOptions(configs, streaming=args.streaming))
+    build(pipeline, source, make_sink(args, needs_stable_input(args, options)), JobOptions(configs, streaming=args.streaming))
     return pipeline, args, configs
 
 
@@ -204,11 +281,12 @@ def summarize(result) -> dict:
 
 def write_collections(output_dir: str, configs: dict) -> str:
     """``<output>/collections.json``: each collection's bits, channels, epsilon and guard, so that
-    readers of the outputs (the dashboard) need not find the config files. The directory exists
-    once the job's :class:`FileSink` is made."""
+    readers of the outputs (the dashboard) need not find the config files; and ``state_shape.json``
+    (:func:`write_state_shapes`). The directory exists once the job's :class:`FileSink` is made."""
     path = FileSystems.join(output_dir, COLLECTIONS_FILE)
     with FileSystems.create(path) as fh:
         fh.write(json.dumps([configs[name].describe() for name in sorted(configs)], indent=2).encode())
+    write_state_shapes(output_dir, configs)
     return path
 
 

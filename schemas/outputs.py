@@ -4,6 +4,8 @@ dashboard both use it).
 ::
 
     DIR/collections.json                  each collection's bits, channels, epsilon, min_reports
+    DIR/state_shape.json                  each collection's counted sets, extremes and window: what a
+                                          streaming job resumed from a savepoint must match
     DIR/summary.json                      reports counted and dead-lettered, by reason (batch runs)
     DIR/<kind>/<stem>.avro and .jsonl     the rows of one window, collection (or file group) and pane
 
@@ -26,6 +28,7 @@ SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "ex
              CONDITIONALS: "conditional_estimate", MEANS: "mean_estimate", WITHHELD: "withheld_window",
              DEAD_LETTERS: "dead_letter"}
 COLLECTIONS_FILE = "collections.json"
+STATE_SHAPE_FILE = "state_shape.json"   # what a job resumed from a savepoint must match (pipelines.run)
 SUMMARY_FILE = "summary.json"
 AVRO, JSON_LINES = ".avro", ".jsonl"
 DEAD_LETTER_GROUP = "all"  # the file group of the job's own dead letters (they have no collection)

@@ -407,8 +407,9 @@ def _partly_lost(block, n_ok: int) -> Damage:
                   f"{block.count - 1} are lost", lost=block.count - n_ok)
 
 
-def iter_report_batches(fileobj, min_records: int = 1 << 16):
-    """What a NoisyReport container file holds, in file order: :class:`ReportBlock` s and the
+def iter_report_batches(fileobj, min_records: int = 1 << 16, start: int = 0, end: int | None = None):
+    """What a NoisyReport container file (or its split ``[start, end)``:
+    :func:`~ldp_marginals.transforms.avro_container.iter_container`) holds, in file order: :class:`ReportBlock` s and the
     :class:`~ldp_marginals.transforms.avro_container.Damage` of every byte range that could not be
     read. Consecutive intact blocks of the contract's writer schema are joined and decoded by one
     compiled call per batch of at least ``min_records`` reports; blocks of another writer schema are
@@ -438,7 +439,7 @@ def iter_report_batches(fileobj, min_records: int = 1 << 16):
                 yield _partly_lost(b, n_ok)
 
     count = 0
-    for item in iter_container(fileobj, headers):
+    for item in iter_container(fileobj, headers, start, end):
         if isinstance(item, Damage):
             if pending:
                 yield from batch()

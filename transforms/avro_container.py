@@ -9,6 +9,13 @@ for the byte range it skips and resumes at the next sync marker. A damaged heade
 file one damaged range (without the marker there is nothing to resynchronize on).
 
 The file is read forward in chunks; nothing but the current block and the search window is held.
+
+Splits (as Beam's own Avro source reads them): a byte range ``[start, end)`` of the file owns the
+blocks and damaged ranges that begin at a *boundary* in it, a boundary being the first block
+(right after the header) or a position right after an intact sync marker. A split seeks to
+``start``, finds the first boundary at or after it, and reads on until it reaches a boundary at or
+after ``end``, which is where the next split begins; damage crossing ``end`` belongs to the split in
+which it begins. So the splits of a file together yield exactly what one walk of it yields.
 """
 from __future__ import annotations
 
@@ -82,6 +89,15 @@ class _Stream:
         self.fh = fileobj
         self.buf = bytearray()
         self.base = 0  # file offset of buf[0]
+
+    def seek(self, pos: int) -> None:
+        """Forget what was read and go on reading at ``pos`` (a split's start)."""
+        if self.base <= pos <= self.base + len(self.buf):
+            self.drop_before(pos)
+            return
+        self.fh.seek(pos)
+        self.buf = bytearray()
+        self.base = pos
 
     def _fill(self, upto: int) -> None:
         while self.base + len(self.buf) < upto:
@@ -190,23 +206,39 @@ def _intact_block_at(stream: _Stream, at: int, sync: bytes) -> bool:
     return stream.read(p + size, SYNC_SIZE) == sync
 
 
-def iter_container(fileobj, header_out: list | None = None):
-    """:class:`Block` s and :class:`Damage` s of a container file, in file order. The header is
-    appended to ``header_out`` when given (the writer schema and codec)."""
+def iter_container(fileobj, header_out: list | None = None, start: int = 0, end: int | None = None):
+    """:class:`Block` s and :class:`Damage` s of a container file, in file order; with ``start`` and
+    ``end``, those of the split ``[start, end)`` (module docstring; ``fileobj`` must then be
+    seekable). The header is appended to ``header_out`` when given (the writer schema and codec)."""
+    if start < 0 or (end is not None and end <= start):
+        raise ValueError(f"a split must have 0 <= start < end, got start={start}, end={end}")
     stream = _Stream(fileobj)
     try:
         header = read_header(stream)
     except Exception as err:  # noqa: BLE001 - any damage to the header loses the file
-        yield Damage(0, stream.size(), None, f"the file header is unreadable ({type(err).__name__}: {err})")
+        if start == 0:   # the first split reports it; the others own nothing of a file without a marker
+            yield Damage(0, stream.size(), None, f"the file header is unreadable ({type(err).__name__}: {err})")
         return
     if header_out is not None:
         header_out.append(header)
     pos = header.end
+    if start > header.end:
+        stream.seek(start - SYNC_SIZE)
+        found = stream.find(header.sync, start - SYNC_SIZE)
+        if found < 0:
+            return
+        pos = found + SYNC_SIZE
+
+    def boundary(at: int) -> bool:
+        return at == header.end or stream.read(at - SYNC_SIZE, SYNC_SIZE) == header.sync
+
     while True:
-        stream.drop_before(pos)
-        start = pos
-        count, pos = stream.varint(start)
-        if count is None and not stream.read(start, 1):
+        if end is not None and pos >= end and boundary(pos):
+            return
+        stream.drop_before(pos - SYNC_SIZE)
+        at = pos
+        count, pos = stream.varint(at)
+        if count is None and not stream.read(at, 1):
             return  # the end of the file, between blocks
         size, pos = (None, pos) if count is None else stream.varint(pos)
         why = None
@@ -223,26 +255,26 @@ def iter_container(fileobj, header_out: list | None = None):
                 why = _BAD_SYNC
             elif count == 0:  # an empty block declares nothing; bytes in it mean its count is wrong
                 if size:
-                    yield Damage(start, pos + size + SYNC_SIZE, None, f"a block of 0 records holds {size} bytes")
+                    yield Damage(at, pos + size + SYNC_SIZE, None, f"a block of 0 records holds {size} bytes")
                 pos = pos + size + SYNC_SIZE
                 continue
             else:
                 try:
-                    yield Block(start, pos + size + SYNC_SIZE, count, decompress(header.codec, data))
+                    yield Block(at, pos + size + SYNC_SIZE, count, decompress(header.codec, data))
                 except ValueError as err:
-                    yield Damage(start, pos + size + SYNC_SIZE, count, str(err))
+                    yield Damage(at, pos + size + SYNC_SIZE, count, str(err))
                 pos = pos + size + SYNC_SIZE
                 continue
         declared = count if count is not None and 0 <= count < MAX_BLOCK_RECORDS else None
         if why == _BAD_SYNC:  # the block's own marker is damaged: its declared end may still hold
             claimed = pos + size + SYNC_SIZE
             if _intact_block_at(stream, claimed, header.sync):
-                yield Damage(start, claimed, declared, why)
+                yield Damage(at, claimed, declared, why)
                 pos = claimed
                 continue
-        found = stream.find(header.sync, start + 1)
-        end = stream.size() if found < 0 else found + SYNC_SIZE
-        yield Damage(start, end, declared, why)
+        found = stream.find(header.sync, at + 1)
+        resume = stream.size() if found < 0 else found + SYNC_SIZE
+        yield Damage(at, resume, declared, why)
         if found < 0:
             return
-        pos = end
+        pos = resume

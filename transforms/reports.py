@@ -5,6 +5,8 @@ import io
 import numbers
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
@@ -19,19 +21,25 @@ from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, scr
 from ldp_marginals.transforms.source import RECORDS, ReportSource
 
 
-def read_file(readable_file):
+def read_file(readable_file, start: int = 0, end: int | None = None):
     """Every :class:`~ldp_marginals.transforms.avro_blocks.ReportBlock` and ``Damage`` of a matched
-    file, in order. The same walk feeds both readers, so they salvage the
-    same records. An I/O error while reading ends the file with one more ``Damage`` from where the
-    last intact block ended."""
-    done = 0
+    file (a ``ReadableFile``, or a path), in order; with ``start`` and ``end``, of that split of it.
+    The same walk feeds both readers, so they salvage the same records. An I/O error while reading
+    ends the file (or split) with one more ``Damage`` from where the last intact block ended."""
+    done = start
     try:
-        with readable_file.open() as fh:
-            for item in iter_report_batches(fh):
+        with _open(readable_file) as fh:
+            for item in iter_report_batches(fh, start=start, end=end):
                 yield item
                 done = item.end
     except Exception as err:  # noqa: BLE001 - a read that fails midway (I/O) loses the rest, counted
         yield Damage(done, -1, None, f"reading the file failed ({type(err).__name__}: {err})")
+
+
+def _open(file):
+    if isinstance(file, str):
+        return FileSystems.open(file, compression_type=CompressionTypes.UNCOMPRESSED)
+    return file.open()
 
 
 def record_or_dead_letter(block, i: int, source: str):

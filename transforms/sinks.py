@@ -1,6 +1,15 @@
 """Sinks: PTransforms from the job's outputs (a dict of row PCollections by kind) to where they are
 read. :class:`FileSink` writes Avro and JSON-lines files, one file set per window, collection and
-pane, in the layout of :mod:`ldp_marginals.schemas.outputs`; :class:`Sinks` feeds several sinks."""
+pane, in the layout of :mod:`ldp_marginals.schemas.outputs`; :class:`Sinks` feeds several sinks.
+
+Crashes: a file's name says what it holds (window, collection, pane), and each file is written to a
+temporary name and renamed, so a write repeated with the same rows leaves the same file. On a runner
+that replays from checkpoints (Flink) that is not enough: rows computed after the last checkpoint are
+computed again after a restore, and the second timeline need not cut its panes where the first did,
+so a file of the lost timeline could stay beside the new ones. With ``stable_input`` the writers
+declare that they need stable input (Beam's ``@RequiresStableInput``): Flink then hands them only
+rows whose checkpoint has completed, so a file is written only from a timeline that can never be
+rolled back, and a write repeated after a restore rewrites the same file with the same rows."""
 from __future__ import annotations
 
 import io
@@ -9,6 +18,7 @@ import os
 import apache_beam as beam
 import fastavro
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.portability import common_urns
 from apache_beam.transforms import trigger
 
 from ldp_marginals import schemas
@@ -64,6 +74,23 @@ class WriteWindowFilesFn(beam.DoFn):
         yield avro_path
 
 
+class StableParDo(beam.ParDo):
+    """A ParDo that requires stable input: the runner gives it only elements it will never replay
+    differently (on Flink, elements buffered until the checkpoint that holds them completes; Flink
+    refuses it without checkpointing). Python's SDK has no annotation for it, so the flag is set on
+    the transform's payload and the requirement declared on the pipeline."""
+
+    def to_runner_api_parameter(self, context, **extra_kwargs):
+        urn, payload = super().to_runner_api_parameter(context, **extra_kwargs)
+        payload.requires_stable_input = True
+        context.add_requirement(common_urns.requirements.REQUIRES_STABLE_INPUT.urn)
+        return urn, payload
+
+
+def _writer(output_dir: str, stable: bool) -> beam.ParDo:
+    return (StableParDo if stable else beam.ParDo)(WriteWindowFilesFn(output_dir))
+
+
 def processing_time_panes(seconds: float) -> beam.WindowInto:
     """Rows in the global window (dead letters) -> a pane every ``seconds`` of processing time: in
     streaming, a global window's default trigger never fires."""
@@ -78,11 +105,12 @@ class WriteRows(beam.PTransform):
     The group names the files: the rows' collection, or ``group`` when given (dead letters, which
     have no collection, are ``all`` unless a group is given)."""
 
-    def __init__(self, kind: str, output_dir: str, group: str | None = None):
+    def __init__(self, kind: str, output_dir: str, group: str | None = None, stable_input: bool = False):
         super().__init__()
         self.kind = check_kind(kind)
         self.output_dir = output_dir
         self.group = group
+        self.stable_input = stable_input
 
     def expand(self, rows):
         kind = self.kind
@@ -91,7 +119,7 @@ class WriteRows(beam.PTransform):
         return (rows
                 | "KeyByFile" >> beam.Map(lambda r: ((kind, group_of(r)), r))
                 | "GroupByFile" >> beam.GroupByKey()
-                | "WriteFiles" >> beam.ParDo(WriteWindowFilesFn(self.output_dir)))
+                | "WriteFiles" >> _writer(self.output_dir, self.stable_input))
 
 
 class FileSink(beam.PTransform):
@@ -100,14 +128,21 @@ class FileSink(beam.PTransform):
     In streaming mode the estimates are written from the pane files of the panes state machine
     (``outputs["panes"]``), and the dead letters, which live in the global window, in panes every
     ``dead_letter_seconds`` of processing time (a global window's default trigger never fires there).
+    ``stable_input`` (streaming on Flink with checkpoints) makes the writers wait for checkpointed
+    input (module docstring), behind a reshuffle so that only the writers wait, not the panes step.
     Input: ``{kind: rows}``; output: ``{kind: paths of the Avro files written}``.
     """
 
-    def __init__(self, output_dir: str, streaming: bool = False, dead_letter_seconds: int = 60):
+    def __init__(self, output_dir: str, streaming: bool = False, dead_letter_seconds: int = 60,
+                 stable_input: bool = False):
         super().__init__(label="WriteFiles")
+        if stable_input and not streaming:
+            raise ValueError("stable_input is for streaming jobs (a batch runner replays nothing), got "
+                             "stable_input=True with streaming=False")
         self.output_dir = output_dir
         self.streaming = streaming
         self.dead_letter_seconds = dead_letter_seconds
+        self.stable_input = stable_input
         if "://" not in output_dir:
             os.makedirs(output_dir, exist_ok=True)
 
@@ -118,11 +153,13 @@ class FileSink(beam.PTransform):
             if self.streaming and kind == DEAD_LETTERS:
                 rows = rows | "PaneDeadLetters" >> processing_time_panes(self.dead_letter_seconds)
             elif self.streaming:  # the panes' own files: one per kind, window and pane, no regrouping
-                written[kind] = (outputs[PANES]
-                                 | f"Panes[{kind}]" >> beam.Filter(lambda f, k=kind: f.kind == k)
-                                 | f"Write[{kind}]" >> beam.ParDo(WriteWindowFilesFn(self.output_dir)))
+                files = outputs[PANES] | f"Panes[{kind}]" >> beam.Filter(lambda f, k=kind: f.kind == k)
+                if self.stable_input:
+                    files = files | f"Stage[{kind}]" >> beam.Reshuffle()
+                written[kind] = files | f"Write[{kind}]" >> _writer(self.output_dir, self.stable_input)
                 continue
-            written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir)
+            written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir,
+                                                                  stable_input=self.stable_input)
         return written
 
 

@@ -5,7 +5,9 @@ the fix in one line.
 
 ``cluster`` is shared by the session; ``own_cluster`` belongs to one module, for streaming tests: a
 cancelled streaming job's in-process SDK worker threads end only when the job server goes, with a
-gRPC error that pytest pins on whichever test is running then, so that module stops its own."""
+gRPC error that pytest pins on whichever test is running then, so that module stops its own.
+``session_cluster`` is a module's own Flink session cluster (a JobManager and a TaskManager of their
+own processes): the crash and upgrade tests kill its TaskManager and take savepoints."""
 import os
 
 import pytest
@@ -15,9 +17,10 @@ from ldp_marginals.pipelines import local_cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _started(tmp_path_factory, name):
+def _started(tmp_path_factory, name, flink="local"):
     try:
-        c = local_cluster.start(str(tmp_path_factory.mktemp(name)), os.path.join(ROOT, local_cluster.JVM_DIR))
+        c = local_cluster.start(str(tmp_path_factory.mktemp(name)), os.path.join(ROOT, local_cluster.JVM_DIR),
+                                flink=flink)
     except local_cluster.ClusterError as err:
         pytest.fail(str(err))
     return c
@@ -33,5 +36,12 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def own_cluster(tmp_path_factory):
     c = _started(tmp_path_factory, "own_cluster")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def session_cluster(tmp_path_factory):
+    c = _started(tmp_path_factory, "session_cluster", flink="session")
     yield c
     c.stop()

@@ -80,6 +80,29 @@ def wait_until(what: str, predicate, timeout_s: float, poll_s: float = 0.5):
         time.sleep(poll_s)
 
 
+def batch_of(tmp_path, records: list, name: str = "batch") -> tuple:
+    """The DirectRunner batch job (config ``tmp_path/c.json``) on ``records``: ``(its output
+    directory, its summary)``."""
+    from ldp_marginals.pipelines.run import run
+    schemas.write_avro(tmp_path / f"{name}.avro", "noisy_report", records)
+    out = str(tmp_path / name)
+    return out, run(["--config", str(tmp_path / "c.json"), "--input", str(tmp_path / f"{name}.avro"),
+                     "--output", out, "--runner", "DirectRunner"])
+
+
+def assert_same_estimates(out: str, batch_out: str) -> None:
+    """Every estimate kind's latest panes under ``out`` are the batch rows under ``batch_out``:
+    keys and counts exactly, floats to 1e-9."""
+    from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, read_rows
+    from tests.cluster.test_flink_batch import split
+    for kind in ESTIMATE_KINDS:
+        keys_b, floats_b = split(read_rows(batch_out, kind))
+        keys_s, floats_s = split(read_rows(out, kind))
+        assert keys_s == keys_b and keys_b, kind
+        for a, b in zip(floats_s, floats_b):
+            assert a == pytest.approx(b, rel=1e-9, abs=1e-12), kind
+
+
 def panes_of(output: str, kind: str, collection: str, window: tuple) -> list:
     """The pane indices written for one kind, collection and window (JSON lines; sorted)."""
     stem = file_stem(window, collection, 0).rpartition("_pane")[0]
@@ -100,8 +123,9 @@ def rows_of(output: str, kind: str, collection: str, window: tuple, pane: int) -
 
 
 @contextlib.contextmanager
-def running_job(argv):
-    """The job of ``ldp-marginals run argv`` submitted and left running; cancelled on leaving."""
+def running_job(argv, cluster=None):
+    """The job of ``ldp-marginals run argv`` submitted and left running; cancelled on leaving (on a
+    session ``cluster`` through Flink's REST API: Beam's cancel does not reach a remote Flink)."""
     pipeline, args, configs = make_pipeline(argv)
     write_collections(args.output, configs)
     result = pipeline.run()
@@ -110,3 +134,5 @@ def running_job(argv):
     finally:
         with contextlib.suppress(Exception):   # a job server killed by the test cannot answer
             result.cancel()
+        if cluster is not None and cluster.flink == "session":
+            cluster.cancel_jobs()

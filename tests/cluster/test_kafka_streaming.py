@@ -13,13 +13,11 @@ import random
 
 import pytest
 
-from ldp_marginals import schemas
-from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, EXTREMES, MARGINALS, WITHHELD, read_rows
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, EXTREMES, MARGINALS, WITHHELD, read_rows
 from tests.cluster import streams
-from tests.cluster.test_flink_batch import RAW, split
+from tests.cluster.test_flink_batch import RAW
 from tests.pipelines.test_same_answers import container, reports
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
@@ -94,16 +92,8 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
         streams.wait_until("the late dead letters", lambda: sum(
             d["reports"] for d in read_rows(out, DEAD_LETTERS) if d["reason"] == "late") >= len(past), 30)
 
-    counted = on_time + within
-    schemas.write_avro(tmp_path / "counted.avro", "noisy_report", counted)
-    expected = run(["--config", str(tmp_path / "c.json"), "--input", str(tmp_path / "counted.avro"),
-                    "--output", str(tmp_path / "batch"), "--runner", "DirectRunner"])
-    for kind in ESTIMATE_KINDS:
-        keys_b, floats_b = split(read_rows(str(tmp_path / "batch"), kind))
-        keys_s, floats_s = split(read_rows(out, kind))
-        assert keys_s == keys_b and keys_b, kind
-        for a, b in zip(floats_s, floats_b):
-            assert a == pytest.approx(b, rel=1e-9, abs=1e-12), kind
+    batch, expected = streams.batch_of(tmp_path, on_time + within)
+    streams.assert_same_estimates(out, batch)
     # the late pane: the first window's marginals were published again with the reports within lateness
     assert len(streams.panes_of(out, MARGINALS, "app", w0)) >= 2
     # dead letters: the faults as in batch, the reports past the lateness as late, the damaged messages

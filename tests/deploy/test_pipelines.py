@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from ldp_marginals.pipelines.run import add_run_arguments, make_pipeline
@@ -27,6 +28,9 @@ STABLE_STAGES = (["ReadReports", "ValidateReports", "SplitByCollection", "Estima
                  + [f"All[{k}]" for k in KINDS if k != "dead_letters"] + ["All[panes]", "All[dead_letters]"])
 FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "dead_letters" else [f"Panes[{k}]"])
                + [f"Write[{k}]"]]
+# on Flink with checkpoints the pane files reach their (stable-input) writers through a reshuffle
+STABLE_FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "dead_letters"
+                                                 else [f"Panes[{k}]", f"Stage[{k}]"]) + [f"Write[{k}]"]]
 BIGQUERY_STAGES = [f"BigQuery[{k}]" for k in KINDS]
 # stage -> key coder of every stage of the job that holds state or timers (sinks excluded)
 OUR_STATE = {"Estimate[app]/Panes/WindowPanes/ParDo(WindowPanesFn)": "beam:coder:string_utf8:v1"}
@@ -141,11 +145,15 @@ def test_flink_pipeline_from_the_submission_manifest(config_file):
     options = pipeline.options.get_all_options(retain_unknown_options=True)
     assert options["runner"] == "FlinkRunner" and options["environment_type"] == "EXTERNAL"
     assert options["environment_config"] == "localhost:50000" and options["streaming"]
-    assert options["checkpointing_interval"] == "60000"  # kept for the Java Flink runner, which parses it
+    assert options["checkpointing_interval"] == 60000  # declared (run.FlinkJobOptions): Java gets a number
     proto = pipeline.to_runner_api()
+    # streaming on Flink with checkpoints: every file writer takes only checkpointed input
+    stable = [t.unique_name for t in proto.components.transforms.values() if t.spec.urn == common_urns.primitives.PAR_DO.urn
+              and beam_runner_api_pb2.ParDoPayload.FromString(t.spec.payload).requires_stable_input]
+    assert sorted(n.split("/")[1] for n in stable) == sorted(f"Write[{kind}]" for kind in KINDS)
 
     assert top_level(proto) == STABLE_STAGES + ["WriteFiles"]
-    assert stages_under(proto, "WriteFiles") == FILE_STAGES
+    assert stages_under(proto, "WriteFiles") == STABLE_FILE_STAGES
     assert stateful_stages(proto) == OUR_STATE
     read = by_name(proto)["ReadReports/ReadKafka"]
     assert read.spec.urn == KAFKA_URN

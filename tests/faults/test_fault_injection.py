@@ -266,3 +266,33 @@ def test_container_messages_give_the_rows_of_the_same_reports_in_a_file(tmp_path
     assert outputs["files"]["marginals"] and outputs["files"]["dead_letters"] == []
     (damage,) = [json.loads(d) for d in outputs["messages"]["dead_letters"]]
     assert damage["reason"] == "damaged_block" and damage["source"].startswith("pubsub@")
+
+
+def _split_walk(data: bytes, split: int) -> list:
+    """Every split's items of ``data`` cut into ``split``-byte ranges, joined in order."""
+    out = []
+    for start in range(0, max(len(data), 1), split):
+        out += list(iter_container(io.BytesIO(data), start=start, end=min(start + split, max(len(data), 1))))
+    return out
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(HEADER_END, len(CLEAN) - 1), st.integers(0, 40), st.integers(1, 255), st.integers(17, 4000))
+def test_the_splits_of_a_damaged_file_yield_exactly_what_one_walk_yields(at, width, xor, split):
+    damaged = bytearray(CLEAN)
+    for i in range(at, min(at + width, len(damaged))):
+        damaged[i] ^= xor
+    whole = list(iter_container(io.BytesIO(bytes(damaged))))
+    assert _split_walk(bytes(damaged), split) == whole
+
+
+def test_the_splits_of_every_damaged_case_yield_what_one_walk_yields():
+    for case in cases(parse_config(CONFIG)):
+        whole = list(iter_container(io.BytesIO(case.data)))
+        for split in (17, 100, 1000, 5000):
+            assert _split_walk(case.data, split) == whole, (case.name, split)
+
+
+def test_a_split_must_be_a_range():
+    with pytest.raises(ValueError, match="start=5, end=5"):
+        list(iter_container(io.BytesIO(CLEAN), start=5, end=5))

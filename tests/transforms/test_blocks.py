@@ -69,12 +69,15 @@ def test_fast_path_equals_the_per_element_path(tmp_path, window, monkeypatch):
     monkeypatch.setattr(blocks, "FLUSH_ROWS", 700)  # several flushes per file, across block boundaries
     cfg = parse_config(dict(NO_CLIENTS, window=window))
     records = mixed_records(cfg, 4000, 2)
-    schemas.write_avro(tmp_path / "r1.avro", "noisy_report", records[:2500])
-    schemas.write_avro(tmp_path / "r2.avro", "noisy_report", records[2500:])
+    for name, part in (("r1", records[:2500]), ("r2", records[2500:])):   # blocks of ~1 KB: many per split
+        with open(tmp_path / f"{name}.avro", "wb") as fh:
+            fastavro.writer(fh, schemas.load_schema("noisy_report"), part, codec="deflate", sync_interval=1000)
     pattern = str(tmp_path / "*.avro")
 
     results = {}
-    for name, source in (("slow", ReadNoisyReportFiles(pattern)), ("fast", ReadReportFilesFast(pattern, {"app": cfg}))):
+    # "split": the fast reader with the files cut into 1 KiB splits read apart (many per file)
+    for name, source in (("slow", ReadNoisyReportFiles(pattern)), ("fast", ReadReportFilesFast(pattern, {"app": cfg})),
+                         ("split", ReadReportFilesFast(pattern, {"app": cfg}, split_bytes=1024))):
         out_dir = tmp_path / name
         with BeamTestPipeline() as p:
             build(p, source, FileSink(str(out_dir)), JobOptions({"app": cfg}))
@@ -91,6 +94,11 @@ def test_fast_path_equals_the_per_element_path(tmp_path, window, monkeypatch):
     ext = lambda rows: sorted((r["window_start"], r["name"], r["n"], round(r["estimate"], 8),  # noqa: E731
                                round(r["variance"], 8)) for r in rows)
     assert ext(fast["extremes"]) == ext(slow["extremes"]) and slow["extremes"]
+    # the splits give the whole files' rows (extremes are float sums: their order may differ)
+    assert (tmp_path / "r1.avro").stat().st_size > 8 * 1024
+    split = results["split"]
+    assert {k: v for k, v in split.items() if k != "extremes"} == {k: v for k, v in fast.items() if k != "extremes"}
+    assert ext(split["extremes"]) == ext(fast["extremes"])
 
 
 def read_kind(out_dir, kind):

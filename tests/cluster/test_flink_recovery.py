@@ -1,0 +1,154 @@
+"""Recovery on a Flink session cluster (a JobManager and a TaskManager of their own processes).
+
+A crash: with checkpoints every second, the TaskManager (the process that runs the job's
+operators and holds its state) is killed mid-stream, right after the first window's on-time pane was
+written and before the last reports were sent; a new TaskManager starts and the JobManager restarts
+the job from its last complete checkpoint (the Kafka offsets and the panes step's state with it).
+When every window has closed, the outputs equal the batch path's on every report sent: no report
+lost, none counted twice, each dead letter once, and no pane file half-written or left over from
+the timeline the crash cut off (the file writers take only checkpointed input: ``transforms.sinks``).
+
+An upgrade: the job is stopped with a savepoint mid-stream and submitted again from it; the outputs
+equal the batch path's. A config that would give the state another shape is refused before the job
+is submitted, naming what changed."""
+import json
+import os
+import random
+
+import pytest
+
+from ldp_marginals.pipelines.run import make_pipeline
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, MARGINALS, kind_dir, read_rows, split_pane
+from tests.cluster import streams
+from tests.cluster.test_kafka_streaming import STREAM, WINDOW_S, closed
+from tests.pipelines.test_same_answers import container, reports
+
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
+
+CRASH = dict(STREAM, allowed_lateness_seconds=5)
+
+
+def window_of(i: int, t0: int) -> tuple:
+    return t0 + i * WINDOW_S * 1000, t0 + (i + 1) * WINDOW_S * 1000
+
+
+def pane_files(out: str) -> dict:
+    """``{(kind, stem without the pane): sorted pane indices}`` of every JSON-lines file written."""
+    found = {}
+    for kind in ESTIMATE_KINDS + (DEAD_LETTERS,):
+        folder = kind_dir(out, kind)
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            parts = split_pane(name)
+            if parts and name.endswith(".jsonl"):
+                found.setdefault((kind, parts[0]), []).append(parts[1])
+    return {k: sorted(v) for k, v in found.items()}
+
+
+DAMAGED = [(b"\x00\x01not avro", 0)]
+
+
+def start_stream(cluster, tmp_path, topic: str, seed: int):
+    """Reports of a few 10 s windows from the near future, shuffled; all but the second half of the
+    last window's (returned, to be sent later) produced to ``topic`` with one damaged message, and
+    the job's arguments. -> ``(t0, last window index, records, held back, argv, output)``."""
+    (tmp_path / "c.json").write_text(json.dumps(CRASH))
+    t0 = streams.next_start_ms(WINDOW_S, ahead_s=30)
+    records = streams.rescale(reports(parse_config(CRASH)), DEFAULT_START_MS, t0, WINDOW_S)
+    random.Random(seed).shuffle(records)
+    last_window = max(streams.window_index(r, t0, WINDOW_S) for r in records if r["event_time"] >= 0)
+    assert last_window >= 2, "the test needs a window still open after the first has closed"
+    last = [i for i, r in enumerate(records) if r["event_time"] >= 0
+            and streams.window_index(r, t0, WINDOW_S) == last_window]
+    later_ids = set(last[len(last) // 2:])
+    later = [r for i, r in enumerate(records) if i in later_ids]
+    now = [r for i, r in enumerate(records) if i not in later_ids]
+    first = streams.singles(now[:800], default_ms=t0) + [
+        (container(now[i:i + 300]), max(t0, min(r["event_time"] for r in now[i:i + 300])))
+        for i in range(800, len(now), 300)] + [(value, t0) for value, _ in DAMAGED]
+    streams.produce(cluster.bootstrap, topic, first)
+    out = str(tmp_path / "stream")
+    argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
+            "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
+            "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "1",
+            "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
+    return t0, last_window, records, later, argv, out
+
+
+def first_pane(cluster, out: str, t0: int) -> str:
+    """Wait for the submitted job on the session cluster and its first window's on-time pane -> the
+    job's Flink id."""
+    job = streams.wait_until("the job on the session cluster", cluster.running_jobs, 120)[0]
+    streams.wait_until("the first window's on-time pane",
+                       lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, t0)), 90)
+    return job
+
+
+def wait_for_all_windows(out: str, t0: int, last_window: int) -> None:
+    for i in range(last_window + 1):
+        streams.wait_until(f"the close of window {i}", lambda i=i: closed(out, "app", window_of(i, t0)), 120)
+    streams.wait_until("the undecodable message's dead letter", lambda: any(
+        d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 30)
+
+
+def assert_batch_rows_once(tmp_path, records: list, out: str) -> None:
+    """The stream's latest panes are the batch path's rows on ``records``, each dead letter is there
+    once, every file set's panes are 0..n-1 and no temporary file is left."""
+    batch, expected = streams.batch_of(tmp_path, records)
+    streams.assert_same_estimates(out, batch)
+    dead = read_rows(out, DEAD_LETTERS)
+    by_reason = {}
+    for d in dead:
+        by_reason[d["reason"]] = by_reason.get(d["reason"], 0) + d["reports"]
+    assert by_reason.pop("undecodable") == len(DAMAGED)
+    assert by_reason == expected["dead_letters_by_reason"]
+    # every file set's panes are 0..n-1: none of a rolled-back timeline, none written twice under two names
+    for key, panes in pane_files(out).items():
+        assert panes == list(range(len(panes))), key
+    leftovers = [n for kind in os.listdir(out) if os.path.isdir(os.path.join(out, kind))
+                 for n in os.listdir(os.path.join(out, kind)) if n.endswith(".tmp")]
+    assert not leftovers
+
+
+def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_nothing(session_cluster, tmp_path):
+    cluster = session_cluster
+    t0, last_window, records, after, argv, out = start_stream(cluster, tmp_path, "crash", seed=5)
+    with streams.running_job(argv, cluster):
+        job = first_pane(cluster, out, t0)
+        assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the crash"
+        checkpoints = cluster.completed_checkpoints(job)
+        assert checkpoints >= 1
+        cluster.kill("taskmanager")
+        cluster.start_taskmanager()
+        restored = streams.wait_until("the job's restart from a checkpoint",
+                                      lambda: cluster.restored_checkpoint(job), 60)
+        assert not restored["is_savepoint"] and restored["id"] >= checkpoints
+        streams.produce(cluster.bootstrap, "crash", streams.singles(after), create=False)
+        wait_for_all_windows(out, t0, last_window)
+    assert_batch_rows_once(tmp_path, records, out)
+
+
+def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is_refused(session_cluster,
+                                                                                          tmp_path):
+    cluster = session_cluster
+    t0, last_window, records, later, argv, out = start_stream(cluster, tmp_path, "upgrade", seed=6)
+    with streams.running_job(argv, cluster):
+        job = first_pane(cluster, out, t0)
+        savepoint = cluster.stop_with_savepoint(job)
+        streams.wait_until("the job's end", lambda: job not in cluster.running_jobs(), 60)
+    assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the savepoint"
+
+    # a config whose state has another shape (one more order of counted sets) is refused at once
+    changed = dict(CRASH, max_order=CRASH.get("max_order", 2) + 1)
+    (tmp_path / "changed.json").write_text(json.dumps(changed))
+    with pytest.raises(ValueError, match=r"collection 'app' cannot resume .*max_order changed"):
+        make_pipeline(["--config", str(tmp_path / "changed.json")] + argv[2:] + [f"--savepoint_path={savepoint}"])
+
+    with streams.running_job(argv + [f"--savepoint_path={savepoint}"], cluster):
+        job = streams.wait_until("the resumed job", cluster.running_jobs, 120)[0]
+        restored = streams.wait_until("the resumed job's restore", lambda: cluster.restored_checkpoint(job), 60)
+        assert restored["is_savepoint"] and restored["external_path"].endswith(os.path.basename(savepoint))
+        streams.produce(cluster.bootstrap, "upgrade", streams.singles(later), create=False)
+        wait_for_all_windows(out, t0, last_window)
+    assert_batch_rows_once(tmp_path, records, out)
