@@ -317,7 +317,10 @@ def _start_kafka(cluster: Cluster, jvm_dir: str) -> None:
             f"log.dirs={os.path.join(folder, 'data')}", "num.partitions=2",
             "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1", "share.coordinator.state.topic.replication.factor=1",
-            "share.coordinator.state.topic.min.isr=1", "group.initial.rebalance.delay.ms=0", ""]))
+            "share.coordinator.state.topic.min.isr=1", "group.initial.rebalance.delay.ms=0",
+            # keep every message: reports stamped in the past (CreateTime months ago, as the bench's
+            # are) would otherwise be deleted by the 7-day retention within minutes, silently
+            "log.retention.ms=-1", ""]))
     cp = os.path.join(lib, "*")
     log = os.path.join(cluster.run_dir, "kafka.log")
     fmt = subprocess.run([_java(), "-cp", cp, STORAGE_MAIN, "format", "--standalone", "-t", uuid_for_kafka(),
