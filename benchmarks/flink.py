@@ -18,6 +18,7 @@ the throughput, parallelism 2 would gain nothing on the streaming side.
 """
 from __future__ import annotations
 
+import io
 import os
 import statistics
 import time
@@ -54,7 +55,7 @@ def _repeated(src: str, dst: str, times: int) -> str:
     from ldp_marginals.transforms.avro_container import _Stream, read_header
     with open(src, "rb") as fh:
         data = fh.read()
-    end = read_header(_Stream(open(src, "rb"))).end
+    end = read_header(_Stream(io.BytesIO(data))).end
     with open(dst, "wb") as fh:
         fh.write(data[:end])
         for _ in range(times):
