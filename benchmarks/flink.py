@@ -19,6 +19,7 @@ the throughput, parallelism 2 would gain nothing on the streaming side.
 from __future__ import annotations
 
 import io
+import json
 import os
 import statistics
 import time
@@ -26,11 +27,13 @@ import time
 import yaml
 
 from benchmarks import e2e
+from ldp_marginals import schemas
 from ldp_marginals.pipelines import local_cluster
 from ldp_marginals.pipelines.run import make_pipeline, run as run_job, write_collections
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import MARGINALS, WITHHELD, file_stem, kind_dir
+from ldp_marginals.schemas.outputs import MARGINALS, WITHHELD, file_stem, kind_dir, read_rows
+from ldp_marginals.transforms.avro_container import _Stream, read_header
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPEATS = 2
@@ -44,7 +47,6 @@ def _records(cfg, n: int, seed: int) -> list:
 
 
 def _write(path: str, records: list) -> str:
-    from ldp_marginals import schemas
     schemas.write_avro(path, "noisy_report", records)
     return path
 
@@ -52,7 +54,6 @@ def _write(path: str, records: list) -> str:
 def _repeated(src: str, dst: str, times: int) -> str:
     """``src``'s blocks ``times`` over under its header (one valid container: the blocks share the
     header's sync marker): a large file without simulating every report."""
-    from ldp_marginals.transforms.avro_container import _Stream, read_header
     with open(src, "rb") as fh:
         data = fh.read()
     end = read_header(_Stream(io.BytesIO(data))).end
@@ -66,8 +67,6 @@ def _repeated(src: str, dst: str, times: int) -> str:
 def _counted(out: str, windows) -> int:
     """Reports in the output's latest panes of ``windows``: each (window, dimensions) key's
     ``n_reports``, once."""
-    import json
-    from ldp_marginals.schemas.outputs import read_rows
     starts = {w[0] for w in windows}
     per_key = {(row["window_start"], json.dumps(row.get("dimensions"), sort_keys=True)): row["n_reports"]
                for row in read_rows(out, MARGINALS) if row["window_start"] in starts}

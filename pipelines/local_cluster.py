@@ -299,8 +299,8 @@ def _spawn(cmd: list, log: str, env: dict | None = None) -> subprocess.Popen:
     return proc
 
 
-def _start_kafka(cluster: Cluster, jvm_dir: str) -> None:
-    lib = lib_dir(jvm_dir, "kafka")
+def _start_kafka(cluster: Cluster) -> None:
+    lib = lib_dir(cluster.jvm_dir, "kafka")
     folder = os.path.join(cluster.run_dir, "kafka")
     shutil.rmtree(folder, ignore_errors=True)   # a fresh log each start: the controller's port is new
     os.makedirs(folder, exist_ok=True)
@@ -404,8 +404,8 @@ def _start_taskmanager(cluster: Cluster, timeout: float = 120.0) -> None:
     raise ClusterError(f"the Flink TaskManager did not register within {timeout:.0f} s; see {log}")
 
 
-def _start_job_server(cluster: Cluster, jvm_dir: str) -> None:
-    lib = lib_dir(jvm_dir, "job-server")
+def _start_job_server(cluster: Cluster) -> None:
+    lib = lib_dir(cluster.jvm_dir, "job-server")
     conf = _flink_conf(cluster)
     if cluster.flink == "session":
         _start_jobmanager(cluster)
@@ -419,8 +419,8 @@ def _start_job_server(cluster: Cluster, jvm_dir: str) -> None:
     _wait_port(cluster.job_port, proc, "the Flink job server", log)
 
 
-def _start_expansion(cluster: Cluster, jvm_dir: str) -> None:
-    lib = lib_dir(jvm_dir, "job-server")
+def _start_expansion(cluster: Cluster) -> None:
+    lib = lib_dir(cluster.jvm_dir, "job-server")
     log = os.path.join(cluster.run_dir, "expansion.log")
     proc = _spawn([_java(), "-Xmx1g", *JAVA_OPENS, *JAVA_LOGGING, "-cp", os.path.join(lib, "*"), EXPANSION_MAIN,
                    str(cluster.expansion_port), "--defaultEnvironmentType=EMBEDDED",
@@ -463,9 +463,9 @@ def start(run_dir: str, jvm_dir: str = JVM_DIR, kafka_port: int | None = None, j
             raise ClusterError(f"port {port} for {name} is taken (a cluster already up? `make cluster-down`)")
     try:
         if kafka:
-            _start_kafka(cluster, jvm_dir)
-        _start_job_server(cluster, jvm_dir)
-        _start_expansion(cluster, jvm_dir)
+            _start_kafka(cluster)
+        _start_job_server(cluster)
+        _start_expansion(cluster)
         if workers:
             _start_workers(cluster)
     except BaseException:

@@ -111,7 +111,7 @@ STABLE_INPUT_RUNNERS = ("PortableRunner", "FlinkRunner")
 
 
 class FlinkJobOptions(PipelineOptions):
-    """Two of the Java Flink runner's options, declared here so that they reach the job server (and
+    """Three of the Java Flink runner's options, declared here so that they reach the job server (and
     Kafka IO's expansion service) with their Java types: undeclared, Python passes every value as a
     string, and Java refuses a string where it wants a list (``filesToStage``)."""
 
@@ -210,7 +210,8 @@ def make_pipeline(argv=None, expansion_service=None):
         check_resumable(args.output, configs, savepoint)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
-    build(pipeline, source, make_sink(args, needs_stable_input(args, options)), JobOptions(configs, streaming=args.streaming))
+    sink = make_sink(args, needs_stable_input(args, options))
+    build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming))
     return pipeline, args, configs
 
 
