@@ -98,12 +98,43 @@ def _pane_out(out: str, window) -> bool:
     return any(os.path.exists(os.path.join(kind_dir(out, kind), stem)) for kind in (MARGINALS, WITHHELD))
 
 
-def stream_seconds(cluster, topic, records, config_path, out, repeat: int = 1, per_message: int = 500,
-                   timeout_s=900.0) -> float:
-    """Seconds from submission to the day window's pane of the streaming job on ``records`` in
-    containers of ``per_message``, each sent ``repeat`` times, followed on each partition by one
-    report a day later, which moves the watermark past the window as soon as the data are read
-    (else Kafka IO waits to find the partitions idle). The reports counted are checked."""
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds() -> dict:
+    """CPU seconds used so far by every process of this machine, by ``(process group, pid)``
+    (Linux's /proc; empty elsewhere): the local cluster starts each part in a group of its own."""
+    out = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+        except OSError:   # the process ended
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[(int(fields[2]), int(name))] = (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
+def cpu_by_part(before: dict, after: dict, pids: dict) -> dict:
+    """CPU seconds spent between two :func:`cpu_seconds` by each part of the cluster (its process
+    groups by name) and by this process's group (``bench``: the submission, the producer)."""
+    names = {pid: name for name, pid in pids.items() if isinstance(pid, int)}
+    names[os.getpgrp()] = "bench"
+    parts = {}
+    for (group, pid), seconds in after.items():
+        name = names.get(group, "other")
+        parts[name] = parts.get(name, 0.0) + seconds - before.get((group, pid), 0.0)
+    return {name: round(t, 1) for name, t in sorted(parts.items(), key=lambda kv: -kv[1]) if t >= 0.1}
+
+
+def produce_stream(cluster, topic, records, repeat: int = 1, per_message: int = 500) -> tuple:
+    """``records`` in containers of ``per_message`` on ``topic``, each sent ``repeat`` times, followed
+    on each partition by one report a day later, which moves the watermark past the reports' day as
+    soon as they are read (else Kafka IO waits to find the partitions idle). Returns the day's window
+    and the reports it holds."""
     from benchmarks.streaming import container
     from tests.cluster.streams import produce   # the tests' producer (kafka-python)
     records = sorted(records, key=lambda r: r["event_time"])
@@ -113,9 +144,17 @@ def stream_seconds(cluster, topic, records, config_path, out, repeat: int = 1, p
     later = dict(records[-1], event_time=records[-1]["event_time"] + DAY_MS)
     messages += [(container([later]), later["event_time"])] * 2
     produce(cluster.bootstrap, topic, messages)
+    return window, len(records) * repeat
+
+
+def stream_seconds(cluster, topic, window, n: int, config_path, out, parallelism: int,
+                   timeout_s=900.0) -> float:
+    """Seconds from submission to the day window's pane of the streaming job reading ``topic`` from
+    its start (:func:`produce_stream`); the ``n`` reports counted are checked."""
     argv = ["--config", config_path, "--streaming", "--kafka-topic", topic, "--kafka-bootstrap", cluster.bootstrap,
             "--kafka-consumer-config", "auto.offset.reset=earliest", "--kafka-expansion-service",
-            cluster.expansion_service, "--allowed-lateness-seconds", "0", "--output", out] + cluster.pipeline_args()
+            cluster.expansion_service, "--allowed-lateness-seconds", "0", "--output", out
+            ] + cluster.pipeline_args(parallelism=parallelism)
     start = time.perf_counter()
     pipeline, args, configs = make_pipeline(argv)
     write_collections(args.output, configs)
@@ -127,18 +166,23 @@ def stream_seconds(cluster, topic, records, config_path, out, repeat: int = 1, p
             time.sleep(0.05)
         took = time.perf_counter() - start
         counted = _counted(out, [window])
-        if counted != len(records) * repeat:
-            raise RuntimeError(f"the streaming job counted {counted:,} reports of {len(records) * repeat:,}")
+        if counted != n:
+            raise RuntimeError(f"the streaming job counted {counted:,} reports of {n:,}")
         return took
     finally:
         try:
             result.cancel()
+            result.wait_until_finish(duration=30_000)   # its workers gone before the next job
         except Exception:  # noqa: BLE001 - a job that ended on its own
             pass
 
 
 def run(tmp, full):
-    base, times = 2_000_000, (20 if full else 10)
+    """One local cluster of 2 slots with a worker pool; every job at parallelism 1 and 2 in turn
+    (after a warm-up job at each: a new worker process imports Beam and loads numba's cache, seconds
+    of CPU counted against whichever job first uses it), each volume measured net of the same job on
+    2,000 reports; medians of ``REPEATS`` rounds."""
+    base, times = 2_000_000, (30 if full else 10)
     n = base * times
     cfg = parse_config(CONFIG)
     folder = os.path.join(tmp, "flink")
@@ -151,37 +195,50 @@ def run(tmp, full):
     big = _repeated(_write(os.path.join(folder, "base.avro"), records), os.path.join(folder, "big.avro"), times)
     tiny_records = _records(cfg, 2000, 8)
     tiny = _write(os.path.join(folder, "tiny.avro"), tiny_records)
-    stream_records, stream_repeat = records, 5 if full else 3
-    stream_n = len(stream_records) * stream_repeat
+    stream_repeat = 15 if full else 10
     out = lambda name: os.path.join(folder, "out", name)   # noqa: E731
 
     batch_seconds(tiny, config_path, out("warm"), [])   # numba's cache, the page cache
     direct = statistics.median(batch_seconds(big, config_path, out(f"direct{i}"), []) for i in range(REPEATS))
     direct_tiny = batch_seconds(tiny, config_path, out("direct-tiny"), [])
-    rates = {}
+    cluster = local_cluster.start(os.path.join(folder, "cluster"), os.path.join(ROOT, local_cluster.JVM_DIR),
+                                  parallelism=2, workers=True)
+    times_of = {(p, what): [] for p in (1, 2) for what in ("tiny", "big", "stiny", "sbig")}
+    cpu = {}
+    try:
+        stiny = produce_stream(cluster, "tiny", tiny_records)
+        sbig = produce_stream(cluster, "big", records, stream_repeat)
+        for p in (1, 2):   # warm-up
+            batch_seconds(tiny, config_path, out(f"p{p}-warm"), cluster.pipeline_args(parallelism=p))
+            stream_seconds(cluster, "tiny", *stiny, stream_config, out(f"p{p}-swarm"), p)
+        for i in range(REPEATS):
+            for p in (1, 2):
+                args = cluster.pipeline_args(parallelism=p)
+                times_of[p, "tiny"].append(batch_seconds(tiny, config_path, out(f"p{p}-tiny{i}"), args))
+                times_of[p, "big"].append(batch_seconds(big, config_path, out(f"p{p}-big{i}"), args))
+                times_of[p, "stiny"].append(stream_seconds(cluster, "tiny", *stiny, stream_config,
+                                                           out(f"p{p}-stiny{i}"), p))
+                before = cpu_seconds()
+                times_of[p, "sbig"].append(stream_seconds(cluster, "big", *sbig, stream_config,
+                                                          out(f"p{p}-sbig{i}"), p))
+                cpu[p] = cpu_by_part(before, cpu_seconds(), cluster.pids)
+    finally:
+        cluster.stop()
+    med = {key: statistics.median(v) for key, v in times_of.items()}
+    stream_n = sbig[1]
+    rates = {p: (n / max(med[p, "big"] - med[p, "tiny"], 1e-9), stream_n / max(med[p, "sbig"] - med[p, "stiny"], 1e-9))
+             for p in (1, 2)}
     details = {}
     for p in (1, 2):
-        cluster = local_cluster.start(os.path.join(folder, f"cluster{p}"), os.path.join(ROOT, local_cluster.JVM_DIR),
-                                      parallelism=p, workers=True)
-        try:
-            args = cluster.pipeline_args()
-            batch_seconds(tiny, config_path, out(f"p{p}-warm"), args)
-            t_tiny = statistics.median(batch_seconds(tiny, config_path, out(f"p{p}-tiny{i}"), args)
-                                       for i in range(REPEATS))
-            t_big = statistics.median(batch_seconds(big, config_path, out(f"p{p}-big{i}"), args)
-                                      for i in range(REPEATS))
-            s_tiny = stream_seconds(cluster, "tiny", tiny_records, stream_config, out(f"p{p}-stiny"))
-            s_big = stream_seconds(cluster, "big", stream_records, stream_config, out(f"p{p}-sbig"), stream_repeat)
-        finally:
-            cluster.stop()
-        rates[p] = (n / max(t_big - t_tiny, 1e-9), stream_n / max(s_big - s_tiny, 1e-9))
-        details[f"Flink parallelism {p}"] = (f"batch {t_big:.1f} s ({t_tiny:.1f} s on 2,000 reports); streaming "
-                                             f"{s_big:.1f} s to the pane ({s_tiny:.1f} s on 2,000 reports)")
+        details[f"Flink parallelism {p}"] = (
+            f"batch {med[p, 'big']:.1f} s ({med[p, 'tiny']:.1f} s on 2,000 reports); streaming "
+            f"{med[p, 'sbig']:.1f} s to the pane ({med[p, 'stiny']:.1f} s on 2,000 reports); CPU seconds of the "
+            f"last streaming job by part: {json.dumps(cpu.get(p, {}))}")
     direct_rate = n / max(direct - direct_tiny, 1e-9)
     details["DirectRunner"] = f"{direct:.1f} s for the file ({direct_tiny:.1f} s on 2,000 reports)"
     details["scale-out input"] = (f"one Avro file of {n:,} reports (the blocks of {base:,} simulated ones, {times} times; "
                                   f"{os.path.getsize(big) / 2 ** 20:.0f} MiB, {e2e.D} bits, k=2, {HOURS} hourly windows), read in 16 MiB splits; streaming: "
-                                  f"{stream_n:,} reports ({len(stream_records):,} of them, each container of 500 sent "
+                                  f"{stream_n:,} reports ({len(records):,} of them, each container of 500 sent "
                                   f"{stream_repeat} times) on 2 Kafka partitions into one day-long window; the Python work in "
                                   "p worker processes (Beam's worker pool, --sdk_worker_parallelism=p)")
     goals = []
@@ -194,4 +251,3 @@ def run(tmp, full):
                   "measured": f"{rates[2][0]:,.0f} reports/s", "baseline": f"DirectRunner {direct_rate:,.0f} reports/s",
                   "ratio": rates[2][0] / direct_rate, "target": "report", "met": None})
     return goals, details
-
