@@ -29,10 +29,11 @@ import yaml
 from benchmarks import e2e
 from ldp_marginals import schemas
 from ldp_marginals.pipelines import local_cluster
-from ldp_marginals.pipelines.run import make_pipeline, run as run_job, write_collections
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.pipelines.run import make_pipeline, prepare_outputs, run as run_job
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import MARGINALS, WITHHELD, file_stem, kind_dir, read_rows
+from ldp_marginals.schemas.outputs import MARGINALS, WITHHELD, entry_path, file_stem
 from ldp_marginals.transforms.avro_container import _Stream, read_header
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,8 +95,9 @@ def _day(records) -> tuple:
 
 def _pane_out(out: str, window) -> bool:
     """The window's pane is out (no early firings, no lateness: its on-time pane is its only one)."""
-    stem = file_stem(window, CONFIG["collection"], 0) + ".jsonl"
-    return any(os.path.exists(os.path.join(kind_dir(out, kind), stem)) for kind in (MARGINALS, WITHHELD))
+    stem = file_stem(window, CONFIG["collection"], 0)
+    run_id = json.load(open(os.path.join(out, "manifest.json")))["run_id"]
+    return any(os.path.exists(os.path.join(out, entry_path(run_id, kind, stem))) for kind in (MARGINALS, WITHHELD))
 
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -157,7 +159,7 @@ def stream_seconds(cluster, topic, window, n: int, config_path, out, parallelism
             ] + cluster.pipeline_args(parallelism=parallelism)
     start = time.perf_counter()
     pipeline, args, configs = make_pipeline(argv)
-    write_collections(args.output, configs)
+    prepare_outputs(args, configs)
     result = pipeline.run()
     try:
         while not _pane_out(out, window):

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 
 from ldp_marginals.ldp.compare import benjamini_hochberg, change
-from ldp_marginals.schemas.outputs import read_rows
+from ldp_marginals.pipelines.read import read_rows
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,9 +4,10 @@ no network), written to a file or served on localhost with new windows picked up
     ldp-marginals dashboard --estimates out/demo/estimates --out out/demo/dashboard.html
     ldp-marginals dashboard --estimates out/demo/estimates --serve 8050
 
-The page reads the JSON-lines twins of the Avro outputs (of several panes of a window the latest
-wins) and ``collections.json`` (channels, epsilon, min_reports), which ``ldp-marginals run`` writes
-beside them: the layout of :mod:`ldp_marginals.schemas.outputs`. Importing this module does not
+The page reads the outputs of the run that owns the directory through :func:`ldp_marginals.read`
+(its manifest's Parquet files; of several panes of a window the latest) and ``collections.json``
+(channels, epsilon, min_reports), which ``ldp-marginals run`` writes beside them: the layout of
+:mod:`ldp_marginals.schemas.outputs`. Importing this module does not
 import Beam.
 """
 from __future__ import annotations
@@ -29,7 +30,16 @@ import numpy as np
 from ldp_marginals.ldp.planning import cell_variance, frequency_variance, half_width_of, mean_variance
 from ldp_marginals.ldp.tables import phi_from_frequencies
 from ldp_marginals.pipelines import compare
-from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, ESTIMATE_KINDS, SUMMARY_FILE, kind_dir, read_rows
+from ldp_marginals.pipelines.read import read_file
+from ldp_marginals.schemas.arrow import to_rows
+from ldp_marginals.schemas.outputs import (
+    COLLECTIONS_FILE,
+    ESTIMATE_KINDS,
+    RUNS_DIR,
+    OutputError,
+    load_manifest,
+    manifest_files,
+)
 
 
 def _feature_of(label: str) -> str | None:
@@ -78,23 +88,40 @@ def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
     """Everything the page shows, as JSON-safe data. ``marginals``: label lists of the sets to
     chart over time (default: every 1-way marginal)."""
     _check_dir(estimates_dir)
-    data = {kind: read_rows(estimates_dir, kind) for kind in ESTIMATE_KINDS}
+    data, problems = _read_outputs(estimates_dir)
+    data["problems"] = problems
     collections_path = os.path.join(estimates_dir, COLLECTIONS_FILE)
     data["collections"] = []
     if os.path.exists(collections_path):
         with open(collections_path) as fh:
             data["collections"] = json.load(fh)
-    summary_path = os.path.join(estimates_dir, SUMMARY_FILE)
-    data["summary"] = None
-    if os.path.exists(summary_path):
-        with open(summary_path) as fh:
-            data["summary"] = json.load(fh)
+    data["summary"] = data.pop("manifest").get("summary")
     data["correlations"] = _correlations(data["marginals"])
     data["chosen_marginals"] = [list(m) for m in marginals] if marginals else None
     info = {c["collection"]: c for c in data["collections"]}
     data["changes"] = _changes(data, info)
     data["precision"] = _precision(data, info)
     return data
+
+
+def _read_outputs(estimates_dir: str) -> tuple:
+    """``({kind: rows, "manifest": manifest}, problems)``: every file of the run's manifest that can
+    be read; each that cannot (missing, damaged, rows not as the manifest says) is one problem
+    naming it, and the page shows the rest. No manifest: no rows, and the problem says why."""
+    data, problems = {kind: [] for kind in ESTIMATE_KINDS}, []
+    try:
+        manifest = load_manifest(estimates_dir)
+    except OutputError as err:
+        data["manifest"] = {}
+        return data, [str(err)]
+    data["manifest"] = manifest
+    for kind in ESTIMATE_KINDS:
+        for entry in manifest_files(manifest, kind):
+            try:
+                data[kind] += to_rows(read_file(estimates_dir, entry))
+            except OutputError as err:
+                problems.append(str(err))
+    return data, problems
 
 
 CHANGE_KINDS = ("marginals", "conditionals", "means")
@@ -265,10 +292,14 @@ IDLE_SECONDS = 10.0  # a connection that sends nothing (idle, or a half-open req
 
 
 def directory_signature(estimates_dir: str) -> tuple:
-    """What changes when the job writes: the names, sizes and modification times of the files the
-    page reads. Listing the folders costs far less than reading the files."""
+    """What changes when the job writes: the names, sizes and modification times of the manifest
+    and of the streaming run's entries (a file the page reads is written before its entry). Listing
+    the folders costs far less than reading the files."""
     entries = []
-    for folder in [estimates_dir] + [kind_dir(estimates_dir, kind) for kind in ESTIMATE_KINDS]:
+    runs = os.path.join(estimates_dir, RUNS_DIR)
+    folders = [estimates_dir] + [os.path.join(runs, run, kind) for run in (os.listdir(runs) if os.path.isdir(runs) else [])
+                                 for kind in ESTIMATE_KINDS]
+    for folder in folders:
         try:
             with os.scandir(folder) as it:
                 for e in it:

@@ -7,6 +7,7 @@ import difflib
 import glob
 import json
 import os
+import time
 from dataclasses import replace
 
 import apache_beam as beam
@@ -19,9 +20,10 @@ from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.progress import Progress
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.schemas.config import configs_from_text, parse_window
-from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, STATE_SHAPE_FILE, SUMMARY_FILE
+from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, MANIFEST_FILE, STATE_SHAPE_FILE, SUMMARY_FILE, new_run_id
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
 from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, NAMESPACE, VALID, totals_by_reason
+from ldp_marginals.transforms.manifest import finish_run, start_run
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
 
@@ -177,17 +179,32 @@ def needs_stable_input(args, options: PipelineOptions) -> bool:
 
 def make_sink(args, stable_input: bool = False):
     """Files under ``--output`` always; BigQuery tables too with ``--bigquery-dataset`` (its refused
-    rows become dead-letter files under ``--output``)."""
+    rows become dead-letter files under ``--output``), all recorded in the run ``args.run_id``."""
     files = FileSink(args.output, streaming=args.streaming, dead_letter_seconds=args.dead_letter_seconds,
-                     stable_input=stable_input)
+                     stable_input=stable_input, run_id=args.run_id)
     if not args.bigquery_dataset:
         return files
     return Sinks(files, BigQuerySink(args.bigquery_dataset, args.output, args.bigquery_method, args.streaming,
-                                     dead_letter_seconds=args.dead_letter_seconds))
+                                     dead_letter_seconds=args.dead_letter_seconds, run_id=args.run_id))
+
+
+def resumed_run_id(output_dir: str, savepoint: str) -> str:
+    """The id of the streaming run a savepoint resumes (its manifest under ``output_dir``): its
+    entries carry on, so readers see the windows closed before the savepoint too."""
+    path = FileSystems.join(output_dir, MANIFEST_FILE)
+    try:
+        with FileSystems.open(path) as fh:
+            manifest = json.loads(fh.read())
+        return manifest["run_id"]
+    except Exception:  # noqa: BLE001 - missing, unreadable, not a manifest: one answer
+        raise ValueError(f"--savepoint_path={savepoint} resumes a streaming job, but {path} (written at the start "
+                         "of the job that took the savepoint) is missing or unreadable: resume into that job's "
+                         "--output") from None
 
 
 def make_pipeline(argv=None, expansion_service=None):
-    """The job's pipeline as the command line asks, built but not run: ``(pipeline, args, configs)``.
+    """The job's pipeline as the command line asks, built but not run: ``(pipeline, args, configs)``,
+    ``args.run_id`` the run's id (:func:`prepare_outputs` before running it).
     ``expansion_service`` replaces Kafka's Java expansion service (tests)."""
     parser = run_parser()
     args, beam_args = parser.parse_known_args(argv)
@@ -208,6 +225,7 @@ def make_pipeline(argv=None, expansion_service=None):
             raise ValueError(f"--savepoint_path resumes a streaming job, got --savepoint_path={savepoint} "
                              "without --streaming")
         check_resumable(args.output, configs, savepoint)
+    args.run_id = resumed_run_id(args.output, savepoint) if savepoint else new_run_id()
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))
@@ -291,6 +309,13 @@ def write_collections(output_dir: str, configs: dict) -> str:
     return path
 
 
+def prepare_outputs(args, configs: dict) -> None:
+    """Before the job runs: ``collections.json`` and ``state_shape.json``, and the run's start in its
+    manifest (:func:`ldp_marginals.transforms.manifest.start_run`)."""
+    write_collections(args.output, configs)
+    start_run(args.output, args.run_id, args.streaming)
+
+
 class JobFailed(RuntimeError):
     """The job started but could not finish (a full disk, an output that became unwritable)."""
 
@@ -322,13 +347,12 @@ def run(argv=None) -> dict:
     """Build and run the job; wait for it and summarize its counters unless ``--detach``.
 
     A local run that fails for lack of space or permission raises :class:`JobFailed` after removing
-    its unfinished files; ``summary.json`` is written only by a run that finished, so a directory
-    without it holds an incomplete run (a rerun rewrites every file)."""
+    its unfinished files; ``summary.json`` and the manifest are written only by a batch run that
+    finished, so a directory without them holds no complete run (readers refuse it)."""
     pipeline, args, configs = make_pipeline(argv)
     local = "://" not in args.output
-    if local and os.path.exists(os.path.join(args.output, SUMMARY_FILE)):
-        os.remove(os.path.join(args.output, SUMMARY_FILE))  # a stale summary must not describe this run
-    write_collections(args.output, configs)
+    started = int(time.time() * 1000)
+    prepare_outputs(args, configs)
     try:
         with Progress(0 if args.detach else args.progress_seconds) as progress:
             result = pipeline.run()
@@ -346,7 +370,7 @@ def run(argv=None) -> dict:
         reason = f"{cause.strerror or cause}" if cause is not None else (
             "No space left on device" if "No space left on device" in text else "Permission denied")
         raise JobFailed(f"writing the outputs under {args.output} failed: {reason}; the run is incomplete "
-                        f"(no {SUMMARY_FILE}; {removed} unfinished files removed). Free space or fix the "
+                        f"(no {MANIFEST_FILE}; {removed} unfinished files removed). Free space or fix the "
                         "permissions and run again: a rerun rewrites every output.") from None
     summary = summarize(result)
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
@@ -355,7 +379,12 @@ def run(argv=None) -> dict:
              f"{summary['reports_in_damaged_ranges']} reports"
              + (f" (and {summary['damaged_ranges_of_unknown_size']} of unknown size)"
                 if summary["damaged_ranges_of_unknown_size"] else "") if summary["damaged_ranges"] else ""))
-    if "://" not in args.output:
-        with open(os.path.join(args.output, SUMMARY_FILE), "w") as fh:
-            json.dump(summary, fh, indent=2)
+    if not args.streaming:
+        try:
+            finish_run(args.output, args.run_id, summary, started)
+        except OSError as err:   # the summary or manifest could not be written: neither exists half-written
+            removed = _remove_unfinished(args.output) if local else 0
+            raise JobFailed(f"writing the run's {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
+                            f"{err.strerror or err}; the run is incomplete ({removed} unfinished files removed): "
+                            "readers refuse the directory. Free space and run again.") from None
     return summary

@@ -1,17 +1,30 @@
-"""The layout of a job's output directory, owned here and nowhere else (Beam-free: the sinks and the
-dashboard both use it).
+"""The layout of a job's output directory, owned here and nowhere else (Beam-free: the sinks, the
+readers and the dashboard all use it).
 
 ::
 
-    DIR/collections.json                  each collection's bits, channels, epsilon, min_reports
-    DIR/state_shape.json                  each collection's counted sets, extremes and window: what a
-                                          streaming job resumed from a savepoint must match
-    DIR/summary.json                      reports counted and dead-lettered, by reason (batch runs)
-    DIR/<kind>/<stem>.avro and .jsonl     the rows of one window, collection (or file group) and pane
+    DIR/manifest.json                      the run that owns the directory (written last, atomically):
+                                           its id, mode, summary and every file set it wrote
+    DIR/summary.json                       reports counted and dead-lettered, by reason (batch runs)
+    DIR/collections.json                   each collection's bits, channels, epsilon, min_reports
+    DIR/state_shape.json                   each collection's counted sets, extremes and window: what a
+                                           streaming job resumed from a savepoint must match
+    DIR/<kind>/<stem>.avro                 the rows of one window, collection (or file group) and pane:
+                                           the contract (Avro schemas in this folder)
+    DIR/parquet/<kind>/<group>/<stem>.parquet   the same rows as Parquet, one folder per collection
+    DIR/_runs/<run id>/<kind>/<stem>.json  one entry per file set written: its files and row count
 
 A stem is ``<window start>_<window end>_<collection>_pane<NNN>`` with UTC times such as
 ``20260101T000000000Z`` (fixed width, so names sort by window), or ``global_<collection>_pane<NNN>``
 for the global window. Panes of one window accumulate in streaming: a reader takes the latest.
+
+**A run owns its outputs.** Every file is written under a temporary name and renamed, and then its
+entry is written the same way, so an entry names only whole files. A batch run removes the previous
+``manifest.json`` when it starts, gathers its entries into a new one when it has finished (then
+removes the files of earlier runs that it did not rewrite); a streaming run writes, when it starts,
+a manifest that says so (``complete`` false) and whose files are its entries as they land. Readers
+(:func:`load_manifest`) read the files of the manifest and nothing else: files of another run never
+mix in, and a file whose rows disagree with its entry is an error that names it.
 """
 from __future__ import annotations
 
@@ -28,9 +41,13 @@ SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "ex
              CONDITIONALS: "conditional_estimate", MEANS: "mean_estimate", WITHHELD: "withheld_window",
              DEAD_LETTERS: "dead_letter"}
 COLLECTIONS_FILE = "collections.json"
+MANIFEST_FILE = "manifest.json"
+RUNS_DIR = "_runs"        # DIR/_runs/<run id>/<kind>/<stem>.json: the entries of a run's file sets
+PARQUET_DIR = "parquet"   # DIR/parquet/<kind>/<group>/<stem>.parquet
+MANIFEST_FORMAT = 1
 STATE_SHAPE_FILE = "state_shape.json"   # what a job resumed from a savepoint must match (pipelines.run)
 SUMMARY_FILE = "summary.json"
-AVRO, JSON_LINES = ".avro", ".jsonl"
+AVRO, PARQUET, ENTRY = ".avro", ".parquet", ".json"
 DEAD_LETTER_GROUP = "all"  # the file group of the job's own dead letters (they have no collection)
 
 def check_kind(kind: str) -> str:
@@ -55,14 +72,40 @@ def file_stem(window: tuple | None, group: str, pane: int) -> str:
 
 
 def kind_dir(output_dir: str, kind: str) -> str:
-    """``DIR/<kind>`` (local paths; the sinks join with Beam's FileSystems for gs:// and others)."""
+    """``DIR/<kind>``, the folder of a kind's Avro files (local paths; the sinks join with Beam's
+    FileSystems for gs:// and others)."""
     return os.path.join(output_dir, check_kind(kind))
+
+
+def file_paths(kind: str, group: str, stem: str) -> dict:
+    """The paths, relative to the output directory (``/``-separated), of one file set's files."""
+    check_kind(kind)
+    return {"avro": f"{kind}/{stem}{AVRO}", "parquet": f"{PARQUET_DIR}/{kind}/{group}/{stem}{PARQUET}"}
+
+
+def entry_path(run_id: str, kind: str, stem: str) -> str:
+    """Where a run records one file set, relative to the output directory."""
+    return f"{RUNS_DIR}/{run_id}/{check_kind(kind)}/{stem}{ENTRY}"
+
+
+def new_run_id(now_ms: int | None = None) -> str:
+    """A run's id: its start in UTC (names sort by start) and 8 random hex digits."""
+    now_ms = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000) if now_ms is None else now_ms
+    return f"{stamp(now_ms)}-{os.urandom(4).hex()}"
+
+
+def make_entry(kind: str, group: str, window: tuple | None, pane: int, rows: int) -> dict:
+    """The entry of one file set: what it holds, its files, its row count."""
+    stem = file_stem(window, group, pane)
+    return {"kind": kind, "group": group, "window_start": None if window is None else window[0],
+            "window_end": None if window is None else window[1], "pane": pane, "rows": rows,
+            "files": file_paths(kind, group, stem)}
 
 
 def split_pane(file_name: str) -> tuple | None:
     """``(stem without the pane, pane index)`` of an output file's name, or None if it is not one."""
     base = os.path.basename(file_name)
-    for ext in (AVRO, JSON_LINES):
+    for ext in (AVRO, PARQUET, ENTRY):
         if base.endswith(ext):
             base = base[:-len(ext)]
             break
@@ -74,37 +117,65 @@ def split_pane(file_name: str) -> tuple | None:
     return stem, int(pane)
 
 
-def latest_panes(folder: str, ext: str = JSON_LINES) -> list:
-    """The files of a kind's folder with extension ``ext``, only the latest pane of each window and
-    collection (each pane holds the window's full estimate so far), sorted by name."""
-    best = {}
-    if not os.path.isdir(folder):
-        return []
-    for name in os.listdir(folder):
-        if not name.endswith(ext):
-            continue
-        parts = split_pane(name)
-        if parts is None:
-            continue
-        stem, pane = parts
-        if stem not in best or pane > best[stem][0]:
-            best[stem] = (pane, os.path.join(folder, name))
-    return sorted(path for _, path in best.values())
+class OutputError(ValueError):
+    """The output directory cannot be read as a run's outputs: no complete manifest, a file that is
+    missing, damaged or disagrees with the manifest. The message names the file."""
 
 
-def read_rows(output_dir: str, kind: str) -> list:
-    """The rows of ``kind`` as a reader of the outputs sees them, from the JSON-lines files: for the
-    estimates, the latest pane of each window and collection (:func:`latest_panes`: a pane holds the
-    window's estimate so far); for the dead letters, every pane (a streaming job writes the letters
-    gathered since its last pane)."""
-    folder = kind_dir(output_dir, kind)
-    if kind == DEAD_LETTERS:
-        paths = sorted(os.path.join(folder, n) for n in os.listdir(folder)
-                       if n.endswith(JSON_LINES)) if os.path.isdir(folder) else []
-    else:
-        paths = latest_panes(folder)
-    rows = []
-    for path in paths:
-        with open(path) as fh:
-            rows += [json.loads(line) for line in fh if line.strip()]
-    return rows
+def _read_json(path: str, what: str):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise OutputError(f"{path} is missing ({what})") from None
+    except (OSError, ValueError) as err:
+        raise OutputError(f"{path} cannot be read ({what}): {err}") from None
+
+
+def _entries(output_dir: str, run_id: str) -> list:
+    """The entries a run has written so far (a streaming run's files, as they land)."""
+    root = os.path.join(output_dir, RUNS_DIR, run_id)
+    out = []
+    for kind in KINDS:
+        folder = os.path.join(root, kind)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(ENTRY):
+                out.append(_read_json(os.path.join(folder, name), f"an entry of run {run_id}"))
+    return out
+
+
+def load_manifest(output_dir: str) -> dict:
+    """The manifest of the run that owns ``output_dir``, its ``files`` filled in (a streaming run's
+    from its entries so far). Raises :class:`OutputError` when there is none: a batch run still
+    writing, a run that failed, or not a job's output directory."""
+    if not os.path.isdir(output_dir):
+        raise OutputError(f"{output_dir} is not a directory of a job's outputs")
+    path = os.path.join(output_dir, MANIFEST_FILE)
+    if not os.path.exists(path):
+        raise OutputError(f"{output_dir} holds no complete run: {MANIFEST_FILE} is missing (a batch run writes it "
+                          "last: the run is still writing, it failed, or this is not a job's output directory)")
+    manifest = _read_json(path, "the run's manifest")
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise OutputError(f"{path} is not a manifest of format {MANIFEST_FORMAT}")
+    if manifest.get("files") is None:   # streaming: the entries written so far
+        manifest = dict(manifest, files=_entries(output_dir, manifest["run_id"]))
+    return manifest
+
+
+def manifest_files(manifest: dict, kind: str) -> list:
+    """The entries of ``kind`` a reader reads, sorted by window and group: of the estimates, the
+    latest pane of each window and group (a pane holds the window's estimate so far); of the dead
+    letters, every pane (a streaming job writes the letters gathered since its last pane)."""
+    check_kind(kind)
+    entries = [e for e in manifest["files"] if e["kind"] == kind]
+    if kind != DEAD_LETTERS:
+        best = {}
+        for e in entries:
+            key = (e["window_start"], e["window_end"], e["group"])
+            if key not in best or e["pane"] > best[key]["pane"]:
+                best[key] = e
+        entries = list(best.values())
+    return sorted(entries, key=lambda e: (e["window_start"] is not None, e["window_start"] or 0, e["group"], e["pane"]))
+

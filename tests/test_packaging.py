@@ -30,7 +30,8 @@ def test_the_only_top_level_package_is_ldp_marginals(wheel):
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"ldp_marginals"}
     packages = {"/".join(n.split("/")[:2]) for n in names if n.endswith(".py")}  # ldp_marginals/<package>
-    assert packages == {f"ldp_marginals/{p}" for p in ("ldp", "schemas", "transforms", "pipelines")}
+    assert packages == {f"ldp_marginals/{p}" for p in ("__init__.py", "ldp", "schemas", "transforms", "pipelines")}
+    assert not any(n.startswith("ldp_marginals/pipelines/root/") for n in names)   # installed as ldp_marginals/
     dist_info = next(n.split("/")[0] for n in names if n.split("/")[0].endswith(".dist-info"))
     assert zipfile.ZipFile(wheel).read(f"{dist_info}/top_level.txt").decode().split() == ["ldp_marginals"]
 
@@ -58,9 +59,12 @@ def test_the_installed_package_imports_from_outside_the_repository(wheel, tmp_pa
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]))
     code = ("import ldp_marginals.pipelines.run as r, ldp_marginals.ldp as l, ldp_marginals.schemas as s\n"
             "from ldp_marginals.pipelines.dashboard import render\n"
-            "print(r.__file__, l.__file__, s.__file__, s.load_schema('noisy_report')['name'], len(render({})) > 0)")
+            "import ldp_marginals\n"
+            "print(r.__file__, l.__file__, s.__file__, ldp_marginals.read.__module__, "
+            "s.load_schema('noisy_report')['name'], len(render({})) > 0)")
     run = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
-    *files, schema, rendered = run.stdout.split()
+    *files, reader, schema, rendered = run.stdout.split()
+    assert reader == "ldp_marginals.pipelines.read"
     assert all(f.startswith(str(target / "ldp_marginals")) for f in files), files
     assert schema == "ldp_marginals.NoisyReport" and rendered == "True"

@@ -37,7 +37,8 @@ class BigQuerySink(beam.PTransform):
     """
 
     def __init__(self, dataset: str, failed_dir: str, method: str = "STREAMING_INSERTS",
-                 streaming: bool = False, load_seconds: int = 300, dead_letter_seconds: int = 60):
+                 streaming: bool = False, load_seconds: int = 300, dead_letter_seconds: int = 60,
+                 run_id: str | None = None):
         super().__init__(label="WriteBigQuery")
         if not isinstance(dataset, str) or not _DATASET.match(dataset):
             raise ValueError(f"dataset must be [project:]dataset, got dataset={dataset!r}")
@@ -51,6 +52,7 @@ class BigQuerySink(beam.PTransform):
         self.streaming = streaming
         self.load_seconds = load_seconds
         self.dead_letter_seconds = dead_letter_seconds
+        self.run_id = run_id   # the file sink's run: refused rows' files are recorded in it
 
     def table(self, kind: str) -> str:
         return f"{self.dataset}.{kind}"
@@ -88,7 +90,8 @@ class _WriteKind(beam.PTransform):
         refused = result.failed_rows_with_errors | "Refused" >> beam.FlatMap(_refused).with_outputs(TAG, main="none")
         return (refused[TAG]
                 | "PaneRefused" >> processing_time_panes(sink.dead_letter_seconds)
-                | "WriteRefused" >> WriteRows(DEAD_LETTERS, sink.failed_dir, group=f"bigquery-{kind}"))
+                | "WriteRefused" >> WriteRows(DEAD_LETTERS, sink.failed_dir, group=f"bigquery-{kind}",
+                                                run_id=sink.run_id))
 
 
 def _refused(failed):

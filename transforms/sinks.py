@@ -1,9 +1,11 @@
 """Sinks: PTransforms from the job's outputs (a dict of row PCollections by kind) to where they are
-read. :class:`FileSink` writes Avro and JSON-lines files, one file set per window, collection and
-pane, in the layout of :mod:`ldp_marginals.schemas.outputs`; :class:`Sinks` feeds several sinks.
+read. :class:`FileSink` writes Avro and Parquet files, one file set per window, collection and
+pane, and an entry for each in its run's folder, in the layout of
+:mod:`ldp_marginals.schemas.outputs`; :class:`Sinks` feeds several sinks.
 
 Crashes: a file's name says what it holds (window, collection, pane), and each file is written to a
-temporary name and renamed, so a write repeated with the same rows leaves the same file. On a runner
+temporary name and renamed, its entry last, so a write repeated with the same rows leaves the same
+files and an entry never names a partial file. On a runner
 that replays from checkpoints (Flink) that is not enough: rows computed after the last checkpoint are
 computed again after a restore, and the second timeline need not cut its panes where the first did,
 so a file of the lost timeline could stay beside the new ones. With ``stable_input`` the writers
@@ -13,34 +15,42 @@ rolled back, and a write repeated after a restore rewrites the same file with th
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import apache_beam as beam
 import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability import common_urns
 from apache_beam.transforms import trigger
 
 from ldp_marginals import schemas
+from ldp_marginals.schemas.arrow import to_table
 from ldp_marginals.schemas.outputs import (
-    AVRO,
     DEAD_LETTER_GROUP,
     DEAD_LETTERS,
-    JSON_LINES,
     KINDS,
     SCHEMA_OF,
     check_kind,
+    entry_path,
     file_stem,
+    make_entry,
+    new_run_id,
 )
 from ldp_marginals.transforms.estimate import window_bounds_ms
 from ldp_marginals.transforms.panes import PANES, PaneFile
 
 
 class WriteWindowFilesFn(beam.DoFn):
-    """``((kind, group), rows)`` of one window and pane -> ``<dir>/<kind>/<stem>.avro`` and ``.jsonl``."""
+    """``((kind, group), rows)`` of one window and pane -> its Avro and Parquet files and then, when
+    the sink belongs to a run, the run's entry for them (the layout of
+    :mod:`ldp_marginals.schemas.outputs`). Yields the entry."""
 
-    def __init__(self, output_dir: str):
+    def __init__(self, output_dir: str, run_id: str | None = None):
         self.output_dir = output_dir
+        self.run_id = run_id
 
     def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         if isinstance(element, PaneFile):  # streaming: the panes state machine says where it belongs
@@ -50,28 +60,43 @@ class WriteWindowFilesFn(beam.DoFn):
             (kind, group), rows = element
             index = pane.index if pane is not None else 0
             window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
-        rows = list(rows)
-        # each row serialized once: the sort key (deterministic file contents) and the JSON line
-        keyed = sorted((schemas.to_json_line(r), i) for i, r in enumerate(rows))
-        rows = [rows[i] for _, i in keyed]
-        stem = file_stem(window, group, index)
-        folder = FileSystems.join(self.output_dir, kind)
-        if not FileSystems.exists(folder):
-            try:
-                FileSystems.mkdirs(folder)
-            except IOError:  # another worker made it first
-                pass
-        avro_path = FileSystems.join(folder, stem + AVRO)
-        json_path = FileSystems.join(folder, stem + JSON_LINES)
-        buf = io.BytesIO()
-        fastavro.writer(buf, schemas.load_schema(SCHEMA_OF[kind]), rows, codec="deflate")
-        for path, data in ((avro_path, buf.getvalue()),
-                           (json_path, "".join(line + "\n" for line, _ in keyed).encode())):
-            tmp = path + ".tmp"
-            with FileSystems.create(tmp) as fh:
-                fh.write(data)
-            FileSystems.rename([tmp], [path])
-        yield avro_path
+        yield write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows)
+
+
+def write_file_set(output_dir: str, run_id: str | None, kind: str, group: str, window: tuple | None, pane: int,
+                   rows) -> dict:
+    """One window's (or the global window's) rows of ``kind`` for ``group`` and ``pane`` -> their Avro
+    and Parquet files and then, when ``run_id`` is given, the run's entry for them; returns the entry.
+    The files' contents depend only on the rows (sorted by their JSON text)."""
+    rows = sorted(rows, key=schemas.to_json_line)
+    entry = make_entry(kind, group, window, pane, len(rows))
+    buf = io.BytesIO()
+    fastavro.writer(buf, schemas.load_schema(SCHEMA_OF[kind]), rows, codec="deflate")
+    _write_atomic(output_dir, entry["files"]["avro"], buf.getvalue())
+    buf = pa.BufferOutputStream()
+    pq.write_table(to_table(SCHEMA_OF[kind], rows), buf, compression="zstd")
+    _write_atomic(output_dir, entry["files"]["parquet"], buf.getvalue().to_pybytes())
+    if run_id is not None:
+        _write_atomic(output_dir, entry_path(run_id, kind, file_stem(window, group, pane)),
+                      json.dumps(entry, sort_keys=True).encode())
+    return entry
+
+
+def _write_atomic(output_dir: str, relative: str, data: bytes) -> str:
+    """``data`` to ``output_dir/relative`` (any Beam filesystem) under a temporary name, then renamed:
+    a reader never sees part of it, and a repeated write leaves the same file."""
+    path = FileSystems.join(output_dir, *relative.split("/"))
+    folder = path.rsplit("/", 1)[0]
+    if not FileSystems.exists(folder):
+        try:
+            FileSystems.mkdirs(folder)
+        except IOError:  # another worker made it first
+            pass
+    tmp = path + ".tmp"
+    with FileSystems.create(tmp) as fh:
+        fh.write(data)
+    FileSystems.rename([tmp], [path])
+    return path
 
 
 class StableParDo(beam.ParDo):
@@ -87,8 +112,8 @@ class StableParDo(beam.ParDo):
         return urn, payload
 
 
-def _writer(output_dir: str, stable: bool) -> beam.ParDo:
-    return (StableParDo if stable else beam.ParDo)(WriteWindowFilesFn(output_dir))
+def _writer(output_dir: str, stable: bool, run_id: str | None = None) -> beam.ParDo:
+    return (StableParDo if stable else beam.ParDo)(WriteWindowFilesFn(output_dir, run_id))
 
 
 def processing_time_panes(seconds: float) -> beam.WindowInto:
@@ -105,12 +130,14 @@ class WriteRows(beam.PTransform):
     The group names the files: the rows' collection, or ``group`` when given (dead letters, which
     have no collection, are ``all`` unless a group is given)."""
 
-    def __init__(self, kind: str, output_dir: str, group: str | None = None, stable_input: bool = False):
+    def __init__(self, kind: str, output_dir: str, group: str | None = None, stable_input: bool = False,
+                 run_id: str | None = None):
         super().__init__()
         self.kind = check_kind(kind)
         self.output_dir = output_dir
         self.group = group
         self.stable_input = stable_input
+        self.run_id = run_id
 
     def expand(self, rows):
         kind = self.kind
@@ -119,11 +146,13 @@ class WriteRows(beam.PTransform):
         return (rows
                 | "KeyByFile" >> beam.Map(lambda r: ((kind, group_of(r)), r))
                 | "GroupByFile" >> beam.GroupByKey()
-                | "WriteFiles" >> _writer(self.output_dir, self.stable_input))
+                | "WriteFiles" >> _writer(self.output_dir, self.stable_input, self.run_id))
 
 
 class FileSink(beam.PTransform):
-    """The job's default sink: every output kind to Avro + JSON-lines files under one directory.
+    """The job's default sink: every output kind to Avro and Parquet files under one directory, each
+    file set recorded in the run ``run_id``'s folder (a new id by default: :attr:`run_id`), from which
+    :func:`ldp_marginals.transforms.manifest.finish_run` makes the manifest readers read.
 
     In streaming mode the estimates are written from the pane files of the panes state machine
     (``outputs["panes"]``), and the dead letters, which live in the global window, in panes every
@@ -134,7 +163,7 @@ class FileSink(beam.PTransform):
     """
 
     def __init__(self, output_dir: str, streaming: bool = False, dead_letter_seconds: int = 60,
-                 stable_input: bool = False):
+                 stable_input: bool = False, run_id: str | None = None):
         super().__init__(label="WriteFiles")
         if stable_input and not streaming:
             raise ValueError("stable_input is for streaming jobs (a batch runner replays nothing), got "
@@ -143,6 +172,7 @@ class FileSink(beam.PTransform):
         self.streaming = streaming
         self.dead_letter_seconds = dead_letter_seconds
         self.stable_input = stable_input
+        self.run_id = run_id or new_run_id()
         if "://" not in output_dir:
             os.makedirs(output_dir, exist_ok=True)
 
@@ -156,10 +186,10 @@ class FileSink(beam.PTransform):
                 files = outputs[PANES] | f"Panes[{kind}]" >> beam.Filter(lambda f, k=kind: f.kind == k)
                 if self.stable_input:
                     files = files | f"Stage[{kind}]" >> beam.Reshuffle()
-                written[kind] = files | f"Write[{kind}]" >> _writer(self.output_dir, self.stable_input)
+                written[kind] = files | f"Write[{kind}]" >> _writer(self.output_dir, self.stable_input, self.run_id)
                 continue
-            written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir,
-                                                                  stable_input=self.stable_input)
+            written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir, stable_input=self.stable_input,
+                                                                  run_id=self.run_id)
         return written
 
 

@@ -434,6 +434,8 @@
       (windowStart === null ? "none" : iso(windowStart)) +
       (s ? "; " + s.reports_counted + " reports counted, " + s.reports_dead_lettered + " dead-lettered" : "") +
       (boot.dataUrl ? "; new data at " + new Date().toLocaleTimeString() : "");
+    // files that could not be read are named here; the rest of the page shows what could
+    $("problems").textContent = (state.data.problems || []).join("\n");
     window.dashboardRenders += 1;
     window.dashboardReady = true;
   }

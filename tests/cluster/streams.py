@@ -8,15 +8,14 @@ seconds ahead therefore close their windows as the clock passes them, which the 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 
 import pytest
 
 from ldp_marginals import schemas
-from ldp_marginals.pipelines.run import make_pipeline, write_collections
-from ldp_marginals.schemas.outputs import JSON_LINES, file_stem, kind_dir, split_pane
+from ldp_marginals.pipelines.run import make_pipeline, prepare_outputs
+from ldp_marginals.schemas.outputs import AVRO, SCHEMA_OF, file_stem, kind_dir, split_pane
 
 HOUR_MS = 3_600_000
 # A streaming job ends when the test cancels it: the in-process (LOOPBACK) SDK worker's gRPC threads
@@ -93,7 +92,8 @@ def batch_of(tmp_path, records: list, name: str = "batch") -> tuple:
 def assert_same_estimates(out: str, batch_out: str) -> None:
     """Every estimate kind's latest panes under ``out`` are the batch rows under ``batch_out``:
     keys and counts exactly, floats to 1e-9."""
-    from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, read_rows
+    from ldp_marginals.pipelines.read import read_rows
+    from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
     from tests.cluster.test_flink_batch import split
     for kind in ESTIMATE_KINDS:
         keys_b, floats_b = split(read_rows(batch_out, kind))
@@ -104,7 +104,7 @@ def assert_same_estimates(out: str, batch_out: str) -> None:
 
 
 def panes_of(output: str, kind: str, collection: str, window: tuple) -> list:
-    """The pane indices written for one kind, collection and window (JSON lines; sorted)."""
+    """The pane indices written for one kind, collection and window (Avro files; sorted)."""
     stem = file_stem(window, collection, 0).rpartition("_pane")[0]
     folder = kind_dir(output, kind)
     if not os.path.isdir(folder):
@@ -112,14 +112,14 @@ def panes_of(output: str, kind: str, collection: str, window: tuple) -> list:
     out = []
     for name in os.listdir(folder):
         parts = split_pane(name)
-        if parts and parts[0] == stem and name.endswith(JSON_LINES):
+        if parts and parts[0] == stem and name.endswith(AVRO):
             out.append(parts[1])
     return sorted(out)
 
 
 def rows_of(output: str, kind: str, collection: str, window: tuple, pane: int) -> list:
-    with open(os.path.join(kind_dir(output, kind), file_stem(window, collection, pane) + JSON_LINES)) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    return schemas.read_avro(os.path.join(kind_dir(output, kind), file_stem(window, collection, pane) + AVRO),
+                             SCHEMA_OF[kind])
 
 
 @contextlib.contextmanager
@@ -127,7 +127,7 @@ def running_job(argv, cluster=None):
     """The job of ``ldp-marginals run argv`` submitted and left running; cancelled on leaving (on a
     session ``cluster`` through Flink's REST API: Beam's cancel does not reach a remote Flink)."""
     pipeline, args, configs = make_pipeline(argv)
-    write_collections(args.output, configs)
+    prepare_outputs(args, configs)
     result = pipeline.run()
     try:
         yield result

@@ -8,7 +8,8 @@ import pytest
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, read_rows
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
 from tests.configs import SMALL_CONFIG
 from tests.pipelines.test_same_answers import FLOATS, reports
 

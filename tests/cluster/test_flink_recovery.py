@@ -20,7 +20,8 @@ import pytest
 from ldp_marginals.pipelines.run import make_pipeline
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, MARGINALS, kind_dir, read_rows, split_pane
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, MARGINALS, kind_dir, split_pane
 from tests.cluster import streams
 from tests.cluster.test_kafka_streaming import STREAM, WINDOW_S, closed
 from tests.pipelines.test_same_answers import container, reports
@@ -35,13 +36,13 @@ def window_of(i: int, t0: int) -> tuple:
 
 
 def pane_files(out: str) -> dict:
-    """``{(kind, stem without the pane): sorted pane indices}`` of every JSON-lines file written."""
+    """``{(kind, stem without the pane): sorted pane indices}`` of every Avro file written."""
     found = {}
     for kind in ESTIMATE_KINDS + (DEAD_LETTERS,):
         folder = kind_dir(out, kind)
         for name in os.listdir(folder) if os.path.isdir(folder) else ():
             parts = split_pane(name)
-            if parts and name.endswith(".jsonl"):
+            if parts and name.endswith(".avro"):
                 found.setdefault((kind, parts[0]), []).append(parts[1])
     return {k: sorted(v) for k, v in found.items()}
 

@@ -15,7 +15,8 @@ import pytest
 
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import DEAD_LETTERS, EXTREMES, MARGINALS, WITHHELD, read_rows
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, EXTREMES, MARGINALS, WITHHELD
 from tests.cluster import streams
 from tests.cluster.test_flink_batch import RAW
 from tests.pipelines.test_same_answers import container, reports

@@ -10,7 +10,8 @@ from apache_beam.io.filesystems import FileSystems
 from ldp_marginals.pipelines import cli
 from ldp_marginals.pipelines.simulate import simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import SUMMARY_FILE
+from ldp_marginals.pipelines.read import read
+from ldp_marginals.schemas.outputs import MANIFEST_FILE, SUMMARY_FILE, OutputError
 from tests.configs import SMALL_CONFIG
 
 
@@ -99,7 +100,28 @@ def test_a_full_disk_stops_the_run_cleanly_and_a_rerun_completes(workdir, capsys
     assert not list(out.rglob("*.tmp")) and not (out / SUMMARY_FILE).exists()
     monkeypatch.setattr(FileSystems, "create", real_create)
     assert cli.main(args) == 0
-    assert (out / SUMMARY_FILE).exists() and list((out / "tables").glob("*.avro"))
+    assert (out / SUMMARY_FILE).exists() and (out / MANIFEST_FILE).exists() and list((out / "tables").glob("*.avro"))
+
+
+def test_a_full_disk_while_the_summary_is_written_leaves_no_half_written_summary(workdir, capsys, monkeypatch):
+    out = workdir / "o"
+    args = ["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/*.avro"), "--output", str(out)]
+    real_create = FileSystems.create
+
+    def full_disk(path, *a, **k):
+        if os.path.basename(path).startswith(SUMMARY_FILE):   # the disk fills up as the summary is written
+            handle = real_create(path, *a, **k)
+            handle.write(b'{"reports_c')
+            handle.close()
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real_create(path, *a, **k)
+
+    monkeypatch.setattr(FileSystems, "create", staticmethod(full_disk))
+    err = one_line_error(capsys, args, code=1)
+    assert f"writing the run's {SUMMARY_FILE} and {MANIFEST_FILE} under {out} failed: No space left on device" in err
+    assert not (out / SUMMARY_FILE).exists() and not (out / MANIFEST_FILE).exists() and not list(out.rglob("*.tmp"))
+    with pytest.raises(OutputError, match="holds no complete run"):
+        read(str(out), "marginals")
 
 
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):

@@ -19,7 +19,8 @@ from ldp_marginals.pipelines.demo import main as demo_main
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import read_rows
+from ldp_marginals.pipelines.read import read_rows
+from tests.outputs import file_sets, write_run
 
 pytestmark = pytest.mark.browser   # the slow part of the suite: Chromium and the demo job
 
@@ -129,16 +130,12 @@ return out;
 
 
 def test_latest_pane_wins_and_correlations_are_phi_of_the_files(tmp_path):
-    folder = tmp_path / "marginals"
-    folder.mkdir()
     base = {"collection": "c", "window_start": 0, "window_end": 10, "dimensions": {}, "n_reports": 100,
             "estimate": 0.0, "variance": 1.0, "ci_low": 0.0, "ci_high": 1.0}
     old = [dict(base, columns=[0], labels=["a"], frequency=0.9)]
     new = [dict(base, columns=[0], labels=["a"], frequency=0.5), dict(base, columns=[1], labels=["b"], frequency=0.4),
            dict(base, columns=[0, 1], labels=["a", "b"], frequency=0.3)]
-    for pane, rows in ((0, old), (1, new)):
-        (folder / f"19700101T000000000Z_19700101T000000010Z_c_pane{pane:03d}.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in rows))
+    write_run(tmp_path, [("marginals", "c", (0, 10), pane, rows) for pane, rows in ((0, old), (1, new))])
     data = dashboard.load_estimates(str(tmp_path))
     assert [r["frequency"] for r in data["marginals"]] == [0.5, 0.4, 0.3]
     (corr,) = data["correlations"]
@@ -358,17 +355,19 @@ def test_projected_values_are_marked_and_precision_holdbacks_stay_out_of_the_pri
     # the same window's conditional as a job writes one whose estimate left [0, 1]
     projected = dict(row, estimate=1.43, ci_low=0.05, ci_high=2.82, display_estimate=1.0, display_low=0.05,
                      display_high=1.0, out_of_range=True)
-    (path,) = [p for p in (estimates / "conditionals").glob("*.jsonl")
-               if any(json.loads(line)["window_start"] == latest and json.loads(line)["dimensions"] == row["dimensions"]
-                      for line in p.read_text().splitlines())]
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps(projected if r == row else r) + "\n" for r in lines))
+    sets = file_sets(estimates)
     imprecise = {"collection": row["collection"], "window_start": latest, "window_end": row["window_end"],
                  "dimensions": row["dimensions"], "n_reports": row["n_reports"], "min_reports": 5,
                  "reason": "P(x | never_true) held back: the given set is not present", "cause": "precision",
                  "statistic": "conditional"}
     held_before = privacy_held([r for r in rows_of(str(estimates), "withheld") if r["dimensions"] == row["dimensions"]])
-    (estimates / "withheld" / "extra_pane000.jsonl").write_text(json.dumps(imprecise) + "\n")
+    # the run rewritten with the projected conditional and the imprecise one held back
+    sets = [(kind, group, window, pane, [projected if r == row else r for r in rows]
+             + ([imprecise] if kind == "withheld" and window[0] == latest else []))
+            for kind, group, window, pane, rows in sets]
+    if not any(kind == "withheld" and window[0] == latest for kind, _, window, _, _ in sets):
+        sets.append(("withheld", row["collection"], (latest, row["window_end"]), 0, [imprecise]))
+    write_run(estimates, sets)
     page = dashboard.write(str(estimates), str(tmp_path / "page.html"))
     browser.get(Path(page).as_uri())
     wait_for(browser, "window.dashboardReady === true")
@@ -453,8 +452,7 @@ def test_compare_command_on_the_demo(demo, capsys):
     out, _ = demo
     assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,us", "--json"]) == 0
     res = json_mod.loads(capsys.readouterr().out)
-    rows = [json_mod.loads(line) for p in sorted((out / "estimates" / "marginals").glob("*.jsonl"))
-            for line in p.read_text().splitlines()]
+    rows = read_rows(str(out / "estimates"), "marginals")
     latest = max(r["window_start"] for r in rows)
     side = {r["dimensions"]["region"]: r for r in rows
             if r["window_start"] == latest and r["labels"] == ["plan=pro"]}
@@ -479,8 +477,7 @@ def test_compare_command_on_the_demo(demo, capsys):
     assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,us",
                  "--kind", "conditionals", "--json"]) == 0
     (cond,) = json_mod.loads(capsys.readouterr().out)["changes"]
-    crows = [json_mod.loads(line) for p in sorted((out / "estimates" / "conditionals").glob("*.jsonl"))
-             for line in p.read_text().splitlines()]
+    crows = read_rows(str(out / "estimates"), "conditionals")
     by_region = {r["dimensions"]["region"]: r for r in crows if r["window_start"] == latest}
     assert cond["labels"] == ["beta_search | plan=pro"]
     assert cond["difference"] == pytest.approx(by_region["us"]["estimate"] - by_region["eu"]["estimate"])
@@ -493,13 +490,10 @@ def test_compare_command_on_the_demo(demo, capsys):
 def test_many_groups_keep_distinct_bars(browser, tmp_path):
     """Eleven feature groups in a window: every group's bars differ from the others' by colour or
     fill pattern (the palette has ten colours)."""
-    folder = tmp_path / "tables"
-    folder.mkdir()
     base = {"collection": "c", "window_start": 0, "window_end": 3_600_000, "dimensions": {}, "n_reports": 100,
             "estimate": 10.0, "frequency": 0.1, "variance": 1.0, "ci_low": 8.0, "ci_high": 12.0, "interval": "per_cell"}
     rows = [dict(base, group=[f"g{i:02d}"], cell=[v], columns=[i]) for i in range(11) for v in ("false", "true")]
-    (folder / "19700101T000000000Z_19700101T010000000Z_c_pane000.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows))
+    write_run(tmp_path, [("tables", "c", (0, 3_600_000), 0, rows)])
     page = tmp_path / "page.html"
     dashboard.write(str(tmp_path), str(page))
     browser.get(page.as_uri())

@@ -10,6 +10,7 @@ import pytest
 
 from ldp_marginals.pipelines import dashboard
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE
+from tests.outputs import write_run
 
 
 @pytest.fixture
@@ -68,14 +69,17 @@ def test_data_is_cached_until_the_directory_changes(served):
     port = server.server_address[1]
     first = get(port)[1]
     assert get(port)[1] == first and len(calls) == 1
-    marginals = folder / "marginals"
-    marginals.mkdir()
+    assert json.loads(first)["problems"] == [f"{folder} holds no complete run: manifest.json is missing (a batch run "
+                                              "writes it last: the run is still writing, it failed, or this is not a "
+                                              "job's output directory)"]
     row = {"collection": "c", "window_start": 0, "window_end": 1000, "dimensions": {}, "n_reports": 5,
            "columns": [0], "labels": ["a"], "estimate": 2.0, "frequency": 0.4, "variance": 1.0, "ci_low": 0.0,
            "ci_high": 4.0}
-    (marginals / "19700101T000000000Z_19700101T000001000Z_c_pane000.jsonl").write_text(json.dumps(row) + "\n")
+    write_run(folder, [("marginals", "c", (0, 1000), 0, [row])])
     data = json.loads(get(port)[1])
-    assert len(calls) == 2 and data["marginals"] == [row]
+    assert len(calls) == 2 and data["problems"] == []
+    (got,) = data["marginals"]
+    assert {k: got[k] for k in row} == row
     assert get(port)[1] == json.dumps(data, allow_nan=False).encode() and len(calls) == 2
 
 

@@ -5,12 +5,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from scipy.stats import binom
+
+import ldp_marginals
 
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.run import run
@@ -59,11 +60,10 @@ def test_cli_run_estimates_cover_the_truth_at_the_level(simulated):
     # window are correlated, which widens the spread; the band is wide enough for that)
     lo, hi = binom.ppf([ALPHA / 2, 1 - ALPHA / 2], n, 0.95)
     assert lo <= sum(covered) <= hi, (sum(covered), n)
-    # the frequencies are the counts over n_reports, and the JSON lines mirror the Avro rows
+    # the frequencies are the counts over n_reports, and the Parquet files (ldp_marginals.read) hold the Avro rows
     assert all(abs(r["frequency"] * r["n_reports"] - r["estimate"]) < 1e-6 * max(1, abs(r["estimate"])) for r in rows)
-    jsonl = [json.loads(line) for p in sorted(glob.glob(str(d / "out" / "marginals" / "*.jsonl")))
-             for line in Path(p).read_text().splitlines()]
-    assert sorted(map(schemas.to_json_line, jsonl)) == sorted(map(schemas.to_json_line, rows))
+    parquet = ldp_marginals.read_rows(str(d / "out"), "marginals")
+    assert sorted(map(schemas.to_json_line, parquet)) == sorted(map(schemas.to_json_line, rows))
     # one file set per window, names sorting by window
     names = sorted(os.path.basename(p) for p in glob.glob(str(d / "out" / "marginals" / "*.avro")))
     starts = [schemas.read_avro(d / "out" / "marginals" / name, "marginal_estimate")[0]["window_start"] for name in names]

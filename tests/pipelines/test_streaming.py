@@ -220,7 +220,8 @@ def test_streaming_file_sink_writes_windows_and_dead_letters(tmp_path):
 
 
 def test_streaming_panes_cap_dimension_values_and_the_latest_pane_holds_every_key(tmp_path):
-    from ldp_marginals.schemas.outputs import kind_dir, latest_panes
+    from ldp_marginals.pipelines.read import read_rows
+    from ldp_marginals.transforms.manifest import start_run
     from ldp_marginals.transforms.sinks import FileSink
     cfg = config(dimensions={"region": {"max_values": 2}})
     stream = (test_stream.TestStream()
@@ -230,14 +231,14 @@ def test_streaming_panes_cap_dimension_values_and_the_latest_pane_holds_every_ke
               .advance_watermark_to(START + 60)                 # on time: a 3, b 2, c 1 -> c under __other__
               .add_elements([record(cfg, 7, region="d"), record(cfg, 8, region="e")])  # late: d, e -> __other__
               .advance_watermark_to_infinity())
-    run_stream(stream, cfg, sink=FileSink(str(tmp_path), streaming=True))
-    panes = sorted((tmp_path / "marginals").glob("*.jsonl"))
+    sink = FileSink(str(tmp_path), streaming=True)
+    start_run(str(tmp_path), sink.run_id, streaming=True)
+    run_stream(stream, cfg, sink=sink)
+    panes = sorted((tmp_path / "marginals").glob("*.avro"))
     assert len(panes) == 3  # on time, and a late pane per late report
     for path in panes:  # no pane ever lists more than max_values values (+ __other__)
-        regions = {json.loads(line)["dimensions"]["region"] for line in path.read_text().splitlines()}
+        regions = {r["dimensions"]["region"] for r in schemas.read_avro(path, "marginal_estimate")}
         assert len(regions) <= 3 and regions <= {"a", "b", "c", "d", "e", "__other__"}, path.name
-    (latest,) = latest_panes(kind_dir(str(tmp_path), "marginals"))
-    with open(latest) as fh:
-        rows = [json.loads(line) for line in fh]
+    rows = read_rows(str(tmp_path), "marginals")   # the reader takes the latest pane
     n = {r["dimensions"]["region"]: r["n_reports"] for r in rows if r["columns"] == [0]}
     assert n == {"a": 3, "b": 2, "__other__": 3}  # every report counted once, in the latest pane

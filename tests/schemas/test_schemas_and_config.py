@@ -205,12 +205,15 @@ def test_numeric_features_means_and_all_pairs():
     assert not any("m" in pair for pair in pairs)
 
 
-def test_readers_take_an_estimates_latest_pane_and_every_dead_letter_pane(tmp_path):
-    from ldp_marginals.schemas.outputs import DEAD_LETTERS, MARGINALS, read_rows
-    for kind, stem in ((MARGINALS, "19700101T000000000Z_19700101T000000010Z_c"), (DEAD_LETTERS, "global_all")):
-        (tmp_path / kind).mkdir()
-        for pane in (0, 1):
-            (tmp_path / kind / f"{stem}_pane{pane:03d}.jsonl").write_text(json.dumps({"pane": pane}) + "\n")
+def test_readers_take_an_estimates_latest_pane_and_every_dead_letter_pane():
+    from ldp_marginals.schemas.outputs import DEAD_LETTERS, MARGINALS, make_entry, manifest_files
+    window = (0, 10)
+    files = [make_entry(MARGINALS, "c", window, pane, 3) for pane in (1, 0)]
+    files += [make_entry(MARGINALS, "d", window, 0, 3)]
+    files += [make_entry(DEAD_LETTERS, "all", None, pane, 1) for pane in (0, 1)]
+    manifest = {"files": files}
     # an estimate pane holds the window so far; a streaming dead-letter pane holds what came since the last
-    assert read_rows(str(tmp_path), MARGINALS) == [{"pane": 1}]
-    assert read_rows(str(tmp_path), DEAD_LETTERS) == [{"pane": 0}, {"pane": 1}]
+    assert [(e["group"], e["pane"]) for e in manifest_files(manifest, MARGINALS)] == [("c", 1), ("d", 0)]
+    assert [e["pane"] for e in manifest_files(manifest, DEAD_LETTERS)] == [0, 1]
+    assert files[0]["files"] == {"avro": "marginals/19700101T000000000Z_19700101T000000010Z_c_pane001.avro",
+                                 "parquet": "parquet/marginals/c/19700101T000000000Z_19700101T000000010Z_c_pane001.parquet"}

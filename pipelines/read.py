@@ -1,0 +1,115 @@
+"""``ldp_marginals.read``: a run's outputs as an Arrow table, for notebooks, ``compare`` and the
+dashboard. It reads the Parquet files of the run that owns the directory (its manifest,
+:func:`ldp_marginals.schemas.outputs.load_manifest`) and nothing else; a file that is missing,
+damaged or holds another number of rows than its manifest entry is an error naming it, never
+skipped or read in part.
+
+    >>> import ldp_marginals
+    >>> t = ldp_marginals.read("out/demo", "marginals", collection="app",
+    ...                        windows=("2026-01-01T00:00", "2026-01-01T12:00"), dimensions={})
+    >>> t.to_pandas()   # where pandas is installed
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ldp_marginals.schemas.arrow import arrow_schema, to_rows
+from ldp_marginals.schemas.outputs import (
+    DEAD_LETTERS,
+    SCHEMA_OF,
+    OutputError,
+    check_kind,
+    load_manifest,
+    manifest_files,
+)
+
+
+def to_ms(value, name: str = "windows") -> int:
+    """A time as int milliseconds since the epoch: int milliseconds, a datetime (naive: UTC) or an
+    ISO string (no offset: UTC)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be times (ISO strings, datetimes or int milliseconds), got {name}={value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{name} must be UTC times such as 2026-01-01T00:00, got {name}={value!r}") from None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return int(round(value.timestamp() * 1000))
+    raise ValueError(f"{name} must be times (ISO strings, datetimes or int milliseconds), got {name}={value!r}")
+
+
+def _window_range(windows) -> tuple | None:
+    """``windows`` -> ``(first start, last start)`` in ms, inclusive; None for every window."""
+    if windows is None:
+        return None
+    if isinstance(windows, (tuple, list)):
+        if len(windows) != 2:
+            raise ValueError(f"windows must be one window start or a (first, last) pair of starts, got windows={windows!r}")
+        first, last = (to_ms(w) for w in windows)
+        if last < first:
+            raise ValueError(f"windows must be (first, last) with first <= last, got windows={windows!r}")
+        return first, last
+    start = to_ms(windows)
+    return start, start
+
+
+def read_file(output_dir: str, entry: dict) -> pa.Table:
+    """One file set's Parquet file, checked against its manifest entry."""
+    path = os.path.join(output_dir, *entry["files"]["parquet"].split("/"))
+    schema = arrow_schema(SCHEMA_OF[entry["kind"]])
+    try:
+        table = pq.read_table(path, schema=schema)
+    except FileNotFoundError:
+        raise OutputError(f"{path} is missing (the run's manifest lists it)") from None
+    except (OSError, pa.ArrowException) as err:
+        raise OutputError(f"{path} cannot be read: {err}") from None
+    if table.num_rows != entry["rows"]:
+        raise OutputError(f"{path} holds {table.num_rows} rows where the run's manifest says {entry['rows']}: it was "
+                          "changed after the run wrote it")
+    return table
+
+
+def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: dict | None = None) -> pa.Table:
+    """The rows of ``kind`` (marginals, tables, extremes, conditionals, means, withheld, dead_letters)
+    in the run that owns ``output_dir``, as a :class:`pyarrow.Table` of the kind's schema (the Avro
+    contract's fields; times as UTC millisecond timestamps).
+
+    ``collection``: a name or a list of names (default: all). ``windows``: one window start, or a
+    ``(first, last)`` pair of starts, inclusive (ISO strings in UTC, datetimes or int milliseconds;
+    default: every window). ``dimensions``: the key, as a dict the rows' dimensions must equal
+    (``{}``: the rows over all reports; default: every key). Of a window's panes only the latest is
+    read (it holds the window's estimate so far)."""
+    check_kind(kind)
+    names = None if collection is None else ({collection} if isinstance(collection, str) else set(collection))
+    span = _window_range(windows)
+    if dimensions is not None and not isinstance(dimensions, dict):
+        raise ValueError(f"dimensions must be a dict of key -> value, got dimensions={dimensions!r}")
+    entries = manifest_files(load_manifest(output_dir), kind)
+    if names is not None and kind != DEAD_LETTERS:   # dead letters are grouped by writer, not collection
+        entries = [e for e in entries if e["group"] in names]
+    if span is not None:
+        entries = [e for e in entries if e["window_start"] is not None and span[0] <= e["window_start"] <= span[1]]
+    tables = [read_file(output_dir, e) for e in entries]
+    schema = arrow_schema(SCHEMA_OF[kind])
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    if names is not None and kind == DEAD_LETTERS:
+        table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
+    if dimensions is not None:
+        want = {str(k): str(v) for k, v in dimensions.items()}
+        keep = [dict(d or ()) == want for d in table.column("dimensions").to_pylist()]
+        table = table.filter(pa.array(keep, pa.bool_()))
+    return table
+
+
+def read_rows(output_dir: str, kind: str, **selection) -> list:
+    """:func:`read` as Avro rows (dicts; times as int milliseconds, dimensions as dicts)."""
+    return to_rows(read(output_dir, kind, **selection))

@@ -1,0 +1,159 @@
+"""A run owns its outputs (issue 22): the manifest names every file the run wrote, readers read those
+and nothing else, a rerun never mixes with the run before, a changed or damaged file is an error
+naming it; the Parquet files hold the Avro rows; ``ldp_marginals.read`` selects."""
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+import ldp_marginals
+from ldp_marginals import schemas
+from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines.run import run
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import (
+    ESTIMATE_KINDS,
+    KINDS,
+    MANIFEST_FILE,
+    SCHEMA_OF,
+    SUMMARY_FILE,
+    OutputError,
+    load_manifest,
+)
+
+HOUR = 3_600_000
+CONFIG = {"collection": "app", "features": [{"name": f"f{i}", "type": "boolean"} for i in range(4)],
+          "channel": {"mechanism": "symmetric", "epsilon": 2.0}, "max_order": 2, "min_reports": 50,
+          "window": {"type": "fixed", "size_seconds": 3600}, "groups": [["f0", "f1"]],
+          "dimensions": {"region": {"max_values": 4}},
+          "extremes": [{"name": "any", "op": "or", "bits": ["f0", "f1"]}]}
+
+
+def job(tmp_path, name, hours, seed=1, reports=2000):
+    """A batch run over ``hours`` hourly windows into ``tmp_path/out``; returns its summary."""
+    cfg = parse_config(CONFIG)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
+    for i, region in enumerate(("eu", "us")):
+        pop = simulate_population(cfg, reports // 2, seed=seed * 10 + i, span_seconds=hours * 3600)
+        write_population(cfg, pop, str(tmp_path / f"{name}-{region}.avro"), dimensions={"region": region})
+    return run(["--config", str(tmp_path / "c.yaml"), "--input", str(tmp_path / f"{name}-*.avro"),
+                "--output", str(tmp_path / "out"), "--progress-seconds", "0"])
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("outputs")
+    job(tmp, "four", 4)
+    return tmp
+
+
+def test_the_manifest_lists_every_file_with_its_rows_and_parquet_holds_the_avro_rows(first):
+    out = first / "out"
+    manifest = load_manifest(str(out))
+    assert manifest["complete"] and manifest["mode"] == "batch" and manifest["summary"]["reports_counted"] == 2000
+    assert json.loads((out / SUMMARY_FILE).read_text()) == manifest["summary"]
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".ldp-marginals-write-check"))
+    assert not (out / "_runs").exists()   # a batch run's manifest holds its entries
+    listed = {p for e in manifest["files"] for p in e["files"].values()}
+    on_disk = {os.path.relpath(p, out).replace(os.sep, "/") for p in out.rglob("*") if p.suffix in (".avro", ".parquet")}
+    assert listed == on_disk
+    kinds = {e["kind"] for e in manifest["files"]}
+    assert {"marginals", "tables", "extremes"} <= kinds <= set(KINDS)
+    for e in manifest["files"]:
+        avro = schemas.read_avro(out / e["files"]["avro"], SCHEMA_OF[e["kind"]])
+        table = pq.read_table(out / e["files"]["parquet"])
+        assert len(avro) == table.num_rows == e["rows"]
+        parquet = ldp_marginals.read_rows(str(out), e["kind"], collection=e["group"], windows=e["window_start"])
+        assert sorted(map(schemas.to_json_line, parquet)) == sorted(map(schemas.to_json_line, avro))
+
+
+def test_read_selects_by_collection_window_range_and_dimensions_with_typed_columns(first):
+    out = str(first / "out")
+    every = ldp_marginals.read(out, "marginals")
+    assert every.schema.field("window_start").type == pa.timestamp("ms", tz="UTC")
+    assert every.schema.field("dimensions").type == pa.map_(pa.string(), pa.string())
+    starts = sorted({r["window_start"] for r in ldp_marginals.read_rows(out, "marginals")})
+    assert len(starts) == 4 and starts[0] == DEFAULT_START_MS
+    two = ldp_marginals.read_rows(out, "marginals", windows=("2026-01-01T01:00", starts[2]))
+    assert sorted({r["window_start"] for r in two}) == starts[1:3]
+    eu = ldp_marginals.read_rows(out, "marginals", dimensions={"region": "eu"})
+    us = ldp_marginals.read_rows(out, "marginals", dimensions={"region": "us"})
+    assert eu and {r["dimensions"]["region"] for r in eu} == {"eu"}
+    assert len(eu) + len(us) == every.num_rows   # every key of this job names a region
+    assert ldp_marginals.read(out, "marginals", dimensions={}).num_rows == 0
+    assert ldp_marginals.read(out, "marginals", collection="other").num_rows == 0
+    for bad, message in (({"windows": "yesterday"}, "windows must be UTC times"),
+                         ({"windows": (starts[2], starts[1])}, "first <= last"),
+                         ({"dimensions": "region=eu"}, "dimensions must be a dict")):
+        with pytest.raises(ValueError, match=message):
+            ldp_marginals.read(out, "marginals", **bad)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        ldp_marginals.read(out, "marginal")
+
+
+def test_a_rerun_owns_the_directory_and_earlier_files_never_mix_in(tmp_path):
+    job(tmp_path, "four", 4)
+    before = {r["window_start"] for r in ldp_marginals.read_rows(str(tmp_path / "out"), "marginals")}
+    job(tmp_path, "two", 2, seed=2, reports=1000)
+    after = ldp_marginals.read_rows(str(tmp_path / "out"), "marginals")
+    assert len(before) == 4 and len({r["window_start"] for r in after}) == 2
+    assert sum(r["n_reports"] for r in after if r["columns"] == [0]) == 1000   # the rerun's reports, no more
+    # the earlier run's two extra windows are gone from the directory, not only from the manifest
+    assert len(list((tmp_path / "out" / "marginals").glob("*.avro"))) == 2
+    assert len(list((tmp_path / "out" / "parquet" / "marginals" / "app").glob("*.parquet"))) == 2
+
+
+def test_while_a_rerun_writes_readers_refuse_and_say_why(tmp_path):
+    job(tmp_path, "four", 4)
+    from ldp_marginals.transforms.manifest import start_run
+    start_run(str(tmp_path / "out"), "next", streaming=False)   # what a rerun does first
+    assert not (tmp_path / "out" / MANIFEST_FILE).exists() and not (tmp_path / "out" / SUMMARY_FILE).exists()
+    with pytest.raises(OutputError, match="holds no complete run: manifest.json is missing"):
+        ldp_marginals.read(str(tmp_path / "out"), "marginals")
+
+
+def test_a_changed_or_damaged_file_is_an_error_naming_it_and_the_dashboard_shows_the_rest(tmp_path):
+    job(tmp_path, "four", 4)
+    out = tmp_path / "out"
+    files = sorted((out / "parquet" / "marginals" / "app").glob("*.parquet"))
+    changed, damaged = files[0], files[1]
+    table = pq.read_table(changed)
+    pq.write_table(table.slice(0, table.num_rows - 1), changed)      # a row short of its entry
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    with pytest.raises(OutputError, match=rf"{changed} holds {table.num_rows - 1} rows where the run's manifest says "
+                                          rf"{table.num_rows}"):
+        ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS)
+    with pytest.raises(OutputError, match=rf"{damaged} cannot be read"):
+        ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + HOUR)
+    assert ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + 2 * HOUR).num_rows > 0
+    data = dashboard.load_estimates(str(out))
+    assert len(data["problems"]) == 2 and str(changed) in data["problems"][0] and str(damaged) in data["problems"][1]
+    assert {r["window_start"] for r in data["marginals"]} == {DEFAULT_START_MS + 2 * HOUR, DEFAULT_START_MS + 3 * HOUR}
+    assert data["summary"]["reports_counted"] == 2000
+
+
+def test_every_kind_has_an_arrow_schema_matching_its_avro_fields():
+    from ldp_marginals.schemas.arrow import arrow_schema
+    for kind in KINDS:
+        avro = [f["name"] for f in schemas.raw_schema(SCHEMA_OF[kind])["fields"]]
+        assert arrow_schema(SCHEMA_OF[kind]).names == avro, kind
+    assert set(ESTIMATE_KINDS) < set(KINDS)
+
+
+def test_the_readmes_reader_example_runs_on_a_runs_outputs(first, tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = re.search(r"```py\n(import ldp_marginals\n.*?)```", readme, re.S).group(1)
+    code = code.replace("out/demo/estimates", str(first / "out")).replace('"demo_app"', '"app"')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    # windows 00:00 to 06:00 of this run: its four hours, region eu only
+    expected = ldp_marginals.read(str(first / "out"), "marginals", dimensions={"region": "eu"}).num_rows
+    assert out.stdout.split() == [str(expected), "timestamp[ms,", "tz=UTC]"] and expected > 0
