@@ -33,7 +33,7 @@ from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import make_pipeline, prepare_outputs, run as run_job
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.schemas.outputs import MARGINALS, WITHHELD, entry_path, file_stem
+from ldp_marginals.schemas.outputs import MANIFEST_FILE, MARGINALS, WITHHELD, entry_path, file_stem
 from ldp_marginals.transforms.avro_container import _Stream, read_header
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,7 +96,8 @@ def _day(records) -> tuple:
 def _pane_out(out: str, window) -> bool:
     """The window's pane is out (no early firings, no lateness: its on-time pane is its only one)."""
     stem = file_stem(window, CONFIG["collection"], 0)
-    run_id = json.load(open(os.path.join(out, "manifest.json")))["run_id"]
+    with open(os.path.join(out, MANIFEST_FILE)) as fh:   # the streaming run's: its entries name its files
+        run_id = json.load(fh)["run_id"]
     return any(os.path.exists(os.path.join(out, entry_path(run_id, kind, stem))) for kind in (MARGINALS, WITHHELD))
 
 
