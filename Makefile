@@ -27,7 +27,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(CHROMEDRIVER):
 	$(SUDO) apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver
 
 # The JVM parts of the local cluster (Flink job server, Kafka IO, a Kafka broker), resolved by Maven
 # from deploy/flink/jvm/*/pom.xml into .jvm/ (ignored; no jar is committed).

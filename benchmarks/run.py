@@ -14,7 +14,7 @@ import os
 import platform
 import tempfile
 
-from benchmarks import e2e, flink, kernels, peers, startup, streaming
+from benchmarks import e2e, flink, kernels, peers, startup, streaming, writing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,7 +68,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     goals, details = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for step in (kernels.run, e2e.run, streaming.run, peers.run, startup.run, flink.run):
+        for step in (kernels.run, e2e.run, streaming.run, peers.run, startup.run, writing.run, flink.run):
             g, d = step(tmp, args.full)
             goals.extend(g)
             details.update(d)

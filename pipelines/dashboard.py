@@ -1,20 +1,22 @@
-"""``ldp-marginals dashboard``: one self-contained HTML page of the job's outputs (Plotly, embedded,
-no network), written to a file or served on localhost with new windows picked up as they land.
+"""``ldp-marginals dashboard``: the job's outputs as one HTML page (Plotly, embedded, no network),
+served on localhost, or written to a file to share.
 
-    ldp-marginals dashboard --estimates out/demo/estimates --out out/demo/dashboard.html
     ldp-marginals dashboard --estimates out/demo/estimates --serve 8050
+    ldp-marginals dashboard --estimates out/demo/estimates --out out/demo/dashboard.html
 
-The page reads the outputs of the run that owns the directory through :func:`ldp_marginals.read`
-(its manifest's Parquet files; of several panes of a window the latest) and ``collections.json``
-(channels, epsilon, min_reports), which ``ldp-marginals run`` writes beside them: the layout of
-:mod:`ldp_marginals.schemas.outputs`. Importing this module does not
-import Beam.
+Served, the page asks the server for the view of each selection (collection, key, window, the
+marginals charted, the span of the charts: :mod:`ldp_marginals.pipelines.dashboard_view`), which
+reads only the Parquet files of that selection from the run that owns the directory (its manifest)
+and ``collections.json``; new windows are picked up as they land. A written page holds a bounded
+part (:func:`static_views`: the latest complete window of each collection and key, the charts over
+the windows before it) and says so. Importing this module does not import Beam.
 """
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import errno
+import gzip
+import hashlib
 import http.server
 import json
 import math
@@ -22,61 +24,19 @@ import os
 import socket
 import sys
 import threading
+import urllib.parse
+from collections import OrderedDict
 from importlib import resources
-from statistics import NormalDist
 
-import numpy as np
-
-from ldp_marginals.ldp.planning import cell_variance, frequency_variance, half_width_of, mean_variance
-from ldp_marginals.ldp.tables import phi_from_frequencies
-from ldp_marginals.pipelines import compare
-from ldp_marginals.pipelines.read import read_file
-from ldp_marginals.schemas.arrow import to_rows
-from ldp_marginals.schemas.outputs import (
-    COLLECTIONS_FILE,
-    ESTIMATE_KINDS,
-    RUNS_DIR,
-    OutputError,
-    load_manifest,
-    manifest_files,
+from ldp_marginals.pipelines.dashboard_view import (
+    DEFAULT_SPAN,
+    SPANS,
+    FileCache,
+    _collections,
+    parse_selection,
+    view,
 )
-
-
-def _feature_of(label: str) -> str | None:
-    """``os`` of a categorical bit label ``os=mac`` (None for a boolean's label)."""
-    return label.split("=", 1)[0] if "=" in label else None
-
-
-def _joint(pairs: dict, single: dict, a: int, b: int) -> float:
-    """The 2-way frequency of bits a and b: estimated, or 0 for two values of one categorical
-    feature (not published: zero by construction), else NaN (not counted)."""
-    key = (min(a, b), max(a, b))
-    if key in pairs:
-        return pairs[key]
-    fa, fb = _feature_of(single[a]["labels"][0]), _feature_of(single[b]["labels"][0])
-    return 0.0 if fa is not None and fa == fb else float("nan")
-
-
-def _correlations(marginals: list) -> list:
-    """Per (collection, window, dimensions): the phi matrix of the bits whose 1- and 2-way
-    marginals were estimated."""
-    by_key = {}
-    for r in marginals:
-        key = (r["collection"], r["window_start"], r["window_end"], json.dumps(r["dimensions"], sort_keys=True))
-        by_key.setdefault(key, []).append(r)
-    out = []
-    for (collection, start, end, dims), rows in sorted(by_key.items()):
-        single = {r["columns"][0]: r for r in rows if len(r["columns"]) == 1}
-        pairs = {tuple(r["columns"]): r["frequency"] for r in rows if len(r["columns"]) == 2}
-        bits = sorted(single)
-        if len(bits) < 2 or not pairs:
-            continue
-        z = [[1.0 if a == b else phi_from_frequencies(single[a]["frequency"], single[b]["frequency"],
-                                                      _joint(pairs, single, a, b))
-              for b in bits] for a in bits]
-        out.append({"collection": collection, "window_start": start, "window_end": end,
-                    "dimensions": json.loads(dims), "labels": [single[b]["labels"][0] for b in bits], "z": z})
-    return out
+from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, RUNS_DIR
 
 
 def _check_dir(estimates_dir: str) -> None:
@@ -84,149 +44,36 @@ def _check_dir(estimates_dir: str) -> None:
         raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
 
 
-def load_estimates(estimates_dir: str, marginals: list | None = None) -> dict:
-    """Everything the page shows, as JSON-safe data. ``marginals``: label lists of the sets to
-    chart over time (default: every 1-way marginal)."""
+STATIC_KEYS = 16   # a static page holds at most this many keys per collection
+
+
+def static_views(estimates_dir: str, marginals: list | None = None, span: int = DEFAULT_SPAN) -> dict:
+    """What a static page holds: per collection, the view of its latest complete window for each of
+    its keys there (up to :data:`STATIC_KEYS`), the charts spanning ``span`` windows; and the text
+    the page shows to say so."""
     _check_dir(estimates_dir)
-    data, problems = _read_outputs(estimates_dir)
-    data["problems"] = problems
-    collections_path = os.path.join(estimates_dir, COLLECTIONS_FILE)
-    data["collections"] = []
-    if os.path.exists(collections_path):
-        with open(collections_path) as fh:
-            data["collections"] = json.load(fh)
-    data["summary"] = data.pop("manifest").get("summary")
-    data["correlations"] = _correlations(data["marginals"])
-    data["chosen_marginals"] = [list(m) for m in marginals] if marginals else None
-    info = {c["collection"]: c for c in data["collections"]}
-    data["changes"] = _changes(data, info)
-    data["precision"] = _precision(data, info)
-    return data
+    cache = FileCache(estimates_dir)
+    chosen = [list(m) for m in marginals] if marginals else None
+    first = view(estimates_dir, dict(parse_selection({}), sets=chosen, span=span), cache)
+    views, dropped = {}, 0
+    for collection in first.get("collections_named", []) or [None]:
+        head = view(estimates_dir, dict(parse_selection({}), collection=collection, sets=chosen, span=span), cache)
+        for dims in head["keys"][:STATIC_KEYS] or [head["dims"]]:
+            v = view(estimates_dir, dict(parse_selection({}), collection=collection, dims=dims, sets=chosen,
+                                         span=span), cache)
+            views[view_key(v["collection"], v["dims"])] = v
+        dropped += max(0, len(head["keys"]) - STATIC_KEYS)
+    if not views:
+        views[view_key(None, {})] = first
+    note = (f"A static page: for each collection its latest complete window, with the charts over the {span} "
+            f"windows before it, for up to {STATIC_KEYS} keys" + (f" ({dropped} more not included)" if dropped else "")
+            + ". Serve the dashboard (ldp-marginals dashboard --serve PORT) to choose any window, key and span.")
+    return {"views": views, "bounded": note}
 
 
-def _read_outputs(estimates_dir: str) -> tuple:
-    """``({kind: rows, "manifest": manifest}, problems)``: every file of the run's manifest that can
-    be read; each that cannot (missing, damaged, rows not as the manifest says) is one problem
-    naming it, and the page shows the rest. No manifest: no rows, and the problem says why."""
-    data, problems = {kind: [] for kind in ESTIMATE_KINDS}, []
-    try:
-        manifest = load_manifest(estimates_dir)
-    except OutputError as err:
-        data["manifest"] = {}
-        return data, [str(err)]
-    data["manifest"] = manifest
-    for kind in ESTIMATE_KINDS:
-        for entry in manifest_files(manifest, kind):
-            try:
-                data[kind] += to_rows(read_file(estimates_dir, entry))
-            except OutputError as err:
-                problems.append(str(err))
-    return data, problems
-
-
-CHANGE_KINDS = ("marginals", "conditionals", "means")
-FDR = 0.05   # the false discovery rate of the page's table of changes (as ``compare``'s default)
-MAX_COMPARED_VALUES = 12   # a dimension with more values in a window: compare them with the command
-
-
-def _by_key(rows: list, drop: str | None = None) -> dict:
-    """``{(collection, window start, other dimensions as JSON): {dimension value: [rows]}}`` with
-    ``drop`` the dimension compared, removed from the rows' dimensions so that the two values' rows
-    pair up (None: every row under the value None)."""
-    out = {}
-    for r in rows:
-        dims = dict(r["dimensions"])
-        if drop is not None and drop not in dims:
-            continue
-        value = dims.pop(drop) if drop is not None else None
-        key = (r["collection"], r["window_start"], json.dumps(dims, sort_keys=True))
-        out.setdefault(key, {}).setdefault(value, []).append(dict(r, dimensions=dims))   # paired without drop
-    return out
-
-
-def _changes(data: dict, info: dict) -> list:
-    """What the page's change table can show: per collection, window and key, for marginals,
-    conditionals and means, the change of each estimate against the previous published window of
-    the key and against every other value of each dimension in the same window (dimensions with up
-    to :data:`MAX_COMPARED_VALUES` values), computed as ``ldp-marginals compare`` computes it
-    (``selected - versus``; Benjamini-Hochberg at :data:`FDR` over each kind's estimates)."""
-    out = []
-
-    def add(kind, collection, selected_rows, versus_rows, dims, start, versus, label):
-        level = info.get(collection, {}).get("level", 0.95)
-        found = compare.changes(compare.keyed(compare.rows_of(versus_rows, kind)),
-                                compare.keyed(compare.rows_of(selected_rows, kind)), level, FDR)
-        out.append({"collection": collection, "dimensions": dims, "kind": kind, "window_start": start,
-                    "versus": versus, "versus_label": label, "fdr": FDR, "changes": found})
-
-    for kind in CHANGE_KINDS:
-        by_window = {}
-        for (collection, start, dims), rows in _by_key(data[kind]).items():
-            by_window.setdefault((collection, dims), {})[start] = rows[None]
-        for (collection, dims), windows in sorted(by_window.items()):
-            starts = sorted(windows)
-            for before, after in zip(starts, starts[1:]):
-                add(kind, collection, windows[after], windows[before], json.loads(dims), after, "previous",
-                    _iso(before))
-        keys = sorted({k for r in data[kind] for k in r["dimensions"]})
-        for dim in keys:
-            for (collection, start, rest), values in sorted(_by_key(data[kind], dim).items()):
-                if len(values) > MAX_COMPARED_VALUES:
-                    continue
-                for a, b in ((a, b) for a in sorted(values) for b in sorted(values) if a != b):
-                    add(kind, collection, values[a], values[b], dict(json.loads(rest), **{dim: a}), start,
-                        f"{dim}={b}", f"{dim}={b}")
-    return out
-
-
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _precision(data: dict, info: dict) -> list:
-    """Per published 1-way marginal, table cell and mean over all reports: the half-width
-    ``ldp-marginals plan`` gives at the window's reports (worst case) beside the measured one, both
-    on the published scale (frequency, or the feature's) and at the level of the row's interval."""
-    out = []
-
-    def add(r, kind, label, planned_variance, measured):
-        level = _row_level(r) if r.get("interval") == "simultaneous" else info[r["collection"]]["level"]
-        out.append({"collection": r["collection"], "dimensions": r["dimensions"], "window_start": r["window_start"],
-                    "kind": kind, "label": label, "n_reports": r["n_reports"],
-                    "planned": half_width_of(planned_variance, level), "measured": measured,
-                    "interval": r.get("interval", "per_cell")})
-
-    for r in data["marginals"]:
-        c = info.get(r["collection"])
-        if c and len(r["columns"]) == 1:
-            p, q = np.array(c["p"])[r["columns"]], np.array(c["q"])[r["columns"]]
-            add(r, "marginals", r["labels"][0], frequency_variance(p, q, r["n_reports"]),
-                (r["ci_high"] - r["ci_low"]) / 2 / r["n_reports"])
-    for r in data["tables"]:
-        c = info.get(r["collection"])
-        if c:
-            p, q = np.array(c["p"]), np.array(c["q"])
-            # a categorical value's bit (label 'os=mac') and a boolean's 'true' must be 1, a boolean's 'false' 0
-            ones = [b for b in r["columns"] if "=" in c["labels"][b]
-                    or r["cell"][r["group"].index(c["labels"][b])] == "true"]
-            zeros = [b for b in r["columns"] if b not in ones]
-            add(r, "tables", ", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])),
-                cell_variance(p[ones], q[ones], p[zeros], q[zeros], r["n_reports"]),
-                (r["ci_high"] - r["ci_low"]) / 2 / r["n_reports"])
-    for r in data["means"]:
-        c = info.get(r["collection"])
-        if c and not r["given"]:
-            bit = c["labels"].index(r["feature"])
-            add(r, "means", f"mean({r['feature']})",
-                mean_variance(c["p"][bit], c["q"][bit], r["low"], r["high"], r["n_reports"]),
-                half_width_of(r["variance"], c["level"]))
-    return out
-
-
-def _row_level(r: dict) -> float:
-    """The level of a row's (symmetric normal) interval: from its half-width and variance."""
-    half = (r["ci_high"] - r["ci_low"]) / 2
-    return 2 * NormalDist().cdf(half / math.sqrt(r["variance"])) - 1 if r["variance"] > 0 else float("nan")
+def view_key(collection, dims: dict) -> str:
+    """The static page's index of a view: collection and key."""
+    return json.dumps([collection, dims], sort_keys=True)
 
 
 def _finite(value):
@@ -244,11 +91,12 @@ def _asset(name: str) -> str:
     return resources.files("ldp_marginals.pipelines").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
 
 
-def render(data: dict | None, data_url: str | None = None, refresh_seconds: float = 5.0) -> str:
-    """The page: Plotly and the app inlined; the data inlined, or fetched from ``data_url`` every
-    ``refresh_seconds`` (served mode)."""
+def render(static: dict | None, view_url: str | None = None, refresh_seconds: float = 5.0) -> str:
+    """The page: Plotly and the app inlined; a static page's views inlined (:func:`static_views`),
+    or a served page's views fetched from ``view_url`` per selection, looked for anew every
+    ``refresh_seconds``."""
     from plotly.offline import get_plotlyjs
-    boot = {"data": data, "dataUrl": data_url, "refreshSeconds": refresh_seconds}
+    boot = {"views": None, "bounded": None, **(static or {}), "viewUrl": view_url, "refreshSeconds": refresh_seconds}
     # every "<" as \\u003c (the same JSON): the data can neither close nor comment out its script element
     boot_json = json.dumps(_finite(boot), allow_nan=False).replace("<", "\\u003c")
     parts = {"/*PLOTLY*/": get_plotlyjs(), "/*BOOT*/null": boot_json, "/*APP*/": _asset("app.js")}
@@ -262,28 +110,30 @@ def render(data: dict | None, data_url: str | None = None, refresh_seconds: floa
     return "".join(out + [page])
 
 
-def check_marginals(data: dict, marginals: list | None) -> None:
-    """An unknown label in ``--marginal`` is an error naming it (a page would silently omit it)."""
-    numeric = {name for c in data["collections"] for name in c.get("numeric", {})}
-    known = {label for c in data["collections"] for label in c.get("labels", [])} - numeric
-    known |= {label for r in data["marginals"] for label in r["labels"]}
+def check_marginals(estimates_dir: str, marginals: list | None) -> None:
+    """A label in ``--marginal`` that names no bit, a numeric feature's name, or a set above the
+    collection's ``max_order`` is an error saying which (a page would silently show nothing)."""
+    collections = _collections(estimates_dir)
+    numeric = {name for c in collections for name in c.get("numeric", {})}
+    known = {label for c in collections for label in c.get("labels", [])} - numeric
     for chosen in marginals or []:
         if set(chosen) & numeric:
             raise ValueError(f"--marginal {','.join(chosen)!r}: {sorted(set(chosen) & numeric)} are numeric features: "
                              "they publish means (shown on the page), not marginals")
         unknown = [label for label in chosen if label not in known]
-        if unknown or not chosen:
+        if (unknown or not chosen) and collections:
             raise ValueError(f"--marginal {','.join(chosen)!r}: unknown bit label(s) {unknown}; the labels are "
                              f"{sorted(known)}")
 
 
-def write(estimates_dir: str, out_path: str, marginals: list | None = None) -> str:
-    data = load_estimates(estimates_dir, marginals)
-    check_marginals(data, marginals)
+def write(estimates_dir: str, out_path: str, marginals: list | None = None, span: int = DEFAULT_SPAN) -> str:
+    _check_dir(estimates_dir)
+    check_marginals(estimates_dir, marginals)
+    page = render(static_views(estimates_dir, marginals, span))
     folder = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(folder, exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as fh:
-        fh.write(render(data))
+        fh.write(page)
     return out_path
 
 
@@ -311,22 +161,45 @@ def directory_signature(estimates_dir: str) -> tuple:
     return tuple(sorted(entries))
 
 
-class _DataCache:
-    """``/data.json`` as bytes, rebuilt only when :func:`directory_signature` changes."""
+class _Views:
+    """Views by selection, gzipped, each built once per state of the directory: its ETag is a hash
+    of :func:`directory_signature` and the selection, so an unchanged view costs a listing of the
+    folders and a 304. Concurrent requests for one view wait for one build."""
 
-    def __init__(self, estimates_dir: str, marginals):
-        self.estimates_dir, self.marginals = estimates_dir, marginals
+    def __init__(self, estimates_dir: str, marginals, keep: int = 64):
+        self.estimates_dir, self.marginals, self.keep = estimates_dir, marginals, keep
+        self.files = FileCache(estimates_dir)
         self.lock = threading.Lock()
-        self.signature, self.body = None, b""
+        self.bodies, self.building = OrderedDict(), {}
 
-    def get(self) -> bytes:
-        with self.lock:  # one rebuild at a time; concurrent requests wait for it and share it
-            signature = directory_signature(self.estimates_dir)
-            if signature != self.signature:
-                data = load_estimates(self.estimates_dir, self.marginals)
-                self.body = json.dumps(_finite(data), allow_nan=False).encode()
-                self.signature = signature
-            return self.body
+    def etag(self, selection: dict) -> str:
+        state = repr((directory_signature(self.estimates_dir), sorted(selection.items(), key=str)))
+        return '"' + hashlib.sha1(state.encode()).hexdigest()[:20] + '"'
+
+    def get(self, selection: dict) -> tuple:
+        """``(etag, gzipped JSON)`` of the view of ``selection``."""
+        tag = self.etag(selection)
+        while True:
+            with self.lock:
+                if tag in self.bodies:
+                    self.bodies.move_to_end(tag)
+                    return tag, self.bodies[tag]
+                waiting = self.building.get(tag)
+                if waiting is None:
+                    self.building[tag] = threading.Event()
+                    break
+            waiting.wait()
+        try:
+            data = view(self.estimates_dir, selection, self.files)
+            body = gzip.compress(json.dumps(_finite(data), allow_nan=False).encode(), compresslevel=6, mtime=0)
+            with self.lock:
+                self.bodies[tag] = body
+                while len(self.bodies) > self.keep:
+                    self.bodies.popitem(last=False)
+            return tag, body
+        finally:
+            with self.lock:
+                self.building.pop(tag).set()
 
 
 def allowed_hosts(host: str, port: int) -> set:
@@ -346,32 +219,71 @@ def exposure_warning(host: str) -> str | None:
 
 def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginals: list | None = None,
                 refresh_seconds: float = 5.0) -> http.server.ThreadingHTTPServer:
-    """A server of the page at ``/`` and fresh data at ``/data.json`` (cached, rebuilt when the
-    directory changes). It answers only requests whose Host header names the address it is bound
-    to, and closes connections idle for ``IDLE_SECONDS``."""
+    """A server of the page at ``/`` and of the view of a selection at ``/view.json?collection=..&
+    dims=..&window=..&sets=..&span=..&versus=..`` (:func:`ldp_marginals.pipelines.dashboard_view.parse_selection`),
+    gzipped when the client accepts it, with an ETag (304 when unchanged). It answers only requests
+    whose Host header names the address it is bound to, closes connections idle for
+    ``IDLE_SECONDS``, and lets clients hang up without a word in its log."""
     _check_dir(estimates_dir)
-    page = render(None, data_url="data.json", refresh_seconds=refresh_seconds).encode("utf-8")
-    cache = _DataCache(estimates_dir, marginals)
+    check_marginals(estimates_dir, marginals)
+    page = render(None, view_url="view.json", refresh_seconds=refresh_seconds).encode("utf-8")
+    page_gz = gzip.compress(page, compresslevel=9, mtime=0)
+    page_tag = '"' + hashlib.sha1(page).hexdigest()[:20] + '"'
+    views = _Views(estimates_dir, marginals)
+    chosen = [list(m) for m in marginals] if marginals else None
     hosts = set()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         timeout = IDLE_SECONDS
+        protocol_version = "HTTP/1.1"   # keep-alive: a page's polls reuse one connection
 
         def do_GET(self):  # noqa: N802 - http.server's name
             if (self.headers.get("Host") or "").lower() not in hosts:
                 self.send_error(421, "misdirected request: unknown Host")
                 return
-            if self.path in ("/", "/index.html"):
-                body, kind = page, "text/html; charset=utf-8"
-            elif self.path.split("?")[0] == "/data.json":
-                body, kind = cache.get(), "application/json"
+            path, _, query = self.path.partition("?")
+            if path in ("/", "/index.html"):
+                self._send(page_tag, page_gz, "text/html; charset=utf-8")
+            elif path == "/view.json":
+                try:
+                    fields = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
+                    selection = parse_selection(fields)
+                except ValueError as err:
+                    self.send_error(400, str(err))
+                    return
+                if selection["sets"] is None:
+                    selection["sets"] = chosen
+                if self._fresh(views.etag(selection)):
+                    return
+                tag, body = views.get(selection)
+                self._send(tag, body, "application/json")
             else:
                 self.send_error(404, "not found")
+
+        def _fresh(self, tag: str) -> bool:
+            """A 304 when the client holds ``tag`` already."""
+            if tag not in [t.strip() for t in (self.headers.get("If-None-Match") or "").split(",")]:
+                return False
+            self.send_response(304)
+            self.send_header("ETag", tag)
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+
+        def _send(self, tag: str, gz: bytes, kind: str):
+            if self._fresh(tag):
                 return
+            zipped = "gzip" in (self.headers.get("Accept-Encoding") or "")
+            body = gz if zipped else gzip.decompress(gz)
             self.send_response(200)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
+            if zipped:
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
+            self.send_header("ETag", tag)
+            self.send_header("Cache-Control", "no-cache")   # revalidate every time: the ETag makes it cheap
             self.end_headers()
             self.wfile.write(body)
 
@@ -381,6 +293,12 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
     class Server(http.server.ThreadingHTTPServer):
         daemon_threads = True
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        def handle_error(self, request, client_address):
+            """A client that hung up (closed tab, timeout) is no error of the server's: no traceback."""
+            if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+                return
+            super().handle_error(request, client_address)
 
     try:
         server = Server((host, port), Handler)
@@ -401,6 +319,9 @@ def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--marginal", action="append", default=None, metavar="LABELS",
                         help="a set to chart over time, as comma-separated bit labels (repeat); "
                              "default: every 1-way marginal")
+    parser.add_argument("--span", type=int, choices=SPANS, default=DEFAULT_SPAN,
+                        help=f"--out: the windows the static page's charts span, ending at the latest complete window "
+                             f"(default {DEFAULT_SPAN}; the served page lets you choose)")
     parser.add_argument("--refresh-seconds", type=float, default=5.0, help="served page: how often to look for new windows")
 
 
@@ -409,7 +330,7 @@ def main(args) -> None:
     if args.refresh_seconds <= 0:
         raise ValueError(f"--refresh-seconds must be > 0, got --refresh-seconds={args.refresh_seconds}")
     if args.out:
-        print(f"dashboard written to {os.path.abspath(write(args.estimates, args.out, marginals))}")
+        print(f"dashboard written to {os.path.abspath(write(args.estimates, args.out, marginals, args.span))}")
         return
     if not 0 < args.serve < 65536:
         raise ValueError(f"--serve must be a port in 1..65535, got --serve={args.serve}")

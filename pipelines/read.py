@@ -14,7 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import os
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ldp_marginals.schemas.arrow import arrow_schema, to_rows
@@ -104,10 +106,27 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     if names is not None and kind == DEAD_LETTERS:
         table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
     if dimensions is not None:
-        want = {str(k): str(v) for k, v in dimensions.items()}
-        keep = [dict(d or ()) == want for d in table.column("dimensions").to_pylist()]
-        table = table.filter(pa.array(keep, pa.bool_()))
+        table = table.filter(key_mask(table, dimensions))
     return table
+
+
+def key_mask(table: pa.Table, dimensions: dict) -> pa.Array:
+    """Which rows' ``dimensions`` equal ``dimensions`` (a dict), computed on the columns: a row
+    matches when it has as many entries and each of its entries is one of the wanted ones (a map's
+    keys are distinct)."""
+    want = {str(k): str(v) for k, v in dimensions.items()}
+    column = table.column("dimensions").combine_chunks()
+    if isinstance(column, pa.ChunkedArray):   # no rows
+        return pa.array([], pa.bool_())
+    offsets = np.frombuffer(column.buffers()[1], np.int32)[column.offset:column.offset + len(column) + 1]
+    counts = np.diff(offsets)
+    pairs = pc.binary_join_element_wise(column.keys, column.items, "\x00")
+    hit = np.asarray(pc.is_in(pairs, value_set=pa.array([f"{k}\x00{v}" for k, v in want.items()], pa.string()))
+                     .fill_null(False).to_numpy(zero_copy_only=False), dtype=np.int64)
+    hits = np.concatenate([[0], np.cumsum(hit)])
+    found = hits[offsets[1:]] - hits[offsets[:-1]]
+    valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return pa.array((counts == len(want)) & (found == len(want)) & (valid | (len(want) == 0)))
 
 
 def read_rows(output_dir: str, kind: str, **selection) -> list:

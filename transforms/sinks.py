@@ -14,20 +14,18 @@ rows whose checkpoint has completed, so a file is written only from a timeline t
 rolled back, and a write repeated after a restore rewrites the same file with the same rows."""
 from __future__ import annotations
 
-import io
 import json
 import os
 
 import apache_beam as beam
-import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability import common_urns
 from apache_beam.transforms import trigger
 
-from ldp_marginals import schemas
 from ldp_marginals.schemas.arrow import to_table
+from ldp_marginals.schemas.avro_columns import write_container
 from ldp_marginals.schemas.outputs import (
     DEAD_LETTER_GROUP,
     DEAD_LETTERS,
@@ -67,14 +65,15 @@ def write_file_set(output_dir: str, run_id: str | None, kind: str, group: str, w
                    rows) -> dict:
     """One window's (or the global window's) rows of ``kind`` for ``group`` and ``pane`` -> their Avro
     and Parquet files and then, when ``run_id`` is given, the run's entry for them; returns the entry.
-    The files' contents depend only on the rows (sorted by their JSON text)."""
-    rows = sorted(rows, key=schemas.to_json_line)
-    entry = make_entry(kind, group, window, pane, len(rows))
-    buf = io.BytesIO()
-    fastavro.writer(buf, schemas.load_schema(SCHEMA_OF[kind]), rows, codec="deflate")
-    _write_atomic(output_dir, entry["files"]["avro"], buf.getvalue())
+    The rows are written column by column (an Arrow table, then Avro and Parquet from its columns,
+    :mod:`ldp_marginals.schemas.avro_columns`), both files in the order of the rows' Avro encodings:
+    the files' contents depend only on the rows, not on the order they came in."""
+    table = to_table(SCHEMA_OF[kind], list(rows))
+    avro, order = write_container(SCHEMA_OF[kind], table)
+    entry = make_entry(kind, group, window, pane, table.num_rows)
+    _write_atomic(output_dir, entry["files"]["avro"], avro)
     buf = pa.BufferOutputStream()
-    pq.write_table(to_table(SCHEMA_OF[kind], rows), buf, compression="zstd")
+    pq.write_table(table.take(order), buf, compression="zstd")
     _write_atomic(output_dir, entry["files"]["parquet"], buf.getvalue().to_pybytes())
     if run_id is not None:
         _write_atomic(output_dir, entry_path(run_id, kind, file_stem(window, group, pane)),

@@ -1,12 +1,14 @@
-// The dashboard: the job's rows (inlined, or fetched from dataUrl in served mode) -> Plotly charts.
-// Every chart is redrawn from the current selection: collection, dimension values, window and the
-// marginals charted over time. window.dashboardReady / dashboardRenders let tests wait for a render.
+// The dashboard: the view of the current selection (collection, key, window, the marginals charted
+// over time and the windows they span) -> Plotly charts. Served, each change of selection asks the
+// server for its view (viewUrl); a static page holds one view per collection and key (boot.views).
+// window.dashboardReady / dashboardRenders / dashboardQueries let tests wait for a render or a query.
 (function () {
   "use strict";
   const boot = window.LDP_BOOT;
-  const state = { data: null, collection: null, dims: {}, window: "", sets: null, versus: "previous" };
+  const state = { data: null, collection: null, dims: null, window: "", sets: null, span: null, versus: "previous" };
   window.dashboardReady = false;
   window.dashboardRenders = 0;
+  window.dashboardQueries = 0;
 
   const $ = (id) => document.getElementById(id);
   const iso = (ms) => new Date(ms).toISOString().replace(".000Z", "Z");
@@ -120,48 +122,76 @@
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
-  function allRows() {
-    const d = state.data;
-    return [].concat(d.marginals, d.tables, d.extremes, d.conditionals, d.means, d.withheld);
-  }
-
   function collections() {
-    const names = new Set(state.data.collections.map((c) => c.collection));
-    allRows().forEach((r) => names.add(r.collection));
-    return Array.from(names).sort();
+    const d = state.data;
+    return d.collections_named || (d.collection ? [d.collection] : []);
   }
 
+  // the values of each dimension among the window's keys
   function dimensionValues() {
     const keys = {};
-    allRows().filter((r) => r.collection === state.collection).forEach((r) => {
-      Object.entries(r.dimensions).forEach(([k, v]) => { (keys[k] = keys[k] || new Set()).add(v); });
+    state.data.keys.forEach((dims) => {
+      Object.entries(dims).forEach(([k, v]) => { (keys[k] = keys[k] || new Set()).add(v); });
     });
     const out = {};
     Object.keys(keys).sort().forEach((k) => { out[k] = Array.from(keys[k]).sort(); });
     return out;
   }
 
+  const sameKey = (a, b) => Object.keys(a).length === Object.keys(b).length &&
+    Object.keys(a).every((k) => a[k] === b[k]);
+
   function selected(r) {
-    if (r.collection !== state.collection) return false;
-    const keys = Object.keys(r.dimensions);
-    if (keys.length !== Object.keys(state.dims).length) return false;
-    return keys.every((k) => state.dims[k] === r.dimensions[k]);
-  }
-
-  function windowStarts(rows) {
-    return Array.from(new Set(rows.map((r) => r.window_start))).sort((a, b) => a - b);
-  }
-
-  // the windows with published estimates of any kind for the selection
-  function estimateRows() {
-    const d = state.data;
-    return [].concat(d.marginals, d.tables, d.extremes, d.conditionals, d.means).filter(selected);
+    return r.collection === state.data.collection && sameKey(r.dimensions, state.data.dims);
   }
 
   function currentWindow() {
-    if (state.window !== "") return Number(state.window);
-    const starts = windowStarts(estimateRows());
-    return starts.length ? starts[starts.length - 1] : null;
+    return state.data.window;
+  }
+
+  // the view of the current selection: asked of the server, or a static page's own
+  function staticView() {
+    const views = boot.views;
+    const names = Object.keys(views);
+    const wanted = names.find((k) => {
+      const [c, d] = JSON.parse(k);
+      return c === state.collection && state.dims && sameKey(d, state.dims);
+    }) || names.find((k) => JSON.parse(k)[0] === state.collection) || names[0];
+    return views[wanted];
+  }
+
+  function query() {
+    const q = new URLSearchParams();
+    if (state.collection) q.set("collection", state.collection);
+    if (state.dims) q.set("dims", JSON.stringify(state.dims));
+    if (state.window !== "") q.set("window", String(state.window));
+    if (state.sets !== null) q.set("sets", JSON.stringify(state.sets.map((name) => state.setLabels[name] ||
+      name.split(" & "))));
+    if (state.span !== null) q.set("span", String(state.span));
+    return boot.viewUrl + "?" + q.toString();
+  }
+
+  let lastBody = null;
+  function load() {
+    if (!boot.viewUrl) {
+      state.data = staticView();
+      render();
+      return Promise.resolve();
+    }
+    const url = query();
+    window.dashboardQueries += 1;
+    return fetch(url, { cache: "no-cache" })   // revalidated with the ETag: unchanged views cost a 304
+      .then((response) => {
+        if (!response.ok) throw new Error("view.json: HTTP " + response.status);
+        return response.text();
+      })
+      .then((body) => {  // redraw only when the view changed
+        if (body === lastBody) return;
+        lastBody = body;
+        state.data = JSON.parse(body);
+        render();
+      })
+      .catch((err) => { $("status").textContent = "could not load the view: " + err.message; });
   }
 
   function setOptions(select, values, labelOf, current) {
@@ -175,9 +205,9 @@
   }
 
   function renderFilters() {
-    const names = collections();
-    if (!names.includes(state.collection)) state.collection = names.length ? names[0] : null;
-    setOptions($("collection-filter"), names, (v) => v, state.collection);
+    const d = state.data;
+    state.collection = d.collection;
+    setOptions($("collection-filter"), collections(), (v) => v, state.collection);
 
     // one select per dimension, kept across renders (a user's click never lands on a replaced element)
     const dims = dimensionValues();
@@ -185,47 +215,54 @@
     Array.from(box.querySelectorAll("select")).forEach((select) => {
       if (!(select.dataset.dimension in dims)) box.removeChild(select.parentNode);
     });
-    const next = {};
     Object.entries(dims).forEach(([k, values]) => {
-      next[k] = values.includes(state.dims[k]) ? state.dims[k] : values[0];
       let select = $("dimension-filter-" + k);
       if (!select) {
         const label = el("label", k + " ");
         select = el("select");
         select.id = "dimension-filter-" + k;
         select.dataset.dimension = k;
-        select.addEventListener("change", () => { state.dims[k] = select.value; render(); });
+        select.addEventListener("change", () => { changeKey(k, select.value); });
         label.appendChild(select);
         box.appendChild(label);
       }
       const shown = Array.from(select.options).map((o) => o.value);
-      if (shown.join("\u0000") !== values.join("\u0000")) setOptions(select, values, (v) => v, next[k]);
-      select.value = next[k];
+      if (shown.join("\u0000") !== values.join("\u0000")) setOptions(select, values, (v) => v);
+      select.value = d.dims[k];
     });
-    state.dims = next;
+    state.dims = d.dims;
 
-    const marginals = state.data.marginals.filter(selected);
-    const starts = windowStarts(estimateRows());
-    if (state.window !== "" && !starts.includes(Number(state.window))) state.window = "";
     const windowSelect = $("window-filter");
-    setOptions(windowSelect, [""].concat(starts), (v) => (v === "" ? "latest" : iso(v)), state.window);
+    const starts = boot.viewUrl ? d.windows.slice().reverse() : (d.window === null ? [] : [d.window]);
+    setOptions(windowSelect, starts, (v) => iso(v) + (v === d.latest_complete ? " (latest complete)" : ""),
+      d.window);
+    state.window = d.window === d.latest_complete ? "" : d.window;
 
-    const sets = new Map();
-    marginals.forEach((r) => sets.set(setName(r), r.columns));
-    const available = Array.from(sets.keys()).sort((a, b) =>
-      sets.get(a).length - sets.get(b).length || sets.get(a)[0] - sets.get(b)[0] || a.localeCompare(b));
-    if (state.sets === null) {
-      const chosen = state.data.chosen_marginals;
-      state.sets = chosen ? chosen.map((labels) => labels.join(" & "))
-        : available.filter((name) => sets.get(name).length === 1);
-    }
+    const spanSelect = $("span-filter");
+    setOptions(spanSelect, boot.viewUrl ? d.spans : [d.span], (v) => v + " windows", d.span);
+
+    state.setLabels = {};
+    d.sets_available.forEach((labels) => { state.setLabels[labels.join(" & ")] = labels; });
+    const available = boot.viewUrl ? d.sets_available.map((labels) => labels.join(" & "))
+      : d.sets.map((labels) => labels.join(" & "));
+    // a static page charts the chosen sets among those it holds; a served view charts what it was asked
+    state.chartedSets = !boot.viewUrl && state.sets !== null ? state.sets : d.sets.map((labels) => labels.join(" & "));
     const marginalSelect = $("marginal-filter");
     setOptions(marginalSelect, available, (v) => v);
-    Array.from(marginalSelect.options).forEach((o) => { o.selected = state.sets.includes(o.value); });
+    Array.from(marginalSelect.options).forEach((o) => { o.selected = state.chartedSets.includes(o.value); });
+  }
+
+  // a dimension's value changed: the key with that value and the others kept if published, else
+  // the first key with that value
+  function changeKey(dim, value) {
+    const want = Object.assign({}, state.dims, { [dim]: value });
+    const keys = state.data.keys;
+    state.dims = keys.find((k) => sameKey(k, want)) || keys.find((k) => k[dim] === value) || want;
+    load();
   }
 
   function renderMarginals(marginals) {
-    seriesOverTime("chart-marginals", state.sets, marginals, setName, frequencyShown, frequencyLow, frequencyHigh,
+    seriesOverTime("chart-marginals", state.chartedSets, marginals, setName, frequencyShown, frequencyLow, frequencyHigh,
       "estimated frequency",
       "no marginals published for this selection");
     const c = info();
@@ -385,12 +422,11 @@
     const kindOrder = { marginals: 0, means: 1, tables: 2 };
     fillTable($("precision-table"), ["estimate", "reports", "planned half-width (worst case)", "measured half-width",
       "interval"],
-      state.data.precision.filter((p) => selected(p) && p.window_start === windowStart)
+      state.data.precision.filter((p) => p.window_start === windowStart)
         .sort((a, b) => kindOrder[a.kind] - kindOrder[b.kind] || a.label.localeCompare(b.label))
         .map((p) => [p.label, String(p.n_reports), fmt(p.planned, 4), fmt(p.measured, 4),
           intervalText(p.interval, c ? c.level : 0.95)]));
-    const published = new Map();
-    estimateRows().filter((r) => r.n_reports !== undefined).forEach((r) => published.set(r.window_start, r.n_reports));
+    const published = new Map(state.data.published);
     const starts = Array.from(published.keys()).sort((a, b) => a - b);
     // the chart: windows withheld whole; the table also lists the statistics withheld alone (client extremes)
     const held = withheld.filter((r) => (r.statistic || "all") === "all")
@@ -430,49 +466,37 @@
     const s = state.data.summary;
     const c = info();
     $("window-kind").textContent = c ? windowText(c.window) + "; intervals at " + c.level : "";
-    $("status").textContent = windowStarts(estimateRows()).length + " published windows; showing " +
-      (windowStart === null ? "none" : iso(windowStart)) +
+    $("status").textContent = state.data.windows.length + " windows; showing " +
+      (windowStart === null ? "none" : iso(windowStart) + (windowStart === state.data.latest_complete ?
+        " (the latest complete)" : "")) + (state.data.range ? ", charts from " + iso(state.data.range[0]) : "") +
       (s ? "; " + s.reports_counted + " reports counted, " + s.reports_dead_lettered + " dead-lettered" : "") +
       (boot.dataUrl ? "; new data at " + new Date().toLocaleTimeString() : "");
     // files that could not be read are named here; the rest of the page shows what could
     $("problems").textContent = (state.data.problems || []).join("\n");
+    $("bounded").textContent = boot.bounded || "";
     window.dashboardRenders += 1;
     window.dashboardReady = true;
   }
 
   function listen() {
     $("collection-filter").addEventListener("change", (e) => {
-      state.collection = e.target.value; state.dims = {}; state.window = ""; state.sets = null; render();
+      state.collection = e.target.value; state.dims = null; state.window = ""; state.sets = null; load();
     });
-    $("window-filter").addEventListener("change", (e) => { state.window = e.target.value; render(); });
+    $("window-filter").addEventListener("change", (e) => {
+      state.window = Number(e.target.value) === state.data.latest_complete ? "" : Number(e.target.value); load();
+    });
+    $("span-filter").addEventListener("change", (e) => { state.span = Number(e.target.value); load(); });
     $("compare-with").addEventListener("change", (e) => { state.versus = e.target.value; render(); });
     $("marginal-filter").addEventListener("change", (e) => {
-      state.sets = Array.from(e.target.selectedOptions).map((o) => o.value); render();
+      state.sets = Array.from(e.target.selectedOptions).map((o) => o.value);
+      if (boot.viewUrl) load(); else render();
     });
   }
 
-  let lastBody = null;
-  function poll() {
-    fetch(boot.dataUrl, { cache: "no-store" })
-      .then((response) => {
-        if (!response.ok) throw new Error("data.json: HTTP " + response.status);
-        return response.text();
-      })
-      .then((body) => {  // redraw only when the job wrote something new
-        if (body === lastBody) return;
-        lastBody = body;
-        state.data = JSON.parse(body);
-        render();
-      })
-      .catch((err) => { $("status").textContent = "could not load new windows: " + err.message; })
-      .finally(() => setTimeout(poll, boot.refreshSeconds * 1000));
+  function poll() {   // a served page looks for new windows of its selection
+    load().finally(() => setTimeout(poll, boot.refreshSeconds * 1000));
   }
 
   listen();
-  if (boot.dataUrl) {
-    poll();
-  } else {
-    state.data = boot.data;
-    render();
-  }
+  if (boot.viewUrl) poll(); else load();
 })();

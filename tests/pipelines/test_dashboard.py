@@ -19,6 +19,7 @@ from ldp_marginals.pipelines.demo import main as demo_main
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.pipelines.dashboard_view import FileCache, parse_selection, view
 from ldp_marginals.pipelines.read import read_rows
 from tests.outputs import add_file_sets, file_sets, write_run, write_streaming_run
 
@@ -136,8 +137,9 @@ def test_latest_pane_wins_and_correlations_are_phi_of_the_files(tmp_path):
     new = [dict(base, columns=[0], labels=["a"], frequency=0.5), dict(base, columns=[1], labels=["b"], frequency=0.4),
            dict(base, columns=[0, 1], labels=["a", "b"], frequency=0.3)]
     write_run(tmp_path, [("marginals", "c", (0, 10), pane, rows) for pane, rows in ((0, old), (1, new))])
-    data = dashboard.load_estimates(str(tmp_path))
-    assert sorted(r["frequency"] for r in data["marginals"]) == [0.3, 0.4, 0.5]
+    data = view(str(tmp_path), parse_selection({}), FileCache(str(tmp_path)))
+    assert sorted(r["frequency"] for r in data["marginals"]) == [0.4, 0.5]   # the 1-way sets, charted by default
+    assert data["sets_available"] == [["a"], ["b"], ["a", "b"]] and data["window"] == 0
     (corr,) = data["correlations"]
     assert corr["labels"] == ["a", "b"]
     assert corr["z"][0][1] == corr["z"][1][0] == pytest.approx((0.3 - 0.2) / (0.25 * 0.24) ** 0.5)
@@ -148,18 +150,36 @@ def test_page_is_offline_and_data_cannot_close_its_script(tmp_path):
     data = {"marginals": [], "tables": [], "extremes": [], "withheld": [], "collections": [], "summary": None,
             "correlations": [], "chosen_marginals": None, "note": "</script><script>alert(1)</script> nan",
             "bad": float("nan")}
-    page = dashboard.render(data)
+    page = dashboard.render({"views": {"[null, {}]": data}, "bounded": "a static page"})
     assert page.count("</script>") == 3  # plotly, the data, the app: the data's own is escaped
     assert "\\u003c/script>\\u003cscript>alert(1)" in page and '"bad": null' in page
     assert "http://" not in page.split("<script>", 1)[0] and "src=" not in page.split("<body>", 1)[1]
     with pytest.raises(ValueError, match="estimates must be a directory"):
-        dashboard.load_estimates(str(tmp_path / "missing"))
+        dashboard.static_views(str(tmp_path / "missing"))
 
 
-def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tmp_path):
-    out, page = demo
+@pytest.fixture
+def serving():
+    """``start(estimates_dir) -> url`` of a dashboard server, stopped (and the page left) at the end."""
+    servers = []
+
+    def start(estimates, **kw):
+        server = dashboard.make_server(str(estimates), 0, **kw)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, serving, tmp_path):
+    """The served page, every panel against the files, for each region; then a chosen window, every
+    marginal charted, and a comparison between the regions."""
+    out, _ = demo
     estimates = str(out / "estimates")
-    browser.get(page.as_uri())
+    browser.get(serving(estimates))
     wait_for(browser, "window.dashboardReady === true")
     assert severe_logs(browser) == []
     browser.save_screenshot(str(tmp_path / "dashboard.png"))
@@ -310,7 +330,8 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
                                      ".map(o => [o.value, o.textContent])")
     assert options == [["region=eu", "region = eu"]]
     # us against eu in the latest window: what `ldp-marginals compare --dimension region=eu,us` prints
-    select(browser, "window-filter", "")   # back to the latest: the choice of comparison sticks
+    latest = max(r["window_start"] for r in shown(marginals, "us"))
+    select(browser, "window-filter", latest)   # back to the latest: the choice of comparison sticks
     assert browser.execute_script("return document.getElementById('compare-with').value") == "region=eu"
     import argparse
 
@@ -324,6 +345,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, tm
     check_changes(browser, expected, "differ significantly from region=eu in this window")
     assert table_rows(browser, "changes-table")[0][0] == "marginal"   # the regions differ most in plan
     assert severe_logs(browser) == []
+    browser.get("about:blank")   # stop the page's polling before the server goes away
 
 
 def check_changes(browser, expected, says):

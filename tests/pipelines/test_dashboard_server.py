@@ -1,5 +1,7 @@
 """The dashboard server is safe to leave running: it answers only its own Host, drops idle and
-half-open connections, serves /data.json from a cache, and says clearly when its port is taken."""
+half-open connections, builds each selection's view once per state of the directory (ETag, 304,
+gzip), lets clients hang up without a traceback, and says clearly when its port is taken."""
+import gzip
 import http.client
 import json
 import socket
@@ -18,8 +20,8 @@ def served(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "IDLE_SECONDS", 0.5)
     (tmp_path / COLLECTIONS_FILE).write_text("[]")
     calls = []
-    real = dashboard.load_estimates
-    monkeypatch.setattr(dashboard, "load_estimates", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = dashboard.view
+    monkeypatch.setattr(dashboard, "view", lambda *a, **k: calls.append(1) or real(*a, **k))
     server = dashboard.make_server(str(tmp_path), 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -28,15 +30,23 @@ def served(tmp_path, monkeypatch):
     server.server_close()
 
 
-def get(port, path="/data.json", host=None):
+def request(port, path="/view.json", host=None, headers=()):
+    """``(status, headers, body)``: the body as sent (gzipped when the server zipped it)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    conn.putrequest("GET", path, skip_host=True)
+    conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
     conn.putheader("Host", f"127.0.0.1:{port}" if host is None else host)
+    for name, value in headers:
+        conn.putheader(name, value)
     conn.endheaders()
     response = conn.getresponse()
     body = response.read()
     conn.close()
-    return response.status, body
+    return response.status, dict(response.getheaders()), body
+
+
+def get(port, path="/view.json", host=None):
+    status, _, body = request(port, path, host)
+    return status, body
 
 
 def test_only_requests_naming_the_bound_address_are_answered(served):
@@ -64,7 +74,7 @@ def test_idle_and_half_open_connections_are_closed_and_others_still_served(serve
         sock.close()
 
 
-def test_data_is_cached_until_the_directory_changes(served):
+def test_a_view_is_built_once_per_state_of_the_directory(served):
     server, folder, calls = served
     port = server.server_address[1]
     first = get(port)[1]
@@ -81,6 +91,33 @@ def test_data_is_cached_until_the_directory_changes(served):
     (got,) = data["marginals"]
     assert {k: got[k] for k in row} == row
     assert get(port)[1] == json.dumps(data, allow_nan=False).encode() and len(calls) == 2
+    # an ETag, a 304 for a client that holds it (nothing rebuilt), gzip for a client that accepts it
+    status, headers, zipped = request(port, headers=[("Accept-Encoding", "gzip, deflate")])
+    assert status == 200 and headers["Content-Encoding"] == "gzip" and json.loads(gzip.decompress(zipped)) == data
+    tag = headers["ETag"]
+    status, headers, body = request(port, headers=[("If-None-Match", tag)])
+    assert (status, body, headers["ETag"]) == (304, b"", tag) and len(calls) == 2
+    # another selection is another view; a bad one is a 400 naming the parameter
+    assert json.loads(get(port, "/view.json?span=24")[1])["span"] == 24 and len(calls) == 3
+    status, body = get(port, "/view.json?span=7")
+    assert status == 400 and b"span must be one of [24, 48, 168, 720], got span=7" in body
+    status, headers, page = request(port, "/", headers=[("Accept-Encoding", "gzip")])
+    assert status == 200 and headers["Content-Encoding"] == "gzip" and b"Plotly" in gzip.decompress(page)
+    assert request(port, "/", headers=[("If-None-Match", headers["ETag"])])[0] == 304
+
+
+def test_clients_that_hang_up_cost_no_traceback(served, capfd):
+    server, folder, _ = served
+    port = server.server_address[1]
+    for _ in range(20):   # ask for the page (1 MB gzipped) and hang up before reading it
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept-Encoding: gzip\r\n\r\n".encode())
+        sock.close()   # SO_LINGER 0: a reset, as a closed tab sends
+    time.sleep(0.5)
+    assert get(port)[0] == 200   # still serving
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "ConnectionReset" not in err
 
 
 def test_a_taken_port_and_a_public_address_are_said_clearly(tmp_path):
