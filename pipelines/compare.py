@@ -9,7 +9,7 @@ import datetime as dt
 import json
 
 from ldp_marginals.ldp.compare import benjamini_hochberg, change
-from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.pipelines.read import read_rows, to_ms
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,13 +29,20 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _ms(text: str, name: str) -> int:
-    try:
-        t = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{name} must be an ISO time such as 2026-01-01T00:00, got {name}={text!r}") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp() * 1000)
+    return to_ms(text, name)
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _latest_complete(estimates: str, collection: str, rows: list) -> int:
+    """The latest complete window of the collection (as the dashboard's default: for sliding windows
+    not the trailing ones that hold only the last periods' reports)."""
+    from ldp_marginals.pipelines.dashboard_view import _collections, latest_complete
+    info = next((c for c in _collections(estimates) if c["collection"] == collection), None)
+    windows = sorted({(r["window_start"], r["window_end"]) for r in rows})
+    return latest_complete(windows, info)
 
 
 def rows_of(rows: list, kind: str) -> list:
@@ -70,13 +77,13 @@ def compare(args) -> dict:
         a, b = (_ms(w, "--windows") for w in args.windows)
         first = keyed(r for r in rows if r["window_start"] == a)
         second = keyed(r for r in rows if r["window_start"] == b)
-        what = {"windows": list(args.windows)}
+        what = {"windows": list(args.windows), "window_starts": [a, b]}
     else:
         key, _, values = args.dimension.partition("=")
         pair = values.split(",")
         if not key or len(pair) != 2:
             raise ValueError(f"--dimension must be KEY=A,B, got --dimension={args.dimension!r}")
-        start = _ms(args.window, "--window") if args.window else max(r["window_start"] for r in rows)
+        start = _ms(args.window, "--window") if args.window else _latest_complete(args.estimates, collection, rows)
         in_window = [r for r in rows if r["window_start"] == start]
 
         def side(value):
@@ -114,7 +121,13 @@ def changes(first: dict, second: dict, level: float, fdr: float) -> list:
 
 
 def render(res: dict) -> str:
-    lines = [f"{res['collection']}: {res['significant']} of {res['compared']} {res['kind']} changed "
+    if "window_starts" in res:
+        sides = f"window {_iso(res['window_starts'][0])} against window {_iso(res['window_starts'][1])}"
+    else:
+        a, b = res["values"]
+        sides = f"{res['dimension']}={a} against {res['dimension']}={b} in window {_iso(res['window_start'])}"
+    lines = [f"{res['collection']}: {sides} (UTC)",
+             f"{res['significant']} of {res['compared']} {res['kind']} changed "
              f"(Benjamini-Hochberg at FDR {res['fdr']:g}; intervals at {res['level']:g})",
              f"{'set [dimensions]':40} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
     for o in res["changes"]:

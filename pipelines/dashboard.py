@@ -307,6 +307,8 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
             raise ValueError(f"--serve {port}: the port is taken on {host}; choose another port") from None
         raise ValueError(f"--host {host}: cannot serve there ({err.strerror or err})") from None
     hosts |= allowed_hosts(host, server.server_address[1])
+    # the first page asks for the default view: build it now, while the browser loads the page
+    threading.Thread(target=views.get, args=(dict(parse_selection({}), sets=chosen),), daemon=True).start()
     return server
 
 

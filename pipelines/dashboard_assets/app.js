@@ -475,6 +475,7 @@
     $("problems").textContent = (state.data.problems || []).join("\n");
     $("bounded").textContent = boot.bounded || "";
     window.dashboardRenders += 1;
+    if (!window.dashboardReady) window.dashboardFirstRender = performance.now();   // ms since navigation
     window.dashboardReady = true;
   }
 

@@ -130,10 +130,14 @@ def test_a_changed_or_damaged_file_is_an_error_naming_it_and_the_dashboard_shows
     with pytest.raises(OutputError, match=rf"{damaged} cannot be read"):
         ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + HOUR)
     assert ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + 2 * HOUR).num_rows > 0
-    data = dashboard.load_estimates(str(out))
+    data = dashboard.view(str(out), dashboard.parse_selection({}), dashboard.FileCache(str(out)))
     assert len(data["problems"]) == 2 and str(changed) in data["problems"][0] and str(damaged) in data["problems"][1]
     assert {r["window_start"] for r in data["marginals"]} == {DEFAULT_START_MS + 2 * HOUR, DEFAULT_START_MS + 3 * HOUR}
     assert data["summary"]["reports_counted"] == 2000
+    # the window of the damaged file chosen: its problem named, the other kinds of the window shown
+    data = dashboard.view(str(out), dict(dashboard.parse_selection({}), window=DEFAULT_START_MS + HOUR),
+                          dashboard.FileCache(str(out)))
+    assert data["window"] == DEFAULT_START_MS + HOUR and any(str(damaged) in p for p in data["problems"])
 
 
 def test_every_kind_has_an_arrow_schema_matching_its_avro_fields():
