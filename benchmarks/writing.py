@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from benchmarks.kernels import best_of
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.arrow import arrow_schema
 from ldp_marginals.schemas.config import parse_config
@@ -52,12 +53,7 @@ def marginal_rows(bits: int, seed: int = 0) -> list:
 
 def best_seconds(fn, repeats=REPEATS) -> float:
     fn()   # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return best_of(fn, repeats)
 
 
 def make_week(folder: str, bits: int, n_reports: int) -> str:
