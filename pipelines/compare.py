@@ -28,11 +28,8 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _ms(text: str, name: str) -> int:
-    return to_ms(text, name)
-
-
-def _iso(ms: int) -> str:
+def iso(ms: int) -> str:
+    """A window start as ISO UTC, as the command prints it."""
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -74,7 +71,7 @@ def compare(args) -> dict:
         raise ValueError(f"--collection must be one of {names}, got --collection={args.collection!r}")
     rows = [r for r in rows if r["collection"] == collection]
     if args.windows:
-        a, b = (_ms(w, "--windows") for w in args.windows)
+        a, b = (to_ms(w, "--windows") for w in args.windows)
         first = keyed(r for r in rows if r["window_start"] == a)
         second = keyed(r for r in rows if r["window_start"] == b)
         what = {"windows": list(args.windows), "window_starts": [a, b]}
@@ -83,7 +80,7 @@ def compare(args) -> dict:
         pair = values.split(",")
         if not key or len(pair) != 2:
             raise ValueError(f"--dimension must be KEY=A,B, got --dimension={args.dimension!r}")
-        start = _ms(args.window, "--window") if args.window else _latest_complete(args.estimates, collection, rows)
+        start = to_ms(args.window, "--window") if args.window else _latest_complete(args.estimates, collection, rows)
         in_window = [r for r in rows if r["window_start"] == start]
 
         def side(value):
@@ -122,10 +119,10 @@ def changes(first: dict, second: dict, level: float, fdr: float) -> list:
 
 def render(res: dict) -> str:
     if "window_starts" in res:
-        sides = f"window {_iso(res['window_starts'][0])} against window {_iso(res['window_starts'][1])}"
+        sides = f"window {iso(res['window_starts'][0])} against window {iso(res['window_starts'][1])}"
     else:
         a, b = res["values"]
-        sides = f"{res['dimension']}={a} against {res['dimension']}={b} in window {_iso(res['window_start'])}"
+        sides = f"{res['dimension']}={a} against {res['dimension']}={b} in window {iso(res['window_start'])}"
     lines = [f"{res['collection']}: {sides} (UTC)",
              f"{res['significant']} of {res['compared']} {res['kind']} changed "
              f"(Benjamini-Hochberg at FDR {res['fdr']:g}; intervals at {res['level']:g})",

@@ -54,17 +54,19 @@ def static_views(estimates_dir: str, marginals: list | None = None, span: int = 
     _check_dir(estimates_dir)
     cache = FileCache(estimates_dir)
     chosen = [list(m) for m in marginals] if marginals else None
-    first = view(estimates_dir, dict(parse_selection({}), sets=chosen, span=span), cache)
-    views, dropped = {}, 0
-    for collection in first.get("collections_named", []) or [None]:
-        head = view(estimates_dir, dict(parse_selection({}), collection=collection, sets=chosen, span=span), cache)
-        for dims in head["keys"][:STATIC_KEYS] or [head["dims"]]:
-            v = view(estimates_dir, dict(parse_selection({}), collection=collection, dims=dims, sets=chosen,
-                                         span=span), cache)
-            views[view_key(v["collection"], v["dims"])] = v
+    selection = dict(parse_selection({}), sets=chosen, span=span)
+    first = view(estimates_dir, selection, cache)
+    views, dropped = {view_key(first["collection"], first["dims"]): first}, 0
+    for collection in first.get("collections_named", []):
+        # the collection's default view names its keys (the first of them is that view)
+        head = first if collection == first["collection"] else view(
+            estimates_dir, dict(selection, collection=collection), cache)
+        views[view_key(collection, head["dims"])] = head
+        for dims in head["keys"][:STATIC_KEYS]:
+            if view_key(collection, dims) not in views:
+                views[view_key(collection, dims)] = view(estimates_dir, dict(selection, collection=collection,
+                                                                            dims=dims), cache)
         dropped += max(0, len(head["keys"]) - STATIC_KEYS)
-    if not views:
-        views[view_key(None, {})] = first
     note = (f"A static page: for each collection its latest complete window, with the charts over the {span} "
             f"windows before it, for up to {STATIC_KEYS} keys" + (f" ({dropped} more not included)" if dropped else "")
             + ". Serve the dashboard (ldp-marginals dashboard --serve PORT) to choose any window, key and span.")
@@ -166,8 +168,8 @@ class _Views:
     of :func:`directory_signature` and the selection, so an unchanged view costs a listing of the
     folders and a 304. Concurrent requests for one view wait for one build."""
 
-    def __init__(self, estimates_dir: str, marginals, keep: int = 64):
-        self.estimates_dir, self.marginals, self.keep = estimates_dir, marginals, keep
+    def __init__(self, estimates_dir: str, keep: int = 64):
+        self.estimates_dir, self.keep = estimates_dir, keep
         self.files = FileCache(estimates_dir)
         self.lock = threading.Lock()
         self.bodies, self.building = OrderedDict(), {}
@@ -176,9 +178,10 @@ class _Views:
         state = repr((directory_signature(self.estimates_dir), sorted(selection.items(), key=str)))
         return '"' + hashlib.sha1(state.encode()).hexdigest()[:20] + '"'
 
-    def get(self, selection: dict) -> tuple:
-        """``(etag, gzipped JSON)`` of the view of ``selection``."""
-        tag = self.etag(selection)
+    def get(self, selection: dict, tag: str | None = None) -> tuple:
+        """``(etag, gzipped JSON)`` of the view of ``selection`` (``tag``: its :meth:`etag`, when the
+        caller has it already)."""
+        tag = tag or self.etag(selection)
         while True:
             with self.lock:
                 if tag in self.bodies:
@@ -229,7 +232,7 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
     page = render(None, view_url="view.json", refresh_seconds=refresh_seconds).encode("utf-8")
     page_gz = gzip.compress(page, compresslevel=9, mtime=0)
     page_tag = '"' + hashlib.sha1(page).hexdigest()[:20] + '"'
-    views = _Views(estimates_dir, marginals)
+    views = _Views(estimates_dir)
     chosen = [list(m) for m in marginals] if marginals else None
     hosts = set()
 
@@ -253,9 +256,10 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
                     return
                 if selection["sets"] is None:
                     selection["sets"] = chosen
-                if self._fresh(views.etag(selection)):
+                tag = views.etag(selection)
+                if self._fresh(tag):
                     return
-                tag, body = views.get(selection)
+                tag, body = views.get(selection, tag)
                 self._send(tag, body, "application/json")
             else:
                 self.send_error(404, "not found")

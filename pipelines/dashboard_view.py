@@ -228,7 +228,7 @@ def changes(rows_now: dict, rows_before: dict, dims: dict, start: int, before: i
         mine = [r for r in rows_now.get(kind, []) if r["dimensions"] == dims]
         if before is not None:
             add(kind, mine, [r for r in rows_before.get(kind, []) if r["dimensions"] == dims], "previous",
-                _iso(before))
+                compare.iso(before))
         for dim in sorted(dims):
             others = {}
             for r in rows_now.get(kind, []):
@@ -243,11 +243,6 @@ def changes(rows_now: dict, rows_before: dict, dims: dict, start: int, before: i
                 own = [dict(r, dimensions={k: v for k, v in r["dimensions"].items() if k != dim}) for r in mine]
                 add(kind, own, strip, f"{dim}={value}", f"{dim}={value}")
     return out
-
-
-def _iso(ms: int) -> str:
-    import datetime as dt
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _row_level(r: dict) -> float:
