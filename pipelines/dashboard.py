@@ -166,13 +166,15 @@ def directory_signature(estimates_dir: str) -> tuple:
 class _Views:
     """Views by selection, gzipped, each built once per state of the directory: its ETag is a hash
     of :func:`directory_signature` and the selection, so an unchanged view costs a listing of the
-    folders and a 304. Concurrent requests for one view wait for one build."""
+    folders and a 304. A selection has at most one build at a time: requests that come while it
+    builds get the view built before (with its own ETag) instead of waiting or building again, so a
+    directory that changes with every file a job writes costs one build per selection at a time."""
 
     def __init__(self, estimates_dir: str, keep: int = 64):
         self.estimates_dir, self.keep = estimates_dir, keep
         self.files = FileCache(estimates_dir)
         self.lock = threading.Lock()
-        self.bodies, self.building = OrderedDict(), {}
+        self.latest, self.building = OrderedDict(), {}   # by selection: (etag, body); a build's Event
 
     def etag(self, selection: dict) -> str:
         state = repr((directory_signature(self.estimates_dir), sorted(selection.items(), key=str)))
@@ -180,29 +182,32 @@ class _Views:
 
     def get(self, selection: dict, tag: str | None = None) -> tuple:
         """``(etag, gzipped JSON)`` of the view of ``selection`` (``tag``: its :meth:`etag`, when the
-        caller has it already)."""
+        caller has it already); the view built before while a newer one is being built."""
         tag = tag or self.etag(selection)
+        key = repr(sorted(selection.items(), key=str))
         while True:
             with self.lock:
-                if tag in self.bodies:
-                    self.bodies.move_to_end(tag)
-                    return tag, self.bodies[tag]
-                waiting = self.building.get(tag)
+                last = self.latest.get(key)
+                if last is not None and (last[0] == tag or key in self.building):
+                    self.latest.move_to_end(key)
+                    return last
+                waiting = self.building.get(key)
                 if waiting is None:
-                    self.building[tag] = threading.Event()
+                    self.building[key] = threading.Event()
                     break
-            waiting.wait()
+            waiting.wait()   # the selection's first build: nothing older to give
         try:
             data = view(self.estimates_dir, selection, self.files)
             body = gzip.compress(json.dumps(_finite(data), allow_nan=False).encode(), compresslevel=6, mtime=0)
             with self.lock:
-                self.bodies[tag] = body
-                while len(self.bodies) > self.keep:
-                    self.bodies.popitem(last=False)
+                self.latest[key] = (tag, body)
+                self.latest.move_to_end(key)
+                while len(self.latest) > self.keep:
+                    self.latest.popitem(last=False)
             return tag, body
         finally:
             with self.lock:
-                self.building.pop(tag).set()
+                self.building.pop(key).set()
 
 
 def allowed_hosts(host: str, port: int) -> set:

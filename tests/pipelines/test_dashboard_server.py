@@ -132,3 +132,45 @@ def test_a_taken_port_and_a_public_address_are_said_clearly(tmp_path):
         taken.close()
     assert dashboard.exposure_warning("127.0.0.1") is None and dashboard.exposure_warning("localhost") is None
     assert dashboard.exposure_warning("0.0.0.0").startswith("warning: serving on 0.0.0.0, beyond localhost")
+
+
+def test_while_a_view_builds_its_selection_gets_the_view_built_before(tmp_path, monkeypatch):
+    """A job writing changes the directory with every file: one build per selection at a time, and
+    the requests meanwhile get the previous view at once (no pile of builds, no waiting)."""
+    (tmp_path / COLLECTIONS_FILE).write_text("[]")
+    release, started, calls = threading.Event(), threading.Event(), []
+    real = dashboard.view
+
+    def slow_view(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:   # the second build waits until the test lets it finish
+            started.set()
+            release.wait(10)
+        return real(*a, **k)
+    monkeypatch.setattr(dashboard, "view", slow_view)
+    server = dashboard.make_server(str(tmp_path), 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        _, first_headers, first = request(port)
+        row = {"collection": "c", "window_start": 0, "window_end": 1000, "dimensions": {}, "n_reports": 5,
+               "columns": [0], "labels": ["a"], "estimate": 2.0, "frequency": 0.4, "variance": 1.0, "ci_low": 0.0,
+               "ci_high": 4.0}
+        write_run(tmp_path, [("marginals", "c", (0, 1000), 0, [row])])
+        building = threading.Thread(target=request, args=(port,))
+        building.start()
+        assert started.wait(10)
+        start = time.monotonic()
+        statuses = [request(port) for _ in range(5)]
+        assert time.monotonic() - start < 5   # not waiting for the build (it waits up to 10 s)
+        assert all(s == 200 and h["ETag"] == first_headers["ETag"] and b == first for s, h, b in statuses)
+        assert len(calls) == 2
+        release.set()
+        building.join(10)
+        status, headers, body = request(port)
+        assert status == 200 and headers["ETag"] != first_headers["ETag"] and json.loads(body)["marginals"]
+        assert len(calls) == 2
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
