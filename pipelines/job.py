@@ -40,8 +40,8 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     records (dicts), Avro messages (bytes) or ``(either, source_label)`` pairs, such as
     ``beam.Create`` or ``TestStream``. ``sink``: a PTransform taking the outputs by kind (the
     :mod:`ldp_marginals.transforms.sinks`), or None. Returns the output PCollections by kind
-    (``marginals``, ``tables``, ``extremes``, ``withheld``, ``dead_letters``; in streaming also
-    ``panes``, the pane files). Stage labels are stable.
+    (``marginals``, ``tables``, ``extremes``, ``withheld``, ``dead_letters``) and ``panes``,
+    the pane files (one per kind, window and pane). Stage labels are stable.
 
     Every report is pre-aggregated before the shuffle: files by their reader, records and messages
     by ``ValidateReports``; what reaches a collection's estimation are partial accumulators.
@@ -61,7 +61,7 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     names = sorted(options.configs)
     index = {name: i for i, name in enumerate(names)}
     parts = partials | "SplitByCollection" >> beam.Partition(lambda p, n: index[p.collection], len(names))
-    kinds = ESTIMATE_KINDS + ((PANES,) if options.streaming else ())
+    kinds = ESTIMATE_KINDS + (PANES,)
     per_kind = {kind: [] for kind in kinds}
     for i, name in enumerate(names):
         estimate = EstimateCollection(options.configs[name], options.streaming, options.clock)

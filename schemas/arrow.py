@@ -71,7 +71,8 @@ def to_table(name: str, rows: list) -> pa.Table:
     takes its Avro default, as Avro's writer does)."""
     defaults = _defaults(name)
     if defaults:
-        rows = [r if all(k in r for k, _ in defaults) else {**dict(defaults), **r} for r in rows]
+        need = frozenset(k for k, _ in defaults)
+        rows = [r if need <= r.keys() else {**dict(defaults), **r} for r in rows]
     return pa.Table.from_pylist(rows, schema=arrow_schema(name))
 
 

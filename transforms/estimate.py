@@ -15,7 +15,8 @@ import apache_beam as beam
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
 from ldp_marginals.transforms.combiners import CollectionCombineFn
-from ldp_marginals.transforms.publication.engine import batch_window
+from ldp_marginals.transforms.panes import PANES
+from ldp_marginals.transforms.publication.engine import PaneFile, batch_window
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
 
 
@@ -36,16 +37,21 @@ def _slice_entry(kv, w=beam.DoFn.WindowParam):
 
 class PublishWindowFn(beam.DoFn):
     """``(collection, [(slice start, dims, accumulator), ...])`` of one window -> its rows, tagged by
-    kind (:func:`~ldp_marginals.transforms.publication.engine.batch_window`)."""
+    kind (:func:`~ldp_marginals.transforms.publication.engine.batch_window`), and for each kind with
+    rows one :class:`PaneFile` (tag ``panes``): what its file holds, so that the file sink writes it
+    as it is instead of shuffling the rows one by one to regroup them."""
 
     def __init__(self, config):
         self.config = config
 
     def process(self, element, w=beam.DoFn.WindowParam):
-        _, slices = element
+        collection, slices = element
+        window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         for kind, rows in batch_window(self.config, window_bounds_ms(w), list(slices)).items():
             for row in rows:
                 yield beam.pvalue.TaggedOutput(kind, row)
+            if rows:
+                yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows))
 
 
 HOT_KEY_FANOUT = 16  # intermediate keys per (collection, dimensions, slice) in the batch combine
@@ -54,7 +60,7 @@ HOT_KEY_FANOUT = 16  # intermediate keys per (collection, dimensions, slice) in 
 class EstimateCollection(beam.PTransform):
     """Timestamped :class:`~ldp_marginals.transforms.source.Partial` s of one collection -> per
     window and key (collection, public dimensions): rows of every kind. Returns a dict of PCollections
-    by kind (streaming also ``panes``, the pane files, and ``dead_letters``, late batches)."""
+    by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
     def __init__(self, config, streaming: bool = False, clock=time.time):
         super().__init__()
@@ -79,5 +85,5 @@ class EstimateCollection(beam.PTransform):
             keyed = keyed | "Windows" >> beam.WindowInto(window_fn(cfg.window))
         outs = (keyed
                 | "GroupWindow" >> beam.GroupByKey()
-                | "Publish" >> beam.ParDo(PublishWindowFn(cfg)).with_outputs(*ESTIMATE_KINDS))
-        return {k: outs[k] for k in ESTIMATE_KINDS}
+                | "Publish" >> beam.ParDo(PublishWindowFn(cfg)).with_outputs(*ESTIMATE_KINDS, PANES))
+        return {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}

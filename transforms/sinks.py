@@ -153,8 +153,9 @@ class FileSink(beam.PTransform):
     file set recorded in the run ``run_id``'s folder (a new id by default: :attr:`run_id`), from which
     :func:`ldp_marginals.transforms.manifest.finish_run` makes the manifest readers read.
 
-    In streaming mode the estimates are written from the pane files of the panes state machine
-    (``outputs["panes"]``), and the dead letters, which live in the global window, in panes every
+    The estimates are written from the pane files (``outputs["panes"]``: one per kind, window and
+    pane, made by the batch publication step or the streaming panes state machine; without them, from
+    the rows, regrouped per file), and in streaming mode the dead letters, which live in the global window, in panes every
     ``dead_letter_seconds`` of processing time (a global window's default trigger never fires there).
     ``stable_input`` (streaming on Flink with checkpoints) makes the writers wait for checkpointed
     input (module docstring), behind a reshuffle so that only the writers wait, not the panes step.
@@ -181,7 +182,7 @@ class FileSink(beam.PTransform):
             rows = outputs[kind]
             if self.streaming and kind == DEAD_LETTERS:
                 rows = rows | "PaneDeadLetters" >> processing_time_panes(self.dead_letter_seconds)
-            elif self.streaming:  # the panes' own files: one per kind, window and pane, no regrouping
+            elif PANES in outputs and kind != DEAD_LETTERS:  # the panes' own files: one per kind, window and pane, no regrouping
                 files = outputs[PANES] | f"Panes[{kind}]" >> beam.Filter(lambda f, k=kind: f.kind == k)
                 if self.stable_input:
                     files = files | f"Stage[{kind}]" >> beam.Reshuffle()

@@ -16,6 +16,8 @@ as counts in ``[0, n]``), a conditional in [0, 1], a mean in ``[low, high]``.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
 from ldp_marginals.ldp.means import feature_mean
@@ -56,7 +58,6 @@ def marginal_rows(config, est, base) -> list:
     ``marginal_interval: simultaneous`` the intervals hold for all of them together at the level
     (Sidak)."""
     n = est.n
-    labels = config.layout.labels
     if len(est.family) != len(config.family):
         raise ValueError(f"est must be of the config's {len(config.family)} counted sets, got {len(est.family)}")
     index = config.published_index
@@ -64,13 +65,33 @@ def marginal_rows(config, est, base) -> list:
     if config.marginal_interval == "simultaneous" and index:
         level = sidak_level(level, len(index))
     low, high = est.intervals(level)
-    rows = []
-    for i in index:
-        s = est.family[i]
-        rows.append(dict(base, columns=list(s), labels=[labels[b] for b in s], estimate=float(est.means[i]),
-                         variance=float(est.variances[i]), ci_low=float(low[i]), ci_high=float(high[i]),
-                         interval=config.marginal_interval, **_frequency_fields(est.means[i], low[i], high[i], n)))
-    return rows
+    columns, names = _published_sets(config)
+    idx = np.asarray(index, dtype=np.int64)
+    means, variances, low, high = (np.asarray(a, dtype=float)[idx] for a in (est.means, est.variances, low, high))
+    f, f_low, f_high = means / n, low / n, high / n   # as _frequency_fields, on the columns
+    out = ~((f >= 0.0) & (f <= 1.0))
+    shown = (np.minimum(np.maximum(a, 0.0), 1.0) for a in (f, f_low, f_high))
+    interval = config.marginal_interval
+    return [dict(base, columns=list(c), labels=list(lab), estimate=m, variance=v, ci_low=lo, ci_high=hi,
+                 interval=interval, frequency=fr, frequency_low=fl, frequency_high=fh, display_frequency=df,
+                 display_low=dl, display_high=dh, out_of_range=o)
+            for c, lab, m, v, lo, hi, fr, fl, fh, df, dl, dh, o in zip(
+                columns, names, means.tolist(), variances.tolist(), low.tolist(), high.tolist(), f.tolist(),
+                f_low.tolist(), f_high.tolist(), *(a.tolist() for a in shown), out.tolist())]
+
+
+_SETS: dict = {}
+
+
+def _published_sets(config) -> tuple:
+    """``(sets, their labels)`` of ``config.published_index``, made once per config (they are the
+    same in every window)."""
+    cached = _SETS.get(id(config))
+    if cached is None or cached[0] is not config:
+        labels = config.layout.labels
+        sets = [config.family[i] for i in config.published_index]
+        cached = _SETS[id(config)] = (config, sets, [[labels[b] for b in s] for s in sets])
+    return cached[1], cached[2]
 
 
 def table_rows(config, est, base) -> list:
