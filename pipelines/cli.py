@@ -32,7 +32,12 @@ def build_parser() -> tuple:
     run_p = sub.add_parser("run", help="run the job (batch over Avro files, or --streaming); run --help lists "
                                        "its options", add_help=False)
     run_p.add_argument("-h", "--help", action="store_true", help="the options of run (other options go to Beam)")
-    sim = sub.add_parser("simulate", help="write a synthetic population of reports and its true counts")
+    sim = sub.add_parser("simulate", help="write a synthetic population of reports and its true counts",
+                         description="Write a synthetic population of one collection's reports, randomized by its "
+                                     "channels, to an Avro file, and the true counts of every published set to "
+                                     "<out>.truth.json: to try a config, or to check the estimates against the "
+                                     "truth. Event times are UTC milliseconds.",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sim.add_argument("--config", required=True, help="collection config (JSON or YAML) with one collection")
     sim.add_argument("--reports", type=int, required=True, help="number of reports to write")
     sim.add_argument("--out", required=True, help="Avro file to write (the true counts go to <out>.truth.json)")
@@ -41,23 +46,47 @@ def build_parser() -> tuple:
     sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows)")
     sim.add_argument("--reports-per-client", type=int, default=1,
                      help="reports per pseudonymous client (for client extremes)")
-    cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP")
+    cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP",
+                         description="The privacy calculator for symmetric bit flips: the flip probability local "
+                                     "DP needs for L bits at epsilon, and the one sufficient DP (Zhilyaev & Zeber) "
+                                     "needs for a population of N reports (or, with --flip, the population a flip "
+                                     "needs). Defaults are shown beside each option.",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     calibrate_cmd.add_calibrate_arguments(cal)
     plan_p = sub.add_parser("plan", help="before collecting: each marginal's precision at N reports per window, "
-                                         "or the reports a target precision needs")
+                                         "or the reports a target precision needs",
+                            description="Before collecting: the precision (interval half-width) each published "
+                                        "marginal, table cell and numeric mean of a config will have at N reports "
+                                        "per window, or the reports per window a target half-width needs. "
+                                        "Marginals and cells on the frequency scale, means on the feature's own "
+                                        "scale; intervals at the collection's level.",
+                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     from ldp_marginals.pipelines.plan import add_plan_arguments
     add_plan_arguments(plan_p)
     cmp_p = sub.add_parser("compare", help="what moved: each marginal's change between two windows or two "
-                                           "dimension values, with z scores and Benjamini-Hochberg")
+                                           "dimension values, with z scores and Benjamini-Hochberg",
+                           description="What moved in a run's outputs: per published marginal (or conditional, or "
+                                       "mean) the change of its estimate between two windows, or between two "
+                                       "values of a dimension in one window, with its standard error, z, interval "
+                                       "and Benjamini-Hochberg over the sets compared. Times are window starts in "
+                                       "UTC (2026-01-01T00:00).",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     from ldp_marginals.pipelines.compare import add_compare_arguments
     add_compare_arguments(cmp_p)
-    demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth")
+    demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth",
+                          description="Simulate two regions' reports over five hourly windows, run the job on the "
+                                      "DirectRunner, print estimates beside the truth, and write the dashboard.")
     demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     demo.add_argument("--reports", type=int, default=60_000,
                       help=f"reports to simulate, at least {MIN_DEMO_REPORTS:,} (default 60,000)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the simulation (default 7)")
 
-    dash = sub.add_parser("dashboard", help="the outputs as one offline HTML page, written or served on localhost")
+    dash = sub.add_parser("dashboard", help="the outputs as one offline HTML page, written or served on localhost",
+                          description="A run's outputs as one HTML page (Plotly inlined, no network): served on "
+                                      "localhost, where each selection is a query of the server, or written to a "
+                                      "file to share (the latest complete window of each key, with charts over "
+                                      "--span windows). Times are UTC.",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     from ldp_marginals.pipelines.dashboard import add_dashboard_arguments
     add_dashboard_arguments(dash)
     return parser, dict(sub.choices)

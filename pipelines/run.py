@@ -210,6 +210,9 @@ def make_pipeline(argv=None, expansion_service=None):
     args, beam_args = parser.parse_known_args(argv)
     check_not_misspelled(parser, beam_args)
     configs = load_all_configs(args.config, args.window, args.allowed_lateness_seconds)
+    if args.input and "://" not in args.input and not os.path.dirname(args.input):
+        # Beam's local file system matches a bare glob (rep_*.avro) against nothing: name the folder
+        args.input = os.path.join(".", args.input)
     if args.input and not args.streaming:
         check_input(args.input, args.allow_empty)
     check_output(args.output)
@@ -235,7 +238,7 @@ def make_pipeline(argv=None, expansion_service=None):
 
 def run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ldp-marginals run", description=__doc__.splitlines()[0],
+        prog="ldp-marginals run", description=" ".join(__doc__.split("\n\n")[0].split()).replace("``", ""),
         epilog="Any other option goes to Beam: --runner, --direct_running_mode=multi_processing, Dataflow's "
                "--project/--region/--temp_location, Flink's --flink_master, ... An option that is a near miss "
                "of one above is refused as a typo.")

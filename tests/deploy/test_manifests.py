@@ -152,3 +152,14 @@ def test_version_matrix_states_the_pinned_versions():
     assert FLINK_DEPLOYMENT["spec"]["flinkVersion"] in operator and java == "17"
     for flink_version in FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS:
         assert flink_version in readme
+
+
+def test_the_readmes_list_every_bigquery_table_the_job_writes():
+    """The BigQuery sink writes one table per output kind: the READMEs' sentences name them all."""
+    from ldp_marginals.schemas.outputs import KINDS
+    for readme in (ROOT / "README.md", DEPLOY / "dataflow" / "README.md"):
+        text = " ".join(readme.read_text().split())
+        sentence = re.search(r"(?:the seven tables|seven tables,) (.*?)\(", text)
+        assert sentence, readme
+        assert sorted(re.findall(r"`([a-z_]+)`", sentence.group(1))) == sorted(KINDS), readme
+    assert "JSON-lines" not in (DEPLOY / "dataflow" / "metadata.json").read_text()

@@ -77,6 +77,23 @@ def test_every_option_has_help_and_run_help_names_beam(capsys):
             if action.option_strings:
                 assert action.help and action.help.strip(), (p.prog, action.option_strings)
     assert "Any other option goes to Beam" in run_parser().format_help()
+    # every command says what it does in whole sentences, and shows its defaults
+    helps = {name: " ".join(p.format_help().split()) for name, p in subcommands.items()}
+    helps["run"] = " ".join(run_parser().format_help().split())
+    assert "with a summary of what was counted and what was dead-lettered." in helps["run"]
+    for name, text in helps.items():
+        description = text.split("options:")[0].split(":", 1)[1] if name != "run" else text
+        assert ". " in description or description.rstrip().endswith("."), name
+    assert "(default: 3.0)" in helps["calibrate"] and "(default: 0.01)" in helps["calibrate"]
+    assert "UTC" in helps["compare"] and "UTC" in helps["dashboard"]
+
+
+def test_a_glob_without_a_folder_reads_the_current_one(workdir, capsys, monkeypatch):
+    monkeypatch.chdir(workdir / "in")
+    assert cli.main(["run", "--config", str(workdir / "c.yaml"), "--input", "r*.avro", "--output",
+                     str(workdir / "o")]) == 0
+    assert "counted 200 reports" in capsys.readouterr().out
+    assert read(str(workdir / "o"), "marginals").num_rows > 0
 
 
 def test_the_demo_refuses_too_few_reports(capsys):
