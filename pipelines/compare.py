@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import json
 
 from ldp_marginals.ldp.compare import benjamini_hochberg, change
@@ -16,10 +17,13 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--estimates", required=True, help="a run's output directory")
     parser.add_argument("--collection", default=None, help="the collection (default: the only one)")
     parser.add_argument("--windows", nargs=2, metavar=("FIRST", "SECOND"), default=None,
-                        help="two window starts (ISO time, e.g. 2026-01-01T00:00), same dimensions")
+                        help="two window starts (UTC, e.g. 2026-01-01T00:00), same dimensions")
     parser.add_argument("--dimension", default=None, metavar="KEY=A,B",
-                        help="two values of a dimension in one window (the latest, or --window)")
-    parser.add_argument("--window", default=None, help="the window of --dimension (ISO start time)")
+                        help="two values of a dimension in one window (the latest complete, or --window)")
+    parser.add_argument("--window", default=None,
+                        help="a window start (UTC): the window of --dimension; alone, the window compared with the "
+                             "previous window that shares no report with it (default: the latest complete window "
+                             "against that one)")
     parser.add_argument("--kind", choices=("marginals", "conditionals", "means"), default="marginals",
                         help="compare marginal frequencies (default), the conditionals P(of | given) or the means "
                              "of numeric features")
@@ -58,10 +62,37 @@ def rows_of(rows: list, kind: str) -> list:
     return rows
 
 
+def _window_start(text: str, name: str, windows: list, collection: str) -> int:
+    """A window start given as a time: an error naming the nearest starts when it is not one."""
+    ms = to_ms(text, name)
+    starts = [s for s, _ in windows]
+    if ms not in starts:
+        near = sorted(starts, key=lambda s: abs(s - ms))[:2]
+        raise ValueError(f"{name} {text}: not a window start of collection {collection!r} (UTC); the nearest are "
+                         f"{', '.join(iso(s) for s in sorted(near))}")
+    return ms
+
+
+def _check_dimension(key: str, pair: list, in_window: list, rows: list, start: int) -> None:
+    """A key or value with no rows is an error saying which (and the keys or values there are)."""
+    keys = sorted({k for r in rows for k in r["dimensions"]})
+    if key not in keys:
+        close = difflib.get_close_matches(key, keys, n=1)
+        raise ValueError(f"--dimension {key}=...: no dimension {key!r} in the outputs; the dimensions are {keys}"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    values = sorted({r["dimensions"][key] for r in in_window if key in r["dimensions"]})
+    for value in pair:
+        if value not in values:
+            close = difflib.get_close_matches(value, values, n=1)
+            raise ValueError(f"--dimension {key}={','.join(pair)}: no published rows with {key}={value!r} in window "
+                             f"{iso(start)}; the values there are {values}"
+                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+
+
 def compare(args) -> dict:
-    if (args.windows is None) == (args.dimension is None):
-        raise ValueError("compare needs --windows FIRST SECOND or --dimension KEY=A,B, got "
-                         + ("both" if args.windows else "neither"))
+    if args.windows is not None and (args.dimension is not None or args.window is not None):
+        raise ValueError("compare takes --windows FIRST SECOND, or --dimension KEY=A,B (with --window), or --window "
+                         "alone, got --windows with " + ("--dimension" if args.dimension is not None else "--window"))
     rows = rows_of(read_rows(args.estimates, args.kind), args.kind)
     names = sorted({r["collection"] for r in rows})
     if not rows:
@@ -70,18 +101,32 @@ def compare(args) -> dict:
     if collection not in names:
         raise ValueError(f"--collection must be one of {names}, got --collection={args.collection!r}")
     rows = [r for r in rows if r["collection"] == collection]
+    windows = sorted({(r["window_start"], r["window_end"]) for r in rows})
     if args.windows:
-        a, b = (to_ms(w, "--windows") for w in args.windows)
+        a, b = (_window_start(w, "--windows", windows, collection) for w in args.windows)
         first = keyed(r for r in rows if r["window_start"] == a)
         second = keyed(r for r in rows if r["window_start"] == b)
         what = {"windows": list(args.windows), "window_starts": [a, b]}
+    elif args.dimension is None:   # a window against the previous one that shares no report with it
+        b = (_window_start(args.window, "--window", windows, collection) if args.window
+             else _latest_complete(args.estimates, collection, rows))
+        before = [s for s, e in windows if e <= b]
+        if not before:
+            raise ValueError(f"window {iso(b)} has no earlier window that shares no report with it to compare with; "
+                             "use --windows FIRST SECOND")
+        a = before[-1]
+        first = keyed(r for r in rows if r["window_start"] == a)
+        second = keyed(r for r in rows if r["window_start"] == b)
+        what = {"windows": [iso(a), iso(b)], "window_starts": [a, b]}
     else:
         key, _, values = args.dimension.partition("=")
         pair = values.split(",")
         if not key or len(pair) != 2:
             raise ValueError(f"--dimension must be KEY=A,B, got --dimension={args.dimension!r}")
-        start = to_ms(args.window, "--window") if args.window else _latest_complete(args.estimates, collection, rows)
+        start = (_window_start(args.window, "--window", windows, collection) if args.window
+                 else _latest_complete(args.estimates, collection, rows))
         in_window = [r for r in rows if r["window_start"] == start]
+        _check_dimension(key, pair, in_window, rows, start)
 
         def side(value):
             return {(tuple(r["columns"]), json.dumps({k: v for k, v in r["dimensions"].items() if k != key},
@@ -123,15 +168,17 @@ def render(res: dict) -> str:
     else:
         a, b = res["values"]
         sides = f"{res['dimension']}={a} against {res['dimension']}={b} in window {iso(res['window_start'])}"
+    def where(o):
+        return ",".join(o["labels"]) + (" [" + ",".join(f"{k}={v}" for k, v in sorted(o["dimensions"].items()))
+                                        + "]" if o["dimensions"] else "")
+    width = max([len("set [dimensions]")] + [len(where(o)) for o in res["changes"]]) + 1   # labels never cut
     lines = [f"{res['collection']}: {sides} (UTC)",
              f"{res['significant']} of {res['compared']} {res['kind']} changed "
              f"(Benjamini-Hochberg at FDR {res['fdr']:g}; intervals at {res['level']:g})",
-             f"{'set [dimensions]':40} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
+             f"{'set [dimensions]':{width}} {'first':>8} {'second':>8} {'change':>8} {'se':>7} {'z':>7}  interval"]
     for o in res["changes"]:
         mark = "*" if o["significant"] else " "
-        where = ",".join(o["labels"]) + (" [" + ",".join(f"{k}={v}" for k, v in sorted(o["dimensions"].items()))
-                                         + "]" if o["dimensions"] else "")
-        lines.append(f"{mark}{where[:39]:39} {o['first']:8.4f} {o['second']:8.4f} "
+        lines.append(f"{mark}{where(o):{width - 1}} {o['first']:8.4f} {o['second']:8.4f} "
                      f"{o['difference']:+8.4f} {o['standard_error']:7.4f} {o['z']:+7.2f}  "
                      f"[{o['ci_low']:+.4f}, {o['ci_high']:+.4f}]")
     lines.append("* significant. Windows hold disjoint reports; overlapping sliding windows make the test "

@@ -508,8 +508,21 @@ def test_compare_command_on_the_demo(demo, capsys):
     assert cond["difference"] == pytest.approx(by_region["us"]["estimate"] - by_region["eu"]["estimate"])
     assert cond["standard_error"] == pytest.approx(math.sqrt(by_region["us"]["variance"]
                                                              + by_region["eu"]["variance"]))
-    assert main(["compare", "--estimates", str(out / "estimates")]) == 2
-    assert "compare needs --windows FIRST SECOND or --dimension KEY=A,B" in capsys.readouterr().err
+    # by default: the latest complete window against the previous one sharing no report with it
+    assert main(["compare", "--estimates", str(out / "estimates"), "--json"]) == 0
+    default = json_mod.loads(capsys.readouterr().out)
+    assert default["window_starts"] == starts[-2:]
+    # what is wrong is named: a time that is no window start, a misspelt key, a value not there
+    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", iso[0], "2026-01-01T00:30"]) == 2
+    err = capsys.readouterr().err
+    assert "--windows 2026-01-01T00:30: not a window start of collection 'demo_app' (UTC); the nearest are" in err
+    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "regoin=eu,us"]) == 2
+    assert "no dimension 'regoin' in the outputs; the dimensions are ['region'] (did you mean 'region'?)" in (
+        capsys.readouterr().err)
+    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,uss"]) == 2
+    assert "no published rows with region='uss' in window" in capsys.readouterr().err
+    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso, "--window", iso[0]]) == 2
+    assert "got --windows with --window" in capsys.readouterr().err
 
 
 def test_many_groups_keep_distinct_bars(browser, tmp_path):
@@ -585,3 +598,19 @@ def test_served_month_first_paint_is_small_and_each_selection_is_a_query(month, 
     assert all(len(s["x"]) == 720 for s in traces(browser, "chart-marginals", "estimate"))
     assert severe_logs(browser) == []
     browser.get("about:blank")
+
+
+def test_compare_prints_whole_labels():
+    """Long set labels and keys are printed whole, the columns aligned after the longest."""
+    from ldp_marginals.pipelines.compare import render
+    change = {"labels": ["crashed"], "first": 0.1, "second": 0.2, "difference": 0.1, "standard_error": 0.01,
+              "z": 10.0, "ci_low": 0.08, "ci_high": 0.12, "significant": True}
+    res = {"collection": "c", "window_starts": [0, 3_600_000], "significant": 2, "compared": 2, "kind": "marginals",
+           "fdr": 0.05, "level": 0.95,
+           "changes": [dict(change, dimensions={"os": "linux", "app_version": "121.0", "region": "eu"}),
+                       dict(change, dimensions={"os": "linux", "app_version": "121.0", "region": "us"})]}
+    lines = render(res).splitlines()
+    assert lines[0] == "c: window 1970-01-01T00:00:00Z against window 1970-01-01T01:00:00Z (UTC)"
+    assert "*crashed [app_version=121.0,os=linux,region=eu] " in lines[3]
+    assert "*crashed [app_version=121.0,os=linux,region=us] " in lines[4]
+    assert lines[3].index("0.1000") + 6 == lines[4].index("0.1000") + 6 == lines[2].index("first") + 5   # right-aligned
