@@ -9,7 +9,8 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     - {name: session_minutes, type: numeric, low: 0, high: 120}   # one bit, 1 w.p. (x - low)/(high - low)
     channel: {mechanism: symmetric, epsilon: 1.0}   # or {p, q}; or a list of {p, q}, one per bit;
                                                    # or {mechanism: optimized_unary, epsilon},
-                                                   # {mechanism: symmetric, flip}, {mechanism: rappor, f, p, q}
+                                                   # {mechanism: symmetric, flip}, {mechanism: rappor, f, p, q};
+                                                   # or by feature name: {os: {...}, default: {...}}
     max_order: 2
     window: {type: fixed, size_seconds: 3600}      # or {type: sliding, size_seconds, period_seconds}, {type: global}
     min_reports: 1000
@@ -42,6 +43,8 @@ anything runs. Errors are ``ValueError`` s naming the field and its value (and, 
 file).
 """
 from __future__ import annotations
+
+import difflib
 
 import json
 import math
@@ -104,6 +107,32 @@ def _names(value, where: str) -> list:
 
 _MECHANISMS = {None: ("p", "q"), "symmetric": ("epsilon", "flip"), "optimized_unary": ("epsilon",),
                "rappor": ("f", "p", "q"), "unrelated_question": ("coin_probability",)}
+
+
+def _channels(chan, layout: Layout) -> ChannelSet:
+    """``channel``: one channel for every bit; a list with one per bit (in layout order); or channels
+    by feature name, ``{os: {...}, default: {...}}`` (a feature's channel randomizes each of its
+    bits; ``default`` the features not named), which adding a feature cannot shift."""
+    if isinstance(chan, list):
+        if len(chan) != layout.n_bits:
+            raise ValueError(f"channel list must have one entry per bit ({layout.n_bits}: {list(layout.labels)}), got "
+                             f"len={len(chan)}; channels by feature name ({{feature: {{...}}, default: {{...}}}}) "
+                             "do not depend on the bits' order")
+        return ChannelSet(tuple(_channel(c, f"channel[{i}]") for i, c in enumerate(chan)))
+    if isinstance(chan, dict) and chan and all(isinstance(v, dict) for v in chan.values()):   # by feature name
+        names = [f.name for f in layout.features]
+        for key in chan:
+            if key != "default" and key not in names:
+                close = difflib.get_close_matches(key, names, n=1)
+                raise ValueError(f"channel.{key}: not a feature of the collection; the features are {names}"
+                                 + (f" (did you mean {close[0]!r}?)" if close else ""))
+        missing = [n for n in names if n not in chan]
+        if missing and "default" not in chan:
+            raise ValueError(f"channel names no channel for features {missing}: name them or give channel.default")
+        per_feature = {n: _channel(chan[n] if n in chan else chan["default"], f"channel.{n if n in chan else 'default'}")
+                       for n in names}
+        return ChannelSet(tuple(per_feature[f.name] for f in layout.features for _ in range(f.n_bits)))
+    return ChannelSet.uniform(_channel(chan, "channel"), layout.n_bits)
 
 
 def _channel(spec, where: str) -> Channel:
@@ -365,6 +394,18 @@ class CollectionConfig:
                 "privacy": self.privacy.describe() if self.privacy is not None else None}
 
 
+def _label_bit(layout: Layout, label: str, where: str) -> int:
+    """The bit of ``label``; an unknown label is an error naming the field and the closest labels."""
+    try:
+        return layout.bit_index(label)
+    except ValueError as err:
+        labels = list(layout.labels)
+        folded = [x for x in labels if x.lower() == label.lower()]
+        close = folded or difflib.get_close_matches(label, labels, n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else f"; the labels are {labels}"
+        raise ValueError(f"{where}: {err}{hint}") from None
+
+
 def _bits_of(layout: Layout, items, where: str) -> tuple:
     out = []
     for item in _list(items, where):
@@ -373,7 +414,7 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
                 raise ValueError(f"{where} bit must be in [0, {layout.n_bits}), got bit={item}")
             out.append(item)
         elif isinstance(item, str):
-            out.append(layout.bit_index(item))
+            out.append(_label_bit(layout, item, where))
         else:
             raise ValueError(f"{where} must list bit labels or indices, got {item!r}")
     return tuple(sorted(set(out)))
@@ -430,13 +471,7 @@ def parse_config(spec: dict) -> CollectionConfig:
     if not feats:
         raise ValueError("features must list at least one feature, got features=[]")
     layout = Layout(tuple(feats))
-    chan = _require(spec, "channel", "config")
-    if isinstance(chan, list):
-        if len(chan) != layout.n_bits:
-            raise ValueError(f"channel list must have one entry per bit ({layout.n_bits}), got len={len(chan)}")
-        channels = ChannelSet(tuple(_channel(c, f"channel[{i}]") for i, c in enumerate(chan)))
-    else:
-        channels = ChannelSet.uniform(_channel(chan, "channel"), layout.n_bits)
+    channels = _channels(_require(spec, "channel", "config"), layout)
     max_order = check_int("max_order", _require(spec, "max_order", "config"), minimum=1)
     if max_order > layout.n_bits:
         raise ValueError(f"max_order must be <= the {layout.n_bits} bits of the layout, got max_order={max_order}")
@@ -540,6 +575,10 @@ def _conditionals(spec, layout: Layout, max_order: int) -> tuple:
             layout, _require(c, "given", where), f"{where}.given")
         if not of or not given:
             raise ValueError(f"{where} must name bits in both of and given, got of={c['of']!r}, given={c['given']!r}")
+        shared = [layout.labels[b] for b in sorted(set(of) & set(given))]
+        if shared:
+            raise ValueError(f"{where}: of and given share {shared}: a bit given is 1 for certain (P(x | x) = 1); "
+                             f"got of={c['of']!r}, given={c['given']!r}")
         numeric = [layout.labels[b] for b in of + given if b in layout.numeric_bits]
         if numeric:
             raise ValueError(f"{where} names numeric features {numeric}: ask for their (conditional) means under "

@@ -6,6 +6,8 @@ import fastavro
 import pytest
 import yaml
 
+from ldp_marginals.ldp.channels import Channel
+
 from ldp_marginals import schemas
 from ldp_marginals.schemas.config import load_configs, parse_config
 from tests.configs import SMALL_CONFIG
@@ -37,6 +39,16 @@ def test_every_schema_parses_and_report_round_trips(tmp_path):
         schemas.load_schema("nope")
 
 
+def test_channels_by_feature_name_do_not_shift_when_a_feature_is_added():
+    by_name = {"os": {"mechanism": "optimized_unary", "epsilon": 2.0}, "default": {"p": 0.2, "q": 0.8}}
+    cfg = parse_config(dict(SMALL_CONFIG, channel=by_name))
+    oue = Channel.optimized_unary(2.0)
+    assert [(c.p, c.q) for c in cfg.channels.channels] == [(0.2, 0.8)] + [(oue.p, oue.q)] * 3 + [(0.2, 0.8)] * 2
+    grown = parse_config(dict(SMALL_CONFIG, features=[{"name": "new", "type": "boolean"}] + SMALL_CONFIG["features"],
+                              channel=by_name))
+    assert [(c.p, c.q) for c in grown.channels.channels][1:] == [(c.p, c.q) for c in cfg.channels.channels]
+
+
 def test_config_loads_from_yaml_and_json(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump([SMALL_CONFIG, dict(SMALL_CONFIG, collection="other")]))
     (tmp_path / "c.json").write_text(json.dumps(SMALL_CONFIG))
@@ -60,9 +72,19 @@ def test_config_loads_from_yaml_and_json(tmp_path):
      r"window.period_seconds must be in \(0, size_seconds\], got period_seconds=90"),
     (dict(channel={"p": 0.6, "q": 0.4}), r"channel: q must be in \(p, 1\], got p=0.6, q=0.4"),
     (dict(channel={"mechanism": "laplace"}), r"channel.mechanism must be one of .* got mechanism='laplace'"),
-    (dict(channel=[{"p": 0.1, "q": 0.9}]), r"channel list must have one entry per bit \(6\), got len=1"),
+    (dict(channel=[{"p": 0.1, "q": 0.9}]), r"channel list must have one entry per bit \(6: .*\), got len=1; channels by "
+                                           r"feature name"),
     (dict(level=1.2), r"level must be in \(0, 1\), got level=1.2"),
     (dict(sets=[["dark", "os=bsd"]]), r"label must be one of the layout's bit labels, got label='os=bsd'"),
+    # the field and the closest labels are named (issue 23)
+    (dict(sets=[["dark", "os=Linux"]]), r"sets\[0\]: label must be .* got label='os=Linux' \(did you mean 'os=linux'\?\)"),
+    (dict(conditionals=[{"of": ["beta"], "given": ["os=macc"]}]), r"conditionals\[0\].given: .*did you mean 'os=mac'"),
+    (dict(conditionals=[{"of": ["beta"], "given": ["beta"]}]),
+     r"conditionals\[0\]: of and given share \['beta'\]: a bit given is 1 for certain"),
+    (dict(channel={"os": {"p": 0.1, "q": 0.9}}), r"channel names no channel for features \['dark', 'beta', 'sync'\]"),
+    (dict(channel={"oss": {"p": 0.1, "q": 0.9}, "default": {"p": 0.2, "q": 0.8}}),
+     r"channel.oss: not a feature of the collection; .* \(did you mean 'os'\?\)"),
+    (dict(channel={"os": {"p": 0.9, "q": 0.1}, "default": {"p": 0.2, "q": 0.8}}), r"channel.os: q must be in \(p, 1\]"),
     (dict(groups=[["os", "colour"]]), r"feature must be one of .* got feature='colour'"),
     (dict(extremes=[{"name": "x", "op": "xor", "bits": [0]}]), r"extremes.x.op must be 'or' or 'and', got op='xor'"),
     (dict(early_firing_seconds=2.5), r"early_firing_seconds must be an integer, got early_firing_seconds=2.5"),
