@@ -20,12 +20,17 @@ from ldp_marginals.ldp.privacy import (
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bits", type=int, required=True, help="L, bits per report")
+    parser.add_argument("--config", default=None,
+                        help="a collection config: the job's own numbers for its channels (local epsilon of a whole "
+                             "report, the symmetric flip the channels are held to, the sufficient-DP crowd for the "
+                             "promise or for --epsilon) instead of --bits and a flip worked out by hand")
+    parser.add_argument("--bits", type=int, default=None, help="L, bits per report (without --config)")
     parser.add_argument("--population", type=int, default=None,
                         help="N, reports per published window: the flips that protect N reports")
     parser.add_argument("--flip", type=float, default=None,
                         help="a flip to check: the smallest N for which it gives sufficient DP (P[R > lambda] <= eta)")
-    parser.add_argument("--epsilon", type=float, required=True, help="privacy level; lambda = e^epsilon")
+    parser.add_argument("--epsilon", type=float, default=None,
+                        help="privacy level; lambda = e^epsilon (with --config: default the config's promise)")
     parser.add_argument("--repeats", type=int, default=1, help="k, reports per user in a window")
     parser.add_argument("--sigmas", type=float, default=3.0, help="beta, standard deviations of R kept below lambda")
     parser.add_argument("--max-ones", type=int, default=None, help="w, most set bits in a true vector (2w rule)")
@@ -35,8 +40,38 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def from_config(args) -> list:
+    """Per collection of ``--config``: what the job computes from its channels (the same functions:
+    :func:`ldp_marginals.schemas.config.parse_config`) and, when it promises sufficient DP or
+    ``--epsilon`` is given, the smallest crowd of reports per published window that keeps it."""
+    from ldp_marginals.ldp.privacy import local_dp_epsilon
+    from ldp_marginals.schemas.config import load_configs, sufficient_flip, sufficient_crowd
+    for name in ("bits", "population", "flip"):
+        if getattr(args, name) is not None:
+            raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")
+    out = []
+    for cfg in load_configs(args.config).values():
+        promise = cfg.privacy.describe() if cfg.privacy else None
+        epsilon = args.epsilon if args.epsilon is not None else (cfg.privacy.epsilon if cfg.privacy else None)
+        eta = cfg.privacy.eta if cfg.privacy and cfg.privacy.model == "sufficient" and args.epsilon is None else args.eta
+        flip = sufficient_flip(cfg.channels)
+        row = {"collection": cfg.name, "bits": cfg.layout.n_bits, "features": len(cfg.layout.features),
+               "channels": [{"label": label, "p": float(c.p), "q": float(c.q)}
+                            for label, c in zip(cfg.layout.labels, cfg.channels.channels)],
+               "local_epsilon": float(local_dp_epsilon(cfg.layout, cfg.channels)), "symmetric_flip": flip,
+               "promise": promise, "min_reports": cfg.min_reports, "epsilon": epsilon, "eta": eta,
+               "sufficient_crowd": None}
+        if epsilon is not None and flip > 0:
+            row["sufficient_crowd"] = sufficient_crowd(cfg.layout, flip, epsilon, eta)
+        out.append(row)
+    return out
+
+
 def calibrate(args) -> dict:
     """The flips for ``--population`` N, and/or the smallest N for ``--flip`` (one of them at least)."""
+    for name in ("bits", "epsilon"):
+        if getattr(args, name) is None:
+            raise ValueError(f"calibrate needs --{name} (or --config C.yaml, which gives the bits and channels)")
     if args.population is None and args.flip is None:
         raise ValueError("calibrate needs --population N (the flips for N reports) or --flip F (the reports "
                          "F needs), got neither")
@@ -105,7 +140,33 @@ def _flip_rows(out: dict) -> list:
     ]
 
 
+def render_config(rows: list) -> str:
+    lines = []
+    for r in rows:
+        same = len({(c["p"], c["q"]) for c in r["channels"]}) == 1
+        chans = (f"p={r['channels'][0]['p']:.4f}, q={r['channels'][0]['q']:.4f} on each of {r['bits']} bits" if same
+                 else f"{len({(c['p'], c['q']) for c in r['channels']})} channels over {r['bits']} bits")
+        lines += [f"collection {r['collection']}: {chans}",
+                  f"  local epsilon of a whole report   {r['local_epsilon']:.4g}",
+                  f"  symmetric flip the bits are held to (sufficient DP)   {r['symmetric_flip']:.4f}"]
+        if r["sufficient_crowd"] is not None:
+            ok = "kept" if r["min_reports"] >= r["sufficient_crowd"] else "NOT kept: raise min_reports"
+            lines.append(f"  sufficient DP at epsilon={r['epsilon']:g}, eta={r['eta']:g}: at least "
+                         f"{r['sufficient_crowd']:,} reports per published window (min_reports={r['min_reports']:,}: "
+                         f"{ok})")
+        elif r["promise"] and r["promise"]["model"] == "local":
+            lines.append("  promise: local DP" + (f" at epsilon {r['promise']['epsilon']:g}" if r["promise"]["epsilon"]
+                                                  else "") + " (every report alone; no crowd needed)")
+        else:
+            lines.append("  no sufficient-DP promise: give --epsilon E for the crowd it needs")
+    return "\n".join(lines)
+
+
 def main(args) -> dict:
+    if args.config:
+        out = from_config(args)
+        print(json.dumps(out, indent=2) if args.json else render_config(out))
+        return out
     out = calibrate(args)
     print(json.dumps(out, indent=2) if args.json else render(out))
     return out

@@ -232,6 +232,19 @@ def _smallest_crowd(flip: float, n_bits: int, lam: float, eta: float, max_ones: 
     return smallest_population(flip, n_bits, lam, eta, max_ones=max_ones)
 
 
+def sufficient_flip(channels: ChannelSet) -> float:
+    """The symmetric flip a collection's channels are held to under sufficient DP. The model of
+    Zhilyaev & Zeber randomizes every bit with one symmetric flip: each bit is held to the symmetric
+    channel of its own local epsilon, and every bit to the least noisy of them."""
+    return min(1.0 / (1.0 + math.exp(c.epsilon_bit)) for c in channels.channels)
+
+
+def sufficient_crowd(layout: Layout, flip: float, epsilon: float, eta: float) -> int:
+    """The fewest reports per published window for which ``P[R > e^epsilon] <= eta`` at ``flip``
+    (a boolean or a categorical feature sets at most one bit: at most one set bit per feature)."""
+    return _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, len(layout.features))
+
+
 def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int) -> Privacy | None:
     if spec is None:
         return None
@@ -253,13 +266,10 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int) -> Pr
     if epsilon is None:
         raise ValueError("privacy.epsilon is required for model 'sufficient', got none")
     eta = check_probability("privacy.eta", spec.get("eta", 0.01), open_low=True, open_high=True)
-    # The model of Zhilyaev & Zeber randomizes every bit with one symmetric flip. Each bit is held to
-    # the symmetric channel of its own local epsilon, and every bit to the least noisy of them.
-    flip = min(1.0 / (1.0 + math.exp(c.epsilon_bit)) for c in channels.channels)
+    flip = sufficient_flip(channels)
     if not flip > 0:
         raise ValueError("privacy model 'sufficient' needs noise on every bit, but a bit has p=0 or q=1")
-    max_ones = len(layout.features)  # a boolean or a categorical feature sets at most one bit
-    crowd = _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, max_ones)
+    crowd = sufficient_crowd(layout, flip, epsilon, eta)
     if min_reports < crowd:
         raise ValueError(f"min_reports={min_reports} is below the {crowd:,} reports the privacy promise needs "
                          f"(sufficient DP at epsilon={epsilon:g}, eta={eta:g}, with these channels: "

@@ -194,3 +194,32 @@ def test_demo_writes_real_outputs(tmp_path):
     assert result["summary"]["reports_counted"] == 20500 and result["withheld"] == 1
     assert result["coverage"] > 0.8
     assert glob.glob(str(tmp_path / "demo" / "estimates" / "marginals" / "*.avro"))
+
+
+def test_calibrate_reads_a_config_and_gives_the_jobs_numbers(tmp_path):
+    """OUE and RAPPOR channels: calibrate --config gives the job's own local epsilon and the crowd
+    its sufficient-DP check asks for (no flip worked out by hand)."""
+    from ldp_marginals.ldp.privacy import local_dp_epsilon
+    from ldp_marginals.schemas.config import parse_config
+    spec = dict(SMALL_CONFIG, channel={"os": {"mechanism": "optimized_unary", "epsilon": 1.0},
+                                       "default": {"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75}},
+                privacy={"model": "sufficient", "epsilon": 2.0}, min_reports=100_000)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    cfg = parse_config(spec)   # the job's own check, at load
+    (out,) = json.loads(cli("calibrate", "--config", str(tmp_path / "c.yaml"), "--json"))
+    assert out["sufficient_crowd"] == cfg.privacy.smallest_crowd and out["symmetric_flip"] == cfg.privacy.flip
+    assert out["local_epsilon"] == pytest.approx(local_dp_epsilon(cfg.layout, cfg.channels))
+    human = cli("calibrate", "--config", str(tmp_path / "c.yaml"))
+    assert f"at least {cfg.privacy.smallest_crowd:,} reports per published window (min_reports=100,000: kept)" in human
+    # a config without a promise: the crowd an epsilon would need, with the same function
+    bare = dict(spec, privacy=None)
+    del bare["privacy"]
+    (tmp_path / "bare.yaml").write_text(yaml.safe_dump(bare))
+    (out,) = json.loads(cli("calibrate", "--config", str(tmp_path / "bare.yaml"), "--epsilon", "2", "--json"))
+    assert out["sufficient_crowd"] == cfg.privacy.smallest_crowd and out["promise"] is None
+    err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "calibrate", "--config",
+                          str(tmp_path / "c.yaml"), "--bits", "6"], capture_output=True, text=True)
+    assert err.returncode == 2 and "--config gives the bits and channels: drop --bits" in err.stderr
+    err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "calibrate", "--population", "10"],
+                         capture_output=True, text=True)
+    assert err.returncode == 2 and "calibrate needs --bits (or --config C.yaml" in err.stderr
