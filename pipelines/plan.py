@@ -27,19 +27,38 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frequency", type=float, action="append", default=[], metavar="F",
                         help="also at this frequency of each set (repeatable); default: the worst case only")
     parser.add_argument("--target-half-width", type=float, default=None, metavar="H",
-                        help="the reports per window each marginal needs for a half-width of at most H")
+                        help="the reports per window each marginal and table cell needs for a half-width of at most "
+                             "H on the frequency scale")
+    parser.add_argument("--target-mean-half-width", action="append", default=[], metavar="FEATURE=H",
+                        help="the reports per window a numeric feature's mean needs for a half-width of at most H in "
+                             "the feature's own unit (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def plan(args) -> dict:
     from ldp_marginals.schemas.config import load_configs
-    if args.reports_per_window is None and args.target_half_width is None:
+    mean_targets = {}
+    for item in args.target_mean_half_width:
+        name, _, value = item.partition("=")
+        try:
+            mean_targets[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--target-mean-half-width must be FEATURE=H, got --target-mean-half-width={item!r}") \
+                from None
+    if args.reports_per_window is None and args.target_half_width is None and not mean_targets:
         raise ValueError("plan needs --reports-per-window N or --target-half-width H, got neither")
     frequencies = [None] + list(args.frequency)
     out = {"reports_per_window": args.reports_per_window, "target_half_width": args.target_half_width,
            "frequencies": list(args.frequency), "collections": []}
     n, target = args.reports_per_window, args.target_half_width
-    for name, cfg in sorted(load_configs(args.config).items()):
+    configs = load_configs(args.config)
+    numeric = {f.name for cfg in configs.values() for f in cfg.layout.features if f.kind == "numeric"}
+    for name in mean_targets:
+        if name not in numeric:
+            raise ValueError(f"--target-mean-half-width {name}=...: not a numeric feature; the numeric features are "
+                             f"{sorted(numeric)}")
+    out["target_mean_half_width"] = mean_targets
+    for name, cfg in sorted(configs.items()):
         labels, chan = cfg.layout.labels, cfg.channels
         published = [list(s) for s in cfg.published_sets]   # as the job's marginal rows
         level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
@@ -67,12 +86,23 @@ def plan(args) -> dict:
         for bit in cfg.layout.numeric_bits:
             f = cfg.layout.feature(labels[bit])
             per_report = mean_variance(chan.p[bit], chan.q[bit], f.low, f.high, 1)
+            # a mean's target is in the feature's unit: --target-half-width (a frequency) is not one
             means.append({"feature": f.name, "low": f.low, "high": f.high,
-                          **_precision(per_report, n, target, cfg.level)})
+                          **_precision(per_report, n, mean_targets.get(f.name), cfg.level)})
         out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                    "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
-                                   "means": means})
+                                   "means": means, "privacy": _privacy(cfg)})
     return out
+
+
+def _privacy(cfg) -> dict:
+    """The privacy figures beside the precision: the local epsilon of a whole report, the promise,
+    and the sufficient-DP crowd the job checks ``min_reports`` against (``calibrate --config``)."""
+    from ldp_marginals.ldp.privacy import local_dp_epsilon
+    p = cfg.privacy
+    return {"local_epsilon": float(local_dp_epsilon(cfg.layout, cfg.channels)),
+            "promise": p.describe() if p else None,
+            "sufficient_crowd": p.smallest_crowd if p and p.model == "sufficient" else None}
 
 
 def _precision(per_report: float, n, target, level) -> dict:
@@ -85,37 +115,87 @@ def _precision(per_report: float, n, target, level) -> dict:
     return out
 
 
+def _figures(r: dict, cols: list, with_n: bool, with_target: bool) -> list:
+    out = []
+    if with_n:
+        out += [f"{r['half_width'][k]:.4f}" if "half_width" in r else "" for k in cols]
+    if with_target:
+        out += [f"{r['reports_needed'][k]:,}" if "reports_needed" in r else "" for k in cols]
+    return out
+
+
+def _collapsed(sets: list, cols: list, with_n: bool, with_target: bool) -> list:
+    """``(label, figures)`` lines: sets of one order with the same figures (a uniform channel gives
+    every set of an order the same) in one line that says how many and names the first."""
+    groups = {}
+    for r in sets:
+        key = (len(r["labels"]), tuple(_figures(r, cols, with_n, with_target)))
+        groups.setdefault(key, []).append(r)
+    lines = []
+    for (order, figures), rows in groups.items():
+        first = ",".join(rows[0]["labels"])
+        label = first if len(rows) == 1 else f"{len(rows)} sets of {order} bit{'s' if order > 1 else ''} (e.g. {first})"
+        lines.append((label, list(figures)))
+    return lines
+
+
 def render(out: dict) -> str:
     lines = []
+    cols = ["worst"] + [str(f) for f in out["frequencies"]]
+    with_n, with_target = out["reports_per_window"] is not None, out["target_half_width"] is not None
+    head = []
+    if with_n:
+        head += [f"at N={out['reports_per_window']:,} f={k}" for k in cols]
+    if with_target:
+        head += [f"N for +-{out['target_half_width']:g} f={k}" for k in cols]
     for c in out["collections"]:
+        pv = c["privacy"]
+        promise = pv["promise"]
         lines.append(f"{c['collection']} (level {c['level']:g}, min_reports {c['min_reports']:,}): "
                      "half-width of each marginal's frequency interval (an upper bound)")
-        cols = ["worst"] + [str(f) for f in out["frequencies"]]
-        head = "set".ljust(32)
-        if out["reports_per_window"] is not None:
-            head += "".join(f"  at N={out['reports_per_window']:,} f={k}".ljust(22) for k in cols)
-        if out["target_half_width"] is not None:
-            head += "".join(f"  N for +-{out['target_half_width']:g} f={k}".ljust(24) for k in cols)
-        lines.append(head)
-        for r in c["sets"]:
-            line = ",".join(r["labels"])[:32].ljust(32)
-            if "half_width" in r:
-                line += "".join(f"  {r['half_width'][k]:.4f}".ljust(22) for k in cols)
-            if "reports_needed" in r:
-                line += "".join(f"  {r['reports_needed'][k]:,}".ljust(24) for k in cols)
-            lines.append(line)
-        extra = [(", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])), r) for r in c["cells"]]
-        extra += [(f"mean({r['feature']}) in [{r['low']:g}, {r['high']:g}]", r) for r in c["means"]]
+        privacy = f"privacy: local epsilon of a whole report {pv['local_epsilon']:.4g}"
+        if promise and promise["model"] == "sufficient":
+            privacy += (f"; sufficient DP at epsilon {promise['epsilon']:g} needs at least {pv['sufficient_crowd']:,} "
+                        "reports per published window")
+        elif promise:
+            privacy += "; promise: local DP"
+        else:
+            privacy += "; no promise stated (ldp-marginals calibrate --config gives the sufficient-DP crowd)"
+        lines.append(privacy)
+        body = _collapsed(c["sets"], cols, with_n, with_target)
+        extra = [(", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])), _figures(r, ["worst"], with_n,
+                                                                                            with_target))
+                 for r in c["cells"]]
+        mean_lines = []
+        for r in c["means"]:
+            hw = f"{r['half_width']['worst']:.4f}" if "half_width" in r else ""
+            need = f"{r['reports_needed']['worst']:,}" if "reports_needed" in r else (
+                f"(--target-mean-half-width {r['feature']}=H)" if with_target else "")
+            mean_lines.append((f"mean({r['feature']}) in [{r['low']:g}, {r['high']:g}]", hw, need))
+        width = max([len("set")] + [len(label) for label, _ in body + extra] + [len(m[0]) for m in mean_lines])
+        widths = [max([len(h)] + [len(f[i]) for _, f in body]) for i, h in enumerate(head)]
+        lines.append("  ".join(["set".ljust(width)] + [h.rjust(w) for h, w in zip(head, widths)]))
+        for label, figures in body:
+            lines.append("  ".join([label.ljust(width)] + [f.rjust(w) for f, w in zip(figures, widths)]))
         if extra:
-            lines.append("table cells (frequency) and means (the feature's scale), worst case:")
-        for label, r in extra:
-            line = label.ljust(32)
-            if "half_width" in r:
-                line += f"  {r['half_width']['worst']:.4f}".ljust(22)
-            if "reports_needed" in r:
-                line += f"  {r['reports_needed']['worst']:,}".ljust(24)
-            lines.append(line)
+            lines.append("table cells (frequency), worst case:")
+            for label, figures in _collapsed_cells(extra):
+                lines.append("  ".join([label.ljust(width)] + [f.rjust(w) for f, w in zip(figures, widths)]))
+        if mean_lines:
+            lines.append("means (the feature's own unit), worst case: half-width at N, reports for the feature's "
+                         "target")
+            mw = max(len(m[1]) for m in mean_lines)
+            for label, hw, need in mean_lines:
+                lines.append("  ".join([label.ljust(width), hw.rjust(mw), need]).rstrip())
     return "\n".join(lines)
+
+
+def _collapsed_cells(extra: list) -> list:
+    groups = {}
+    for label, figures in extra:
+        groups.setdefault(tuple(figures), []).append(label)
+    return [(labels[0] if len(labels) == 1 else f"{len(labels)} cells (e.g. {labels[0]})", list(figures))
+            for figures, labels in groups.items()]
 
 
 def main(args) -> dict:

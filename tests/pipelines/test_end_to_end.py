@@ -223,3 +223,32 @@ def test_calibrate_reads_a_config_and_gives_the_jobs_numbers(tmp_path):
     err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "calibrate", "--population", "10"],
                          capture_output=True, text=True)
     assert err.returncode == 2 and "calibrate needs --bits (or --config C.yaml" in err.stderr
+
+
+def test_plan_reads_as_a_table(tmp_path):
+    """A uniform channel: one line per order of sets with equal figures; a mean's target in its own
+    unit (a frequency target gives a mean nothing); columns aligned; the privacy figures beside."""
+    from ldp_marginals.ldp.planning import mean_variance, reports_for
+    spec = dict(SMALL_CONFIG, features=SMALL_CONFIG["features"] + [{"name": "session_minutes", "type": "numeric",
+                                                                     "low": 0, "high": 120}],
+                channel={"mechanism": "symmetric", "epsilon": 1.0}, privacy={"model": "sufficient", "epsilon": 2.0},
+                min_reports=50_000)
+    (tmp_path / "u.yaml").write_text(yaml.safe_dump(spec))
+    from ldp_marginals.schemas.config import parse_config
+    cfg = parse_config(spec)
+    human = cli("plan", "--config", str(tmp_path / "u.yaml"), "--reports-per-window", "5000",
+                "--target-half-width", "0.01", "--target-mean-half-width", "session_minutes=2")
+    lines = human.splitlines()
+    ones = [line for line in lines if line.startswith("6 sets of 1 bit (e.g. dark)")]
+    assert len(ones) == 1 and not any(line.startswith("beta ") for line in lines)
+    assert f"needs at least {cfg.privacy.smallest_crowd:,} reports per published window" in human
+    (mean_line,) = [line for line in lines if line.startswith("mean(session_minutes)")]
+    bit = cfg.layout.labels.index("session_minutes")
+    needed = reports_for(mean_variance(cfg.channels.p[bit], cfg.channels.q[bit], 0.0, 120.0, 1), 2.0, cfg.level)
+    assert mean_line.endswith(f"{needed:,}")
+    header = next(line for line in lines if line.startswith("set "))
+    assert all(len(line) == len(header) for line in lines if line.startswith(("6 sets", "12 sets", "dark,beta")))
+    assert sum(line.startswith(("6 sets", "12 sets", "dark,beta")) for line in lines) == 3
+    # a frequency target says what a mean needs instead of a number of reports for minutes
+    human = cli("plan", "--config", str(tmp_path / "u.yaml"), "--target-half-width", "0.01")
+    assert "(--target-mean-half-width session_minutes=H)" in human
