@@ -13,16 +13,21 @@ MIN_DEMO_REPORTS = 20_000
 
 
 def _simulate(args):
-    from ldp_marginals.pipelines.simulate import simulate_population, write_population
+    from ldp_marginals.pipelines.simulate import parse_dimension, simulate_population, write_population
     from ldp_marginals.schemas.config import load_configs
     configs = load_configs(args.config)
     if len(configs) != 1:
         raise ValueError(f"simulate needs a config with one collection, got {sorted(configs)}")
     cfg = next(iter(configs.values()))
+    dims = [parse_dimension(d) for d in args.dimension or []]
+    if len({name for name, _ in dims}) != len(dims):
+        raise ValueError(f"--dimension names each dimension once, got {[name for name, _ in dims]}")
     pop = simulate_population(cfg, args.reports, seed=args.seed, start_ms=args.start_ms,
-                              span_seconds=args.span_seconds, reports_per_client=args.reports_per_client)
+                              span_seconds=args.span_seconds, reports_per_client=args.reports_per_client,
+                              dimensions=dims, diurnal=args.diurnal)
     truth = write_population(cfg, pop, args.out)
-    print(f"wrote {args.reports:,} reports of {cfg.name!r} to {args.out} and the true counts to {truth}")
+    print(f"wrote {args.reports:,} reports of {cfg.name!r} to {args.out} and the true counts, means and extremes "
+          f"per window and key to {truth}")
 
 
 def build_parser() -> tuple:
@@ -46,6 +51,11 @@ def build_parser() -> tuple:
     sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows)")
     sim.add_argument("--reports-per-client", type=int, default=1,
                      help="reports per pseudonymous client (for client extremes)")
+    sim.add_argument("--dimension", action="append", default=None, metavar="NAME=VALUE:WEIGHT,...",
+                     help="a declared dimension and its values' shares, e.g. region=eu:0.6,us:0.4 (repeatable: "
+                          "each report draws a value of each)")
+    sim.add_argument("--diurnal", action="store_true",
+                     help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00")
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP",
                          description="The privacy calculator for symmetric bit flips: the flip probability local "
                                      "DP needs for L bits at epsilon, and the one sufficient DP (Zhilyaev & Zeber) "

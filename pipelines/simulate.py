@@ -28,12 +28,49 @@ class Population:
     event_ms: np.ndarray      # (n,) int64
     clients: np.ndarray       # (n,) object (str) or None
     values: dict | None = None   # numeric feature name -> (n,) float64 true values (their bits are encoded)
+    dimensions: dict | None = None   # dimension name -> (n,) object (str) value of each report
+
+
+def parse_dimension(text: str) -> tuple:
+    """``region=eu:0.6,us:0.4`` -> ``("region", [("eu", 0.6), ("us", 0.4)])`` (weights are relative;
+    a value without one weighs 1)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise ValueError(f"--dimension must be NAME=VALUE[:WEIGHT],..., got --dimension={text!r}")
+    values = []
+    for item in rest.split(","):
+        value, _, weight = item.partition(":")
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            raise ValueError(f"--dimension {name}: weight of {value!r} must be a number, got {weight!r}") from None
+        if not value or not w > 0:
+            raise ValueError(f"--dimension {name}: each value needs a name and a weight > 0, got {item!r}")
+        values.append((value, w))
+    if len({v for v, _ in values}) != len(values):
+        raise ValueError(f"--dimension {name}: a value is listed twice, got {text!r}")
+    return name, values
+
+
+def diurnal_times(rng, n: int, start_ms: int, span_ms: int) -> np.ndarray:
+    """``n`` event times over ``[start_ms, start_ms + span_ms)`` whose rate follows the day (UTC):
+    ``1 + 0.8 sin(2 pi (hour - 8) / 24)``, lowest around 02:00, highest around 14:00 (about 9x)."""
+    minutes = max(1, span_ms // 60_000)
+    t = start_ms + np.arange(minutes) * 60_000
+    hour = (t // 1000 % 86_400) / 3600.0
+    rate = 1 + 0.8 * np.sin(2 * np.pi * (hour - 8) / 24)
+    chosen = rng.choice(minutes, size=n, p=rate / rate.sum())
+    within = rng.integers(0, min(60_000, span_ms), n)
+    return np.minimum(start_ms + chosen * 60_000 + within, start_ms + span_ms - 1)
 
 
 def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = DEFAULT_START_MS,
-                        span_seconds: float | None = None, reports_per_client: int = 1) -> Population:
+                        span_seconds: float | None = None, reports_per_client: int = 1,
+                        dimensions: list | None = None, diurnal: bool = False) -> Population:
     """``n_reports`` reports of ``config``'s layout, event times uniform over ``span_seconds``
-    (default: four windows, or one day for the global window) from ``start_ms``."""
+    (default: four windows, or one day for the global window) from ``start_ms``, or following the
+    day (``diurnal``, :func:`diurnal_times`); ``dimensions``: ``[(name, [(value, weight), ...])]``,
+    each report's value of each drawn with those weights (:func:`parse_dimension`)."""
     if n_reports < 0:
         raise ValueError(f"n_reports must be >= 0, got n_reports={n_reports}")
     if reports_per_client < 1:
@@ -63,37 +100,89 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
     noisy = ClientRandomizer(layout, config.channels, rng).randomize_many(true_bits)
     if span_seconds is None:
         span_seconds = 86_400.0 if config.window.type == "global" else 4 * config.window.size_seconds
-    event_ms = start_ms + np.sort(rng.integers(0, int(span_seconds * 1000), n_reports))
+    span_ms = int(span_seconds * 1000)
+    if diurnal:
+        event_ms = np.sort(diurnal_times(rng, n_reports, start_ms, span_ms))
+    else:
+        event_ms = start_ms + np.sort(rng.integers(0, span_ms, n_reports))
     clients = None
     if config.client_extremes:
         n_clients = max(1, n_reports // reports_per_client)
         clients = np.array([f"c{i:07d}" for i in rng.integers(0, n_clients, n_reports)], dtype=object)
-    return Population(true_bits, noisy, event_ms.astype(np.int64), clients, values)
+    dims = None
+    if dimensions:
+        declared = {d.name for d in config.dimensions}
+        dims = {}
+        for name, weighted in dimensions:
+            if name not in declared:
+                raise ValueError(f"--dimension {name}: the config declares no dimension {name!r} (declared: "
+                                 f"{sorted(declared)}); reports with it would be dead-lettered")
+            names = np.array([v for v, _ in weighted], dtype=object)
+            w = np.array([x for _, x in weighted], dtype=float)
+            dims[name] = names[rng.choice(len(names), size=n_reports, p=w / w.sum())]
+    return Population(true_bits, noisy, event_ms.astype(np.int64), clients, values, dims)
 
 
 def report_records(config, pop: Population, dimensions: dict | None = None):
     """NoisyReport records (dicts) of a population."""
     dims = dict(dimensions or {})
+    drawn = pop.dimensions or {}
     for i in range(pop.noisy.shape[0]):
+        mine = dict(dims, **{k: str(v[i]) for k, v in drawn.items()}) if drawn else dims
         yield {"collection": config.name, "event_time": int(pop.event_ms[i]), "bits": pop.noisy[i].tobytes(),
-               "dimensions": dims, "client": None if pop.clients is None else str(pop.clients[i])}
+               "dimensions": mine, "client": None if pop.clients is None else str(pop.clients[i])}
 
 
-def true_counts(config, pop: Population) -> list:
-    """Per window: the true count of every counted set, in the family's order (a numeric feature's
-    bit as encoded), and the true mean of every published mean (``None`` where nothing is given)."""
+def _keys(pop: Population, idx: np.ndarray, dimensions: dict | None) -> list:
+    """``[(dims, indices)]`` of a window's reports by key (the reports' dimensions, as the job keys them)."""
+    fixed = dict(dimensions or {})
+    if not pop.dimensions:
+        return [(fixed, idx)]
+    names = sorted(pop.dimensions)
+    combo = np.array(["\x00".join(str(pop.dimensions[n][i]) for n in names) for i in idx], dtype=object)
+    out = []
+    for key in sorted(set(combo.tolist())):
+        out.append((dict(fixed, **dict(zip(names, key.split("\x00")))), idx[combo == key]))
+    return out
+
+
+def true_extremes(config, pop: Population, idx: np.ndarray) -> list:
+    """The true value of every extreme over the reports ``idx``: how many reports (``over: report``)
+    or clients (``over: client``, the OR/AND of the bits of all the client's reports) have it true."""
+    out = []
+    for e in config.extremes:
+        bits = pop.true_bits[idx][:, list(e.bits)]
+        per_report = bits.any(axis=1) if e.op == "or" else bits.all(axis=1)
+        if e.over == "report":
+            value, n = int(per_report.sum()), int(len(idx))
+        else:
+            clients = pop.clients[idx] if pop.clients is not None else np.array([], dtype=object)
+            state = {}
+            for c, v in zip(clients.tolist(), per_report.tolist()):
+                state[c] = (state.get(c, v) or v) if e.op == "or" else (state.get(c, v) and v)
+            value, n = int(sum(state.values())), len(state)
+        out.append({"name": e.name, "op": e.op, "over": e.over, "n": n, "true": value})
+    return out
+
+
+def true_counts(config, pop: Population, dimensions: dict | None = None) -> list:
+    """Per window and key: the true count of every counted set, in the family's order (a numeric
+    feature's bit as encoded), the true mean of every published mean (``None`` where nothing is
+    given), and the true value of every extreme."""
     out = []
     labels = config.layout.labels
-    for (start, end), idx in config.window.assign(pop.event_ms):
-        acc = CooccurrenceAccumulator(config.family).add_bits(pop.true_bits[idx])
-        means = []
-        for bit, given in config.means:
-            x = pop.values[labels[bit]][idx]
-            rows = np.all(pop.true_bits[idx][:, list(given)] == 1, axis=1) if given else np.ones(len(idx), bool)
-            means.append({"feature": labels[bit], "given": [labels[b] for b in given],
-                          "mean": float(x[rows].mean()) if rows.any() else None})
-        out.append({"collection": config.name, "window_start": start, "window_end": end, "n_reports": int(len(idx)),
-                    "sets": [list(s) for s in config.family], "counts": acc.counts.tolist(), "means": means})
+    for (start, end), window_idx in config.window.assign(pop.event_ms):
+        for dims, idx in _keys(pop, np.asarray(window_idx), dimensions):
+            acc = CooccurrenceAccumulator(config.family).add_bits(pop.true_bits[idx])
+            means = []
+            for bit, given in config.means:
+                x = pop.values[labels[bit]][idx]
+                rows = np.all(pop.true_bits[idx][:, list(given)] == 1, axis=1) if given else np.ones(len(idx), bool)
+                means.append({"feature": labels[bit], "given": [labels[b] for b in given],
+                              "mean": float(x[rows].mean()) if rows.any() else None})
+            out.append({"collection": config.name, "window_start": start, "window_end": end, "dimensions": dims,
+                        "n_reports": int(len(idx)), "sets": [list(s) for s in config.family],
+                        "counts": acc.counts.tolist(), "means": means, "extremes": true_extremes(config, pop, idx)})
     return out
 
 
@@ -103,5 +192,5 @@ def write_population(config, pop: Population, out_path: str, dimensions: dict | 
     schemas.write_avro(out_path, "noisy_report", report_records(config, pop, dimensions))
     truth_path = truth_path or out_path + ".truth.json"
     with open(truth_path, "w") as fh:
-        json.dump({"windows": true_counts(config, pop)}, fh)
+        json.dump({"windows": true_counts(config, pop, dimensions)}, fh)
     return truth_path

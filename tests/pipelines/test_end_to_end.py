@@ -252,3 +252,42 @@ def test_plan_reads_as_a_table(tmp_path):
     # a frequency target says what a mean needs instead of a number of reports for minutes
     human = cli("plan", "--config", str(tmp_path / "u.yaml"), "--target-half-width", "0.01")
     assert "(--target-mean-half-width session_minutes=H)" in human
+
+
+def test_simulate_makes_dimensions_daily_traffic_and_the_truth_of_extremes(tmp_path):
+    """simulate --dimension (two) and --diurnal: every key's reports counted as the truth file says,
+    traffic highest in the afternoon (UTC), and the job's OR/AND estimates within their z band of the
+    true values the truth file now holds (over reports and over clients)."""
+    from scipy.stats import norm
+    spec = dict(SMALL_CONFIG, dimensions={"region": {}, "platform": {}}, min_reports=1,
+                extremes=[{"name": "any_flag", "op": "or", "features": ["dark", "beta", "sync"]},
+                          {"name": "client_dark", "op": "or", "bits": ["dark"], "over": "client"}])
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    cli("simulate", "--config", str(tmp_path / "c.yaml"), "--reports", "48000", "--out", str(tmp_path / "r.avro"),
+        "--dimension", "region=eu:0.6,us:0.4", "--dimension", "platform=ios,android", "--diurnal",
+        "--span-seconds", "86400", "--reports-per-client", "4", "--seed", "5")
+    truth = json.loads((tmp_path / "r.avro.truth.json").read_text())["windows"]
+    keys = {json.dumps(w["dimensions"], sort_keys=True) for w in truth}
+    assert len(keys) == 4 and len(truth) == 24 * 4
+    by_hour = {}
+    for w in truth:
+        by_hour[w["window_start"] // 3_600_000 % 24] = by_hour.get(w["window_start"] // 3_600_000 % 24, 0) + w["n_reports"]
+    assert by_hour[14] > 4 * by_hour[2]   # rate 1.8 against 0.2 in expectation
+    eu = sum(w["n_reports"] for w in truth if w["dimensions"]["region"] == "eu")
+    assert abs(eu / 48000 - 0.6) < 5 * (0.24 / 48000) ** 0.5
+    run(["--config", str(tmp_path / "c.yaml"), "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "o")])
+    rows = ldp_marginals.read_rows(str(tmp_path / "o"), "extremes")
+    n_rows = {(r["window_start"], json.dumps(r["dimensions"], sort_keys=True)): r["n_reports"]
+              for r in ldp_marginals.read_rows(str(tmp_path / "o"), "marginals")}
+    bound = norm.isf(ALPHA / 2 / len(rows))
+    checked = 0
+    for w in truth:
+        key = (w["window_start"], json.dumps(w["dimensions"], sort_keys=True))
+        assert n_rows[key] == w["n_reports"]
+        for e in w["extremes"]:
+            (row,) = [r for r in rows if r["name"] == e["name"] and r["window_start"] == w["window_start"]
+                      and r["dimensions"] == w["dimensions"]]
+            assert row["n"] == e["n"]
+            assert abs(row["estimate"] - e["true"]) <= bound * row["variance"] ** 0.5, (e, row)
+            checked += 1
+    assert checked == 2 * len(truth)
