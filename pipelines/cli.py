@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from ldp_marginals.pipelines import calibrate as calibrate_cmd
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
@@ -103,6 +104,9 @@ def build_parser() -> tuple:
 
 
 def main(argv=None) -> int:
+    # Google's client libraries warn on import about versions (grpcio, Python's end of life): nothing a
+    # user of this command can act on, and ten lines before every streaming run's first word
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     parser, _ = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:

@@ -6,7 +6,9 @@ import argparse
 import difflib
 import glob
 import json
+import logging
 import os
+import re
 import time
 from dataclasses import replace
 
@@ -346,13 +348,58 @@ def _remove_unfinished(output_dir: str) -> int:
     return removed
 
 
+class _QuietTaskFailures(logging.Filter):
+    """The DirectRunner logs a failed task's traceback (as an error, then a warning) before the same
+    exception reaches :func:`run`, which reports it: one report, not three."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Exception at bundle", "A task failed with exception", "Giving up after"))
+
+
+logging.getLogger("apache_beam.runners.direct.executor").addFilter(_QuietTaskFailures())
+
+
+def startup_error(err: BaseException, argv=None) -> str | None:
+    """One line naming the fix for a streaming source that cannot start (no Google credentials for
+    Pub/Sub; Kafka IO's Java expansion service missing or not answering), or None: Beam reports
+    these as Java or Google stacks of 60-120 lines."""
+    chain, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
+    if "DefaultCredentialsError" in text or "default credentials were not found" in text:
+        return ("Pub/Sub needs Google credentials and none were found: run `gcloud auth application-default login`, "
+                "or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file")
+    if "expansion-service" in text and "Unable to fetch" in text:
+        jar = re.search(r"stage the jar at (\S+\.jar)", text)
+        return ("Kafka IO is a Java transform and needs Beam's expansion service, whose jar could not be fetched: "
+                "give --kafka-expansion-service HOST:PORT (`make cluster-up` starts one on localhost:8097)"
+                + (f", or put the jar at {jar.group(1)}" if jar else ""))
+    argv = list(argv or [])
+    service = next((a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else "")
+                    for i, a in enumerate(argv) if a.split("=", 1)[0] == "--kafka-expansion-service"), None)
+    if service is not None and "failed to connect to all addresses" in text:
+        return (f"--kafka-expansion-service {service}: nothing answers there; start Kafka IO's expansion service "
+                "(`make cluster-up` starts one on localhost:8097) or give the address of a running one")
+    return None
+
+
 def run(argv=None) -> dict:
     """Build and run the job; wait for it and summarize its counters unless ``--detach``.
 
     A local run that fails for lack of space or permission raises :class:`JobFailed` after removing
     its unfinished files; ``summary.json`` and the manifest are written only by a batch run that
-    finished, so a directory without them holds no complete run (readers refuse it)."""
-    pipeline, args, configs = make_pipeline(argv)
+    finished, so a directory without them holds no complete run (readers refuse it). A streaming
+    source that cannot start is a ``ValueError`` naming the fix (:func:`startup_error`)."""
+    try:
+        pipeline, args, configs = make_pipeline(argv)
+    except Exception as err:   # noqa: BLE001 - Kafka IO is expanded (by Java, over gRPC) while the pipeline is built
+        line = startup_error(err, argv)
+        if line is None:
+            raise
+        raise ValueError(line) from None
     local = "://" not in args.output
     started = int(time.time() * 1000)
     prepare_outputs(args, configs)
@@ -365,6 +412,9 @@ def run(argv=None) -> dict:
             progress.result = result
             result.wait_until_finish()
     except Exception as err:
+        line = startup_error(err, argv)
+        if line is not None:
+            raise ValueError(line) from None
         cause = _os_error(err)
         text = str(err)
         if cause is None and "No space left on device" not in text and "Permission denied" not in text:

@@ -157,3 +157,36 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert proc.wait() == 1 and first.startswith(b"app (level 0.95") and "Traceback" not in err, err
+
+
+def test_streaming_sources_that_cannot_start_say_the_fix_in_one_line(workdir, capsys, monkeypatch):
+    """Pub/Sub without Google credentials, Kafka IO's expansion service not answering or its jar not
+    fetchable: one line naming the fix, not a Java or Google stack."""
+    import socket
+
+    from ldp_marginals.pipelines.run import startup_error
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("HOME", str(workdir))            # no gcloud application-default credentials
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(workdir / "gcloud"))
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")   # no metadata server either
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    base = ["run", "--config", str(workdir / "c.yaml"), "--streaming", "--output", str(workdir / "o")]
+    err = one_line_error(capsys, base + ["--subscription", "projects/my-project/subscriptions/reports"])
+    assert "Pub/Sub needs Google credentials and none were found: run `gcloud auth application-default login`" in err
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()
+    err = one_line_error(capsys, base + ["--kafka-topic", "t", "--kafka-bootstrap", "127.0.0.1:9",
+                                         "--kafka-expansion-service", f"localhost:{port}"])
+    assert f"--kafka-expansion-service localhost:{port}: nothing answers there" in err
+    # Beam's own words when the expansion service's jar cannot be fetched (no network at run time)
+    beam_said = RuntimeError("Unable to fetch remote job server jar at https://repo.maven.apache.org/maven2/org/apache/"
+                             "beam/beam-sdks-java-io-expansion-service/2.62.0/beam-sdks-java-io-expansion-service-2.62.0"
+                             ".jar: HTTP Error 404: Not Found. If no Internet access at runtime, stage the jar at "
+                             "/root/.apache_beam/cache/jars/beam-sdks-java-io-expansion-service-2.62.0.jar")
+    assert startup_error(beam_said) == (
+        "Kafka IO is a Java transform and needs Beam's expansion service, whose jar could not be fetched: give "
+        "--kafka-expansion-service HOST:PORT (`make cluster-up` starts one on localhost:8097), or put the jar at "
+        "/root/.apache_beam/cache/jars/beam-sdks-java-io-expansion-service-2.62.0.jar")
+    assert startup_error(RuntimeError("something else")) is None
