@@ -10,7 +10,16 @@ import sys
 import threading
 import time
 
-from ldp_marginals.transforms.dead_letters import LOCAL_TALLY, LOST, NAMESPACE, VALID, totals_by_reason
+from ldp_marginals.transforms.dead_letters import (
+    FILES_PLANNED,
+    FILES_WRITTEN,
+    LOCAL_TALLY,
+    LOST,
+    NAMESPACE,
+    ROWS_WRITTEN,
+    VALID,
+    totals_by_reason,
+)
 
 
 def progress_line(totals: dict, elapsed: float) -> str:
@@ -22,6 +31,10 @@ def progress_line(totals: dict, elapsed: float) -> str:
         line += " (" + ", ".join(f"{reason} {n:,}" for reason, n in sorted(dead.items())) + ")"
     if totals.get(LOST):
         line += f"; {totals[LOST]:,} reports in damaged ranges"
+    if totals.get(FILES_PLANNED) or totals.get(FILES_WRITTEN):   # the counting is done: the files are written
+        planned = totals.get(FILES_PLANNED, 0)
+        line += (f"; writing outputs: {totals.get(FILES_WRITTEN, 0):,}" + (f" of {planned:,}" if planned else "")
+                 + f" file sets ({totals.get(ROWS_WRITTEN, 0):,} rows)")
     return line
 
 
@@ -51,6 +64,7 @@ class Progress:
         self.result = None
         self._stop = threading.Event()
         self._thread = None
+        self._printed = False
         self._start = time.monotonic()
 
     def totals(self) -> dict:
@@ -60,6 +74,7 @@ class Progress:
     def _loop(self):
         while not self._stop.wait(self.seconds):
             print(progress_line(self.totals(), time.monotonic() - self._start), file=self.stream, flush=True)
+            self._printed = True
 
     def __enter__(self):
         LOCAL_TALLY.reset()
@@ -69,8 +84,10 @@ class Progress:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            if exc_type is None and self._printed:   # a run long enough to show progress: its last figures
+                print(progress_line(self.totals(), time.monotonic() - self._start), file=self.stream, flush=True)
         return False

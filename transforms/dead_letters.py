@@ -20,6 +20,9 @@ NAMESPACE = "ldp_marginals"   # every counter of the job lives in this metrics n
 VALID = "reports.valid"       # counter: reports added to an accumulator (counted in the estimates)
 LOST = "reports.lost"         # counter: reports declared by damaged blocks that could not be read
 LOST_UNKNOWN = "damaged.count_unreadable"  # counter: damaged ranges whose record count is unreadable
+FILES_PLANNED = "files.planned"   # counter: file sets the publication step handed to the writers (batch)
+FILES_WRITTEN = "files.written"   # counter: file sets written (Avro, Parquet and entry)
+ROWS_WRITTEN = "rows.written"     # counter: rows in the file sets written
 TAG = DEAD_LETTERS            # the tagged output that carries dead-letter rows, named as their kind
 
 # reason -> meaning (read-only). The schema's doc of the ``reason`` field lists the same codes.

@@ -15,6 +15,7 @@ import apache_beam as beam
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
 from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms.dead_letters import FILES_PLANNED, count
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_window
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
@@ -51,6 +52,7 @@ class PublishWindowFn(beam.DoFn):
             for row in rows:
                 yield beam.pvalue.TaggedOutput(kind, row)
             if rows:
+                count(FILES_PLANNED)   # the progress line's "of N" while the files are written
                 yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows))
 
 

@@ -37,6 +37,7 @@ from ldp_marginals.schemas.outputs import (
     make_entry,
     new_run_id,
 )
+from ldp_marginals.transforms.dead_letters import FILES_WRITTEN, ROWS_WRITTEN, count
 from ldp_marginals.transforms.estimate import window_bounds_ms
 from ldp_marginals.transforms.panes import PANES, PaneFile
 
@@ -58,7 +59,10 @@ class WriteWindowFilesFn(beam.DoFn):
             (kind, group), rows = element
             index = pane.index if pane is not None else 0
             window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
-        yield write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows)
+        entry = write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows)
+        count(FILES_WRITTEN)
+        count(ROWS_WRITTEN, entry["rows"])
+        yield entry
 
 
 def write_file_set(output_dir: str, run_id: str | None, kind: str, group: str, window: tuple | None, pane: int,

@@ -112,6 +112,20 @@ def test_progress_on_stderr_counts_up_to_the_summary(simulated, capsys):
                                                                       r"dead-lettered \d+", err, re.M)]
     assert counted, err[-2000:]
     assert counted == sorted(counted) and counted[-1] <= summary["reports_counted"] == 40000
+    # once the files are being written the line says so, and how far (counters of the writers)
+    writing = [tuple(int(x.replace(",", "")) for x in m.groups()) for m in re.finditer(
+        r"; writing outputs: ([\d,]+) of ([\d,]+) file sets \(([\d,]+) rows\)", err)]
+    assert writing, err[-2000:]
+    assert all(done <= planned for done, planned, _ in writing)
+    assert [w[0] for w in writing] == sorted(w[0] for w in writing)
+
+
+def test_progress_line_while_writing():
+    from ldp_marginals.pipelines.progress import progress_line
+    line = progress_line({"reports.valid": 3_000_000, "files.planned": 336, "files.written": 120,
+                          "rows.written": 1_234_567}, 75)
+    assert line == ("[01:15] counted 3,000,000 reports; dead-lettered 0; writing outputs: 120 of 336 file sets "
+                    "(1,234,567 rows)")
 
 
 def test_plan_json_and_its_inverse(tmp_path):
