@@ -126,6 +126,11 @@ def check_marginals(estimates_dir: str, marginals: list | None) -> None:
         if (unknown or not chosen) and collections:
             raise ValueError(f"--marginal {','.join(chosen)!r}: unknown bit label(s) {unknown}; the labels are "
                              f"{sorted(known)}")
+        counted = [c["max_order"] for c in collections if set(chosen) <= set(c.get("labels", []))]
+        if counted and len(chosen) > max(counted):
+            raise ValueError(f"--marginal {','.join(chosen)!r}: a set of {len(chosen)} bits is not counted: the "
+                             f"collection counts sets of up to max_order={max(counted)} bits (raise max_order in "
+                             "its config to publish it)")
 
 
 def write(estimates_dir: str, out_path: str, marginals: list | None = None, span: int = DEFAULT_SPAN) -> str:
@@ -329,7 +334,7 @@ def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: localhost only)")
     parser.add_argument("--marginal", action="append", default=None, metavar="LABELS",
                         help="a set to chart over time, as comma-separated bit labels (repeat); "
-                             "default: every 1-way marginal")
+                             "default: the first ten 1-way marginals (the page has a picker)")
     parser.add_argument("--span", type=int, choices=SPANS, default=DEFAULT_SPAN,
                         help=f"--out: the windows the static page's charts span, ending at the latest complete window "
                              f"(default {DEFAULT_SPAN}; the served page lets you choose)")

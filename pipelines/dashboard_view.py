@@ -50,6 +50,7 @@ CHANGE_KINDS = (MARGINALS, CONDITIONALS, MEANS)
 FDR = 0.05   # the false discovery rate of the page's table of changes (as ``compare``'s default)
 MAX_COMPARED_VALUES = 12   # a dimension with more values in a window: compare them with the command
 SERIES_KINDS = (EXTREMES, CONDITIONALS, MEANS, WITHHELD)   # charted over the span whole (few rows per window)
+DEFAULT_SERIES = 10   # one-way marginals charted by default (the first by bit): one chart stays readable
 
 
 class FileCache:
@@ -348,7 +349,7 @@ def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
                                                           marg.column("n_reports").to_pylist())})
         out["sets_available"] = _sets_of(marg)
         if selection["sets"] is None:
-            sets = [s for s in out["sets_available"] if len(s) == 1]
+            sets = [s for s in out["sets_available"] if len(s) == 1][:DEFAULT_SERIES]
         out[MARGINALS] = to_rows(marg.filter(_labels_mask(marg, sets))) if sets else []
     out["sets"] = sets
     for kind in SERIES_KINDS:   # withheld windows: up to the latest, so that one held back after the window shows

@@ -135,6 +135,18 @@ def _channels(chan, layout: Layout) -> ChannelSet:
     return ChannelSet.uniform(_channel(chan, "channel"), layout.n_bits)
 
 
+def _mechanisms(chan, layout: Layout) -> tuple:
+    """Per bit, the mechanism's name as the config gives it (``p/q`` for explicit probabilities):
+    for readers (the dashboard), beside the channels' p and q."""
+    def name(spec):
+        return spec.get("mechanism") or "p/q"
+    if isinstance(chan, list):
+        return tuple(name(c) for c in chan)
+    if isinstance(chan, dict) and chan and all(isinstance(v, dict) for v in chan.values()):
+        return tuple(name(chan.get(f.name, chan.get("default"))) for f in layout.features for _ in range(f.n_bits))
+    return (name(chan),) * layout.n_bits
+
+
 def _channel(spec, where: str) -> Channel:
     mech = spec.get("mechanism") if isinstance(spec, dict) else None
     if mech not in _MECHANISMS:
@@ -299,6 +311,7 @@ class CollectionConfig:
     means: tuple = ()             # (numeric bit, (given bits)): every numeric feature's mean, then conditional means
     marginal_interval: str = "per_cell"   # or "simultaneous": the marginals of a window and key hold jointly
     conditional_alpha: float = DEFAULT_ALPHA   # false-positive rate of the presence test of a condition
+    mechanisms: tuple = ()   # per bit: the channel's mechanism as configured (symmetric, optimized_unary, ..., or p/q)
 
     def __post_init__(self):
         # checked here, so a job-wide --window override (dataclasses.replace) is checked too
@@ -389,6 +402,7 @@ class CollectionConfig:
         channels and the local-DP epsilon they give a whole report, the window and the guard."""
         return {"collection": self.name, "labels": list(self.layout.labels),
                 "p": [float(c.p) for c in self.channels.channels], "q": [float(c.q) for c in self.channels.channels],
+                "mechanisms": list(self.mechanisms),
                 "local_epsilon": float(local_dp_epsilon(self.layout, self.channels)),
                 "window": self.window.describe(),
                 "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
@@ -401,6 +415,7 @@ class CollectionConfig:
                                for d in self.dimensions},
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
                              for e in self.extremes],
+                "conditionals": len(self.conditionals),
                 "privacy": self.privacy.describe() if self.privacy is not None else None}
 
 
@@ -550,7 +565,8 @@ def parse_config(spec: dict) -> CollectionConfig:
                               open_high=True)
     cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
                            float(lateness), early, tuple(extremes), dimensions, privacy, conditionals,
-                           tuple(group_intervals), means, marginal_interval, alpha)
+                           tuple(group_intervals), means, marginal_interval, alpha,
+                           mechanisms=_mechanisms(spec["channel"], layout))
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [
             (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:
         union = tuple(sorted(set(of) | set(given)))

@@ -62,7 +62,8 @@ def write_month(output_dir, windows: int = 720, bits: int = 32, keys=None, start
     labels = [f"b{i:02d}" for i in range(bits)]
     sets = [[i] for i in range(bits)] + [list(c) for c in itertools.combinations(range(bits), 2)]
     p = 0.25
-    info = [{"collection": "month", "labels": labels, "p": [p] * bits, "q": [1 - p] * bits, "local_epsilon": 35.2,
+    info = [{"collection": "month", "labels": labels, "p": [p] * bits, "q": [1 - p] * bits,
+             "mechanisms": ["symmetric"] * bits, "conditionals": 0, "local_epsilon": 35.2,
              "window": {"type": "fixed", "size_seconds": 3600, "period_seconds": 0.0}, "min_reports": 1000,
              "max_order": 2, "level": 0.95, "groups": [], "group_intervals": [], "marginal_interval": "per_cell",
              "numeric": {}, "dimensions": {"platform": {"max_values": 4, "max_length": 16},

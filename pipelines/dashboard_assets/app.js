@@ -250,6 +250,15 @@
     const marginalSelect = $("marginal-filter");
     setOptions(marginalSelect, available, (v) => v);
     Array.from(marginalSelect.options).forEach((o) => { o.selected = state.chartedSets.includes(o.value); });
+    filterSets($("marginal-search").value);
+  }
+
+  // the picker shows the sets whose name holds the search text (selected ones always)
+  function filterSets(text) {
+    const q = (text || "").trim().toLowerCase();
+    Array.from($("marginal-filter").options).forEach((o) => {
+      o.hidden = Boolean(q) && !o.selected && !o.value.toLowerCase().includes(q);
+    });
   }
 
   // a dimension's value changed: the key with that value and the others kept if published, else
@@ -267,15 +276,24 @@
       "no marginals published for this selection");
     const c = info();
     const kinds = Array.from(new Set(marginals.map((r) => r.interval || "per_cell")));
-    $("marginal-interval").textContent = c ? "Bands: " + kinds.map((k) => intervalText(k, c.level)).join(", ") +
+    const oneWay = state.data.sets_available.filter((s) => s.length === 1).length;
+    const charted = state.chartedSets.length;
+    const shown = state.sets === null && charted < oneWay ? " Charted: " + charted + " of the " + oneWay +
+      " one-way marginals (the first by bit); choose others in the picker." : "";
+    $("marginal-interval").textContent = (c ? "Bands: " + kinds.map((k) => intervalText(k, c.level)).join(", ") +
       " intervals" + (kinds.includes("simultaneous") ? ", holding for all marginals of a window together" : "") +
-      "." : "";
+      "." : "") + shown;
   }
 
   const conditionalName = (r) => "P(" + r.of.join(" & ") + " | " + r.given.join(" & ") + ")";
   const meanName = (r) => "mean " + r.feature + (r.given.length ? " | " + r.given.join(" & ") : "");
 
   function renderConditionals(rows, windowStart) {
+    const c = info();
+    const none = c && c.conditionals === 0 && !rows.length;
+    $("conditionals-table").style.display = none ? "none" : "";
+    if (absent("chart-conditionals", none ? "This collection publishes no conditionals: add conditionals: [{of: " +
+      "[a_label], given: [b_label]}] (or all_pairs) to its config to chart P(A | B)." : null)) return;
     const names = Array.from(new Set(rows.map(conditionalName))).sort();
     seriesOverTime("chart-conditionals", names, rows, conditionalName, estimateShown, lowShown, highShown,
       "estimated conditional frequency", "no conditionals published for this selection");
@@ -286,6 +304,11 @@
   }
 
   function renderMeans(rows, windowStart) {
+    const c = info();
+    const none = c && c.numeric && !Object.keys(c.numeric).length && !rows.length;
+    $("means-table").style.display = none ? "none" : "";
+    if (absent("chart-means", none ? "This collection has no numeric features: add one, such as {name: " +
+      "session_minutes, type: numeric, low: 0, high: 120}, to its config to chart its mean." : null)) return;
     const names = Array.from(new Set(rows.map(meanName))).sort();
     seriesOverTime("chart-means", names, rows, meanName, estimateShown, lowShown, highShown,
       "estimated mean", "no numeric features in this selection");
@@ -340,12 +363,19 @@
     const traces = entry ? [{ type: "heatmap", z: entry.z, x: entry.labels, y: entry.labels, zmin: -1, zmax: 1,
       colorscale: "RdBu", reversescale: true, meta: { role: "phi" },
       hovertemplate: "%{y} / %{x}: phi=%{z:.3f}<extra></extra>" }] : [];
-    Plotly.react("chart-correlations", traces, layoutOf({ yaxis: { autorange: "reversed" },
+    const size = entry && entry.labels.length > 24 ? 9 : 11;   // every bit labelled, smaller past 24
+    Plotly.react("chart-correlations", traces, layoutOf({
+      xaxis: { dtick: 1, tickfont: { size } }, yaxis: { autorange: "reversed", dtick: 1, tickfont: { size } },
       annotations: traces.length ? [] : [{ text: "needs the 1- and 2-way marginals of a published window",
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
   function renderTables(tables) {
+    const c0 = info();
+    const none = c0 && c0.groups && !c0.groups.length && !tables.length;
+    $("table-cells").style.display = none ? "none" : "";
+    if (absent("chart-tables", none ? "This collection has no feature groups: add groups: [[feature_a, feature_b]] " +
+      "to its config to publish their joint tables." : null)) return;
     const groups = new Map();
     tables.forEach((r) => {
       const g = r.group.join(" × ");
@@ -377,6 +407,10 @@
   }
 
   function renderExtremes(extremes) {
+    const c = info();
+    if (absent("chart-extremes", c && c.extremes && !c.extremes.length && !extremes.length ?
+      "This collection has no OR/AND estimates: add extremes: [{name: any_beta, op: or, features: [a, b]}] to its " +
+      "config to chart them." : null)) return;
     const names = Array.from(new Set(extremes.map((r) => r.name))).sort();
     const traces = names.map((name, i) => {
       const rows = extremes.filter((r) => r.name === name).sort((a, b) => a.window_start - b.window_start);
@@ -394,11 +428,31 @@
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
+  const MECHANISMS = { symmetric: "symmetric", optimized_unary: "optimized unary (OUE)", rappor: "RAPPOR",
+    unrelated_question: "unrelated question", "p/q": "randomized response" };
   function channelText(c) {
     const same = (xs) => xs.every((v) => v === xs[0]);
-    if (same(c.p) && same(c.q)) return "p=" + fmt(c.p[0], 4) + ", q=" + fmt(c.q[0], 4) + " on each of " +
-      c.p.length + " bits";
-    return c.p.map((p, i) => c.labels[i] + ": p=" + fmt(p, 4) + " q=" + fmt(c.q[i], 4)).join("; ");
+    const mech = (i) => (c.mechanisms && c.mechanisms[i] ? (MECHANISMS[c.mechanisms[i]] || c.mechanisms[i]) + " " : "");
+    if (same(c.p) && same(c.q) && same(c.mechanisms || [])) return mech(0) + "p=" + fmt(c.p[0], 4) + ", q=" +
+      fmt(c.q[0], 4) + " on each of " + c.p.length + " bits";
+    return c.p.map((p, i) => c.labels[i] + ": " + mech(i) + "p=" + fmt(p, 4) + " q=" + fmt(c.q[i], 4)).join("; ");
+  }
+
+  // a panel that does not apply to the collection: one line saying what config would fill it
+  function absent(chartId, text) {
+    const chart = $(chartId);
+    let note = $(chartId + "-absent");
+    if (!note) {
+      note = el("p");
+      note.id = chartId + "-absent";
+      note.className = "absent";
+      chart.parentNode.insertBefore(note, chart);
+    }
+    note.textContent = text || "";
+    note.style.display = text ? "" : "none";
+    chart.style.display = text ? "none" : "";
+    if (text) Plotly.purge(chart);
+    return Boolean(text);
   }
 
   function promiseText(p) {
@@ -487,6 +541,7 @@
       state.window = Number(e.target.value) === state.data.latest_complete ? "" : Number(e.target.value); load();
     });
     $("span-filter").addEventListener("change", (e) => { state.span = Number(e.target.value); load(); });
+    $("marginal-search").addEventListener("input", (e) => { filterSets(e.target.value); });
     $("compare-with").addEventListener("change", (e) => { state.versus = e.target.value; render(); });
     $("marginal-filter").addEventListener("change", (e) => {
       state.sets = Array.from(e.target.selectedOptions).map((o) => o.value);

@@ -460,6 +460,10 @@ def test_dashboard_command(demo, tmp_path, capsys):
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),
                  "--marginal", "session_minutes"]) == 2   # a numeric feature publishes means, not marginals
     assert "['session_minutes'] are numeric features: they publish means" in capsys.readouterr().err
+    assert main(["dashboard", "--estimates", str(out / "estimates"), "--out", str(page),
+                 "--marginal", "dark_mode,os=mac,plan=pro"]) == 2   # the demo counts sets of up to 2 bits
+    assert "a set of 3 bits is not counted: the collection counts sets of up to max_order=2" in (
+        capsys.readouterr().err)
     assert main(["dashboard", "--estimates", str(tmp_path / "none"), "--out", str(page)]) == 2
     assert "estimates must be a directory" in capsys.readouterr().err
     assert main(["dashboard", "--estimates", str(out / "estimates"), "--serve", "0"]) == 2
@@ -574,7 +578,8 @@ def test_served_month_first_paint_is_small_and_each_selection_is_a_query(month, 
     latest = max(r["window_start"] for r in rows)
     # the latest window, the first key, the 32 one-way series over the last 48 windows
     series = traces(browser, "chart-marginals", "estimate")
-    assert len(series) == 32 and all(len(s["x"]) == 48 for s in series)
+    assert len(series) == 10 and all(len(s["x"]) == 48 for s in series)   # the first ten one-way marginals
+    assert "Charted: 10 of the 32 one-way marginals" in browser.find_element("id", "marginal-interval").text
     key = {"platform": "android", "region": "eu"}
     expected = sorted((r for r in rows if r["dimensions"] == key and r["labels"] == ["b00"]),
                       key=lambda r: r["window_start"])[-48:]
@@ -591,6 +596,25 @@ def test_served_month_first_paint_is_small_and_each_selection_is_a_query(month, 
     assert traces(browser, "chart-marginals", "estimate")[0]["y"] == [r["display_frequency"] for r in expected]
     (heat,) = traces(browser, "chart-correlations", "phi")
     assert len(heat["z"]) == 32
+    # at 1400 px: every bit labelled on the heatmap, no sideways scroll, the channel's mechanism named,
+    # and the panels this collection has nothing for say what config would fill them
+    ticks = browser.execute_script("return Array.from(document.querySelectorAll('#chart-correlations .xtick text'))"
+                                   ".map(t => t.textContent)")
+    assert ticks == [f"b{i:02d}" for i in range(32)]
+    assert browser.execute_script("return document.documentElement.scrollWidth <= "
+                                  "document.documentElement.clientWidth")
+    assert "symmetric p=0.2500, q=0.7500 on each of 32 bits" in browser.find_element("id", "privacy-table").text
+    for chart, says in (("chart-tables", "no feature groups: add groups:"), ("chart-means", "no numeric features"),
+                        ("chart-conditionals", "publishes no conditionals: add conditionals:"),
+                        ("chart-extremes", "no OR/AND estimates: add extremes:")):
+        assert not browser.find_element("id", chart).is_displayed(), chart
+        assert says in browser.find_element("id", chart + "-absent").text, chart
+    # the picker's search keeps the sets whose name holds the text
+    browser.find_element("id", "marginal-search").send_keys("b07")
+    visible = browser.execute_script("return Array.from(document.getElementById('marginal-filter').options)"
+                                     ".filter(o => !o.hidden).map(o => o.value)")
+    assert set(visible) >= {"b07", "b00 & b07", "b07 & b31"} and all("b07" in v or v in [f"b{i:02d}" for i in range(10)]
+                                                                     for v in visible)
     # the whole month: 720 points per series
     t0 = time.monotonic()
     select(browser, "span-filter", 720)
