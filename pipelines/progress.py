@@ -38,11 +38,23 @@ def progress_line(totals: dict, elapsed: float) -> str:
     return line
 
 
+def job_counters(result) -> list:
+    """The job's counters of this project's namespace as the runner reports them now.
+
+    Beam's portable ``PipelineResult`` (Flink, Spark, Prism through the job service) keeps the first
+    answer of ``metrics()`` for good: a progress poll before anything was counted would then be the
+    finished job's summary ("counted 0 reports"). Its cache is dropped before each query, so every
+    call asks the job service afresh; other runners' results build their answer per call."""
+    from apache_beam.metrics.metric import MetricsFilter
+    if hasattr(result, "_metrics") and hasattr(result, "_job_service"):   # the portable runner's result
+        result._metrics = None
+    return result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+
+
 def live_totals(result) -> dict:
     """Counter totals of a running job's metrics (empty when the runner gives none yet)."""
-    from apache_beam.metrics.metric import MetricsFilter
     try:
-        counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+        counters = job_counters(result)
     except Exception:  # noqa: BLE001 - a runner without live metrics
         return {}
     totals = {}

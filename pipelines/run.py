@@ -14,17 +14,16 @@ from dataclasses import replace
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from ldp_marginals.ldp.aggregate import accumulator_shape, shape_changes
 from ldp_marginals.pipelines.job import JobOptions, build
-from ldp_marginals.pipelines.progress import Progress
+from ldp_marginals.pipelines.progress import Progress, job_counters
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.schemas.config import configs_from_text, parse_window
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, MANIFEST_FILE, STATE_SHAPE_FILE, SUMMARY_FILE, new_run_id
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
-from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, NAMESPACE, VALID, totals_by_reason
+from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, VALID, totals_by_reason
 from ldp_marginals.transforms.manifest import finish_run, start_run
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
@@ -289,7 +288,7 @@ def check_output(output: str) -> None:
 
 def summarize(result) -> dict:
     """Counters of the finished job: reports counted, dead letters by reason."""
-    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    counters = job_counters(result)
     totals = {}
     for c in counters:
         value = c.committed if c.committed is not None else c.attempted
