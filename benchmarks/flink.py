@@ -21,7 +21,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import statistics
+import threading
 import time
 
 import yaml
@@ -133,6 +135,47 @@ def cpu_by_part(before: dict, after: dict, pids: dict) -> dict:
     return {name: round(t, 1) for name, t in sorted(parts.items(), key=lambda kv: -kv[1]) if t >= 0.1}
 
 
+class CpuMeter:
+    """``with CpuMeter(pids) as meter: ...`` then ``meter.parts``: CPU seconds spent in the block by
+    part (:func:`cpu_by_part`), from samples every ``interval`` seconds while it runs, so that the
+    processes that end within it (a job's SDK workers exit with the job) are counted to their last
+    sample."""
+
+    def __init__(self, pids: dict, interval: float = 0.5):
+        self.pids, self.interval = pids, interval
+        self.parts, self.seconds = {}, 0.0
+        self._stop = threading.Event()
+
+    def _sample(self):
+        for key, value in cpu_seconds().items():
+            self._last[key] = value
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self):
+        self._before = cpu_seconds()
+        self._last = dict(self._before)
+        self._start = time.perf_counter()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        self.seconds = time.perf_counter() - self._start
+        self.parts = cpu_by_part(self._before, self._last, self.pids)
+        return False
+
+    @property
+    def cores(self) -> float:
+        """Cores in use on average over the block."""
+        return sum(self.parts.values()) / max(self.seconds, 1e-9)
+
+
 def produce_stream(cluster, topic, records, repeat: int = 1, per_message: int = 500) -> tuple:
     """``records`` in containers of ``per_message`` on ``topic``, each sent ``repeat`` times, followed
     on each partition by one report a day later, which moves the watermark past the reports' day as
@@ -150,14 +193,13 @@ def produce_stream(cluster, topic, records, repeat: int = 1, per_message: int = 
     return window, len(records) * repeat
 
 
-def stream_seconds(cluster, topic, window, n: int, config_path, out, parallelism: int,
-                   timeout_s=900.0) -> float:
+def stream_seconds(cluster, topic, window, n: int, config_path, out, timeout_s=900.0) -> float:
     """Seconds from submission to the day window's pane of the streaming job reading ``topic`` from
     its start (:func:`produce_stream`); the ``n`` reports counted are checked."""
     argv = ["--config", config_path, "--streaming", "--kafka-topic", topic, "--kafka-bootstrap", cluster.bootstrap,
             "--kafka-consumer-config", "auto.offset.reset=earliest", "--kafka-expansion-service",
             cluster.expansion_service, "--allowed-lateness-seconds", "0", "--output", out
-            ] + cluster.pipeline_args(parallelism=parallelism)
+            ] + cluster.pipeline_args()
     start = time.perf_counter()
     pipeline, args, configs = make_pipeline(argv)
     prepare_outputs(args, configs)
@@ -180,12 +222,31 @@ def stream_seconds(cluster, topic, window, n: int, config_path, out, parallelism
             pass
 
 
+TASK = re.compile(rb"\((\d+)/(\d+)\)#")
+
+
+def task_parallelism(cluster, since: int) -> set:
+    """The parallelism of the tasks the job server's log names after byte ``since`` (Flink names a
+    task ``<operator> (i/p)#attempt``): what the jobs ran at, whatever their options asked for."""
+    with open(os.path.join(cluster.run_dir, "job-server.log"), "rb") as fh:
+        fh.seek(since)
+        return {int(m.group(2)) for m in TASK.finditer(fh.read())}
+
+
+def _log_size(cluster) -> int:
+    return os.path.getsize(os.path.join(cluster.run_dir, "job-server.log"))
+
+
 def run(tmp, full):
-    """One local cluster of 2 slots with a worker pool; every job at parallelism 1 and 2 in turn
-    (after a warm-up job at each: a new worker process imports Beam and loads numba's cache, seconds
-    of CPU counted against whichever job first uses it), each volume measured net of the same job on
-    2,000 reports; medians of ``REPEATS`` rounds."""
-    base, times = 2_000_000, (30 if full else 10)
+    """At each parallelism p in (1, 2), a local cluster of p slots with a pool of worker processes
+    (one per slot, as deployed): Flink's job server runs a batch job at its configured default
+    parallelism whatever ``--parallelism`` asks (measured: a job asking for 1 ran every task as
+    (i/2) on a cluster of 2 slots, in one worker process on two threads), so a cluster of p slots is
+    the only way to run at p; the tasks' parallelism is read back from the job server's log and
+    checked. On each cluster a warm-up job first (a new worker process imports Beam and loads
+    numba's cache: seconds of CPU counted against whichever job first uses it), then ``REPEATS``
+    rounds, each volume measured net of the same job on 2,000 reports; medians."""
+    base, times = 2_000_000, (100 if full else 50)   # 100M reports: a job start varies by +-1 s
     n = base * times
     cfg = parse_config(CONFIG)
     folder = os.path.join(tmp, "flink")
@@ -198,35 +259,40 @@ def run(tmp, full):
     big = _repeated(_write(os.path.join(folder, "base.avro"), records), os.path.join(folder, "big.avro"), times)
     tiny_records = _records(cfg, 2000, 8)
     tiny = _write(os.path.join(folder, "tiny.avro"), tiny_records)
-    stream_repeat = 15 if full else 10
+    stream_repeat = 20 if full else 15
     out = lambda name: os.path.join(folder, "out", name)   # noqa: E731
 
     batch_seconds(tiny, config_path, out("warm"), [])   # numba's cache, the page cache
     direct = statistics.median(batch_seconds(big, config_path, out(f"direct{i}"), []) for i in range(REPEATS))
     direct_tiny = batch_seconds(tiny, config_path, out("direct-tiny"), [])
-    cluster = local_cluster.start(os.path.join(folder, "cluster"), os.path.join(ROOT, local_cluster.JVM_DIR),
-                                  parallelism=2, workers=True)
     times_of = {(p, what): [] for p in (1, 2) for what in ("tiny", "big", "stiny", "sbig")}
-    cpu = {}
-    try:
-        stiny = produce_stream(cluster, "tiny", tiny_records)
-        sbig = produce_stream(cluster, "big", records, stream_repeat)
-        for p in (1, 2):   # warm-up
-            batch_seconds(tiny, config_path, out(f"p{p}-warm"), cluster.pipeline_args(parallelism=p))
-            stream_seconds(cluster, "tiny", *stiny, stream_config, out(f"p{p}-swarm"), p)
-        for i in range(REPEATS):
-            for p in (1, 2):
-                args = cluster.pipeline_args(parallelism=p)
+    cpu, batch_cpu = {}, {}
+    for p in (1, 2):
+        cluster = local_cluster.start(os.path.join(folder, f"cluster{p}"), os.path.join(ROOT, local_cluster.JVM_DIR),
+                                      parallelism=p, workers=True)
+        try:
+            stiny = produce_stream(cluster, "tiny", tiny_records)
+            sbig = produce_stream(cluster, "big", records, stream_repeat)
+            args = cluster.pipeline_args()
+            since = _log_size(cluster)
+            batch_seconds(tiny, config_path, out(f"p{p}-warm"), args)
+            stream_seconds(cluster, "tiny", *stiny, stream_config, out(f"p{p}-swarm"))
+            for i in range(REPEATS):
                 times_of[p, "tiny"].append(batch_seconds(tiny, config_path, out(f"p{p}-tiny{i}"), args))
-                times_of[p, "big"].append(batch_seconds(big, config_path, out(f"p{p}-big{i}"), args))
+                with CpuMeter(cluster.pids) as meter:
+                    times_of[p, "big"].append(batch_seconds(big, config_path, out(f"p{p}-big{i}"), args))
+                batch_cpu[p] = meter
                 times_of[p, "stiny"].append(stream_seconds(cluster, "tiny", *stiny, stream_config,
-                                                           out(f"p{p}-stiny{i}"), p))
-                before = cpu_seconds()
-                times_of[p, "sbig"].append(stream_seconds(cluster, "big", *sbig, stream_config,
-                                                          out(f"p{p}-sbig{i}"), p))
-                cpu[p] = cpu_by_part(before, cpu_seconds(), cluster.pids)
-    finally:
-        cluster.stop()
+                                                           out(f"p{p}-stiny{i}")))
+                with CpuMeter(cluster.pids) as meter:
+                    times_of[p, "sbig"].append(stream_seconds(cluster, "big", *sbig, stream_config,
+                                                              out(f"p{p}-sbig{i}")))
+                cpu[p] = meter
+            ran_at = task_parallelism(cluster, since)   # a task that cannot be spread (a source) runs at 1
+            if max(ran_at, default=0) != p:
+                raise RuntimeError(f"the jobs on a cluster of {p} slots ran tasks at parallelism {sorted(ran_at)}")
+        finally:
+            cluster.stop()
     med = {key: statistics.median(v) for key, v in times_of.items()}
     stream_n = sbig[1]
     rates = {p: (n / max(med[p, "big"] - med[p, "tiny"], 1e-9), stream_n / max(med[p, "sbig"] - med[p, "stiny"], 1e-9))
@@ -235,8 +301,18 @@ def run(tmp, full):
     for p in (1, 2):
         details[f"Flink parallelism {p}"] = (
             f"batch {med[p, 'big']:.1f} s ({med[p, 'tiny']:.1f} s on 2,000 reports); streaming "
-            f"{med[p, 'sbig']:.1f} s to the pane ({med[p, 'stiny']:.1f} s on 2,000 reports); CPU seconds of the "
-            f"last streaming job by part: {json.dumps(cpu.get(p, {}))}")
+            f"{med[p, 'sbig']:.1f} s to the pane ({med[p, 'stiny']:.1f} s on 2,000 reports)")
+    for p, meter in sorted(cpu.items()):
+        details[f"Flink parallelism {p}, streaming CPU"] = (
+            f"CPU seconds of the last streaming job by part: {json.dumps(meter.parts)}; {meter.cores:.2f} of "
+            f"the machine's {os.cpu_count()} cores in use on average"
+            + (f" (p2/p1 at most {os.cpu_count() / meter.cores:.2f}x here)" if p == 1 else ""))
+    for p, meter in sorted(batch_cpu.items()):
+        details[f"Flink parallelism {p}, batch CPU"] = (
+            f"CPU seconds of the last batch job by part: {json.dumps(meter.parts)}; {meter.cores:.2f} of the "
+            f"machine's {os.cpu_count()} cores in use on average over the job"
+            + (f" (so p2/p1 can be at most {os.cpu_count() / meter.cores:.2f}x here, even if spreading cost "
+               "nothing)" if p == 1 else ""))
     direct_rate = n / max(direct - direct_tiny, 1e-9)
     details["DirectRunner"] = f"{direct:.1f} s for the file ({direct_tiny:.1f} s on 2,000 reports)"
     details["scale-out input"] = (f"one Avro file of {n:,} reports (the blocks of {base:,} simulated ones, {times} times; "

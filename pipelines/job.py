@@ -22,6 +22,10 @@ class JobOptions:
     configs: dict
     streaming: bool = False
     clock: object = time.time
+    # the estimate kinds' per-row PCollections, filled in batch too: for sinks that take rows one
+    # by one (BigQuery) and for tests; the file sink writes from the pane files alone, so a job
+    # writing only files leaves them empty (a 128-bit collection publishes 8,256 rows a window)
+    row_outputs: bool = True
 
     def __post_init__(self):
         if not self.configs:
@@ -64,7 +68,7 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     kinds = ESTIMATE_KINDS + (PANES,)
     per_kind = {kind: [] for kind in kinds}
     for i, name in enumerate(names):
-        estimate = EstimateCollection(options.configs[name], options.streaming, options.clock)
+        estimate = EstimateCollection(options.configs[name], options.streaming, options.clock, options.row_outputs)
         outs = parts[i] | f"Estimate[{name}]" >> estimate
         for kind in kinds:
             per_kind[kind].append(outs[kind])

@@ -103,14 +103,14 @@ class Cluster:
     def savepoints(self) -> str:
         return os.path.join(self.run_dir, "savepoints")
 
-    def pipeline_args(self, checkpoint_ms: int | None = None, parallelism: int | None = None) -> list:
-        """The Beam options of a job on this cluster, at the cluster's parallelism or a lower
-        ``parallelism``. The Python side runs in the submitting process (LOOPBACK: its threads share
-        one interpreter), or, with a worker pool (``workers=True``), in one worker process per task
-        slot the job uses, as deployed (deploy/flink's worker pool)."""
-        p = self.parallelism if parallelism is None else parallelism
-        if not 1 <= p <= self.parallelism:
-            raise ValueError(f"parallelism must be in 1..{self.parallelism} (the cluster's slots), got parallelism={p!r}")
+    def pipeline_args(self, checkpoint_ms: int | None = None) -> list:
+        """The Beam options of a job on this cluster, at the cluster's parallelism (its slots). The
+        Python side runs in the submitting process (LOOPBACK: its threads share one interpreter), or,
+        with a worker pool (``workers=True``), in one worker process per task slot, as deployed
+        (deploy/flink's worker pool). A lower ``--parallelism`` is not offered: on the job server's
+        embedded Flink a batch job asking for 1 on a cluster of 2 slots ran every task at 2 (its
+        task names in the log), so a job at p runs on a cluster of p slots."""
+        p = self.parallelism
         args = ["--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}", f"--parallelism={p}"]
         if self.workers_port:
             args += ["--environment_type=EXTERNAL", f"--environment_config=localhost:{self.workers_port}",

@@ -233,7 +233,9 @@ def make_pipeline(argv=None, expansion_service=None):
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))
-    build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming))
+    # rows one by one only for BigQuery; the files are written from the pane files
+    build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming,
+                                             row_outputs=bool(args.bigquery_dataset)))
     return pipeline, args, configs
 
 

@@ -40,17 +40,20 @@ class PublishWindowFn(beam.DoFn):
     """``(collection, [(slice start, dims, accumulator), ...])`` of one window -> its rows, tagged by
     kind (:func:`~ldp_marginals.transforms.publication.engine.batch_window`), and for each kind with
     rows one :class:`PaneFile` (tag ``panes``): what its file holds, so that the file sink writes it
-    as it is instead of shuffling the rows one by one to regroup them."""
+    as it is instead of shuffling the rows one by one to regroup them. With ``row_outputs`` False the
+    rows go out only in their pane files (the kinds' outputs stay empty)."""
 
-    def __init__(self, config):
+    def __init__(self, config, row_outputs: bool = True):
         self.config = config
+        self.row_outputs = row_outputs
 
     def process(self, element, w=beam.DoFn.WindowParam):
         collection, slices = element
         window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         for kind, rows in batch_window(self.config, window_bounds_ms(w), list(slices)).items():
-            for row in rows:
-                yield beam.pvalue.TaggedOutput(kind, row)
+            if self.row_outputs:
+                for row in rows:
+                    yield beam.pvalue.TaggedOutput(kind, row)
             if rows:
                 count(FILES_PLANNED)   # the progress line's "of N" while the files are written
                 yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows))
@@ -64,17 +67,18 @@ class EstimateCollection(beam.PTransform):
     window and key (collection, public dimensions): rows of every kind. Returns a dict of PCollections
     by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
-    def __init__(self, config, streaming: bool = False, clock=time.time):
+    def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True):
         super().__init__()
         self.config = config
         self.streaming = streaming
         self.clock = clock
+        self.row_outputs = row_outputs
 
     def expand(self, partials):
         cfg = self.config
         if self.streaming:
             from ldp_marginals.transforms.panes import StreamingPanes
-            return partials | "Panes" >> StreamingPanes(cfg, self.clock)
+            return partials | "Panes" >> StreamingPanes(cfg, self.clock, self.row_outputs)
         # col : ((collection, dims), accumulator) per slice
         slices = (partials
                   | "Slices" >> beam.WindowInto(slice_window_fn(cfg.window))
@@ -87,5 +91,5 @@ class EstimateCollection(beam.PTransform):
             keyed = keyed | "Windows" >> beam.WindowInto(window_fn(cfg.window))
         outs = (keyed
                 | "GroupWindow" >> beam.GroupByKey()
-                | "Publish" >> beam.ParDo(PublishWindowFn(cfg)).with_outputs(*ESTIMATE_KINDS, PANES))
+                | "Publish" >> beam.ParDo(PublishWindowFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES))
         return {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}

@@ -58,9 +58,10 @@ class WindowPanesFn(beam.DoFn):
     EVENT = TimerSpec("event", TimeDomain.WATERMARK)
     EARLY = TimerSpec("early", TimeDomain.REAL_TIME)
 
-    def __init__(self, config, clock=time.time):
+    def __init__(self, config, clock=time.time, row_outputs: bool = True):
         self.config = config
         self.clock = clock   # processing time for early firings (tests pass the runner's test clock's origin)
+        self.row_outputs = row_outputs   # False: rows only in their pane files (the kinds' outputs stay empty)
 
     def setup(self):
         self._valid = Metrics.counter(NAMESPACE, VALID)
@@ -126,8 +127,9 @@ class WindowPanesFn(beam.DoFn):
         for batch in step.late:
             yield late_batch(batch)
         for pane in step.panes:
-            for row in pane.rows:
-                yield beam.pvalue.TaggedOutput(pane.kind, row)
+            if self.row_outputs:
+                for row in pane.rows:
+                    yield beam.pvalue.TaggedOutput(pane.kind, row)
             yield beam.pvalue.TaggedOutput(PANES, pane)
 
 
@@ -147,16 +149,17 @@ class StreamingPanes(beam.PTransform):
     """Timestamped partials of one collection -> ``{kind: rows}`` plus ``panes`` (pane files) and
     ``dead_letters`` (late batches)."""
 
-    def __init__(self, config, clock=time.time):
+    def __init__(self, config, clock=time.time, row_outputs: bool = True):
         super().__init__()
         self.config = config
         self.clock = clock
+        self.row_outputs = row_outputs
 
     def expand(self, partials):
         outs = (partials
                 # a string key: state needs a deterministic key coder on every runner
                 | "KeyByCollection" >> beam.Map(_key_with_slice).with_output_types(typing.Tuple[str, typing.Any])
-                | "WindowPanes" >> beam.ParDo(WindowPanesFn(self.config, self.clock)).with_outputs(
+                | "WindowPanes" >> beam.ParDo(WindowPanesFn(self.config, self.clock, self.row_outputs)).with_outputs(
                     *ESTIMATE_KINDS, PANES, TAG))
         result = {kind: outs[kind] for kind in ESTIMATE_KINDS}
         result[PANES] = outs[PANES]
