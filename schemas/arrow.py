@@ -15,10 +15,13 @@ map<string, V>            map<string, V>
 ========================  =====================================================
 
 Rows inside the project are the Avro rows (timestamps as int milliseconds, maps as dicts):
-:func:`to_table` takes them, :func:`to_rows` gives them back unchanged.
+:func:`to_table` takes them, :func:`to_rows` gives them back unchanged. Rows made in bulk (the
+marginals of a window: 8,256 at 128 bits) stay a table, :class:`TableRows`, read as those same
+dicts only by whoever iterates them; a writer takes the table whole.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import pyarrow as pa
@@ -88,3 +91,61 @@ def to_rows(table: pa.Table) -> list:
             columns[field.name] = column.to_pylist()
     names = list(columns)
     return [dict(zip(names, values)) for values in zip(*columns.values())] if names else []
+
+
+class TableRows(Sequence):
+    """Output rows of schema ``name`` held as an Arrow table of :func:`arrow_schema` ``(name)``: a
+    sequence of the Avro rows (dicts, made from the table when first read, equal to a list of the
+    same dicts), and ``table``, what writers take without a dict per row. Pickles as the table."""
+
+    def __init__(self, name: str, table: pa.Table):
+        if table.schema != arrow_schema(name):
+            raise ValueError(f"table must have arrow_schema({name!r}), got table.schema={table.schema!r}")
+        self.name, self.table, self._rows = name, table, None
+
+    @classmethod
+    def concat(cls, name: str, parts: list) -> "TableRows":
+        """One :class:`TableRows` of the rows of ``parts`` (each a :class:`TableRows` of ``name``)."""
+        return cls(name, pa.concat_tables([p.table for p in parts]) if parts else arrow_schema(name).empty_table())
+
+    def rows(self) -> list:
+        if self._rows is None:
+            self._rows = to_rows(self.table)
+        return self._rows
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, index):
+        return self.rows()[index]
+
+    def __iter__(self):
+        return iter(self.rows())
+
+    def __eq__(self, other):
+        if isinstance(other, (TableRows, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __radd__(self, other):
+        return list(other) + list(self)
+
+    def __repr__(self) -> str:
+        return f"TableRows({self.name!r}, {len(self)} rows)"
+
+    def __reduce__(self):
+        return TableRows, (self.name, self.table)
+
+
+def table_of(name: str, rows) -> pa.Table:
+    """Rows of schema ``name`` (a :class:`TableRows` or Avro row dicts) -> their Arrow table."""
+    if isinstance(rows, TableRows):
+        if rows.name != name:
+            raise ValueError(f"rows must be of schema {name!r}, got rows of {rows.name!r}")
+        return rows.table
+    return to_table(name, list(rows))

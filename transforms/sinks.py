@@ -24,7 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability import common_urns
 from apache_beam.transforms import trigger
 
-from ldp_marginals.schemas.arrow import to_table
+from ldp_marginals.schemas.arrow import table_of
 from ldp_marginals.schemas.avro_columns import write_container
 from ldp_marginals.schemas.outputs import (
     DEAD_LETTER_GROUP,
@@ -72,7 +72,7 @@ def write_file_set(output_dir: str, run_id: str | None, kind: str, group: str, w
     The rows are written column by column (an Arrow table, then Avro and Parquet from its columns,
     :mod:`ldp_marginals.schemas.avro_columns`), both files in the order of the rows' Avro encodings:
     the files' contents depend only on the rows, not on the order they came in."""
-    table = to_table(SCHEMA_OF[kind], list(rows))
+    table = table_of(SCHEMA_OF[kind], rows)
     avro, order = write_container(SCHEMA_OF[kind], table)
     entry = make_entry(kind, group, window, pane, table.num_rows)
     _write_atomic(output_dir, entry["files"]["avro"], avro)

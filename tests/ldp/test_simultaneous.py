@@ -45,7 +45,7 @@ def test_sidak_intervals_cover_the_whole_table_at_the_level():
 def test_simultaneous_marginals_cover_every_published_set_at_once():
     """``marginal_interval: simultaneous``: the job's marginal rows of a window hold together at the
     level (every published set's interval covers its true count), per-set intervals do not."""
-    from ldp_marginals.transforms.publication.rows import marginal_rows
+    from ldp_marginals.transforms.publication.rows import base_row, marginal_rows
     joint = parse_config(dict(SMALL_CONFIG, marginal_interval="simultaneous"))
     alone = parse_config(SMALL_CONFIG)
     rng = np.random.default_rng(21)
@@ -61,7 +61,7 @@ def test_simultaneous_marginals_cover_every_published_set_at_once():
         est = estimate_tmdh(CooccurrenceAccumulator(joint.family).add_bits(randomize_bits(truth, joint.channels, rng)),
                             joint.channels, exclusive_groups=joint.layout.exclusive_groups)
         for cfg in (joint, alone):
-            rows = marginal_rows(cfg, est, {})
+            rows = marginal_rows(cfg, est, dict(base_row(cfg.name, (0, 3_600_000), ()), n_reports=est.n))
             assert {r["interval"] for r in rows} == {cfg.marginal_interval}
             covered[cfg.marginal_interval].append(all(
                 r["ci_low"] <= exact[joint.family.index(tuple(r["columns"]))] <= r["ci_high"] for r in rows))

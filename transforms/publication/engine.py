@@ -29,9 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
+from ldp_marginals.schemas.arrow import TableRows
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.publication.release import releasable
-from ldp_marginals.transforms.publication.rows import base_row, held_row, window_rows
+from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks
 
 EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
 NEVER = -(1 << 62)                      # a watermark before every event
@@ -124,11 +125,17 @@ def publish(config, window: tuple, released: dict, pending: dict, *, linear: boo
         return aggregator.merge([aggregator.create(), *accs])
 
     out = {kind: [] for kind in ESTIMATE_KINDS}
+    tables = {}   # kinds made as tables (the marginals): a table per key, one per kind for the pane
     released = cap_states(config, released, merge)
     for dims, acc in released.items():
         if acc.n:
-            for kind, row in window_rows(config, dims, acc, window, linear=linear, final=final):
-                out[kind].append(row)
+            for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final):
+                if isinstance(rows, TableRows):
+                    tables.setdefault(kind, []).append(rows)
+                else:
+                    out[kind].extend(rows)
+    for kind, parts in tables.items():
+        out[kind] = TableRows.concat(parts[0].name, parts)
     if final:
         for dims, acc in cap_states(config, pending, merge).items():
             if acc.n:

@@ -17,14 +17,18 @@ as counts in ``[0, n]``), a conditional in [0, 1], a mean in ``[low, high]``.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
 from ldp_marginals.ldp.means import feature_mean
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
-from ldp_marginals.schemas.outputs import CONDITIONALS, EXTREMES, MARGINALS, MEANS, TABLES, WITHHELD
+from ldp_marginals.schemas.arrow import TableRows, arrow_schema
+from ldp_marginals.schemas.outputs import CONDITIONALS, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD
 from ldp_marginals.transforms.publication.release import client_rule
+
+MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
 
 # why a row of kind ``withheld`` exists (its ``cause``), and what it holds back (its ``statistic``)
 PRIVACY, PRECISION = "privacy", "precision"
@@ -53,10 +57,11 @@ def base_row(collection: str, window: tuple, dims: tuple) -> dict:
     return {"collection": collection, "window_start": window[0], "window_end": window[1], "dimensions": dict(dims)}
 
 
-def marginal_rows(config, est, base) -> list:
-    """One MarginalEstimate row per published set (``config.published_index``); with
-    ``marginal_interval: simultaneous`` the intervals hold for all of them together at the level
-    (Sidak)."""
+def marginal_rows(config, est, base) -> TableRows:
+    """One MarginalEstimate row per published set (``config.published_index``), as a table built
+    from the estimate's arrays (:class:`~ldp_marginals.schemas.arrow.TableRows`: no dict per row
+    unless read row by row); with ``marginal_interval: simultaneous`` the intervals hold for all of
+    them together at the level (Sidak)."""
     n = est.n
     if len(est.family) != len(config.family):
         raise ValueError(f"est must be of the config's {len(config.family)} counted sets, got {len(est.family)}")
@@ -65,32 +70,47 @@ def marginal_rows(config, est, base) -> list:
     if config.marginal_interval == "simultaneous" and index:
         level = sidak_level(level, len(index))
     low, high = est.intervals(level)
-    columns, names = _published_sets(config)
+    columns, labels = _published_sets(config)
     idx = np.asarray(index, dtype=np.int64)
     means, variances, low, high = (np.asarray(a, dtype=float)[idx] for a in (est.means, est.variances, low, high))
     f, f_low, f_high = means / n, low / n, high / n   # as _frequency_fields, on the columns
     out = ~((f >= 0.0) & (f <= 1.0))
-    shown = (np.minimum(np.maximum(a, 0.0), 1.0) for a in (f, f_low, f_high))
-    interval = config.marginal_interval
-    return [dict(base, columns=list(c), labels=list(lab), estimate=m, variance=v, ci_low=lo, ci_high=hi,
-                 interval=interval, frequency=fr, frequency_low=fl, frequency_high=fh, display_frequency=df,
-                 display_low=dl, display_high=dh, out_of_range=o)
-            for c, lab, m, v, lo, hi, fr, fl, fh, df, dl, dh, o in zip(
-                columns, names, means.tolist(), variances.tolist(), low.tolist(), high.tolist(), f.tolist(),
-                f_low.tolist(), f_high.tolist(), *(a.tolist() for a in shown), out.tolist())]
+    shown = [np.minimum(np.maximum(a, 0.0), 1.0) for a in (f, f_low, f_high)]
+    rows = len(idx)
+    schema = arrow_schema(MARGINAL_SCHEMA)
+    stamp = schema.field("window_start").type
+    dims = base.get("dimensions") or {}
+    keys = pa.array(list(dims) * rows, pa.string())
+    values = pa.array(list(dims.values()) * rows, pa.string())
+    arrays = {
+        "collection": pa.repeat(pa.scalar(base["collection"], pa.string()), rows),
+        "window_start": pa.repeat(pa.scalar(base["window_start"], pa.int64()), rows).cast(stamp),
+        "window_end": pa.repeat(pa.scalar(base["window_end"], pa.int64()), rows).cast(stamp),
+        "dimensions": pa.MapArray.from_arrays(pa.array(np.arange(rows + 1, dtype=np.int32) * len(dims)), keys, values),
+        "n_reports": pa.repeat(pa.scalar(int(base["n_reports"]), pa.int64()), rows),
+        "columns": columns, "labels": labels, "estimate": means, "frequency": f, "variance": variances,
+        "ci_low": low, "ci_high": high,
+        "interval": pa.repeat(pa.scalar(config.marginal_interval, pa.string()), rows),
+        "frequency_low": f_low, "frequency_high": f_high, "display_frequency": shown[0], "display_low": shown[1],
+        "display_high": shown[2], "out_of_range": out}
+    return TableRows(MARGINAL_SCHEMA, pa.Table.from_arrays(
+        [arrays[field.name] if isinstance(arrays[field.name], (pa.Array, pa.ChunkedArray))
+         else pa.array(arrays[field.name], field.type) for field in schema], schema=schema))
 
 
 _SETS: dict = {}
 
 
 def _published_sets(config) -> tuple:
-    """``(sets, their labels)`` of ``config.published_index``, made once per config (they are the
-    same in every window)."""
+    """``(sets, their labels)`` of ``config.published_index`` as Arrow list arrays, made once per
+    config (they are the same in every window)."""
     cached = _SETS.get(id(config))
     if cached is None or cached[0] is not config:
-        labels = config.layout.labels
+        schema = arrow_schema(MARGINAL_SCHEMA)
+        names = config.layout.labels
         sets = [config.family[i] for i in config.published_index]
-        cached = _SETS[id(config)] = (config, sets, [[labels[b] for b in s] for s in sets])
+        cached = _SETS[id(config)] = (config, pa.array([list(s) for s in sets], schema.field("columns").type),
+                                      pa.array([[names[b] for b in s] for s in sets], schema.field("labels").type))
     return cached[1], cached[2]
 
 
@@ -138,7 +158,14 @@ def held_row(config, base, held: int, anything_released: bool) -> dict:
 
 
 def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True):
-    """``(kind, row)`` of the estimates of one window and key from ``acc``, its released content
+    """``(kind, row)`` of the estimates of one window and key (:func:`window_blocks`, row by row)."""
+    for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final):
+        for row in rows:
+            yield kind, row
+
+
+def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True):
+    """``(kind, rows)`` of the estimates of one window and key from ``acc``, its released content
     (at least one report): marginals, tables, extremes over reports, conditionals and means
     (``linear``), and in the window's ``final`` pane the extremes over clients, or their withheld row
     (:func:`~ldp_marginals.transforms.publication.release.client_rule`). A pane that is ``final`` but
@@ -150,23 +177,21 @@ def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True,
     counted = dict(base, n_reports=acc.n)
     if linear:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
-        for row in marginal_rows(config, est, counted):
-            yield MARGINALS, row
-        for row in table_rows(config, est, counted):
-            yield TABLES, row
+        yield MARGINALS, marginal_rows(config, est, counted)
+        yield TABLES, table_rows(config, est, counted)
     if linear or (final and config.client_extremes):
-        for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums):
-            yield EXTREMES, extreme_row(base, ext, acc.n, total, var, config.level)
+        yield EXTREMES, [extreme_row(base, ext, acc.n, total, var, config.level)
+                         for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums)]
     if linear:
-        yield from conditional_rows(config, est, counted)
-        yield from mean_rows(config, est, counted)
+        for kind, row in (*conditional_rows(config, est, counted), *mean_rows(config, est, counted)):
+            yield kind, [row]
     if final and config.client_extremes:
         reason = client_rule(config, acc)
         if reason is not None:
-            yield WITHHELD, withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)
+            yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
             return
-        for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc)):
-            yield EXTREMES, extreme_row(base, ext, acc.n_clients, total, var, config.level)
+        yield EXTREMES, [extreme_row(base, ext, acc.n_clients, total, var, config.level)
+                         for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc))]
 
 
 def _not_shown(config, base, what: str, given: float, threshold: float, statistic: str) -> dict:
