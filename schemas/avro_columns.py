@@ -15,7 +15,12 @@ bytes. Encodings (the Avro 1.11 specification, "Binary Encoding"):
   a 0 that ends the blocks; an empty one is the 0 alone.
 
 The container: ``Obj\\x01``, a metadata map (``avro.schema``, ``avro.codec``) and a 16-byte sync
-marker, then blocks of (record count, byte size, records compressed with raw deflate, the marker).
+marker, then blocks of (record count, byte size, the records compressed, the marker). The codec is
+``snappy`` (the block's Snappy raw compression, then the CRC-32 of the uncompressed records, 4 bytes
+big-endian): on 8,256 marginal rows it compresses in 2 ms where deflate at level 1 took 14 ms (of a
+file set's ~49 ms), the file ~1.3x deflate's; it is the codec Spark writes Avro with by default, and
+BigQuery loads it (deflate and snappy, not zstandard); Python readers need ``cramjam`` (a dependency
+here; fastavro reads snappy with it). ``deflate`` and ``null`` remain for whoever asks.
 
 The rows are written in the order of their encodings' bytes: an order that depends only on the rows
 (a write repeated with the same rows in another order leaves the same file; the sync marker is a
@@ -28,14 +33,17 @@ import hashlib
 import json
 import zlib
 
+import cramjam
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from ldp_marginals.schemas import raw_schema
 
 MAGIC = b"Obj\x01"
 BLOCK_BYTES = 4 << 20   # records per container block: up to about this many bytes before compression
 DEFLATE_LEVEL = 1       # measured on 8,256 marginal rows: 3x faster than zlib's default 6, files 4% larger
+CODECS = ("snappy", "deflate", "null")
 
 _EMPTY = np.zeros(0, np.uint8)
 
@@ -67,12 +75,23 @@ def interleave(parts: list) -> tuple:
     lengths = np.stack([p[1] for p in parts], axis=1) if parts else np.zeros((rows, 0), np.int64)
     bases = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
     starts = np.stack([base + np.cumsum(p[1]) - p[1] for base, p in zip(bases, parts)], axis=1)
-    flat_lengths, flat_starts = lengths.ravel(), starts.ravel()
-    total = int(flat_lengths.sum())
-    dest = np.cumsum(flat_lengths) - flat_lengths
-    index = np.arange(total, dtype=np.int64) + np.repeat(flat_starts - dest, flat_lengths)
     source = np.concatenate([p[0] for p in parts]) if parts else _EMPTY
-    return _part(source[index], lengths.sum(axis=1))
+    flat_lengths = np.ascontiguousarray(lengths.ravel())
+    return _part(_gather(source, np.ascontiguousarray(starts.ravel()), flat_lengths,
+                         int(flat_lengths.sum())), lengths.sum(axis=1))
+
+
+@njit(cache=True, nogil=True)
+def _gather(source, starts, lengths, total):   # pragma: no cover - compiled
+    """The byte ranges ``(starts[j], lengths[j])`` of ``source``, one after another (a copy per range,
+    not an index per byte)."""
+    out = np.empty(total, np.uint8)
+    pos = 0
+    for j in range(len(starts)):
+        n = lengths[j]
+        out[pos:pos + n] = source[starts[j]:starts[j] + n]
+        pos += n
+    return out
 
 
 def _select(part: tuple, keep: np.ndarray) -> tuple:
@@ -176,15 +195,15 @@ def sorted_records(part: tuple) -> tuple:
 
 def interleave_rows(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple:
     """The rows at ``starts`` of ``buf`` (with their ``lengths``), one after another."""
-    dest = np.cumsum(lengths) - lengths
-    index = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - dest, lengths)
-    return _part(buf[index], lengths)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    return _part(_gather(np.ascontiguousarray(buf, dtype=np.uint8), np.ascontiguousarray(starts, dtype=np.int64),
+                         lengths, int(lengths.sum())), lengths)
 
 
-def container(name: str, part: tuple, codec: str = "deflate") -> bytes:
+def container(name: str, part: tuple, codec: str = "snappy") -> bytes:
     """Records (a part) -> an Avro object container file of the schema ``name``."""
-    if codec not in ("deflate", "null"):
-        raise ValueError(f"codec must be 'deflate' or 'null', got codec={codec!r}")
+    if codec not in CODECS:
+        raise ValueError(f"codec must be one of {CODECS}, got codec={codec!r}")
     buf, lengths = part
     sync = hashlib.blake2b(buf.tobytes(), digest_size=16).digest()
     schema = json.dumps(raw_schema(name), separators=(",", ":")).encode()
@@ -199,7 +218,9 @@ def container(name: str, part: tuple, codec: str = "deflate") -> bytes:
         end_row = max(start_row + 1, int(np.searchsorted(ends, start_byte + BLOCK_BYTES, side="right")))
         end_byte = int(ends[end_row - 1])
         data = buf[start_byte:end_byte].tobytes()
-        if codec == "deflate":
+        if codec == "snappy":
+            data = bytes(cramjam.snappy.compress_raw(data)) + (zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")
+        elif codec == "deflate":
             squeeze = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)
             data = squeeze.compress(data) + squeeze.flush()
         out += [_long(end_row - start_row), _long(len(data)), data, sync]
@@ -211,7 +232,7 @@ def _long(value: int) -> bytes:
     return varints([value])[0].tobytes()
 
 
-def write_container(name: str, table: pa.Table, codec: str = "deflate") -> tuple:
+def write_container(name: str, table: pa.Table, codec: str = "snappy") -> tuple:
     """``(Avro container bytes, row order)``: ``table``'s rows sorted by their encoding (module
     docstring), so that ``table.take(order)`` holds the same rows in the file's order."""
     part, order = sorted_records(records(name, table))

@@ -72,7 +72,7 @@ def test_each_record_is_fastavros_encoding_and_the_file_reads_back(kind, data):
         expected = io.BytesIO()
         fastavro.schemaless_writer(expected, parsed, row)
         assert buf[end - n:end].tobytes() == expected.getvalue()
-    for codec in ("deflate", "null"):
+    for codec in ("snappy", "deflate", "null"):
         data_bytes, order = write_container(name, table, codec)
         back = list(fastavro.reader(io.BytesIO(data_bytes), return_record_name=True))
         back = [{k: millis(v) if isinstance(v, dt.datetime) else v for k, v in r.items()} for r in back]
@@ -103,3 +103,45 @@ def test_a_null_where_the_schema_has_none_is_refused():
                                           "n_reports": 1, "min_reports": 1, "reason": "r", "cause": "privacy"}])
     with pytest.raises(ValueError, match="a field of Avro type 'string' holds nulls"):
         records("withheld_window", table)
+
+
+def test_snappy_blocks_end_with_the_crc_of_their_records(monkeypatch):
+    """The Avro specification's snappy codec: each block's data is the Snappy raw compression of its
+    records followed by the CRC-32 of the uncompressed records, 4 bytes big-endian (readers that
+    check it, such as Java's, refuse a block whose CRC differs). Several blocks of one file."""
+    import zlib
+
+    import cramjam
+
+    from ldp_marginals.schemas import avro_columns
+    from ldp_marginals.transforms.avro_container import _Stream, read_header
+
+    monkeypatch.setattr(avro_columns, "BLOCK_BYTES", 512)
+    rows = [{"collection": f"c{i}", "window_start": i, "window_end": i + 10, "dimensions": {"k": "v" * (i % 7)},
+             "n_reports": i, "min_reports": 5, "reason": "few", "cause": "privacy"} for i in range(200)]
+    data, _ = write_container("withheld_window", to_table("withheld_window", rows))
+    header = read_header(_Stream(io.BytesIO(data)))
+    assert header.codec == "snappy"
+    buf, pos, blocks, records_seen = memoryview(data), header.end, 0, 0
+    while pos < len(data):
+        count, pos = _long_at(buf, pos)
+        size, pos = _long_at(buf, pos)
+        block = bytes(buf[pos:pos + size])
+        raw = bytes(cramjam.snappy.decompress_raw(block[:-4]))
+        assert int.from_bytes(block[-4:], "big") == zlib.crc32(raw)
+        assert bytes(buf[pos + size:pos + size + 16]) == header.sync
+        pos += size + 16
+        blocks, records_seen = blocks + 1, records_seen + count
+    assert blocks > 1 and records_seen == len(rows)
+
+
+def _long_at(buf, pos):
+    """An Avro long (zigzag varint) at ``pos`` -> (value, position after it)."""
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
