@@ -93,15 +93,19 @@ def _asset(name: str) -> str:
     return resources.files("ldp_marginals.pipelines").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
 
 
-def render(static: dict | None, view_url: str | None = None, refresh_seconds: float = 5.0) -> str:
-    """The page: Plotly and the app inlined; a static page's views inlined (:func:`static_views`),
-    or a served page's views fetched from ``view_url`` per selection, looked for anew every
-    ``refresh_seconds``."""
+def render(static: dict | None, view_url: str | None = None, refresh_seconds: float = 5.0,
+           plotly_url: str | None = None) -> str:
+    """The page: the app inlined; a static page's views inlined (:func:`static_views`), or a served
+    page's views fetched from ``view_url`` per selection, looked for anew every ``refresh_seconds``.
+    Plotly is inlined, or with ``plotly_url`` (served) loaded from there once the page's first view
+    is drawn without it: Chromium takes ~1 s to parse Plotly's 4.8 MB, and the tables, numbers and
+    pickers need none of it (the charts follow)."""
     from plotly.offline import get_plotlyjs
-    boot = {"views": None, "bounded": None, **(static or {}), "viewUrl": view_url, "refreshSeconds": refresh_seconds}
+    boot = {"views": None, "bounded": None, **(static or {}), "viewUrl": view_url, "refreshSeconds": refresh_seconds,
+            "plotlyUrl": plotly_url}
     # every "<" as \\u003c (the same JSON): the data can neither close nor comment out its script element
     boot_json = json.dumps(_finite(boot), allow_nan=False).replace("<", "\\u003c")
-    parts = {"/*PLOTLY*/": get_plotlyjs(), "/*BOOT*/null": boot_json, "/*APP*/": _asset("app.js")}
+    parts = {"/*PLOTLY*/": "" if plotly_url else get_plotlyjs(), "/*BOOT*/null": boot_json, "/*APP*/": _asset("app.js")}
     page = _asset("page.html")
     out = []
     for marker, content in parts.items():  # split on the template's markers, so content is never rescanned
@@ -232,16 +236,21 @@ def exposure_warning(host: str) -> str | None:
 
 def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginals: list | None = None,
                 refresh_seconds: float = 5.0) -> http.server.ThreadingHTTPServer:
-    """A server of the page at ``/`` and of the view of a selection at ``/view.json?collection=..&
+    """A server of the page at ``/``, of Plotly at ``/plotly.js`` (the page loads it after its first
+    view is drawn) and of the view of a selection at ``/view.json?collection=..&
     dims=..&window=..&sets=..&span=..&versus=..`` (:func:`ldp_marginals.pipelines.dashboard_view.parse_selection`),
     gzipped when the client accepts it, with an ETag (304 when unchanged). It answers only requests
     whose Host header names the address it is bound to, closes connections idle for
     ``IDLE_SECONDS``, and lets clients hang up without a word in its log."""
     _check_dir(estimates_dir)
     check_marginals(estimates_dir, marginals)
-    page = render(None, view_url="view.json", refresh_seconds=refresh_seconds).encode("utf-8")
+    from plotly.offline import get_plotlyjs
+    page = render(None, view_url="view.json", refresh_seconds=refresh_seconds, plotly_url="plotly.js").encode("utf-8")
     page_gz = gzip.compress(page, compresslevel=9, mtime=0)
     page_tag = '"' + hashlib.sha1(page).hexdigest()[:20] + '"'
+    plotly = get_plotlyjs().encode("utf-8")
+    plotly_gz = gzip.compress(plotly, compresslevel=9, mtime=0)
+    plotly_tag = '"' + hashlib.sha1(plotly).hexdigest()[:20] + '"'
     views = _Views(estimates_dir)
     chosen = [list(m) for m in marginals] if marginals else None
     hosts = set()
@@ -257,6 +266,8 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
             path, _, query = self.path.partition("?")
             if path in ("/", "/index.html"):
                 self._send(page_tag, page_gz, "text/html; charset=utf-8")
+            elif path == "/plotly.js":   # the same bytes while the server runs: cached, not revalidated
+                self._send(plotly_tag, plotly_gz, "text/javascript; charset=utf-8", "max-age=86400")
             elif path == "/view.json":
                 try:
                     fields = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
@@ -285,7 +296,7 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
             self.end_headers()
             return True
 
-        def _send(self, tag: str, gz: bytes, kind: str):
+        def _send(self, tag: str, gz: bytes, kind: str, cache: str = "no-cache"):
             if self._fresh(tag):
                 return
             zipped = "gzip" in (self.headers.get("Accept-Encoding") or "")
@@ -297,7 +308,7 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
                 self.send_header("Content-Encoding", "gzip")
             self.send_header("Vary", "Accept-Encoding")
             self.send_header("ETag", tag)
-            self.send_header("Cache-Control", "no-cache")   # revalidate every time: the ETag makes it cheap
+            self.send_header("Cache-Control", cache)   # no-cache: revalidate every time, the ETag makes it cheap
             self.end_headers()
             self.wfile.write(body)
 

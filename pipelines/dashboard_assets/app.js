@@ -1,7 +1,10 @@
 // The dashboard: the view of the current selection (collection, key, window, the marginals charted
 // over time and the windows they span) -> Plotly charts. Served, each change of selection asks the
 // server for its view (viewUrl); a static page holds one view per collection and key (boot.views).
-// window.dashboardReady / dashboardRenders / dashboardQueries let tests wait for a render or a query.
+// window.dashboardReady / dashboardRenders / dashboardQueries let tests wait for a render or a query;
+// dashboardFirstRender is when the first view was drawn (ms since navigation), dashboardChartsAt when
+// its charts were: a served page loads Plotly (boot.plotlyUrl) only after that first view is on
+// screen, and charts drawn before Plotly is there wait for it (the latest per chart).
 (function () {
   "use strict";
   const boot = window.LDP_BOOT;
@@ -9,6 +12,40 @@
   window.dashboardReady = false;
   window.dashboardRenders = 0;
   window.dashboardQueries = 0;
+
+  const pending = new Map();   // chart id -> the latest Plotly.react arguments, until Plotly is loaded
+  let plotlyAsked = false;
+
+  function plot(id, traces, layout, options) {
+    if (window.Plotly) Plotly.react(id, traces, layout, options);
+    else pending.set(typeof id === "string" ? id : id.id, [id, traces, layout, options]);
+  }
+
+  function purge(chart) {
+    if (window.Plotly) Plotly.purge(chart);
+    else pending.delete(chart.id);
+  }
+
+  function chartsDrawn() {
+    if (window.dashboardChartsAt === undefined) window.dashboardChartsAt = performance.now();
+    window.dashboardReady = true;
+  }
+
+  function loadPlotly() {   // after the first view is painted: two frames, then the script
+    if (plotlyAsked) return;
+    plotlyAsked = true;
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      const script = document.createElement("script");
+      script.src = boot.plotlyUrl;
+      script.onload = () => {
+        pending.forEach((args) => Plotly.react(...args));
+        pending.clear();
+        chartsDrawn();
+      };
+      script.onerror = () => { $("problems").textContent = "the charts' library (" + boot.plotlyUrl + ") did not load"; };
+      document.head.appendChild(script);
+    }));
+  }
 
   const $ = (id) => document.getElementById(id);
   const iso = (ms) => new Date(ms).toISOString().replace(".000Z", "Z");
@@ -117,7 +154,7 @@
         hovertemplate: "%{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}] n=%{customdata[2]}<extra>" +
           name + "</extra>" });
     });
-    Plotly.react(chart, traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
+    plot(chart, traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
       yaxis: { title: { text: yTitle } }, annotations: traces.length ? [] : [{ text: emptyText, showarrow: false,
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
@@ -364,7 +401,7 @@
       colorscale: "RdBu", reversescale: true, meta: { role: "phi" },
       hovertemplate: "%{y} / %{x}: phi=%{z:.3f}<extra></extra>" }] : [];
     const size = entry && entry.labels.length > 24 ? 9 : 11;   // every bit labelled, smaller past 24
-    Plotly.react("chart-correlations", traces, layoutOf({
+    plot("chart-correlations", traces, layoutOf({
       xaxis: { dtick: 1, tickfont: { size } }, yaxis: { autorange: "reversed", dtick: 1, tickfont: { size } },
       annotations: traces.length ? [] : [{ text: "needs the 1- and 2-way marginals of a published window",
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
@@ -399,7 +436,7 @@
         fmt(frequencyLow(r), 4) + " – " + fmt(frequencyHigh(r), 4),
         intervalText(r.interval || "per_cell", level)]));
     });
-    Plotly.react("chart-tables", traces, layoutOf({ yaxis: { title: { text: "estimated frequency" } },
+    plot("chart-tables", traces, layoutOf({ yaxis: { title: { text: "estimated frequency" } },
       barmode: "group", showlegend: traces.length > 1,
       annotations: traces.length ? [] : [{ text: "no feature groups in this selection", showarrow: false,
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
@@ -422,7 +459,7 @@
         error_y: { type: "data", array: rows.map((r, i) => highShown(r) - y[i]),
           arrayminus: rows.map((r, i) => y[i] - lowShown(r)) } };
     });
-    Plotly.react("chart-extremes", traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
+    plot("chart-extremes", traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
       yaxis: { title: { text: "estimated reports (OR: union size)" } },
       annotations: traces.length ? [] : [{ text: "the job produced no OR/AND estimates for this selection",
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
@@ -451,7 +488,7 @@
     note.textContent = text || "";
     note.style.display = text ? "" : "none";
     chart.style.display = text ? "none" : "";
-    if (text) Plotly.purge(chart);
+    if (text) purge(chart);
     return Boolean(text);
   }
 
@@ -494,7 +531,7 @@
     ];
     const shapes = min === null ? [] : [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: min, y1: min,
       line: { dash: "dash", color: "#c0392b" } }];
-    Plotly.react("chart-reports", traces, layoutOf({ barmode: "overlay", shapes,
+    plot("chart-reports", traces, layoutOf({ barmode: "overlay", shapes,
       xaxis: { type: "category", categoryorder: "category ascending", title: { text: "window start (UTC)" } },
       yaxis: { title: { text: "reports per window" } },
       annotations: starts.length || held.length ? [] : [{ text: "no windows for this selection", showarrow: false,
@@ -529,8 +566,9 @@
     $("problems").textContent = (state.data.problems || []).join("\n");
     $("bounded").textContent = boot.bounded || "";
     window.dashboardRenders += 1;
-    if (!window.dashboardReady) window.dashboardFirstRender = performance.now();   // ms since navigation
-    window.dashboardReady = true;
+    if (window.dashboardFirstRender === undefined) window.dashboardFirstRender = performance.now();
+    if (window.Plotly) chartsDrawn();
+    else loadPlotly();
   }
 
   function listen() {
