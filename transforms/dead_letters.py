@@ -102,10 +102,11 @@ def row(reason: str, detail: str, source: str, reports: int = 1, meta: dict | No
             "output_row": None if output_row is None else schemas.to_json_line(output_row)}
 
 
-def dead_letter(reason: str, detail: str, source: str, meta: dict | None = None, output_row: dict | None = None):
+def dead_letter(reason: str, detail: str, source: str, meta: dict | None = None, output_row: dict | None = None,
+                reports: int = 1):
     """Count one dead letter of ``reason`` and return its row tagged for the ``dead_letters`` output."""
     count(counter_name(reason))
-    return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, meta=meta, output_row=output_row))
+    return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, reports, meta=meta, output_row=output_row))
 
 
 def late_batch(batch) -> beam.pvalue.TaggedOutput:
@@ -123,13 +124,14 @@ def late_batch(batch) -> beam.pvalue.TaggedOutput:
 
 def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
     """The dead letter of one damaged byte range of a file (an ``avro_container.Damage``), counting
-    the reports it held when its block's count was readable."""
+    the reports it held when its block's count was readable; its ``reports`` field says how many
+    (0 when the count is unreadable: the detail says so)."""
     lost = damage.records_lost
     if lost is None:
         count(LOST_UNKNOWN)
     else:
         count(LOST, lost)
-    return dead_letter("damaged_block", damage.detail(), f"{path}@{damage.start}")
+    return dead_letter("damaged_block", damage.detail(), f"{path}@{damage.start}", reports=lost or 0)
 
 
 def totals_by_reason(counters: dict) -> dict:

@@ -79,6 +79,7 @@ def test_every_case_is_accounted_for_exactly(runs):
         dead = [d for d in rows["dead_letters"] if case_of(d) == case.name]
         per_record = [d for d in dead if d["reason"] != "damaged_block"]
         lost = sum(lost_in(d) for d in dead if d["reason"] == "damaged_block")
+        assert all(d["reports"] == lost_in(d) for d in dead if d["reason"] == "damaged_block"), case.name
         reasons = {d["reason"] for d in dead}
         assert reasons == case.reasons if case.exact else case.reasons <= reasons, case.name
         if case.name == "header":  # nothing readable, and the loss is reported as of unknown size
