@@ -44,11 +44,13 @@ $(JVM)/%/.resolved: deploy/flink/jvm/%/pom.xml
 jvm: $(JVM_JOBS) $(JVM_KAFKA)
 
 # a Kafka broker on 127.0.0.1:9092 and the Flink job server on localhost:8099 (parallelism 2, with the
-# Kafka IO expansion service on localhost:8097); FLINK=session runs Flink as a JobManager and a
-# TaskManager of their own; cluster-down stops them by process id
+# Kafka IO expansion service on localhost:8097); FLINK=session runs Flink as a JobManager and
+# TASKMANAGERS TaskManagers of their own (the 2 slots shared among them; TASKMANAGERS=2: one slot and
+# one Python worker each, as deployed); cluster-down stops them by process id
 FLINK ?= local
+TASKMANAGERS ?= 1
 cluster-up: $(STAMP) jvm
-	$(PY) -m ldp_marginals.pipelines.local_cluster up --flink $(FLINK)
+	$(PY) -m ldp_marginals.pipelines.local_cluster up --flink $(FLINK) --taskmanagers $(TASKMANAGERS)
 
 cluster-down: $(STAMP)
 	$(PY) -m ldp_marginals.pipelines.local_cluster down

@@ -1,7 +1,7 @@
 """Goal 8 (issue 21): scale-out on Flink. The batch job on one large Avro file and the streaming job
-on a Kafka topic, each on the local Flink cluster (``pipelines.local_cluster``) at parallelism 1 and
-2, with the Python work in a pool of worker processes (one per slot, as deployed), beside the
-DirectRunner on the same file.
+on a Kafka topic, each on a local Flink session cluster (``pipelines.local_cluster``) of p
+TaskManagers of one slot each at parallelism p = 1 and 2, with the Python work in a pool of worker
+processes (one per TaskManager, as deployed), beside the DirectRunner on the same file.
 
 A batch rate is reports over (job time - the same job's time on a tiny input), so that the start-up
 of a job on Flink (translation, submission, worker start) is not counted as throughput. The target:
@@ -215,35 +215,50 @@ def stream_seconds(cluster, topic, window, n: int, config_path, out, timeout_s=9
             raise RuntimeError(f"the streaming job counted {counted:,} reports of {n:,}")
         return took
     finally:
-        try:
-            result.cancel()
-            result.wait_until_finish(duration=30_000)   # its workers gone before the next job
-        except Exception:  # noqa: BLE001 - a job that ended on its own
-            pass
+        if cluster.flink == "session":   # the job server cancels only its wait for a remote job
+            cluster.cancel_jobs()
+        else:
+            try:
+                result.cancel()
+                result.wait_until_finish(duration=30_000)   # its workers gone before the next job
+            except Exception:  # noqa: BLE001 - a job that ended on its own
+                pass
 
 
 TASK = re.compile(rb"\((\d+)/(\d+)\)#")
 
 
-def task_parallelism(cluster, since: int) -> set:
-    """The parallelism of the tasks the job server's log names after byte ``since`` (Flink names a
-    task ``<operator> (i/p)#attempt``): what the jobs ran at, whatever their options asked for."""
-    with open(os.path.join(cluster.run_dir, "job-server.log"), "rb") as fh:
-        fh.seek(since)
-        return {int(m.group(2)) for m in TASK.finditer(fh.read())}
+def _flink_logs(cluster) -> list:
+    """The logs that name the tasks Flink ran: the TaskManagers', or the job server's (its embedded Flink)."""
+    names = [f"{part}.log" for part in cluster.taskmanager_parts] if cluster.flink == "session" else ["job-server.log"]
+    return [os.path.join(cluster.run_dir, name) for name in names]
 
 
-def _log_size(cluster) -> int:
-    return os.path.getsize(os.path.join(cluster.run_dir, "job-server.log"))
+def task_parallelism(cluster, since: dict) -> set:
+    """The parallelism of the tasks Flink's logs name after their sizes ``since`` (Flink names a task
+    ``<operator> (i/p)#attempt``): what the jobs ran at, whatever their options asked for."""
+    ran = set()
+    for path in _flink_logs(cluster):
+        with open(path, "rb") as fh:
+            fh.seek(since.get(path, 0))
+            ran |= {int(m.group(2)) for m in TASK.finditer(fh.read())}
+    return ran
+
+
+def _log_sizes(cluster) -> dict:
+    return {path: os.path.getsize(path) for path in _flink_logs(cluster)}
 
 
 def run(tmp, full):
-    """At each parallelism p in (1, 2), a local cluster of p slots with a pool of worker processes
-    (one per slot, as deployed): Flink's job server runs a batch job at its configured default
-    parallelism whatever ``--parallelism`` asks (measured: a job asking for 1 ran every task as
-    (i/2) on a cluster of 2 slots, in one worker process on two threads), so a cluster of p slots is
-    the only way to run at p; the tasks' parallelism is read back from the job server's log and
-    checked. On each cluster a warm-up job first (a new worker process imports Beam and loads
+    """At each parallelism p in (1, 2), a local session cluster of p TaskManagers of one slot each,
+    with a pool of worker processes (one per TaskManager, as deployed). Flink's job server runs a
+    batch job at its configured default parallelism whatever ``--parallelism`` asks (measured: a job
+    asking for 1 ran every task as (i/2) on a cluster of 2 slots, in one worker process on two
+    threads), so a cluster of p slots is the only way to run at p; and a TaskManager of two slots
+    binds tasks to its two workers in the order they open, which put both reading tasks of a
+    streaming job on one worker in about half the runs (one core busy, the other idle), so each
+    TaskManager has one slot and one worker. The tasks' parallelism is read back from the
+    JobManager's log and checked. On each cluster a warm-up job first (a new worker process imports Beam and loads
     numba's cache: seconds of CPU counted against whichever job first uses it), then ``REPEATS``
     rounds, each volume measured net of the same job on 2,000 reports; medians."""
     base, times = 2_000_000, (100 if full else 50)   # 100M reports: a job start varies by +-1 s
@@ -269,12 +284,12 @@ def run(tmp, full):
     cpu, batch_cpu = {}, {}
     for p in (1, 2):
         cluster = local_cluster.start(os.path.join(folder, f"cluster{p}"), os.path.join(ROOT, local_cluster.JVM_DIR),
-                                      parallelism=p, workers=True)
+                                      parallelism=p, workers=True, flink="session", taskmanagers=p)
         try:
             stiny = produce_stream(cluster, "tiny", tiny_records)
             sbig = produce_stream(cluster, "big", records, stream_repeat)
             args = cluster.pipeline_args()
-            since = _log_size(cluster)
+            since = _log_sizes(cluster)
             batch_seconds(tiny, config_path, out(f"p{p}-warm"), args)
             stream_seconds(cluster, "tiny", *stiny, stream_config, out(f"p{p}-swarm"))
             for i in range(REPEATS):
@@ -290,7 +305,8 @@ def run(tmp, full):
                 cpu[p] = meter
             ran_at = task_parallelism(cluster, since)   # a task that cannot be spread (a source) runs at 1
             if max(ran_at, default=0) != p:
-                raise RuntimeError(f"the jobs on a cluster of {p} slots ran tasks at parallelism {sorted(ran_at)}")
+                raise RuntimeError(f"the jobs on a cluster of {p} slots ran tasks at parallelism {sorted(ran_at)} "
+                                   f"(from {_flink_logs(cluster)})")
         finally:
             cluster.stop()
     med = {key: statistics.median(v) for key, v in times_of.items()}
@@ -319,7 +335,7 @@ def run(tmp, full):
                                   f"{os.path.getsize(big) / 2 ** 20:.0f} MiB, {e2e.D} bits, k=2, {HOURS} hourly windows), read in 16 MiB splits; streaming: "
                                   f"{stream_n:,} reports ({len(records):,} of them, each container of 500 sent "
                                   f"{stream_repeat} times) on 2 Kafka partitions into one day-long window; the Python work in "
-                                  "p worker processes (Beam's worker pool, --sdk_worker_parallelism=p)")
+                                  "p worker processes (Beam's worker pool), one per TaskManager of one slot")
     goals = []
     for i, kind in enumerate(("batch", "streaming")):
         ratio = rates[2][i] / rates[1][i]

@@ -10,10 +10,17 @@ Two kinds of Flink (``flink=``):
   Quick (a job starts in ~3 s), but nothing survives the process, and Beam 2.62's job server applies
   ``--savepoint_path`` only with a remote master.
 - ``"session"``: a Flink session cluster of its own processes, a JobManager
-  (``StandaloneSessionClusterEntrypoint``) and a TaskManager (``TaskManagerRunner``), started from
-  the same Maven classpath as the job server, which submits to it over REST. A TaskManager can be
-  killed and another started (a crash the JobManager recovers from the last checkpoint), and a job
-  can be stopped with a savepoint and resubmitted from it. Jobs start in ~20 s (REST submission).
+  (``StandaloneSessionClusterEntrypoint``) and one or more TaskManagers (``TaskManagerRunner``,
+  ``taskmanagers=``, the slots shared among them), started from the same Maven classpath as the job
+  server, which submits to it over REST. A TaskManager can be killed and another started (a crash
+  the JobManager recovers from the last checkpoint), and a job can be stopped with a savepoint and
+  resubmitted from it. Jobs start in ~20 s (REST submission).
+
+With a pool of Python workers (``workers=True``) each TaskManager asks the pool for one worker per
+slot (``--sdk_worker_parallelism``) and binds each task's Python stage to one of them in the order
+the tasks open, which varies: with two slots on one TaskManager, both reading tasks of a streaming
+job sometimes landed on one worker (one core busy, the other idle for the whole job). One slot per
+TaskManager (``taskmanagers=parallelism``) gives every task a worker of its own.
 
 The JVM parts come from Maven (``make jvm``, poms in ``deploy/flink/jvm/``) into ``.jvm/``; this
 module only starts and stops them. ``make cluster-up`` / ``make cluster-down`` call
@@ -78,6 +85,8 @@ class Cluster:
     expansion_port: int
     parallelism: int
     flink: str = "local"
+    taskmanagers: int = 1        # the session cluster's (flink="session"), the slots shared among them
+    detached: bool = False       # outlives the process that started it (`make cluster-up`), else ends with it
     rest_port: int = 0           # the session cluster's REST port (flink="session")
     workers_port: int = 0        # the Python SDK worker pool's port (workers=True), else LOOPBACK
     jvm_dir: str = JVM_DIR
@@ -103,18 +112,28 @@ class Cluster:
     def savepoints(self) -> str:
         return os.path.join(self.run_dir, "savepoints")
 
+    @property
+    def slots(self) -> int:
+        """Task slots per TaskManager."""
+        return self.parallelism // self.taskmanagers
+
+    @property
+    def taskmanager_parts(self) -> list:
+        """The TaskManagers' names in :attr:`pids`: ``taskmanager``, ``taskmanager2``, ..."""
+        return ["taskmanager" + (str(i + 1) if i else "") for i in range(self.taskmanagers)]
+
     def pipeline_args(self, checkpoint_ms: int | None = None) -> list:
         """The Beam options of a job on this cluster, at the cluster's parallelism (its slots). The
         Python side runs in the submitting process (LOOPBACK: its threads share one interpreter), or,
-        with a worker pool (``workers=True``), in one worker process per task slot, as deployed
-        (deploy/flink's worker pool). A lower ``--parallelism`` is not offered: on the job server's
-        embedded Flink a batch job asking for 1 on a cluster of 2 slots ran every task at 2 (its
-        task names in the log), so a job at p runs on a cluster of p slots."""
+        with a worker pool (``workers=True``), in one worker process per task slot of each
+        TaskManager, as deployed (deploy/flink's worker pool). A lower ``--parallelism`` is not
+        offered: on the job server's embedded Flink a batch job asking for 1 on a cluster of 2 slots
+        ran every task at 2 (its task names in the log), so a job at p runs on a cluster of p slots."""
         p = self.parallelism
         args = ["--runner=PortableRunner", f"--job_endpoint={self.job_endpoint}", f"--parallelism={p}"]
         if self.workers_port:
             args += ["--environment_type=EXTERNAL", f"--environment_config=localhost:{self.workers_port}",
-                     f"--sdk_worker_parallelism={p}"]
+                     f"--sdk_worker_parallelism={self.slots}"]
         else:
             args.append("--environment_type=LOOPBACK")
         if checkpoint_ms:
@@ -177,16 +196,16 @@ class Cluster:
             time.sleep(0.5)
         raise ClusterError(f"the savepoint of job {job_id} did not complete within {timeout_s:.0f} s")
 
-    def start_taskmanager(self) -> None:
-        """Start a TaskManager (after :meth:`kill` of the last one) and wait until it has registered."""
-        if self.flink != "session" or "taskmanager" in self.pids:
-            raise ValueError("start_taskmanager needs a session cluster whose TaskManager is stopped, got "
-                             f"flink={self.flink!r}, parts={sorted(self.pids)}")
-        _start_taskmanager(self)
+    def start_taskmanager(self, part: str = "taskmanager") -> None:
+        """Start TaskManager ``part`` again (after :meth:`kill`) and wait until it has registered."""
+        if self.flink != "session" or part not in self.taskmanager_parts or part in self.pids:
+            raise ValueError(f"start_taskmanager needs a stopped TaskManager of a session cluster, got "
+                             f"flink={self.flink!r}, part={part!r}, parts={sorted(self.pids)}")
+        _start_taskmanager(self, part)
 
     def stop(self) -> None:
         """Stop every part this cluster started, by process id (TERM, then KILL after 15 s)."""
-        for part in ("workers", "expansion", "job_server", "taskmanager", "jobmanager", "kafka"):
+        for part in ("workers", "expansion", "job_server", *self.taskmanager_parts, "jobmanager", "kafka"):
             pid = self.pids.pop(part, None)
             if pid is not None:
                 _terminate(pid)
@@ -295,10 +314,23 @@ def _java() -> str:
     return java
 
 
-def _spawn(cmd: list, log: str, env: dict | None = None) -> subprocess.Popen:
+PR_SET_PDEATHSIG = 1   # linux/prctl.h
+
+
+def _end_with_parent() -> None:
+    """In the child before it runs: Linux sends it SIGTERM when the process that started it ends,
+    however that ends (a test run or bench killed with SIGKILL leaves no JVM behind). Elsewhere a
+    no-op: there :meth:`Cluster.stop` is the only way."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _spawn(cmd: list, log: str, cluster: Cluster, env: dict | None = None) -> subprocess.Popen:
     with open(log, "ab") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
+                                start_new_session=True, env=env,
+                                preexec_fn=None if cluster.detached else _end_with_parent)
     _CHILDREN[proc.pid] = proc
     return proc
 
@@ -332,15 +364,20 @@ def _start_kafka(cluster: Cluster) -> None:
     if fmt.returncode != 0:
         lines = [line for line in (fmt.stderr + fmt.stdout).splitlines() if line.strip() and not line[:1].isspace()]
         raise ClusterError(f"formatting Kafka's log directory failed: {lines[-1] if lines else fmt.returncode}")
-    proc = _spawn([_java(), "-Xmx512m", "-cp", cp, BROKER_MAIN, props], log)
+    proc = _spawn([_java(), "-Xmx512m", "-cp", cp, BROKER_MAIN, props], log, cluster)
     cluster.pids["kafka"] = proc.pid
     _wait_port(cluster.kafka_port, proc, "the Kafka broker", log)
 
 
 def uuid_for_kafka() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what random-uuid prints)."""
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what random-uuid prints),
+    never starting with ``-`` (Kafka's own ids avoid it too: the storage tool would read such an id as
+    an option and refuse to format, as happened here once: 1 start in 64 on average)."""
     import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _flink_conf(cluster: Cluster) -> str:
@@ -352,7 +389,7 @@ def _flink_conf(cluster: Cluster) -> str:
     conf = os.path.join(cluster.run_dir, "flink-conf")
     os.makedirs(conf, exist_ok=True)
     settings = {
-        "parallelism.default": cluster.parallelism, "taskmanager.numberOfTaskSlots": cluster.parallelism,
+        "parallelism.default": cluster.parallelism, "taskmanager.numberOfTaskSlots": cluster.slots,
         "state.backend.type": "hashmap", "state.checkpoints.dir": f"file://{cluster.checkpoints}",
         "state.savepoints.dir": f"file://{cluster.savepoints}",
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
@@ -386,18 +423,18 @@ def _start_jobmanager(cluster: Cluster) -> None:
     lib = lib_dir(cluster.jvm_dir, "job-server")
     log = os.path.join(cluster.run_dir, "jobmanager.log")
     proc = _spawn(_flink_jvm(lib, "768m") + [JOBMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir,
-                                                                                         "flink-conf")], log)
+                                                                                         "flink-conf")], log, cluster)
     cluster.pids["jobmanager"] = proc.pid
     _wait_port(cluster.rest_port, proc, "the Flink JobManager", log)
 
 
-def _start_taskmanager(cluster: Cluster, timeout: float = 120.0) -> None:
+def _start_taskmanager(cluster: Cluster, part: str = "taskmanager", timeout: float = 120.0) -> None:
     lib = lib_dir(cluster.jvm_dir, "job-server")
-    log = os.path.join(cluster.run_dir, "taskmanager.log")
+    log = os.path.join(cluster.run_dir, f"{part}.log")
     before = {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]}
     proc = _spawn(_flink_jvm(lib, "1g") + [TASKMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir,
-                                                                                       "flink-conf")], log)
-    cluster.pids["taskmanager"] = proc.pid
+                                                                                       "flink-conf")], log, cluster)
+    cluster.pids[part] = proc.pid
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -413,12 +450,13 @@ def _start_job_server(cluster: Cluster) -> None:
     conf = _flink_conf(cluster)
     if cluster.flink == "session":
         _start_jobmanager(cluster)
-        _start_taskmanager(cluster)
+        for part in cluster.taskmanager_parts:
+            _start_taskmanager(cluster, part)
     master = f"localhost:{cluster.rest_port}" if cluster.flink == "session" else "[local]"
     log = os.path.join(cluster.run_dir, "job-server.log")
     proc = _spawn(_flink_jvm(lib, "3g") + [JOB_SERVER_MAIN, f"--flink-master={master}", f"--flink-conf-dir={conf}",
                    f"--job-port={cluster.job_port}", "--artifact-port=0", "--expansion-port=-1",
-                   f"--artifacts-dir={os.path.join(cluster.run_dir, 'artifacts')}"], log)
+                   f"--artifacts-dir={os.path.join(cluster.run_dir, 'artifacts')}"], log, cluster)
     cluster.pids["job_server"] = proc.pid
     _wait_port(cluster.job_port, proc, "the Flink job server", log)
 
@@ -428,7 +466,7 @@ def _start_expansion(cluster: Cluster) -> None:
     log = os.path.join(cluster.run_dir, "expansion.log")
     proc = _spawn([_java(), "-Xmx1g", *JAVA_OPENS, *JAVA_LOGGING, "-cp", os.path.join(lib, "*"), EXPANSION_MAIN,
                    str(cluster.expansion_port), "--defaultEnvironmentType=EMBEDDED",
-                   "--experiments=use_deprecated_read"], log)
+                   "--experiments=use_deprecated_read"], log, cluster)
     cluster.pids["expansion"] = proc.pid
     _wait_port(cluster.expansion_port, proc, "the Kafka IO expansion service", log)
 
@@ -440,27 +478,33 @@ def _start_workers(cluster: Cluster) -> None:
     log = os.path.join(cluster.run_dir, "workers.log")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     proc = _spawn([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                   f"--service_port={cluster.workers_port}"], log, env=env)
+                   f"--service_port={cluster.workers_port}"], log, cluster, env=env)
     cluster.pids["workers"] = proc.pid
     _wait_port(cluster.workers_port, proc, "the Python worker pool", log)
 
 
 def start(run_dir: str, jvm_dir: str = JVM_DIR, kafka_port: int | None = None, job_port: int | None = None,
           expansion_port: int | None = None, parallelism: int = 2, kafka: bool = True,
-          flink: str = "local", workers: bool = False) -> Cluster:
+          flink: str = "local", workers: bool = False, taskmanagers: int = 1,
+          detached: bool = False) -> Cluster:
     """Start the broker (unless ``kafka`` is False), Flink (``flink``: ``"local"`` inside the job
-    server, or a ``"session"`` cluster of its own processes), the job server, the expansion service
-    and, with ``workers``, a pool of Python worker processes; wait until each answers; ports default
-    to free ones. On any failure what was started is stopped."""
+    server, or a ``"session"`` cluster of its own processes: a JobManager and ``taskmanagers``
+    TaskManagers sharing the ``parallelism`` slots), the job server, the expansion service and, with
+    ``workers``, a pool of Python worker processes; wait until each answers; ports default to free
+    ones. On any failure what was started is stopped. The parts end with the calling process (on
+    Linux, even if it is killed) unless ``detached``: then only :meth:`Cluster.stop` ends them."""
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got parallelism={parallelism}")
     if flink not in FLINK_KINDS:
         raise ValueError(f"flink must be one of {FLINK_KINDS}, got flink={flink!r}")
+    if taskmanagers < 1 or parallelism % taskmanagers or (taskmanagers > 1 and flink != "session"):
+        raise ValueError(f"taskmanagers must be >= 1 and divide parallelism={parallelism}, and more than one "
+                         f"needs flink='session', got taskmanagers={taskmanagers}, flink={flink!r}")
     os.makedirs(run_dir, exist_ok=True)
     cluster = Cluster(os.path.abspath(run_dir), kafka_port or free_port(), job_port or free_port(),
-                      expansion_port or free_port(), parallelism, flink,
-                      free_port() if flink == "session" else 0, free_port() if workers else 0,
-                      os.path.abspath(jvm_dir))
+                      expansion_port or free_port(), parallelism, flink, taskmanagers=taskmanagers,
+                      detached=detached, rest_port=free_port() if flink == "session" else 0,
+                      workers_port=free_port() if workers else 0, jvm_dir=os.path.abspath(jvm_dir))
     for port, name in ((cluster.kafka_port, "Kafka"), (cluster.job_port, "the job server"),
                        (cluster.expansion_port, "the expansion service")):
         if _port_open(port):
@@ -499,10 +543,14 @@ def main(argv=None) -> int:
                         help="local: Flink inside the job server (quick); session: a JobManager and a "
                              "TaskManager of their own (REST on a free port; survives a TaskManager crash, "
                              "takes savepoints)")
+    parser.add_argument("--taskmanagers", type=int, default=1,
+                        help="session: the TaskManagers, sharing the slots (one slot each: --taskmanagers "
+                             "equal to --parallelism)")
     args = parser.parse_args(argv)
     try:
         if args.action == "up":
-            c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism, flink=args.flink)
+            c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism, flink=args.flink,
+                      taskmanagers=args.taskmanagers, detached=True)
             flink = f"; Flink's REST API on {c.rest}" if c.flink == "session" else ""
             print(f"Kafka on {c.bootstrap}, Flink job server on {c.job_endpoint} (parallelism {c.parallelism}), "
                   f"Kafka IO expansion service on {c.expansion_service}{flink}; logs under {c.run_dir}")

@@ -6,8 +6,9 @@ the fix in one line.
 ``cluster`` is shared by the session; ``own_cluster`` belongs to one module, for streaming tests: a
 cancelled streaming job's in-process SDK worker threads end only when the job server goes, with a
 gRPC error that pytest pins on whichever test is running then, so that module stops its own.
-``session_cluster`` is a module's own Flink session cluster (a JobManager and a TaskManager of their
-own processes): the crash and upgrade tests kill its TaskManager and take savepoints."""
+``session_cluster`` is a module's own Flink session cluster as deployed (deploy/flink): a JobManager
+and two TaskManagers of one slot each, of their own processes, the Python work in a pool of worker
+processes (one per TaskManager); the crash and upgrade tests kill a TaskManager and take savepoints."""
 import os
 
 import pytest
@@ -17,10 +18,9 @@ from ldp_marginals.pipelines import local_cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _started(tmp_path_factory, name, flink="local"):
+def _started(tmp_path_factory, name, **kw):
     try:
-        c = local_cluster.start(str(tmp_path_factory.mktemp(name)), os.path.join(ROOT, local_cluster.JVM_DIR),
-                                flink=flink)
+        c = local_cluster.start(str(tmp_path_factory.mktemp(name)), os.path.join(ROOT, local_cluster.JVM_DIR), **kw)
     except local_cluster.ClusterError as err:
         pytest.fail(str(err))
     return c
@@ -42,6 +42,6 @@ def own_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def session_cluster(tmp_path_factory):
-    c = _started(tmp_path_factory, "session_cluster", flink="session")
+    c = _started(tmp_path_factory, "session_cluster", flink="session", taskmanagers=2, workers=True)
     yield c
     c.stop()

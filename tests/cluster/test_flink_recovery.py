@@ -1,7 +1,8 @@
-"""Recovery on a Flink session cluster (a JobManager and a TaskManager of their own processes).
+"""Recovery on a Flink session cluster as deployed (a JobManager and two TaskManagers of one slot
+each, of their own processes, and a pool of Python workers, one per TaskManager).
 
-A crash: with checkpoints every second, the TaskManager (the process that runs the job's
-operators and holds its state) is killed mid-stream, right after the first window's on-time pane was
+A crash: with checkpoints every second, a TaskManager (a process that runs half the job's operators
+and holds their state) is killed mid-stream, right after the first window's on-time pane was
 written and before the last reports were sent; a new TaskManager starts and the JobManager restarts
 the job from its last complete checkpoint (the Kafka offsets and the panes step's state with it).
 When every window has closed, the outputs equal the batch path's on every report sent: no report

@@ -1,0 +1,101 @@
+"""The local cluster's layout and lifetime, without starting Flink or Kafka: the TaskManagers and
+slots a session cluster is given, the worker options a job gets, and that the parts end with the
+process that started them (unless detached)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ldp_marginals.pipelines import local_cluster
+
+
+def _cluster(tmp_path, **kw) -> local_cluster.Cluster:
+    kw = {"parallelism": 2, "flink": "session", "workers_port": 5, **kw}
+    return local_cluster.Cluster(str(tmp_path), 1, 2, 3, **kw)
+
+
+def test_one_slot_per_taskmanager_gives_each_task_a_worker_of_its_own(tmp_path):
+    c = _cluster(tmp_path, taskmanagers=2)
+    assert c.slots == 1
+    assert c.taskmanager_parts == ["taskmanager", "taskmanager2"]
+    args = c.pipeline_args()
+    assert "--parallelism=2" in args and "--sdk_worker_parallelism=1" in args
+    with open(os.path.join(local_cluster._flink_conf(c), "flink-conf.yaml")) as fh:
+        conf = dict(line.rstrip("\n").split(": ", 1) for line in fh)
+    assert conf["taskmanager.numberOfTaskSlots"] == "1" and conf["parallelism.default"] == "2"
+
+
+def test_one_taskmanager_holds_every_slot_by_default(tmp_path):
+    c = _cluster(tmp_path)
+    assert (c.slots, c.taskmanager_parts) == (2, ["taskmanager"])
+    assert "--sdk_worker_parallelism=2" in c.pipeline_args()
+
+
+@pytest.mark.parametrize("kw", [dict(parallelism=3, taskmanagers=2, flink="session"),
+                                dict(parallelism=2, taskmanagers=0, flink="session"),
+                                dict(parallelism=2, taskmanagers=2, flink="local")])
+def test_a_layout_that_cannot_be_built_is_refused_before_anything_starts(tmp_path, kw):
+    with pytest.raises(ValueError, match=f"taskmanagers={kw['taskmanagers']}"):
+        local_cluster.start(str(tmp_path / "run"), str(tmp_path / "jvm"), **kw)
+    assert not (tmp_path / "run").exists() or not os.listdir(tmp_path / "run")
+
+
+def test_a_taskmanager_is_restarted_by_its_own_name(tmp_path):
+    c = _cluster(tmp_path, taskmanagers=2, pids={"taskmanager": 1, "taskmanager2": 2})
+    with pytest.raises(ValueError, match="part='taskmanager3'"):
+        c.start_taskmanager("taskmanager3")
+    with pytest.raises(ValueError, match="part='taskmanager2'"):   # still running
+        c.start_taskmanager("taskmanager2")
+
+
+PARENT = """
+import sys, time
+from ldp_marginals.pipelines import local_cluster as lc
+c = lc.Cluster(sys.argv[1], 1, 2, 3, 1, detached=sys.argv[2] == "detached")
+p = lc._spawn([sys.executable, "-c", "import time; time.sleep(120)"], sys.argv[1] + "/child.log", c)
+print(p.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:   # a zombie has ended
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _child_of_killed_parent(tmp_path, mode: str) -> tuple:
+    with subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), mode], stdout=subprocess.PIPE,
+                          text=True) as parent:
+        child = int(parent.stdout.readline())
+        parent.kill()   # SIGKILL: no cleanup runs in the parent
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return child, _alive(child)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_the_parts_end_with_a_killed_parent_unless_detached(tmp_path):
+    _, alive = _child_of_killed_parent(tmp_path, "tied")
+    assert not alive
+    child, alive = _child_of_killed_parent(tmp_path, "detached")
+    try:
+        assert alive   # `make cluster-up` exits at once; its cluster stays up until cluster-down
+    finally:
+        os.kill(child, signal.SIGKILL)
+
+
+def test_a_kafka_cluster_id_never_reads_as_an_option(monkeypatch):
+    ids = iter([b"\xfb" + bytes(15), bytes(16)])   # the first encodes to "-wAA...", the second to "AAAA..."
+    monkeypatch.setattr(local_cluster.uuid, "uuid4", lambda: type("U", (), {"bytes": next(ids)})())
+    assert local_cluster.uuid_for_kafka() == "A" * 22
