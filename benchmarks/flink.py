@@ -32,7 +32,7 @@ from benchmarks import e2e
 from ldp_marginals import schemas
 from ldp_marginals.pipelines import local_cluster
 from ldp_marginals.pipelines.read import read_rows
-from ldp_marginals.pipelines.run import make_pipeline, prepare_outputs, run as run_job
+from ldp_marginals.pipelines.run import run as run_job
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, MARGINALS, WITHHELD, entry_path, file_stem
@@ -200,11 +200,9 @@ def stream_seconds(cluster, topic, window, n: int, config_path, out, timeout_s=9
             "--kafka-consumer-config", "auto.offset.reset=earliest", "--kafka-expansion-service",
             cluster.expansion_service, "--allowed-lateness-seconds", "0", "--output", out
             ] + cluster.pipeline_args()
+    from tests.cluster.streams import running_job   # submits; cancels on leaving (a session job over REST)
     start = time.perf_counter()
-    pipeline, args, configs = make_pipeline(argv)
-    prepare_outputs(args, configs)
-    result = pipeline.run()
-    try:
+    with running_job(argv, cluster):
         while not _pane_out(out, window):
             if time.perf_counter() - start > timeout_s:
                 raise TimeoutError(f"the streaming job wrote no pane in {timeout_s:.0f} s")
@@ -214,15 +212,6 @@ def stream_seconds(cluster, topic, window, n: int, config_path, out, timeout_s=9
         if counted != n:
             raise RuntimeError(f"the streaming job counted {counted:,} reports of {n:,}")
         return took
-    finally:
-        if cluster.flink == "session":   # the job server cancels only its wait for a remote job
-            cluster.cancel_jobs()
-        else:
-            try:
-                result.cancel()
-                result.wait_until_finish(duration=30_000)   # its workers gone before the next job
-            except Exception:  # noqa: BLE001 - a job that ended on its own
-                pass
 
 
 TASK = re.compile(rb"\((\d+)/(\d+)\)#")
@@ -258,9 +247,10 @@ def run(tmp, full):
     binds tasks to its two workers in the order they open, which put both reading tasks of a
     streaming job on one worker in about half the runs (one core busy, the other idle), so each
     TaskManager has one slot and one worker. The tasks' parallelism is read back from the
-    JobManager's log and checked. On each cluster a warm-up job first (a new worker process imports Beam and loads
-    numba's cache: seconds of CPU counted against whichever job first uses it), then ``REPEATS``
-    rounds, each volume measured net of the same job on 2,000 reports; medians."""
+    TaskManagers' logs and checked. On each cluster a warm-up job first (a new worker process
+    imports Beam and loads numba's cache: seconds of CPU counted against whichever job first uses
+    it), then ``REPEATS`` rounds, each volume measured net of the same job on 2,000 reports;
+    medians."""
     base, times = 2_000_000, (100 if full else 50)   # 100M reports: a job start varies by +-1 s
     n = base * times
     cfg = parse_config(CONFIG)
