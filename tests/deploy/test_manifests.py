@@ -7,6 +7,7 @@ from importlib.metadata import version
 import apache_beam as beam
 from apache_beam.options.pipeline_options import FlinkRunnerOptions
 
+from ldp_marginals.pipelines import local_cluster
 from tests.deploy.commands import DEPLOY, ROOT, dockerfile, readme_commands, submit_job_args, yaml_documents
 
 BEAM = beam.__version__
@@ -87,6 +88,8 @@ def test_flink_deployment_has_the_sidecar_checkpoints_and_savepoints():
     assert flink in FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS
     assert "job" not in spec  # a session cluster: the job comes from submit-job.yaml
     conf = spec["flinkConfiguration"]
+    # the TaskManagers' JIT compiler as the local cluster's (the tests and the bench ran with it)
+    assert conf["env.java.opts.taskmanager"].split() == local_cluster.TASKMANAGER_JIT
     for key in ("execution.checkpointing.interval", "state.checkpoints.dir", "state.savepoints.dir",
                 "execution.checkpointing.externalized-checkpoint-retention", "state.backend.type"):
         assert conf[key], key
