@@ -418,9 +418,9 @@ def _flink_conf(cluster: Cluster) -> str:
     return conf
 
 
-def _flink_jvm(lib: str, heap: str) -> list:
+def _flink_jvm(lib: str, heap: str, *jvm_opts: str) -> list:
     jamm = [os.path.join(lib, n) for n in os.listdir(lib) if n.startswith("jamm-")]
-    return [_java(), f"-Xmx{heap}", *(f"-javaagent:{j}" for j in jamm), *JAVA_OPENS, *JAVA_LOGGING,
+    return [_java(), *jvm_opts, f"-Xmx{heap}", *(f"-javaagent:{j}" for j in jamm), *JAVA_OPENS, *JAVA_LOGGING,
             "-cp", os.path.join(lib, "*")]
 
 
@@ -437,9 +437,9 @@ def _start_taskmanager(cluster: Cluster, part: str = "taskmanager", timeout: flo
     lib = lib_dir(cluster.jvm_dir, "job-server")
     log = os.path.join(cluster.run_dir, f"{part}.log")
     before = {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]}
-    java, *opts = _flink_jvm(lib, "1g")
-    proc = _spawn([java, *TASKMANAGER_JIT, *opts, TASKMANAGER_MAIN, "--configDir",
-                   os.path.join(cluster.run_dir, "flink-conf")], log, cluster)
+    proc = _spawn(_flink_jvm(lib, "1g", *TASKMANAGER_JIT) + [TASKMANAGER_MAIN, "--configDir",
+                                                            os.path.join(cluster.run_dir, "flink-conf")],
+                  log, cluster)
     cluster.pids[part] = proc.pid
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

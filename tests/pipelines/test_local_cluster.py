@@ -51,6 +51,32 @@ def test_a_taskmanager_is_restarted_by_its_own_name(tmp_path):
         c.start_taskmanager("taskmanager2")
 
 
+def test_a_taskmanager_runs_with_the_quick_jit_compiler_alone(tmp_path, monkeypatch):
+    lib = tmp_path / "jvm" / "job-server" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "flink.jar").write_bytes(b"")
+    c = _cluster(tmp_path, taskmanagers=1, jvm_dir=str(tmp_path / "jvm"))
+    started = []
+
+    class Proc:
+        pid = 7
+
+        def poll(self):
+            return None
+
+    def spawn(cmd, log, cluster, env=None):
+        started.append(cmd)
+        return Proc()
+
+    monkeypatch.setattr(local_cluster, "_spawn", spawn)
+    monkeypatch.setattr(local_cluster.Cluster, "rest_call",   # registered once spawned
+                        lambda self, path: {"taskmanagers": [{"id": "tm"}] if started else []})
+    local_cluster._start_taskmanager(c)
+    (cmd,) = started
+    assert set(local_cluster.TASKMANAGER_JIT) <= set(cmd[:cmd.index(local_cluster.TASKMANAGER_MAIN)])
+    assert c.pids["taskmanager"] == 7
+
+
 PARENT = """
 import sys, time
 from ldp_marginals.pipelines import local_cluster as lc
