@@ -14,7 +14,9 @@ MIN_DEMO_REPORTS = 20_000
 
 
 def _simulate(args):
-    from ldp_marginals.pipelines.simulate import parse_dimension, simulate_population, write_population
+    from ldp_marginals.pipelines.simulate import (
+        parse_change, parse_dimension, parse_prevalence, simulate_population, write_population,
+    )
     from ldp_marginals.schemas.config import load_configs
     configs = load_configs(args.config)
     if len(configs) != 1:
@@ -23,10 +25,22 @@ def _simulate(args):
     dims = [parse_dimension(d) for d in args.dimension or []]
     if len({name for name, _ in dims}) != len(dims):
         raise ValueError(f"--dimension names each dimension once, got {[name for name, _ in dims]}")
+    prevalences = dict(parse_prevalence(p) for p in args.prevalence or [])
+    if (args.change_at is not None or args.change_where) and not args.change:
+        raise ValueError("--change-at and --change-where need --change FEATURE=SHARE")
+    change = None
+    if args.change:
+        if args.change_at is None:
+            raise ValueError(f"--change {args.change} needs --change-at (ms since epoch)")
+        change = parse_change(args.change, args.change_at, args.change_where)
     pop = simulate_population(cfg, args.reports, seed=args.seed, start_ms=args.start_ms,
                               span_seconds=args.span_seconds, reports_per_client=args.reports_per_client,
-                              dimensions=dims, diurnal=args.diurnal)
-    truth = write_population(cfg, pop, args.out)
+                              dimensions=dims, diurnal=args.diurnal, prevalences=prevalences, change=change)
+    scenario = {"prevalences": prevalences} if prevalences else {}
+    if change:
+        scenario["change"] = {"feature": change.feature, "prevalence": change.prevalence, "at_ms": change.at_ms,
+                              "where": dict([change.where]) if change.where else {}}
+    truth = write_population(cfg, pop, args.out, scenario=scenario)
     print(f"wrote {args.reports:,} reports of {cfg.name!r} to {args.out} and the true counts, means and extremes "
           f"per window and key to {truth}")
 
@@ -55,6 +69,14 @@ def build_parser() -> tuple:
     sim.add_argument("--dimension", action="append", default=None, metavar="NAME=VALUE:WEIGHT,...",
                      help="a declared dimension and its values' shares, e.g. region=eu:0.6,us:0.4 (repeatable: "
                           "each report draws a value of each)")
+    sim.add_argument("--prevalence", action="append", default=None, metavar="FEATURE=SHARE|FEATURE=VALUE:SHARE,...",
+                     help="fix a boolean's share of true reports (dark_mode=0.3) or a categorical's shares "
+                          "(os=mac:0.5,win:0.3,linux:0.2); repeatable")
+    sim.add_argument("--change", default=None, metavar="FEATURE=SHARE",
+                     help="a boolean's new share from --change-at on (in the reports of --change-where only)")
+    sim.add_argument("--change-at", type=int, default=None, metavar="MS", help="when the change starts (ms since epoch)")
+    sim.add_argument("--change-where", default=None, metavar="DIMENSION=VALUE",
+                     help="the dimension value whose reports change (needs --dimension of that dimension)")
     sim.add_argument("--diurnal", action="store_true",
                      help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00")
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP",

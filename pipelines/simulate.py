@@ -52,6 +52,91 @@ def parse_dimension(text: str) -> tuple:
     return name, values
 
 
+def parse_prevalence(text: str) -> tuple:
+    """``dark_mode=0.3`` (a boolean: the share of reports with it true) or ``os=mac:0.5,win:0.3,linux:0.2``
+    (a categorical: each value's share) -> ``(feature, value)``, value a float or ``{value: share}``."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise ValueError(f"--prevalence must be FEATURE=SHARE or FEATURE=VALUE:SHARE,..., got --prevalence={text!r}")
+    if ":" not in rest:
+        return name, _share(name, rest)
+    shares = {}
+    for item in rest.split(","):
+        value, _, share = item.partition(":")
+        if not value or value in shares:
+            raise ValueError(f"--prevalence {name}: each value once with a share, got {item!r}")
+        shares[value] = _share(name, share)
+    return name, shares
+
+
+def _share(name: str, text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"--prevalence {name}: a share must be a number in (0, 1), got {text!r}") from None
+    if not 0 < v < 1:
+        raise ValueError(f"--prevalence {name}: a share must be in (0, 1), got {text!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class Change:
+    """From ``at_ms`` on, the boolean ``feature`` is true in a ``prevalence`` share of the reports
+    whose dimension ``where`` (``(name, value)``, or None: every report) matches."""
+    feature: str
+    prevalence: float
+    at_ms: int
+    where: tuple | None = None
+
+
+def parse_change(text: str, at_ms: int, where: str | None = None) -> Change:
+    """``--change dark_mode=0.6 --change-at MS [--change-where region=eu]``."""
+    name, prevalence = parse_prevalence(text)
+    if isinstance(prevalence, dict):
+        raise ValueError(f"--change takes a boolean feature and its new share, got --change={text!r}")
+    dim = None
+    if where is not None:
+        key, sep, value = where.partition("=")
+        if not sep or not key or not value:
+            raise ValueError(f"--change-where must be DIMENSION=VALUE, got --change-where={where!r}")
+        dim = (key, value)
+    return Change(name, prevalence, int(at_ms), dim)
+
+
+def _threshold_for(score: np.ndarray, share: float) -> float:
+    return float(np.quantile(score, 1 - share)) if score.size else 0.0
+
+
+def _offsets_for(scores: np.ndarray, offsets: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Per-value offsets that give each value its share of the argmax (fixed-point steps on the log ratio)."""
+    off = offsets.copy()
+    for _ in range(200):
+        got = np.bincount((scores + off).argmax(axis=1), minlength=off.size) / max(len(scores), 1)
+        if np.max(np.abs(got - shares)) < 2e-3:
+            break
+        off += 0.5 * (np.log(shares) - np.log(np.maximum(got, 1e-6)))
+    return off
+
+
+def _check_scenario(config, prevalences: dict, change: Change | None) -> None:
+    known = {f.name: f for f in config.layout.features}
+    asked = list(prevalences.items()) + ([(change.feature, change.prevalence)] if change else [])
+    for i, (name, share) in enumerate(asked):
+        f = known.get(name)
+        if f is None:
+            raise ValueError(f"{name}: the config has no feature {name!r} (features: {sorted(known)})")
+        is_change = change is not None and i == len(asked) - 1
+        if f.kind == "boolean" and isinstance(share, dict):
+            raise ValueError(f"--prevalence {name}: a boolean takes one share, got {share!r}")
+        if f.kind == "categorical" and not is_change:
+            if not (isinstance(share, dict) and set(share) == set(f.values) and abs(sum(share.values()) - 1) < 1e-9):
+                raise ValueError(f"--prevalence {name}: give every value of {list(f.values)} a share, summing to 1, "
+                                 f"got {share!r}")
+        elif f.kind != "boolean":
+            raise ValueError(f"{'--change' if is_change else '--prevalence'} {name}: takes "
+                             f"{'a boolean' if is_change else 'a boolean or categorical'} feature, got a {f.kind} one")
+
+
 def diurnal_times(rng, n: int, start_ms: int, span_ms: int) -> np.ndarray:
     """``n`` event times over ``[start_ms, start_ms + span_ms)`` whose rate follows the day (UTC):
     ``1 + 0.8 sin(2 pi (hour - 8) / 24)``, lowest around 02:00, highest around 14:00 (about 9x)."""
@@ -66,11 +151,20 @@ def diurnal_times(rng, n: int, start_ms: int, span_ms: int) -> np.ndarray:
 
 def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = DEFAULT_START_MS,
                         span_seconds: float | None = None, reports_per_client: int = 1,
-                        dimensions: list | None = None, diurnal: bool = False) -> Population:
+                        dimensions: list | None = None, diurnal: bool = False, prevalences: dict | None = None,
+                        change: Change | None = None) -> Population:
     """``n_reports`` reports of ``config``'s layout, event times uniform over ``span_seconds``
     (default: four windows, or one day for the global window) from ``start_ms``, or following the
     day (``diurnal``, :func:`diurnal_times`); ``dimensions``: ``[(name, [(value, weight), ...])]``,
-    each report's value of each drawn with those weights (:func:`parse_dimension`)."""
+    each report's value of each drawn with those weights (:func:`parse_dimension`).
+
+    ``prevalences`` (:func:`parse_prevalence`) fixes a boolean's share of true reports or a
+    categorical's shares (the latent factor still correlates the features); ``change`` moves one
+    boolean to a new share from a time on, in the reports of one dimension value (its reports are
+    re-randomized by a generator of their own, so every other report is the same as without it).
+    Without either, a seed makes the same draws as before they existed."""
+    prevalences = dict(prevalences or {})
+    _check_scenario(config, prevalences, change)
     if n_reports < 0:
         raise ValueError(f"n_reports must be >= 0, got n_reports={n_reports}")
     if reports_per_client < 1:
@@ -78,12 +172,14 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
     rng = np.random.default_rng(seed)
     layout = config.layout
     common = rng.standard_normal(n_reports)
-    columns, values = [], {}
+    columns, values, scores_of = [], {}, {}
     for f in layout.features:
         load = rng.uniform(0.3, 1.2)
         if f.kind == "boolean":
             score = load * common + rng.standard_normal(n_reports)
-            threshold = np.quantile(score, 1 - rng.uniform(0.1, 0.6)) if n_reports else 0.0
+            drawn_share = rng.uniform(0.1, 0.6)          # drawn even when fixed, so the stream stays the same
+            threshold = _threshold_for(score, prevalences.get(f.name, drawn_share))
+            scores_of[f.name] = score
             columns.append((score > threshold).astype(np.uint8)[:, None])
         elif f.kind == "numeric":
             score = load * common + rng.standard_normal(n_reports) + rng.uniform(-1, 1)
@@ -94,8 +190,10 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
             k = len(f.values)
             offsets = rng.normal(0, 0.8, k)
             loads = rng.normal(0, load, k)
-            scores = common[:, None] * loads + offsets + rng.standard_normal((n_reports, k))
-            columns.append(np.eye(k, dtype=np.uint8)[scores.argmax(axis=1)])
+            scores = common[:, None] * loads + rng.standard_normal((n_reports, k))
+            if f.name in prevalences and n_reports:
+                offsets = _offsets_for(scores, offsets, np.array([prevalences[f.name][v] for v in f.values]))
+            columns.append(np.eye(k, dtype=np.uint8)[(scores + offsets).argmax(axis=1)])
     true_bits = np.concatenate(columns, axis=1) if n_reports else np.zeros((0, layout.n_bits), np.uint8)
     noisy = ClientRandomizer(layout, config.channels, rng).randomize_many(true_bits)
     if span_seconds is None:
@@ -120,6 +218,20 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
             names = np.array([v for v, _ in weighted], dtype=object)
             w = np.array([x for _, x in weighted], dtype=float)
             dims[name] = names[rng.choice(len(names), size=n_reports, p=w / w.sum())]
+    if change is not None:
+        hit = event_ms >= change.at_ms
+        if change.where is not None:
+            key, value = change.where
+            if not dims or key not in dims:
+                raise ValueError(f"--change-where {key}={value}: pass --dimension {key}=... to draw that dimension")
+            hit &= dims[key] == value
+        rows = np.flatnonzero(hit)
+        if rows.size:
+            bit = layout.bit_index(change.feature)
+            score = scores_of[change.feature][rows]
+            true_bits[rows, bit] = (score > _threshold_for(score, change.prevalence)).astype(np.uint8)
+            again = ClientRandomizer(layout, config.channels, np.random.default_rng([seed, 40]))
+            noisy[rows] = again.randomize_many(true_bits[rows])
     return Population(true_bits, noisy, event_ms.astype(np.int64), clients, values, dims)
 
 
@@ -187,10 +299,14 @@ def true_counts(config, pop: Population, dimensions: dict | None = None) -> list
 
 
 def write_population(config, pop: Population, out_path: str, dimensions: dict | None = None,
-                     truth_path: str | None = None) -> str:
-    """Reports to ``out_path`` (Avro), true counts to ``truth_path`` (default ``<out>.truth.json``)."""
+                     truth_path: str | None = None, scenario: dict | None = None) -> str:
+    """Reports to ``out_path`` (Avro), true counts to ``truth_path`` (default ``<out>.truth.json``),
+    with the ``scenario`` that set them (prevalences, a change) when given."""
     schemas.write_avro(out_path, "noisy_report", report_records(config, pop, dimensions))
     truth_path = truth_path or out_path + ".truth.json"
+    doc = {"windows": true_counts(config, pop, dimensions)}
+    if scenario:
+        doc["scenario"] = scenario
     with open(truth_path, "w") as fh:
-        json.dump({"windows": true_counts(config, pop, dimensions)}, fh)
+        json.dump(doc, fh)
     return truth_path
