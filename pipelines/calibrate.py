@@ -42,27 +42,36 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def from_config(args) -> list:
     """Per collection of ``--config``: what the job computes from its channels (the same functions:
-    :func:`ldp_marginals.schemas.config.parse_config`) and, when it promises sufficient DP or
-    ``--epsilon`` is given, the smallest crowd of reports per published window that keeps it."""
+    :func:`ldp_marginals.schemas.config.parse_config`), whether its promise is kept and, when it is
+    not, what to change; and the smallest crowd of reports per published window that sufficient DP
+    needs, at the promise's epsilon or at ``--epsilon``. A promise the config does not keep is
+    reported here, not refused (the job refuses it)."""
     from ldp_marginals.ldp.privacy import local_dp_epsilon
-    from ldp_marginals.schemas.config import load_configs, sufficient_flip, sufficient_crowd
+    from ldp_marginals.schemas.config import load_configs, sufficient_crowd, sufficient_flip
     for name in ("bits", "population", "flip"):
         if getattr(args, name) is not None:
             raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")
     out = []
-    for cfg in load_configs(args.config).values():
+    for cfg in load_configs(args.config, check_promise=False).values():
         promise = cfg.privacy.describe() if cfg.privacy else None
-        epsilon = args.epsilon if args.epsilon is not None else (cfg.privacy.epsilon if cfg.privacy else None)
-        eta = cfg.privacy.eta if cfg.privacy and cfg.privacy.model == "sufficient" and args.epsilon is None else args.eta
+        local = float(local_dp_epsilon(cfg.layout, cfg.channels))
         flip = sufficient_flip(cfg.channels)
         row = {"collection": cfg.name, "bits": cfg.layout.n_bits, "features": len(cfg.layout.features),
                "channels": [{"label": label, "p": float(c.p), "q": float(c.q)}
                             for label, c in zip(cfg.layout.labels, cfg.channels.channels)],
-               "local_epsilon": float(local_dp_epsilon(cfg.layout, cfg.channels)), "symmetric_flip": flip,
-               "promise": promise, "min_reports": cfg.min_reports, "epsilon": epsilon, "eta": eta,
-               "sufficient_crowd": None}
-        if epsilon is not None and flip > 0:
-            row["sufficient_crowd"] = sufficient_crowd(cfg.layout, flip, epsilon, eta)
+               "local_epsilon": local, "symmetric_flip": flip, "promise": promise, "promise_kept": None,
+               "raise_min_reports_to": None, "min_reports": cfg.min_reports,
+               "epsilon": None, "eta": None, "sufficient_crowd": None}
+        if promise and promise["model"] == "local":
+            row["promise_kept"] = promise["epsilon"] is None or local <= promise["epsilon"] + 1e-12
+        elif promise:
+            row["promise_kept"] = cfg.min_reports >= promise["smallest_crowd"]
+            if not row["promise_kept"]:
+                row["raise_min_reports_to"] = promise["smallest_crowd"]
+            row.update(epsilon=promise["epsilon"], eta=promise["eta"], sufficient_crowd=promise["smallest_crowd"])
+        if args.epsilon is not None and flip > 0:   # the crowd at --epsilon, whatever the promise
+            row.update(epsilon=args.epsilon, eta=args.eta,
+                       sufficient_crowd=sufficient_crowd(cfg.layout, flip, args.epsilon, args.eta))
         out.append(row)
     return out
 
@@ -140,6 +149,10 @@ def _flip_rows(out: dict) -> list:
     ]
 
 
+def _reports(n: int) -> str:
+    return f"{n:,} report" + ("" if n == 1 else "s")
+
+
 def render_config(rows: list) -> str:
     lines = []
     for r in rows:
@@ -149,16 +162,28 @@ def render_config(rows: list) -> str:
         lines += [f"collection {r['collection']}: {chans}",
                   f"  local epsilon of a whole report   {r['local_epsilon']:.4g}",
                   f"  symmetric flip the bits are held to (sufficient DP)   {r['symmetric_flip']:.4f}"]
-        if r["sufficient_crowd"] is not None:
-            ok = "kept" if r["min_reports"] >= r["sufficient_crowd"] else "NOT kept: raise min_reports"
-            lines.append(f"  sufficient DP at epsilon={r['epsilon']:g}, eta={r['eta']:g}: at least "
-                         f"{r['sufficient_crowd']:,} reports per published window (min_reports={r['min_reports']:,}: "
-                         f"{ok})")
-        elif r["promise"] and r["promise"]["model"] == "local":
-            lines.append("  promise: local DP" + (f" at epsilon {r['promise']['epsilon']:g}" if r["promise"]["epsilon"]
-                                                  else "") + " (every report alone; no crowd needed)")
+        p = r["promise"]
+        if p is None:
+            lines.append("  promise: none stated" + ("" if r["sufficient_crowd"] is not None
+                                                     else " (give --epsilon E for the crowd sufficient DP needs)"))
+        elif p["model"] == "local":
+            at = f" at epsilon {p['epsilon']:g}" if p["epsilon"] is not None else ""
+            lines.append(f"  promise: local DP{at}: " + (
+                f"kept (a whole report's epsilon is {r['local_epsilon']:.4g}; each report alone, no crowd needed)"
+                if r["promise_kept"] else
+                f"NOT kept: a whole report's epsilon is {r['local_epsilon']:.4g}; add noise to the channels or "
+                "promise sufficient DP"))
         else:
-            lines.append("  no sufficient-DP promise: give --epsilon E for the crowd it needs")
+            crowd = p["smallest_crowd"]
+            lines.append(f"  promise: sufficient DP at epsilon={p['epsilon']:g}, eta={p['eta']:g}: at least "
+                         f"{_reports(crowd)} per published window; min_reports={r['min_reports']:,}: " + (
+                             "kept" if r["promise_kept"] else f"NOT kept: raise min_reports to {crowd:,}"))
+        if r["sufficient_crowd"] is not None and (p is None or p["model"] != "sufficient"
+                                                  or r["epsilon"] != p["epsilon"] or r["eta"] != p["eta"]):
+            crowd = r["sufficient_crowd"]
+            enough = "enough" if r["min_reports"] >= crowd else f"raise min_reports to {crowd:,} for it"
+            lines.append(f"  sufficient DP at --epsilon {r['epsilon']:g}, eta={r['eta']:g}: at least "
+                         f"{_reports(crowd)} per published window (min_reports={r['min_reports']:,}: {enough})")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import sys
 import time
 from dataclasses import replace
 
@@ -40,7 +41,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="collection config (JSON or YAML, local or gs://...); repeat for several collections")
     _option(parser, "--input", help="glob of Avro report files (batch)")
     _option(parser, "--output", required=True,
-            help="output directory (local path or gs://...): windowed Avro and JSON-lines files")
+            help="output directory (local path or gs://...): windowed Avro and Parquet files, manifest and summary")
     _option(parser, "--streaming", action="store_true", help="streaming mode (with --subscription or --kafka-topic)")
     _option(parser, "--subscription", help="Pub/Sub subscription of Avro-encoded reports: projects/P/subscriptions/S")
     _option(parser, "--pubsub-timestamp-attribute",
@@ -208,8 +209,8 @@ def make_pipeline(argv=None, expansion_service=None):
     ``args.run_id`` the run's id (:func:`prepare_outputs` before running it).
     ``expansion_service`` replaces Kafka's Java expansion service (tests)."""
     parser = run_parser()
+    check_not_misspelled(parser, sys.argv[1:] if argv is None else argv)   # before a required option is missed
     args, beam_args = parser.parse_known_args(argv)
-    check_not_misspelled(parser, beam_args)
     configs = load_all_configs(args.config, args.window, args.allowed_lateness_seconds)
     if args.input and "://" not in args.input and not os.path.dirname(args.input):
         # Beam's local file system matches a bare glob (rep_*.avro) against nothing: name the folder
@@ -249,14 +250,16 @@ def run_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_not_misspelled(parser: argparse.ArgumentParser, beam_args) -> None:
-    """A flag left for Beam that Beam does not know and that is a near miss of one of ours is a typo:
-    refuse it rather than pass it on (Beam ignores options it does not know)."""
+def check_not_misspelled(parser: argparse.ArgumentParser, argv) -> None:
+    """A flag that is neither ours (nor argparse's abbreviation of one) nor Beam's and that is a near
+    miss of one of ours is a typo: refuse it rather than pass it on (Beam ignores options it does not
+    know), and before argparse says that the option it meant is missing."""
     ours = sorted({o for action in parser._actions for o in action.option_strings if o.startswith("--")})
     beam_known = set(PipelineOptions([]).get_all_options(retain_unknown_options=False))
-    for arg in beam_args:
+    for arg in argv:
         flag = arg.split("=", 1)[0]
-        if not flag.startswith("--") or flag[2:].replace("-", "_") in beam_known:
+        if (not flag.startswith("--") or any(o.startswith(flag) for o in ours)
+                or flag[2:].replace("-", "_") in beam_known):
             continue
         close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.75)
         if close:

@@ -59,7 +59,7 @@ from ldp_marginals.ldp._checks import check_int, check_level, check_positive, ch
 from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
-from ldp_marginals.ldp.encoding import Feature, Layout
+from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
@@ -257,7 +257,9 @@ def sufficient_crowd(layout: Layout, flip: float, epsilon: float, eta: float) ->
     return _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, len(layout.features))
 
 
-def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int) -> Privacy | None:
+def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check: bool = True) -> Privacy | None:
+    """The promise of ``spec``; with ``check`` (the job) a promise the channels or ``min_reports`` do
+    not keep is an error, without it (``calibrate``, which says what to change) it is returned."""
     if spec is None:
         return None
     _mapping(spec, "privacy", ("model", "epsilon", "eta"))
@@ -271,7 +273,7 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int) -> Pr
     if model == "local":
         if "eta" in spec:
             raise ValueError(f"privacy.eta is only for model 'sufficient', got eta={spec['eta']!r}")
-        if epsilon is not None and local > epsilon + 1e-12:
+        if check and epsilon is not None and local > epsilon + 1e-12:
             raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channels give a whole "
                              f"report epsilon={local:.4g}; add noise or promise 'sufficient'")
         return Privacy("local", epsilon)
@@ -282,7 +284,7 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int) -> Pr
     if not flip > 0:
         raise ValueError("privacy model 'sufficient' needs noise on every bit, but a bit has p=0 or q=1")
     crowd = sufficient_crowd(layout, flip, epsilon, eta)
-    if min_reports < crowd:
+    if check and min_reports < crowd:
         raise ValueError(f"min_reports={min_reports} is below the {crowd:,} reports the privacy promise needs "
                          f"(sufficient DP at epsilon={epsilon:g}, eta={eta:g}, with these channels: "
                          f"P[R > e^epsilon] <= eta needs at least {crowd:,} reports per published window); "
@@ -465,8 +467,10 @@ def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups
             "lower max_order or count fewer sets")
 
 
-def parse_config(spec: dict) -> CollectionConfig:
-    """Validate one collection's config mapping; ``ValueError`` naming the field otherwise."""
+def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
+    """Validate one collection's config mapping; ``ValueError`` naming the field otherwise.
+    ``check_promise=False`` accepts a privacy promise that the channels or ``min_reports`` do not
+    keep (for ``calibrate``, which reports what to change); the job always checks it."""
     _mapping(spec, "config", _CONFIG_KEYS)
     name = _require(spec, "collection", "config")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
@@ -476,6 +480,8 @@ def parse_config(spec: dict) -> CollectionConfig:
     for i, f in enumerate(_list(_require(spec, "features", "config"), "features")):
         where = f"features[{i}]"
         kind = _require(_mapping(f, where, ("name", "type", "values", "low", "high")), "type", where)
+        if kind not in KINDS:   # the config's field is `type` (the Feature's is `kind`)
+            raise ValueError(f"{where}.type must be one of {list(KINDS)}, got type={kind!r}")
         if kind != "numeric" and ("low" in f or "high" in f):
             raise ValueError(f"{where}.low and .high are only for numeric features, got type={kind!r}")
         try:
@@ -553,7 +559,7 @@ def parse_config(spec: dict) -> CollectionConfig:
     dimensions = tuple(Dimension(key, **_mapping(limits if limits is not None else {}, f"dimensions.{key}",
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
-    privacy = _privacy(spec.get("privacy"), layout, channels, min_reports)
+    privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise)
     conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
     sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
     means = tuple(sources)
@@ -639,12 +645,12 @@ def _means(spec, layout: Layout) -> dict:
     return out
 
 
-def load_configs(path) -> dict:
+def load_configs(path, check_promise: bool = True) -> dict:
     """Collection configs from a JSON or YAML file (one mapping, or a list): name -> config."""
-    return configs_from_text(Path(path).read_text(), path)
+    return configs_from_text(Path(path).read_text(), path, check_promise)
 
 
-def configs_from_text(text: str, path) -> dict:
+def configs_from_text(text: str, path, check_promise: bool = True) -> dict:
     """Collection configs from the text of the file ``path`` (JSON if it ends ``.json``, else YAML)."""
     try:
         data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
@@ -654,7 +660,7 @@ def configs_from_text(text: str, path) -> dict:
     out = {}
     for spec in items:
         try:
-            cfg = parse_config(spec)
+            cfg = parse_config(spec, check_promise)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
         if cfg.name in out:

@@ -166,3 +166,16 @@ def test_the_readmes_list_every_bigquery_table_the_job_writes():
         assert sentence, readme
         assert sorted(re.findall(r"`([a-z_]+)`", sentence.group(1))) == sorted(KINDS), readme
     assert "JSON-lines" not in (DEPLOY / "dataflow" / "metadata.json").read_text()
+
+
+def test_the_docs_say_dead_letters_hold_no_report_content():
+    """The schema's promise (no report content in a dead letter) is what every README and the design
+    tell an operator; none says they hold the report as received."""
+    import json
+    doc = json.loads((ROOT / "schemas" / "dead_letter.avsc").read_text())["doc"]
+    assert "It carries no report content" in doc
+    for path in (ROOT / "README.md", DEPLOY / "README.md", ROOT / "docs" / "design.md"):
+        text = " ".join(path.read_text().split())
+        assert re.search(r"no report content|\*\*without its content\*\*", text), path
+        about = [s for s in re.split(r"(?<=[.|])\s", text) if re.search(r"[Dd]ead[ -]letters?\b", s)]
+        assert not [s for s in about if re.search(r"as received|hold the (?:noisy )?reports?\b", s)], path

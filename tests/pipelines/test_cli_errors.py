@@ -59,8 +59,14 @@ def test_inputs_that_match_nothing(workdir, capsys):
 
 def test_misspelled_options_and_unwritable_outputs(workdir, capsys):
     args = ["run", "--config", str(workdir / "c.yaml"), "--input", str(workdir / "in/*.avro")]
-    err = one_line_error(capsys, args + ["--outptu", str(workdir / "o"), "--output", str(workdir / "o")])
-    assert "unrecognized option --outptu: did you mean --output?" in err
+    # the README's example: the misspelling alone (argparse would say --output is missing), and beside --output
+    for extra in (["--outptu", str(workdir / "o")], ["--outptu=" + str(workdir / "o")],
+                  ["--outptu", str(workdir / "o"), "--output", str(workdir / "o")]):
+        err = one_line_error(capsys, args + extra)
+        assert err == "ldp-marginals run: error: unrecognized option --outptu: did you mean --output? (see " \
+                      "ldp-marginals run --help)", extra
+    assert cli.main(args + ["--out", str(workdir / "o")]) == 0   # argparse's abbreviation of --output is no typo
+    assert "counted 200 reports" in capsys.readouterr().out
     err = one_line_error(capsys, args + ["--output", str(workdir / "o"), "--per_elemnt"])
     assert "did you mean --per_element?" in err
     (workdir / "a_file").write_text("")
@@ -77,6 +83,9 @@ def test_every_option_has_help_and_run_help_names_beam(capsys):
             if action.option_strings:
                 assert action.help and action.help.strip(), (p.prog, action.option_strings)
     assert "Any other option goes to Beam" in run_parser().format_help()
+    # the formats the job writes (JSON lines are gone: README, Outputs)
+    (output_help,) = [a.help for a in run_parser()._actions if "--output" in a.option_strings]
+    assert output_help == "output directory (local path or gs://...): windowed Avro and Parquet files, manifest and summary"
     # every command says what it does in whole sentences, and shows its defaults
     helps = {name: " ".join(p.format_help().split()) for name, p in subcommands.items()}
     helps["run"] = " ".join(run_parser().format_help().split())

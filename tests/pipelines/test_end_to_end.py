@@ -224,7 +224,8 @@ def test_calibrate_reads_a_config_and_gives_the_jobs_numbers(tmp_path):
     assert out["sufficient_crowd"] == cfg.privacy.smallest_crowd and out["symmetric_flip"] == cfg.privacy.flip
     assert out["local_epsilon"] == pytest.approx(local_dp_epsilon(cfg.layout, cfg.channels))
     human = cli("calibrate", "--config", str(tmp_path / "c.yaml"))
-    assert f"at least {cfg.privacy.smallest_crowd:,} reports per published window (min_reports=100,000: kept)" in human
+    assert (f"promise: sufficient DP at epsilon=2, eta=0.01: at least {cfg.privacy.smallest_crowd:,} reports per "
+            "published window; min_reports=100,000: kept") in human
     # a config without a promise: the crowd an epsilon would need, with the same function
     bare = dict(spec, privacy=None)
     del bare["privacy"]
@@ -237,6 +238,52 @@ def test_calibrate_reads_a_config_and_gives_the_jobs_numbers(tmp_path):
     err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "calibrate", "--population", "10"],
                          capture_output=True, text=True)
     assert err.returncode == 2 and "calibrate needs --bits (or --config C.yaml" in err.stderr
+
+
+def test_calibrate_reports_every_promise_and_what_to_change(tmp_path, capsys):
+    """calibrate --config says of each promise whether the config keeps it: a local promise by the
+    channels alone (no crowd, no sufficient-DP verdict), a sufficient one by min_reports; a config
+    that does not keep its promise prints the report with what to change and exits 0 (the job
+    refuses the same config)."""
+    from ldp_marginals.ldp.privacy import local_dp_epsilon
+    from ldp_marginals.pipelines.cli import main
+    cfg = parse_config(SMALL_CONFIG)
+    local = local_dp_epsilon(cfg.layout, cfg.channels)
+
+    def calibrate(spec, *extra):
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        assert main(["calibrate", "--config", str(path), *extra]) == 0
+        human = capsys.readouterr().out
+        assert main(["calibrate", "--config", str(path), "--json", *extra]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        return human, row
+
+    # local DP kept by the channels, min_reports 0: no crowd and no sufficient-DP verdict
+    human, row = calibrate(dict(SMALL_CONFIG, min_reports=0, privacy={"model": "local", "epsilon": 9}))
+    assert f"promise: local DP at epsilon 9: kept (a whole report's epsilon is {local:.4g};" in human
+    assert "sufficient" not in human.split("\n", 3)[3] and "NOT kept" not in human
+    assert (row["promise_kept"], row["sufficient_crowd"], row["raise_min_reports_to"]) == (True, None, None)
+    # local DP the channels do not keep: said, with what to change
+    human, row = calibrate(dict(SMALL_CONFIG, privacy={"model": "local", "epsilon": 2}))
+    assert f"promise: local DP at epsilon 2: NOT kept: a whole report's epsilon is {local:.4g}; add noise" in human
+    assert row["promise_kept"] is False
+    # sufficient DP with min_reports below its crowd: the crowd, and min_reports to raise to it
+    crowd = parse_config(dict(SMALL_CONFIG, min_reports=10**9, privacy={"model": "sufficient", "epsilon": 3}))\
+        .privacy.smallest_crowd
+    assert crowd > 1
+    spec = dict(SMALL_CONFIG, min_reports=crowd - 1, privacy={"model": "sufficient", "epsilon": 3})
+    human, row = calibrate(spec)
+    assert (f"promise: sufficient DP at epsilon=3, eta=0.01: at least {crowd:,} reports per published window; "
+            f"min_reports={crowd - 1:,}: NOT kept: raise min_reports to {crowd:,}") in human
+    assert (row["promise_kept"], row["raise_min_reports_to"], row["sufficient_crowd"]) == (False, crowd, crowd)
+    # --epsilon beside the promise: the crowd at that epsilon too, on a line of its own
+    human, row = calibrate(spec, "--epsilon", "5")
+    assert "min_reports=" + f"{crowd - 1:,}: NOT kept" in human and "sufficient DP at --epsilon 5, eta=0.01" in human
+    assert row["epsilon"] == 5 and row["promise_kept"] is False
+    assert main(["run", "--config", str(tmp_path / "c.yaml"), "--input", "x", "--output", str(tmp_path / "o")]) == 2
+    assert f"min_reports={crowd - 1} is below the {crowd:,} reports the privacy promise needs" in (
+        capsys.readouterr().err)
 
 
 def test_plan_reads_as_a_table(tmp_path):

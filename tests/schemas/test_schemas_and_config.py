@@ -125,6 +125,9 @@ def test_config_loads_from_yaml_and_json(tmp_path):
     (dict(features=[{"name": "m", "type": "numeric", "high": 5}]), r"features\[0\] must have 'low'"),
     (dict(features=[{"name": "m", "type": "boolean", "low": 0}]),
      r"features\[0\].low and .high are only for numeric features, got type='boolean'"),
+    # the field a person wrote is `type` (the feature's attribute is `kind`: not the config's word)
+    (dict(features=[{"name": "m", "type": "bool"}]),
+     r"^features\[0\].type must be one of \['boolean', 'categorical', 'numeric'\], got type='bool'$"),
     (dict(features=SMALL_CONFIG["features"] + [{"name": "m", "type": "numeric", "low": 0, "high": 1}],
           channel={"p": 0.2, "q": 0.8}, groups=[["os", "m"]]),
      r"groups\[0\] holds numeric feature 'm': numeric features publish means"),
