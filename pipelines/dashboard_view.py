@@ -188,20 +188,24 @@ def _feature_of(label: str) -> str | None:
 
 
 def correlations(rows: list) -> dict | None:
-    """The phi matrix of one window and key's bits whose 1- and 2-way marginals were published."""
+    """The phi matrix of one window and key's bits whose 1- and 2-way marginals were published. The
+    pairs of one categorical feature's values are left out (None): a report has one value, so their
+    joint is 0 by construction and their phi a function of the two frequencies alone, not a finding."""
     single = {r["columns"][0]: r for r in rows if len(r["columns"]) == 1}
     pairs = {tuple(r["columns"]): r["frequency"] for r in rows if len(r["columns"]) == 2}
     bits = sorted(single)
     if len(bits) < 2 or not pairs:
         return None
 
-    def joint(a, b):   # estimated; 0 for two values of one categorical feature (zero by construction)
-        if (min(a, b), max(a, b)) in pairs:
-            return pairs[(min(a, b), max(a, b))]
+    def phi(a, b):
+        if a == b:
+            return 1.0
         fa, fb = _feature_of(single[a]["labels"][0]), _feature_of(single[b]["labels"][0])
-        return 0.0 if fa is not None and fa == fb else float("nan")
-    z = [[1.0 if a == b else phi_from_frequencies(single[a]["frequency"], single[b]["frequency"], joint(a, b))
-          for b in bits] for a in bits]
+        if fa is not None and fa == fb:
+            return None
+        joint = pairs.get((min(a, b), max(a, b)), float("nan"))
+        return phi_from_frequencies(single[a]["frequency"], single[b]["frequency"], joint)
+    z = [[phi(a, b) for b in bits] for a in bits]
     r = rows[0]
     return {"collection": r["collection"], "window_start": r["window_start"], "window_end": r["window_end"],
             "dimensions": r["dimensions"], "labels": [single[b]["labels"][0] for b in bits], "z": z}
@@ -334,8 +338,10 @@ def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
     now = {kind: _rows(_read(cache, entries(kind, start, start), problems))
            for kind in (MARGINALS, TABLES, CONDITIONALS, MEANS, EXTREMES, WITHHELD)}
     keys = sorted({_key_json(r["dimensions"]) for rows in now.values() for r in rows})
+    # by default the first key with estimates in the window (a key withheld whole there shows nothing)
+    shown = sorted({_key_json(r["dimensions"]) for kind, rows in now.items() if kind != WITHHELD for r in rows})
     dims = selection["dims"] if selection["dims"] is not None and _key_json(selection["dims"]) in keys else (
-        json.loads(keys[0]) if keys else {})
+        json.loads((shown or keys)[0]) if keys else {})
     out.update(dims=dims, keys=[json.loads(k) for k in keys])
     mine = {kind: [r for r in rows if r["dimensions"] == dims] for kind, rows in now.items()}
     earlier = {kind: _rows(_read(cache, entries(kind, before, before), problems)) for kind in CHANGE_KINDS} \

@@ -135,22 +135,52 @@
     return kind === "simultaneous" ? pct + " simultaneous (Šidák)" : pct + " per estimate";
   }
 
+  // a series' rows by window, with a gap (null) at each window of the collection between its first and
+  // last row that it has no row in (withheld, or held back as imprecise): the line breaks there
+  function withGaps(rows) {
+    if (!rows.length) return rows;
+    const have = new Set(rows.map((r) => r.window_start));
+    const first = rows[0].window_start;
+    const last = rows[rows.length - 1].window_start;
+    const gaps = state.data.windows.filter((s) => s > first && s < last && !have.has(s))
+      .map((s) => ({ window_start: s, gap: true }));
+    return rows.concat(gaps).sort((a, b) => a.window_start - b.window_start);
+  }
+  const orNull = (f) => (r) => (r.gap ? null : f(r));
+
   // series over time with a band each: rows grouped by name, in the given order of names
   function seriesOverTime(chart, names, rows, nameOf, value, low, high, yTitle, emptyText) {
     const traces = [];
     names.forEach((name, i) => {
-      const mine = rows.filter((r) => nameOf(r) === name).sort((a, b) => a.window_start - b.window_start);
+      const mine = withGaps(rows.filter((r) => nameOf(r) === name).sort((a, b) => a.window_start - b.window_start));
       if (!mine.length) return;
       const x = mine.map((r) => iso(r.window_start));
-      const lo = mine.map(low);
-      const hi = mine.map(high);
+      const lo = mine.map(orNull(low));
+      const hi = mine.map(orNull(high));
       const st = styleOf(i);
-      traces.push({ x: x.concat(x.slice().reverse()), y: hi.concat(lo.slice().reverse()), fill: "toself",
+      // the band: one closed shape per run of windows between gaps (a null ends a shape)
+      const band = { x: [], y: [] };
+      let run = [];
+      mine.concat([{ gap: true }]).forEach((r, j) => {
+        if (!r.gap) { run.push(j); return; }
+        if (run.length) {
+          band.x.push(...run.map((k) => x[k]), ...run.slice().reverse().map((k) => x[k]), null);
+          band.y.push(...run.map((k) => hi[k]), ...run.slice().reverse().map((k) => lo[k]), null);
+        }
+        run = [];
+      });
+      traces.push({ x: band.x, y: band.y, fill: "toself",
         mode: "lines", line: { width: 0 }, fillcolor: st.color, opacity: 0.2, hoverinfo: "skip", showlegend: false,
         legendgroup: name, name: name + " band", meta: { role: "band", set: name } });
-      traces.push({ x, y: mine.map(value), mode: "lines+markers", name, legendgroup: name,
+      // a window alone between gaps has no band to draw: its interval is an error bar
+      const alone = mine.map((r, j) => !r.gap && (j === 0 || mine[j - 1].gap) && (j === mine.length - 1 || mine[j + 1].gap));
+      const y = mine.map(orNull(value));
+      traces.push({ x, y, mode: "lines+markers", name, legendgroup: name,
         line: { color: st.color, dash: st.dash }, marker: { color: st.color, symbol: st.symbol },
-        meta: { role: "estimate", set: name, style: st }, customdata: mine.map((r, j) => [lo[j], hi[j], r.n_reports]),
+        error_y: { type: "data", array: y.map((v, j) => (alone[j] ? hi[j] - v : null)),
+          arrayminus: y.map((v, j) => (alone[j] ? v - lo[j] : null)), color: st.color, thickness: 1, width: 3 },
+        meta: { role: "estimate", set: name, style: st },
+        customdata: mine.map((r, j) => [lo[j], hi[j], r.gap ? null : r.n_reports]),
         hovertemplate: "%{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}] n=%{customdata[2]}<extra>" +
           name + "</extra>" });
     });
@@ -395,14 +425,28 @@
         fmt(c.ci_low, 4) + " – " + fmt(c.ci_high, 4)]));
   }
 
+  const PHI_CELL = 13;   // px per bit on the heatmap: room for a label of 10 px on each row and column
+
+  // the phi heatmap: every bit labelled, at least PHI_CELL px per bit; past the panel's width it keeps
+  // that size and scrolls inside its panel. Pairs of one categorical feature are blank (null).
   function renderCorrelations(windowStart) {
     const entry = state.data.correlations.find((c) => selected(c) && c.window_start === windowStart);
     const traces = entry ? [{ type: "heatmap", z: entry.z, x: entry.labels, y: entry.labels, zmin: -1, zmax: 1,
-      colorscale: "RdBu", reversescale: true, meta: { role: "phi" },
+      colorscale: "RdBu", reversescale: true, meta: { role: "phi" }, hoverongaps: false,
       hovertemplate: "%{y} / %{x}: phi=%{z:.3f}<extra></extra>" }] : [];
-    const size = entry && entry.labels.length > 24 ? 9 : 11;   // every bit labelled, smaller past 24
-    plot("chart-correlations", traces, layoutOf({
-      xaxis: { dtick: 1, tickfont: { size } }, yaxis: { autorange: "reversed", dtick: 1, tickfont: { size } },
+    const n = entry ? entry.labels.length : 0;
+    const size = n > 24 ? 10 : 11;
+    const chart = $("chart-correlations");
+    const labelPx = entry ? Math.ceil(0.62 * size * Math.max(...entry.labels.map((l) => l.length))) + 12 : 0;
+    const side = n * PHI_CELL;
+    const height = Math.max(360, side + 36 + labelPx + 10);
+    const width = side + labelPx + 100;   // the plot, the y labels, the colour bar
+    const wide = width > chart.parentNode.clientWidth;
+    chart.style.width = wide ? width + "px" : "";
+    chart.style.height = height + "px";
+    plot(chart, traces, layoutOf({ height, width: wide ? width : undefined, autosize: !wide,
+      xaxis: { dtick: 1, tickfont: { size }, tickangle: -90 },
+      yaxis: { autorange: "reversed", dtick: 1, tickfont: { size } },
       annotations: traces.length ? [] : [{ text: "needs the 1- and 2-way marginals of a published window",
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
@@ -450,14 +494,14 @@
       "config to chart them." : null)) return;
     const names = Array.from(new Set(extremes.map((r) => r.name))).sort();
     const traces = names.map((name, i) => {
-      const rows = extremes.filter((r) => r.name === name).sort((a, b) => a.window_start - b.window_start);
-      const y = rows.map(estimateShown);
+      const rows = withGaps(extremes.filter((r) => r.name === name).sort((a, b) => a.window_start - b.window_start));
+      const y = rows.map(orNull(estimateShown));
       const st = styleOf(i);
       return { x: rows.map((r) => iso(r.window_start)), y, mode: "lines+markers",
         line: { color: st.color, dash: st.dash }, marker: { color: st.color, symbol: st.symbol },
         name: name + " (" + rows[0].op.toUpperCase() + ")", meta: { role: "extreme", name, style: st },
-        error_y: { type: "data", array: rows.map((r, i) => highShown(r) - y[i]),
-          arrayminus: rows.map((r, i) => y[i] - lowShown(r)) } };
+        error_y: { type: "data", array: rows.map((r, i) => (r.gap ? null : highShown(r) - y[i])),
+          arrayminus: rows.map((r, i) => (r.gap ? null : y[i] - lowShown(r))) } };
     });
     plot("chart-extremes", traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
       yaxis: { title: { text: "estimated reports (OR: union size)" } },
@@ -467,12 +511,32 @@
 
   const MECHANISMS = { symmetric: "symmetric", optimized_unary: "optimized unary (OUE)", rappor: "RAPPOR",
     unrelated_question: "unrelated question", "p/q": "randomized response" };
+  // a bit's channel: its mechanism as configured, and p, q
+  function bitChannel(c, i) {
+    const mech = c.mechanisms && c.mechanisms[i] ? (MECHANISMS[c.mechanisms[i]] || c.mechanisms[i]) + " " : "";
+    return mech + "p=" + fmt(c.p[i], 4) + ", q=" + fmt(c.q[i], 4);
+  }
+
+  // the channels by feature (a categorical label is feature=value): one row per feature, its bits and
+  // their channel, or each value's where they differ
+  function channelsByFeature(c) {
+    const features = new Map();
+    c.labels.forEach((label, i) => {
+      const name = label.split("=")[0];
+      if (!features.has(name)) features.set(name, []);
+      features.get(name).push(i);
+    });
+    return Array.from(features.entries()).map(([name, bits]) => {
+      const texts = bits.map((i) => bitChannel(c, i));
+      return [name, String(bits.length), texts.every((t) => t === texts[0]) ? texts[0]
+        : bits.map((i, k) => c.labels[i].slice(name.length + 1) + ": " + texts[k]).join("; ")];
+    });
+  }
+
   function channelText(c) {
-    const same = (xs) => xs.every((v) => v === xs[0]);
-    const mech = (i) => (c.mechanisms && c.mechanisms[i] ? (MECHANISMS[c.mechanisms[i]] || c.mechanisms[i]) + " " : "");
-    if (same(c.p) && same(c.q) && same(c.mechanisms || [])) return mech(0) + "p=" + fmt(c.p[0], 4) + ", q=" +
-      fmt(c.q[0], 4) + " on each of " + c.p.length + " bits";
-    return c.p.map((p, i) => c.labels[i] + ": " + mech(i) + "p=" + fmt(p, 4) + " q=" + fmt(c.q[i], 4)).join("; ");
+    const kinds = new Set(c.labels.map((_, i) => bitChannel(c, i)));
+    if (kinds.size === 1) return bitChannel(c, 0) + " on each of " + c.p.length + " bits";
+    return kinds.size + " channels over " + c.p.length + " bits: by feature below";
   }
 
   // a panel that does not apply to the collection: one line saying what config would fill it
@@ -510,6 +574,9 @@
       "min_reports"],
       c ? [[c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy), windowText(c.window),
         String(c.min_reports)]] : []);
+    const byFeature = c && new Set(c.labels.map((_, i) => bitChannel(c, i))).size > 1;
+    $("channels-table").style.display = byFeature ? "" : "none";
+    fillTable($("channels-table"), ["feature", "bits", "channel"], byFeature ? channelsByFeature(c) : []);
     const kindOrder = { marginals: 0, means: 1, tables: 2 };
     fillTable($("precision-table"), ["estimate", "reports", "planned half-width (worst case)", "measured half-width",
       "interval"],

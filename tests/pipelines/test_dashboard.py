@@ -21,7 +21,7 @@ from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_populati
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.pipelines.dashboard_view import FileCache, parse_selection, view
 from ldp_marginals.pipelines.read import read_rows
-from tests.outputs import add_file_sets, file_sets, write_month, write_run, write_streaming_run
+from tests.outputs import HOUR_MS, add_file_sets, file_sets, write_month, write_run, write_streaming_run
 
 pytestmark = pytest.mark.browser   # the slow part of the suite: Chromium and the demo job
 
@@ -216,11 +216,14 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
         assert heat["x"] == labels and len(heat["z"]) == d
         for a in range(d):
             for b in range(a + 1, d):
-                # two values of one categorical feature: not published, 0 by construction
+                # two values of one categorical feature: not published, 0 by construction, left out
                 same = labels[a].split("=")[0] == labels[b].split("=")[0] and "=" in labels[a]
                 assert ((a, b) in freq) != same
-                expected = phi_from_frequencies(freq[(a,)], freq[(b,)], 0.0 if same else freq[(a, b)])
-                assert heat["z"][a][b] == pytest.approx(expected, rel=1e-12)
+                if same:
+                    assert heat["z"][a][b] is None
+                else:
+                    assert heat["z"][a][b] == pytest.approx(phi_from_frequencies(freq[(a,)], freq[(b,)],
+                                                                                 freq[(a, b)]), rel=1e-12)
         # the (os, plan) table of the latest window, with its intervals
         (bars,) = traces(browser, "chart-tables", "table")
         cells = sorted((r for r in shown(tables, region) if r["window_start"] == latest),
@@ -421,21 +424,27 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
         browser.get(url)
         wait_for(browser, "window.dashboardReady === true")
         select(browser, "dimension-filter-region", "us")
-        n_before = len(traces(browser, "chart-marginals", "estimate")[0]["x"])
+        x_before = traces(browser, "chart-marginals", "estimate")[0]["x"]
+        new_start = DEFAULT_START_MS + 5 * 3_600_000
         # the streaming job writes a new hourly window of region us (its rows made by a batch run)
         config = parse_config(yaml.safe_load((out / "demo_config.yaml").read_text()))
-        pop = simulate_population(config, 3000, seed=11, start_ms=DEFAULT_START_MS + 5 * 3_600_000,
-                                  span_seconds=3600)
+        pop = simulate_population(config, 3000, seed=11, start_ms=new_start, span_seconds=3600)
         write_population(config, pop, str(tmp_path / "new.avro"), dimensions={"region": "us"})
         run(["--config", str(out / "demo_config.yaml"), "--input", str(tmp_path / "new.avro"),
              "--output", str(tmp_path / "new")])
         add_file_sets(estimates, run_id, [s for s in file_sets(tmp_path / "new") if s[0] != "dead_letters"])
         wait_for(browser, "document.getElementById('chart-marginals').data"
-                          f".filter(t => t.meta.role === 'estimate')[0].x.length === {n_before + 1}")
+                          f".filter(t => t.meta.role === 'estimate')[0].x.slice(-1)[0] === '{iso(new_start)}'")
         latest = traces(browser, "chart-marginals", "estimate")[0]
         new_rows = [r for r in rows_of(str(estimates), "marginals")
-                    if r["window_start"] == DEFAULT_START_MS + 5 * 3_600_000 and r["columns"] == [0]]
-        assert latest["y"][-1] == new_rows[0]["frequency"]
+                    if r["window_start"] == new_start and r["columns"] == [0]]
+        assert latest["y"][-1] == new_rows[0]["frequency"] and latest["x"][:len(x_before)] == x_before
+        # the windows between in which region us has no row (the demo's last, partial one is eu's): gaps
+        us = {r["window_start"] for r in rows_of(str(estimates), "marginals") if r["dimensions"] == {"region": "us"}}
+        starts = {r["window_start"] for kind in ("marginals", "withheld") for r in rows_of(str(estimates), kind)}
+        gaps = sorted(t for t in starts - us if max(t for t in us if t < new_start) < t < new_start)
+        assert gaps and latest["x"][len(x_before):] == [iso(t) for t in gaps] + [iso(new_start)]
+        assert latest["y"][len(x_before):-1] == [None] * len(gaps)
         assert severe_logs(browser) == []
     finally:
         browser.get("about:blank")   # stop the page's polling before the server goes away
@@ -546,6 +555,95 @@ def test_many_groups_keep_distinct_bars(browser, tmp_path):
     assert browser.execute_script(LEGIBILITY) == [] and severe_logs(browser) == []
 
 
+# tick labels of a chart that overlap one another (an unreadable axis): pairs of texts whose boxes meet
+OVERLAPS = """
+const texts = Array.from(document.querySelectorAll(arguments[0])).map((t) => [t.textContent, t.getBoundingClientRect()])
+  .filter(([, r]) => r.width > 0);
+const out = [];
+texts.forEach(([a, r], i) => texts.slice(i + 1).forEach(([b, q]) => {
+  if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5) out.push(a + '/' + b);
+}));
+return out;
+"""
+
+
+def many_bits(out, n_bool=33):
+    """A collection of a categorical feature (3 values, OUE) and ``n_bool`` booleans (symmetric, the last
+    RAPPOR), four hourly windows of the key {} of which the third is withheld whole; the 2-way marginals
+    in the latest. Its collections.json as the job writes it."""
+    import itertools
+    labels = ["os=mac", "os=win", "os=linux"] + [f"f{i:02d}" for i in range(n_bool)]
+    info = {"collection": "c", "labels": labels, "p": [0.2689] * 3 + [0.25] * (n_bool - 1) + [0.375],
+            "q": [0.5] * 3 + [0.75] * (n_bool - 1) + [0.625],
+            "mechanisms": ["optimized_unary"] * 3 + ["symmetric"] * (n_bool - 1) + ["rappor"], "conditionals": 0,
+            "local_epsilon": 40.0, "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 50,
+            "max_order": 2, "level": 0.95, "groups": [], "group_intervals": [], "marginal_interval": "per_cell",
+            "numeric": {}, "dimensions": {}, "extremes": [{"name": "any", "op": "or", "bits": [3, 4], "over": "report"}],
+            "privacy": None}
+    (out / "collections.json").write_text(json.dumps([info]))
+    sets = []
+    for w in range(4):
+        window = {"collection": "c", "window_start": w * HOUR_MS, "window_end": (w + 1) * HOUR_MS, "dimensions": {}}
+        bounds = (w * HOUR_MS, (w + 1) * HOUR_MS)
+        if w == 2:
+            sets.append(("withheld", "c", bounds, 0, [dict(window, n_reports=20, min_reports=50, cause="privacy",
+                                                           statistic="all", reason="20 reports < min_reports=50")]))
+            continue
+        cols = [[i] for i in range(len(labels))] + ([list(c) for c in itertools.combinations(range(len(labels)), 2)
+                                                    if c[1] >= 3] if w == 3 else [])
+        sets.append(("marginals", "c", bounds, 0, [
+            dict(window, n_reports=100, columns=c, labels=[labels[i] for i in c], estimate=30.0,
+                 frequency=(0.3 if len(c) == 1 else 0.1) + 0.01 * (w + sum(c) / 100), variance=25.0, ci_low=20.0,
+                 ci_high=40.0) for c in cols]))
+        sets.append(("extremes", "c", bounds, 0, [dict(window, name="any", op="or", n=100, estimate=40.0 + w,
+                                                       variance=4.0, ci_low=36.0, ci_high=44.0 + w)]))
+    write_run(out, sets)
+    return labels
+
+
+def test_many_bits_break_at_withheld_windows_stay_readable_and_list_channels_by_feature(browser, tmp_path):
+    """36 bits, one window withheld between published ones: every series breaks there (a gap, no line
+    drawn across it); the phi heatmap leaves out the pairs of the categorical feature, labels every bit
+    with no label over another; the privacy panel lists the channels by feature."""
+    labels = many_bits(tmp_path)
+    page = tmp_path / "page.html"
+    dashboard.write(str(tmp_path), str(page))
+    browser.get(page.as_uri())
+    wait_for(browser, "window.dashboardReady === true")
+    assert severe_logs(browser) == []
+    hours = [iso(w * HOUR_MS) for w in range(4)]
+    (first, *_) = traces(browser, "chart-marginals", "estimate")
+    assert first["x"] == hours and first["y"][2] is None and None not in first["y"][:2] + first["y"][3:]
+    (ext,) = traces(browser, "chart-extremes", "extreme")
+    assert ext["x"] == hours and ext["y"] == [40.0, 41.0, None, 43.0]
+    # what is drawn: the estimate's line in two pieces (Plotly draws a piece per run between gaps)
+    pieces = browser.execute_script(
+        "const gd = document.getElementById('chart-marginals');"
+        "const i = gd.data.findIndex(t => t.meta.role === 'estimate');"
+        "const drawn = gd.querySelectorAll('.scatterlayer .trace')[i].querySelectorAll('path.js-line');"
+        "return Array.from(drawn).reduce((n, p) => n + (p.getAttribute('d').match(/M/g) || []).length, 0)")
+    assert pieces == 2
+    # phi: blank for two values of os (structurally fixed), a number for every other pair
+    (heat,) = traces(browser, "chart-correlations", "phi")
+    assert heat["x"] == labels
+    for a in range(len(labels)):
+        for b in range(len(labels)):
+            assert (heat["z"][a][b] is None) == (a != b and a < 3 and b < 3), (a, b)
+    ticks = browser.execute_script("return Array.from(document.querySelectorAll('#chart-correlations .xtick text'))"
+                                   ".map(t => t.textContent)")
+    assert ticks == labels
+    for axis in ("xtick", "ytick"):
+        assert browser.execute_script(OVERLAPS, f"#chart-correlations .{axis} text") == [], axis
+    assert browser.execute_script(LEGIBILITY) == []
+    assert browser.execute_script("return document.documentElement.scrollWidth <= "
+                                  "document.documentElement.clientWidth")
+    # channels: one row per feature
+    assert table_rows(browser, "privacy-table")[0][1] == "3 channels over 36 bits: by feature below"
+    assert table_rows(browser, "channels-table") == (
+        [["os", "3", "optimized unary (OUE) p=0.2689, q=0.5000"]]
+        + [[f"f{i:02d}", "1", "symmetric p=0.2500, q=0.7500"] for i in range(32)] + [["f32", "1", "RAPPOR p=0.3750, q=0.6250"]])
+
+
 @pytest.fixture(scope="module")
 def month(tmp_path_factory):
     """A month of hourly windows, 32 bits at order 2, two dimensions (four keys): 1.5M marginal rows."""
@@ -603,9 +701,11 @@ def test_served_month_first_paint_is_small_and_each_selection_is_a_query(month, 
     ticks = browser.execute_script("return Array.from(document.querySelectorAll('#chart-correlations .xtick text'))"
                                    ".map(t => t.textContent)")
     assert ticks == [f"b{i:02d}" for i in range(32)]
+    assert browser.execute_script(OVERLAPS, "#chart-correlations .ytick text") == []
     assert browser.execute_script("return document.documentElement.scrollWidth <= "
                                   "document.documentElement.clientWidth")
     assert "symmetric p=0.2500, q=0.7500 on each of 32 bits" in browser.find_element("id", "privacy-table").text
+    assert not browser.find_element("id", "channels-table").is_displayed()   # one channel: nothing to list
     for chart, says in (("chart-tables", "no feature groups: add groups:"), ("chart-means", "no numeric features"),
                         ("chart-conditionals", "publishes no conditionals: add conditionals:"),
                         ("chart-extremes", "no OR/AND estimates: add extremes:")):
