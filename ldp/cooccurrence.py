@@ -4,7 +4,7 @@
 across reports, so an accumulator is ``(family, counts int64[len(family)])`` and merging is
 addition. Kernels (measured on 2 cores, see ``benchmarks/``):
 
-- orders 1-2: one float32 Gram matrix ``X^T X`` per chunk of at most 2**20 rows (BLAS). Each
+- orders 1-2: one float32 Gram matrix ``X^T X`` per chunk of at most 2**14 rows (BLAS). Each
   entry is an integer at most the chunk size < 2**24, so float32 holds it exactly;
 - orders >= 3: bit-sliced columns (64 reports per uint64 word) ANDed along each set and counted;
   sets sharing a prefix reuse the prefix's AND. With numba installed one compiled pass fuses the

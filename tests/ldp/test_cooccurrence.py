@@ -64,6 +64,14 @@ def test_chunk_boundaries_do_not_change_counts(monkeypatch):
     assert np.array_equal(count_bits(bits, fam), expected)
 
 
+def test_the_docstring_states_the_chunk_size_the_code_uses():
+    """The module's docstring gives the Gram kernel's chunk of rows: the one the code uses, below the
+    2**24 that float32 exactness allows."""
+    rows = cooc._GRAM_ROWS
+    assert rows & (rows - 1) == 0 and rows < 2 ** 24
+    assert f"per chunk of at most 2**{rows.bit_length() - 1} rows" in " ".join(cooc.__doc__.split())
+
+
 def test_accumulator_merge_of_shards_equals_one_pass():
     rng = np.random.default_rng(11)
     bits = (rng.random((2000, 6)) < 0.4).astype(np.uint8)

@@ -72,7 +72,7 @@ def test_means_are_the_rescaled_counts_with_the_bernoulli_term():
     assert g.estimate == pytest.approx(LOW + w * c.estimate, rel=1e-12) and g.given == pytest.approx(c.given)
     assert g.variance == pytest.approx(w * w * (c.variance + c.estimate * (1 - c.estimate) / c.given), rel=1e-12)
     # a tiny window whose estimate falls below the range: the estimate stays inside its own interval
-    # (the job's rows add the projection into [low, high] for display: tests/transforms/test_publication.py)
+    # (the job's rows add the projection into [low, high] for display: tests/transforms/test_engine.py)
     tiny = estimate_tmdh(CooccurrenceAccumulator(FAMILY).add_bits(np.array([[0, 1]] * 3, np.uint8)), CHANNELS)
     small = feature_mean(tiny, 0, LOW, HIGH)
     assert small.estimate < LOW and small.ci_low < small.estimate < small.ci_high
