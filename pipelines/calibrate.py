@@ -22,15 +22,17 @@ from ldp_marginals.ldp.privacy import (
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None,
                         help="a collection config: the job's own numbers for its channels (local epsilon of a whole "
-                             "report, the symmetric flip the channels are held to, the sufficient-DP crowd for the "
-                             "promise or for --epsilon) instead of --bits and a flip worked out by hand")
+                             "report, the symmetric flip the channels are held to), whether the config keeps its "
+                             "promise and what to change when it does not, and the sufficient-DP crowd for --epsilon; "
+                             "instead of --bits and a flip worked out by hand")
     parser.add_argument("--bits", type=int, default=None, help="L, bits per report (without --config)")
     parser.add_argument("--population", type=int, default=None,
                         help="N, reports per published window: the flips that protect N reports")
     parser.add_argument("--flip", type=float, default=None,
                         help="a flip to check: the smallest N for which it gives sufficient DP (P[R > lambda] <= eta)")
     parser.add_argument("--epsilon", type=float, default=None,
-                        help="privacy level; lambda = e^epsilon (with --config: default the config's promise)")
+                        help="privacy level; lambda = e^epsilon (with --config: also the crowd sufficient DP at "
+                             "this epsilon needs, beside the config's promise)")
     parser.add_argument("--repeats", type=int, default=1, help="k, reports per user in a window")
     parser.add_argument("--sigmas", type=float, default=3.0, help="beta, standard deviations of R kept below lambda")
     parser.add_argument("--max-ones", type=int, default=None, help="w, most set bits in a true vector (2w rule)")

@@ -92,7 +92,8 @@ def test_every_path_a_doc_or_a_test_cites_exists():
             rel = path.relative_to(ROOT)
             if path.suffix in (".py", ".md", ".yaml", ".yml", ".json", ".toml", ".js", ".html", ".txt", ".cfg", ".sh") \
                     or name in ("Makefile", "Dockerfile"):
-                cited += [(str(rel), m.group(1).rstrip("./")) for m in pattern.finditer(path.read_text(errors="replace"))]
+                text = path.read_text(errors="replace")
+                cited += [(str(rel), m.group(1).rstrip("./")) for m in pattern.finditer(text)]
     cited = [(f, t) for f, t in cited if not any(c in t for c in "*<>{}") and t not in NOT_PATHS]
     assert len(cited) > 100   # the scan sees the citations (README alone cites dozens)
     assert [(f, t) for f, t in cited if not (ROOT / t).exists()] == []
@@ -105,5 +106,6 @@ def test_readme_status_names_the_goals_the_bench_table_marks_no():
     rows = [r for r in table.splitlines() if re.match(r"\| \d+[a-z]?\. ", r)]
     assert rows, "no bench table"
     marked = sorted(re.match(r"\| (\d+[a-z]?)\. ", r).group(1) for r in rows if r.rstrip().endswith("| NO |"))
-    said = re.search(r"but goals? ([0-9a-z, ]+?(?: and [0-9a-z]+)?),? which (?:is|are) marked NO", " ".join(status.split()))
+    said = re.search(r"but goals? ([0-9a-z, ]+?(?: and [0-9a-z]+)?),? which (?:is|are) marked NO",
+                     " ".join(status.split()))
     assert sorted(re.findall(r"\d+[a-z]?", said.group(1)) if said else []) == marked, (marked, status)

@@ -173,7 +173,8 @@
         mode: "lines", line: { width: 0 }, fillcolor: st.color, opacity: 0.2, hoverinfo: "skip", showlegend: false,
         legendgroup: name, name: name + " band", meta: { role: "band", set: name } });
       // a window alone between gaps has no band to draw: its interval is an error bar
-      const alone = mine.map((r, j) => !r.gap && (j === 0 || mine[j - 1].gap) && (j === mine.length - 1 || mine[j + 1].gap));
+      const alone = mine.map((r, j) => !r.gap && (j === 0 || mine[j - 1].gap) &&
+        (j === mine.length - 1 || mine[j + 1].gap));
       const y = mine.map(orNull(value));
       traces.push({ x, y, mode: "lines+markers", name, legendgroup: name,
         line: { color: st.color, dash: st.dash }, marker: { color: st.color, symbol: st.symbol },

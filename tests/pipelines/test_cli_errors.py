@@ -85,7 +85,8 @@ def test_every_option_has_help_and_run_help_names_beam(capsys):
     assert "Any other option goes to Beam" in run_parser().format_help()
     # the formats the job writes (JSON lines are gone: README, Outputs)
     (output_help,) = [a.help for a in run_parser()._actions if "--output" in a.option_strings]
-    assert output_help == "output directory (local path or gs://...): windowed Avro and Parquet files, manifest and summary"
+    assert output_help == ("output directory (local path or gs://...): windowed Avro and Parquet files, manifest "
+                           "and summary")
     # every command says what it does in whole sentences, and shows its defaults
     helps = {name: " ".join(p.format_help().split()) for name, p in subcommands.items()}
     helps["run"] = " ".join(run_parser().format_help().split())

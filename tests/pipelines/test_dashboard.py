@@ -561,7 +561,8 @@ const texts = Array.from(document.querySelectorAll(arguments[0])).map((t) => [t.
   .filter(([, r]) => r.width > 0);
 const out = [];
 texts.forEach(([a, r], i) => texts.slice(i + 1).forEach(([b, q]) => {
-  if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5) out.push(a + '/' + b);
+  if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5)
+    out.push(a + '/' + b);
 }));
 return out;
 """
@@ -578,7 +579,8 @@ def many_bits(out, n_bool=33):
             "mechanisms": ["optimized_unary"] * 3 + ["symmetric"] * (n_bool - 1) + ["rappor"], "conditionals": 0,
             "local_epsilon": 40.0, "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 50,
             "max_order": 2, "level": 0.95, "groups": [], "group_intervals": [], "marginal_interval": "per_cell",
-            "numeric": {}, "dimensions": {}, "extremes": [{"name": "any", "op": "or", "bits": [3, 4], "over": "report"}],
+            "numeric": {}, "dimensions": {},
+            "extremes": [{"name": "any", "op": "or", "bits": [3, 4], "over": "report"}],
             "privacy": None}
     (out / "collections.json").write_text(json.dumps([info]))
     sets = []
@@ -641,7 +643,8 @@ def test_many_bits_break_at_withheld_windows_stay_readable_and_list_channels_by_
     assert table_rows(browser, "privacy-table")[0][1] == "3 channels over 36 bits: by feature below"
     assert table_rows(browser, "channels-table") == (
         [["os", "3", "optimized unary (OUE) p=0.2689, q=0.5000"]]
-        + [[f"f{i:02d}", "1", "symmetric p=0.2500, q=0.7500"] for i in range(32)] + [["f32", "1", "RAPPOR p=0.3750, q=0.6250"]])
+        + [[f"f{i:02d}", "1", "symmetric p=0.2500, q=0.7500"] for i in range(32)]
+        + [["f32", "1", "RAPPOR p=0.3750, q=0.6250"]])
 
 
 @pytest.fixture(scope="module")
