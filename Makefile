@@ -55,8 +55,9 @@ cluster-up: $(STAMP) jvm
 cluster-down: $(STAMP)
 	$(PY) -m ldp_marginals.pipelines.local_cluster down
 
+# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this
 test: $(STAMP) $(CHROMEDRIVER) jvm
-	$(PY) -m pytest
+	$(PY) -m pytest --hypothesis-profile=ci
 
 demo: $(STAMP)
 	$(VENV)/bin/ldp-marginals demo --out out/demo

@@ -69,6 +69,12 @@ def presence_threshold(p, q, n_reports: int, alpha: float = DEFAULT_ALPHA) -> fl
     return third + math.sqrt(third * third + 2.0 * n_reports * v0 * log)
 
 
+def _delta_variance(r: float, t_b: float, v_u: float, v_b: float, cov: float) -> float:
+    """``Var(t_U / t_B)`` to first order (the delta method) at ``r = t_U / t_B``, from the counts'
+    variances and covariance: ``(Var(t_U) - 2 r Cov(t_U, t_B) + r^2 Var(t_B)) / t_B^2``."""
+    return (v_u - 2 * r * cov + r * r * v_b) / (t_b * t_b)
+
+
 def conditional(est, of, given, level: float = 0.95, alpha: float = DEFAULT_ALPHA) -> Conditional:
     """``P(of | given)`` from a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`, with the presence test
     of ``given`` at false-positive rate ``alpha``."""
@@ -81,7 +87,7 @@ def conditional(est, of, given, level: float = 0.95, alpha: float = DEFAULT_ALPH
     v_u, v_b = est.variance(union), est.variance(b)
     cov = est.covariance(union, b)
     r = t_u / t_b if t_b else float("nan")
-    var = (v_u - 2 * r * cov + r * r * v_b) / (t_b * t_b) if t_b else float("nan")
+    var = _delta_variance(r, t_b, v_u, v_b, cov) if t_b else float("nan")
     low, high = normal_interval(r, var, level)
     cols = list(b)
     threshold = presence_threshold(est.channels.p[cols], est.channels.q[cols], est.n, alpha)

@@ -49,8 +49,11 @@ class Mean(NamedTuple):
         return self.given > self.threshold
 
 
-def _clip(v: float) -> float:
-    return min(max(v, 0.0), 1.0)
+def _bernoulli_variance(m: float) -> float:
+    """``m (1 - m)``, ``m`` clipped to ``[0, 1]``: the variance of the encoding's bit at mean ``m``, the
+    noise per report that the channel's variance (TMDH) does not hold."""
+    m = min(max(m, 0.0), 1.0)
+    return m * (1.0 - m)
 
 
 def feature_mean(est, bit: int, low: float, high: float, given=(), level: float = 0.95,
@@ -66,12 +69,12 @@ def feature_mean(est, bit: int, low: float, high: float, given=(), level: float 
     if given:
         c = conditional(est, (bit,), given, level, alpha)
         r = c.estimate
-        var = w * w * (c.variance + _clip(r) * (1 - _clip(r)) / c.given) if c.given > 0 else float("nan")
+        var = w * w * (c.variance + _bernoulli_variance(r) / c.given) if c.given > 0 else float("nan")
         estimate, given_count, threshold = low + w * r, c.given, c.threshold
     else:
         n = est.n
         m = est.mean((bit,)) / n
-        var = w * w * (est.variance((bit,)) + n * _clip(m) * (1 - _clip(m))) / (n * n)
+        var = w * w * (est.variance((bit,)) + n * _bernoulli_variance(m)) / (n * n)
         estimate, given_count, threshold = low + w * m, float(n), 0.0
     ci_low, ci_high = (float(v) for v in normal_interval(estimate, var, level))
     return Mean(float(estimate), float(var), ci_low, ci_high, float(given_count), float(threshold))

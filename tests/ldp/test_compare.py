@@ -7,10 +7,10 @@ import pytest
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.compare import benjamini_hochberg, change
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
-from ldp_marginals.ldp.randomizer import randomize_bits
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.tmdh import estimate_tmdh
-from tests.stats import Z, assert_variance_ratio
+from tests.simulate import noisy_histograms, window_fields
+from tests.stats import Z, assert_variance_ratio, replicates_for
 
 CHANNELS = ChannelSet((Channel(0.2, 0.8), Channel(0.1, 0.7)))
 FAMILY = SetFamily(2, 2)
@@ -24,21 +24,23 @@ def window(n):
     return np.array(rows + [[0, 0]] * (n - len(rows)), dtype=np.uint8)
 
 
-def frequency(rng, n):
-    truth = window(n)
-    est = estimate_tmdh(CooccurrenceAccumulator(FAMILY).add_bits(randomize_bits(truth, CHANNELS, rng)), CHANNELS)
-    s = (0, 1)
-    return est.mean(s) / n, est.variance(s) / n ** 2
+def frequencies(rng, n, windows):
+    """The frequency of {0, 1} and its variance in ``windows`` randomizations of ``window(n)``."""
+    histograms = noisy_histograms(window(n), CHANNELS.p, CHANNELS.q, windows, rng)
+
+    def fields(bits):
+        est = estimate_tmdh(CooccurrenceAccumulator(FAMILY).add_bits(bits), CHANNELS)
+        return [est.mean((0, 1)) / n, est.variance((0, 1)) / n ** 2]
+    f = window_fields(fields, histograms)
+    return f[:, 0], f[:, 1]
 
 
 @pytest.mark.statistical
 def test_z_of_two_windows_of_one_population_is_standard_normal():
     rng = np.random.default_rng(4)
-    zs = []
-    for _ in range(800):
-        (f1, v1), (f2, v2) = frequency(rng, 3000), frequency(rng, 2000)
-        zs.append(change(f1, v1, f2, v2).z)
-    zs = np.array(zs)
+    windows = replicates_for()
+    (f1, v1), (f2, v2) = frequencies(rng, 3000, windows), frequencies(rng, 2000, windows)
+    zs = np.array([change(*pair).z for pair in zip(f1, v1, f2, v2)])
     assert abs(zs.mean()) <= Z / np.sqrt(len(zs))
     assert_variance_ratio(zs, 1.0)  # variances conditional on the true reports, as the job's
 

@@ -14,25 +14,24 @@ from ldp_marginals.ldp.planning import (
     reports_for_half_width,
     second_moments,
 )
-from ldp_marginals.ldp.randomizer import randomize_bits
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.tmdh import estimate_tmdh
-from tests.stats import assert_variance_ratio
+from tests.simulate import noisy_histograms, sampled_histograms, window_fields
+from tests.stats import Z, assert_variance_ratio, replicates_for
 
 CHANNELS = ChannelSet((Channel(0.1, 0.85), Channel(0.25, 0.75), Channel(0.05, 0.7)))
 P, Q = CHANNELS.p, CHANNELS.q
 
 
+WINDOWS = replicates_for()   # a band that catches a variance 5% off
+
+
 def simulated_frequencies(patterns, windows, seed):
     """The TMDH frequency of the set {0, 1, 2} in ``windows`` windows whose reports have ``patterns``."""
     family = SetFamily(3, 3)
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(windows):
-        noisy = randomize_bits(patterns, CHANNELS, rng)
-        est = estimate_tmdh(CooccurrenceAccumulator(family).add_bits(noisy), CHANNELS)
-        out.append(est.mean((0, 1, 2)) / len(patterns))
-    return np.array(out)
+    histograms = noisy_histograms(patterns, P, Q, windows, np.random.default_rng(seed))
+    return window_fields(lambda bits: estimate_tmdh(CooccurrenceAccumulator(family).add_bits(bits), CHANNELS)
+                         .mean((0, 1, 2)) / len(patterns), histograms)[:, 0]
 
 
 def worst_pattern():
@@ -52,7 +51,7 @@ def test_worst_case_variance_is_the_estimators_at_the_worst_pattern():
     x, v = worst_pattern()
     assert max(report_variances(P, Q)) == pytest.approx(v, rel=1e-12)
     n = 400
-    freqs = simulated_frequencies(np.tile(x, (n, 1)).astype(np.uint8), 2000, seed=1)
+    freqs = simulated_frequencies(np.tile(x, (n, 1)).astype(np.uint8), WINDOWS, seed=1)
     assert_variance_ratio(freqs, frequency_variance(P, Q, n))
 
 
@@ -64,8 +63,8 @@ def test_variance_at_a_frequency_with_the_others_at_their_worst_pattern_is_exact
     x_other = max(others, key=lambda x: float(np.prod(np.where(x == 1, m1, m0))))
     n, f = 500, 0.3
     patterns = np.array([[1, 1, 1]] * int(f * n) + [x_other] * (n - int(f * n)), dtype=np.uint8)
-    freqs = simulated_frequencies(patterns, 2000, seed=2)
-    assert np.mean(freqs) == pytest.approx(f, abs=5 * math.sqrt(frequency_variance(P, Q, n, f) / 2000))
+    freqs = simulated_frequencies(patterns, WINDOWS, seed=2)
+    assert np.mean(freqs) == pytest.approx(f, abs=Z * math.sqrt(frequency_variance(P, Q, n, f) / WINDOWS))
     assert_variance_ratio(freqs, frequency_variance(P, Q, n, f))
     assert frequency_variance(P, Q, n, f) == pytest.approx((f * all_ones + (1 - f) * other) / n)
 
@@ -114,14 +113,14 @@ def test_table_cell_worst_case_is_the_job_estimators_variance_at_the_worst_patte
     truth[:, 1], truth[:, 2] = x[0], 1 - x[0]   # os one-hot: mac if the pattern says so, else win
     truth[:, 3], truth[:, 0] = x[1], x[2]
     family = SetFamily(4, 3)
-    rng = np.random.default_rng(5)
-    freqs = []
-    for _ in range(2000):
-        est = estimate_tmdh(CooccurrenceAccumulator(family).add_bits(randomize_bits(truth, chans, rng)), chans,
+    histograms = noisy_histograms(truth, chans.p, chans.q, WINDOWS, np.random.default_rng(5))
+
+    def cell(bits):
+        est = estimate_tmdh(CooccurrenceAccumulator(family).add_bits(bits), chans,
                             exclusive_groups=layout.exclusive_groups)
         table = group_table(est, layout, ("a", "os", "b"))
-        freqs.append(table.estimate[table.cells.index(("false", "mac", "true"))] / n)
-    assert_variance_ratio(np.array(freqs), v / n)
+        return table.estimate[table.cells.index(("false", "mac", "true"))] / n
+    assert_variance_ratio(window_fields(cell, histograms)[:, 0], v / n)
 
 
 @pytest.mark.statistical
@@ -138,11 +137,9 @@ def test_mean_worst_case_is_the_mean_estimators_variance_at_the_worst_mean():
     planned = mean_variance(chans.p[0], chans.q[0], low, high, n)
     for other in (0.0, 0.3, 1.0):   # any other mean gives less
         assert (high - low) ** 2 * ((1 - other) * m0[0] + other * m1[0] - other ** 2) / n <= planned + 1e-12
-    rng = np.random.default_rng(8)
     family = SetFamily(1, 1)
-    means = []
-    for _ in range(3000):
-        encoded = (rng.random((n, 1)) < u).astype(np.uint8)
-        est = estimate_tmdh(CooccurrenceAccumulator(family).add_bits(randomize_bits(encoded, chans, rng)), chans)
-        means.append(feature_mean(est, 0, low, high).estimate)
-    assert_variance_ratio(np.array(means), planned)
+    # reports encoded i.i.d. (1 with probability u), then randomized
+    histograms = sampled_histograms([1 - u, u], n, chans.p, chans.q, WINDOWS, np.random.default_rng(8))
+    means = window_fields(lambda bits: feature_mean(estimate_tmdh(CooccurrenceAccumulator(family).add_bits(bits), chans),
+                                                    0, low, high).estimate, histograms)[:, 0]
+    assert_variance_ratio(means, planned)

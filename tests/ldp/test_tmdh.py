@@ -5,10 +5,12 @@ import pytest
 
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator, count_bits
+from ldp_marginals.ldp.intervals import normal_interval
 from ldp_marginals.ldp.randomizer import randomize_bits
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.tmdh import estimate_tmdh, expected_counts
-from tests.stats import Z, assert_coverage, assert_mean_close, assert_variance_ratio
+from tests.simulate import noisy_histograms, window_fields
+from tests.stats import Z, assert_coverage, assert_mean_close, assert_variance_ratio, replicates_for
 
 UNEQUAL = ChannelSet.from_arrays([0.1, 0.25, 0.05, 0.3, 0.15], [0.9, 0.7, 0.8, 0.95, 0.6])
 EQUAL = ChannelSet.uniform(Channel(0.1, 0.8), 5)
@@ -123,21 +125,23 @@ def test_empty_window_is_defined():
 @pytest.mark.statistical
 @pytest.mark.parametrize("channels", [EQUAL, UNEQUAL], ids=["equal", "unequal"])
 def test_simulated_bias_variance_covariance_and_coverage(channels):
-    n, reps, d = 1500, 1500, 5
+    n, d = 1500, 5
     x = true_bits(n, d, 6)
     fam = SetFamily.all_up_to(d, 3)
     truth = count_bits(x, fam).astype(float)
     exact = estimate_tmdh(expected_counts(truth, fam, channels), channels, fam)  # closed forms at the truth
-    rng = np.random.default_rng(1234 if channels is EQUAL else 4321)
-    means = np.empty((reps, len(fam)))
-    var_hat = np.empty((reps, len(fam)))
-    covered = np.empty((reps, len(fam)), dtype=bool)
-    for r in range(reps):
-        est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(randomize_bits(x, channels, rng)), channels)
-        means[r], var_hat[r] = est.means, est.variances
-        low, high = est.intervals(0.95)
-        covered[r] = (low <= truth) & (truth <= high)
     sl = slice(1, len(fam))
+    reps = replicates_for(elements=len(fam) - 1)   # every set's band catches its variance 5% off
+    rng = np.random.default_rng(1234 if channels is EQUAL else 4321)
+    histograms = noisy_histograms(x, channels.p, channels.q, reps, rng)
+
+    def fields(bits):
+        est = estimate_tmdh(CooccurrenceAccumulator(fam).add_bits(bits), channels)
+        return np.concatenate([est.means, est.variances])
+    f = window_fields(fields, histograms)
+    means, var_hat = f[:, :len(fam)], f[:, len(fam):]
+    low, high = normal_interval(means, var_hat, 0.95)   # what TMDHEstimate.intervals returns
+    covered = (low <= truth) & (truth <= high)
     assert_mean_close(means[:, sl], truth[sl], exact.variances[sl])
     assert_variance_ratio(means[:, sl], exact.variances[sl])
     # the plug-in variance is unbiased; its own sd is estimated from the replicates
