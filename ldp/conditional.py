@@ -7,6 +7,10 @@ need only counts up to U)::
 
     Var(r) ~= ( Var(t_U) - 2 r Cov(t_U, t_B) + r^2 Var(t_B) ) / t_B^2
 
+At the true counts this is exactly the variance of the linearization ``r + (t_U - r t_B) / t_B``,
+to which the ratio's variance tends as the window grows (``tests/ldp/test_conditional.py``: exact
+enumeration of a small window, simulation at 20,000 reports).
+
 A ratio of noisy counts means nothing when B never holds, and is biased and wide when it rarely
 does (the delta method is first order: the bias is of order ``Var(t_B) / t_B^2``). So a conditional
 (or a conditional mean) is published only when the data show that B holds in some report: a test of

@@ -25,8 +25,9 @@ between ``low`` and ``high`` encode with less noise than the bound). Estimates a
 interval is the estimate's own (never clipped, so the estimate lies inside it); what a reader should
 display, projected into ``[low, high]``, is added by the job's rows. A conditional mean is biased for
 small ``t_B`` like any ratio (see :mod:`~ldp_marginals.ldp.conditional`); the job publishes one only
-when ``B`` passes the presence test. Bias, variance and coverage are checked by simulation in
-``tests/ldp/test_means.py``.
+when ``B`` passes the presence test. ``tests/ldp/test_means.py`` checks the variances against the
+exact variance over every noisy outcome of a small window (of the linearization, for the conditional
+mean) and by simulation, with bias and coverage.
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ def test_the_old_bands_let_a_15_percent_error_pass_and_are_refused():
         assert_variance_ratio(np.zeros((60_000, 1)), 1.0, detect=0.2)
 
 
+@pytest.mark.statistical
 def test_a_seeded_band_passes_the_truth_and_fails_5_percent_either_way():
     samples = np.random.default_rng(5).standard_normal(replicates_for())
     assert_variance_ratio(samples, 1.0)
