@@ -18,7 +18,7 @@ from ldp_marginals.ldp.hadamard import (
     true_coefficients,
 )
 from ldp_marginals.ldp.intervals import normal_interval
-from tests.stats import assert_coverage, assert_mean_close, assert_variance_ratio
+from tests.stats import assert_coverage, assert_mean_close, assert_variance_ratio, replicates_for
 
 
 def population(n=1500, d=5, seed=0):
@@ -168,13 +168,14 @@ def _replicates(bits, mech, reps, seed):
 def test_coefficients_unbiased_with_the_closed_form_variance(epsilon, slots):
     """Standardized by the conditional variance at the true theta (given each replicate's counts),
     errors have mean 0 and variance 1, pooled over the coefficients (nearly independent: their
-    covariance is O(1/N)). 1,000 replicates x 25 coefficients put the band at about +-4%: the
-    variance without the sampling term (or with 1 in place of 1 - theta^2) fails it."""
+    covariance is O(1/N)). 2,150 replicates x 25 coefficients: a band that catches the variance 5%
+    off (tests/stats.py); the variance without the sampling term (or with 1 in place of 1 - theta^2)
+    fails it."""
     bits = population()
     mech = HadamardSampling(5, 3, epsilon, slots=slots)
     theta = true_coefficients(bits, mech.family)
     zs = []
-    for est in _replicates(bits, mech, 1000, seed=11 + slots):
+    for est in _replicates(bits, mech, -(-replicates_for() // (len(theta) - 1)), seed=11 + slots):
         var = est.coefficient_variances(theta)[1:]
         zs.append((est.theta[1:] - theta[1:]) / np.sqrt(var))
     zs = np.array(zs)
@@ -186,22 +187,35 @@ def test_coefficients_unbiased_with_the_closed_form_variance(epsilon, slots):
 def test_table_cells_covariances_and_coverage():
     """Cells of a 3-way table: covariance matrix of the standardized (whitened) errors is the
     identity, so the covariances between coefficients (and the Hadamard transform) are right; 95%
-    intervals from the plugged-in variances cover at their level."""
+    intervals from the plugged-in variances cover at their level. 7,700 replicates x 7 whitened
+    cells: a band that catches the variance 5% off (tests/stats.py)."""
     bits = population(1200, d=3, seed=4)   # d = k: each coefficient is 1/7 of the slots, so the
     mech = HadamardSampling(3, 3, 8.0, slots=4)  # O(1/N) covariances between them weigh in a cell
     theta = true_coefficients(bits, mech.family)
     truth = lambda s: theta[mech.family.index(s)]  # noqa: E731
     cols = (0, 1, 2)
     true_cells = histogram(bits, cols) * len(bits)
+    # the table's covariance at the truth given a replicate's counts, cheaply: the coefficients'
+    # covariances off the diagonal do not depend on the counts, their variances are
+    # coefficient_variances(theta); through the table's Hadamard transform (checked against table())
+    subsets = [tuple(c for j, c in enumerate(cols) if b >> j & 1) for b in range(8)]
+    index = [mech.family.index(sub) if sub else 0 for sub in subsets]
+    h, n = hadamard_signs(3), len(bits)
     white, covered = [], []
-    for est in _replicates(bits, mech, 800, seed=5):
-        exact = est.table(cols, truth=truth)
+    for r, est in enumerate(_replicates(bits, mech, -(-replicates_for() // 7), seed=5)):
+        coefficients = est.coefficient_covariance(subsets, truth) if r == 0 else coefficients
+        np.fill_diagonal(coefficients, est.coefficient_variances(theta)[index])
+        cov = n * n * h @ coefficients @ h.T / 64
+        estimate = n * est.frequencies(3)[0]
+        if r < 4:
+            exact = est.table(cols, truth=truth)
+            np.testing.assert_allclose(cov, exact.covariance, rtol=1e-12, atol=1e-9)
+            np.testing.assert_allclose(estimate, exact.estimate, rtol=1e-12)
         # whiten in the 7-dimensional space of cells (they sum to N: drop the last)
-        cov = exact.covariance[:7, :7]
-        white.append(np.linalg.solve(np.linalg.cholesky(cov), exact.estimate[:7] - true_cells[:7]))
-        plugged = est.table(cols)
-        lo, hi = plugged.intervals(0.95)
-        covered.append((lo <= true_cells) & (true_cells <= hi))
+        white.append(np.linalg.solve(np.linalg.cholesky(cov[:7, :7]), estimate[:7] - true_cells[:7]))
+        if r < 800:
+            lo, hi = est.table(cols).intervals(0.95)
+            covered.append((lo <= true_cells) & (true_cells <= hi))
     white = np.array(white)
     assert_mean_close(white, 0.0, 1.0)
     assert_variance_ratio(white.reshape(-1, 1), np.ones(1))
