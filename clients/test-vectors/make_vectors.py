@@ -1,0 +1,196 @@
+"""Writes the client test vectors (coins.json, reports.json, refusals.json) beside this file from the
+Python reference client. Run from the repository: `.venv/bin/python clients/test-vectors/make_vectors.py`.
+
+The vectors are the contract every client reads (docs/client.md); tests/ldp/test_client_vectors.py
+checks that the Python client still reproduces them. Regenerate only when the specification changes
+on purpose, and say so in the commit.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ldp_marginals.ldp.client import ClientSpec, DeviceClient, Refusal
+from ldp_marginals.ldp.coins import HmacDrbg, decide, frame, units
+from ldp_marginals.schemas import encode_message
+
+HERE = Path(__file__).resolve().parent
+SECRET = bytes(range(32)).hex()
+SEED = bytes(range(100, 132)).hex()
+
+BOOL_OS = [{"name": "dark_mode", "type": "boolean"},
+           {"name": "os", "type": "categorical", "values": ["mac", "win", "linux"]}]
+RAPPOR = {"p": 0.5, "q": 0.75, "permanent": {"p": 0.25, "q": 0.75}}
+OUE_P = 1.0 / (math.e + 1.0)
+
+CASES = [
+    {"name": "plain symmetric channels, fixed hourly window, no token",
+     "config": {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
+                "channels": [{"p": 0.25, "q": 0.75}] * 4},
+     "reports": [({"dark_mode": True, "os": "win"}, 1_767_225_600_000, {}),
+                 ({"dark_mode": False, "os": "mac"}, 1_767_225_600_001, {"region": "eu"}),
+                 ({"dark_mode": True, "os": "linux"}, 1_767_229_200_000, {})]},
+    {"name": "RAPPOR memoized on every bit (f = 0.5, p = 0.5, q = 0.75), device token",
+     "config": {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
+                "channels": [RAPPOR] * 4, "token": True},
+     "reports": [({"dark_mode": True, "os": "win"}, 1_767_225_600_000, {}),
+                 ({"dark_mode": True, "os": "win"}, 1_767_227_000_000, {}),       # same window: same token
+                 ({"dark_mode": True, "os": "win"}, 1_767_229_200_000, {}),       # next window: new token
+                 ({"dark_mode": True, "os": "linux"}, 1_767_229_300_000, {})]},   # new value: new permanent bits
+    {"name": "numeric features (memoized and not), per-bit channels, sliding window, UTF-8 names and dimensions",
+     "config": {"collection": "sessions.v2",
+                "features": [{"name": "minutes", "type": "numeric", "low": 0, "high": 120},
+                             {"name": "load", "type": "numeric", "low": -1.5, "high": 2.5},
+                             {"name": "pays", "type": "categorical", "values": ["café", "日本", "other"]},
+                             {"name": "beta", "type": "boolean"}],
+                "window": {"type": "sliding", "size_seconds": 86400, "period_seconds": 3600},
+                "channels": [RAPPOR, {"p": 0.2, "q": 0.9}, {"p": 0.0, "q": 1.0},
+                             {"p": 0.1, "q": 0.6, "permanent": {"p": 0.3, "q": 0.95}},
+                             {"p": OUE_P, "q": 0.5}, {"p": 2.0 ** -33, "q": 1.0 - 2.0 ** -33}],
+                "token": True},
+     "reports": [({"minutes": 37.25, "load": -1.5, "pays": "café", "beta": False}, 1_767_225_600_000,
+                  {"région": "eu", "Zone": "b", "a": "", "日": "x"}),
+                 ({"minutes": 120, "load": 2.5, "pays": "日本", "beta": True}, 1_767_229_199_999, {}),
+                 ({"minutes": 0.001, "load": 0.3, "pays": "other", "beta": True}, 1_767_229_200_000, {})]},
+    {"name": "global window: one token for all time",
+     "config": {"collection": "lifetime", "features": [{"name": "enabled", "type": "boolean"}],
+                "window": {"type": "global"}, "channels": [RAPPOR], "token": True},
+     "reports": [({"enabled": True}, 0, {}), ({"enabled": True}, 4_102_444_799_999, {})]},
+    {"name": "a refused report draws no coins",
+     "config": {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 60},
+                "channels": [{"p": 0.25, "q": 0.75}] * 4},
+     "reports": [({"dark_mode": True, "os": "win"}, 60_000, {}),
+                 ({"dark_mode": 1, "os": "win"}, 60_000, {}),
+                 ({"dark_mode": True, "os": "win"}, 60_000, {})]},
+]
+
+BAD_CONFIGS = [
+    ("one channel too few", {"channels": [{"p": 0.25, "q": 0.75}] * 3}),
+    ("p not below q", {"channels": [{"p": 0.75, "q": 0.25}] * 4}),
+    ("permanent probability above 1", {"channels": [{"p": 0.25, "q": 0.75, "permanent": {"p": 0.25, "q": 1.5}}] * 4}),
+    ("unknown key", {"memoize": True}),
+    ("unknown channel key", {"channels": [{"p": 0.25, "q": 0.75, "f": 0.5}] * 4}),
+    ("sliding size not a multiple of the period", {"window": {"type": "sliding", "size_seconds": 3600, "period_seconds": 700}}),
+    ("window not a whole number of milliseconds", {"window": {"type": "fixed", "size_seconds": 3600.0004}}),
+    ("categorical feature with one value", {"features": [BOOL_OS[0], {"name": "os", "type": "categorical", "values": ["mac"]}],
+                                            "channels": [{"p": 0.25, "q": 0.75}] * 2}),
+    ("token not a boolean", {"token": "yes"}),
+    ("numeric feature without high", {"features": [{"name": "m", "type": "numeric", "low": 0}],
+                                      "channels": [{"p": 0.25, "q": 0.75}]}),
+]
+BASE = {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
+        "channels": [{"p": 0.25, "q": 0.75}] * 4}
+NUMERIC = dict(BASE, features=BOOL_OS + [{"name": "minutes", "type": "numeric", "low": 0, "high": 120}],
+               channels=[{"p": 0.25, "q": 0.75}] * 5)
+GOOD = {"dark_mode": True, "os": "win", "minutes": 3.5}
+BAD_INPUTS = [
+    ("missing feature", {"dark_mode": True, "os": "win"}, 0, {}),
+    ("unknown feature", dict(GOOD, theme="dark"), 0, {}),
+    ("boolean given as a number", dict(GOOD, dark_mode=1), 0, {}),
+    ("boolean given as null", dict(GOOD, dark_mode=None), 0, {}),
+    ("categorical value not listed", dict(GOOD, os="bsd"), 0, {}),
+    ("categorical value of another case", dict(GOOD, os="Mac"), 0, {}),
+    ("numeric given as a string", dict(GOOD, minutes="3.5"), 0, {}),
+    ("numeric below low", dict(GOOD, minutes=-0.5), 0, {}),
+    ("numeric above high", dict(GOOD, minutes=120.000001), 0, {}),
+    ("event time before 1970", GOOD, -1, {}),
+    ("event time at 2100", GOOD, 4_102_444_800_000, {}),
+    ("event time not an integer", GOOD, 1.5, {}),
+    ("dimension value not a string", GOOD, 0, {"region": 3}),
+    ("dimension key empty", GOOD, 0, {"": "eu"}),
+    ("several faults: the event time is checked first", dict(GOOD, os="bsd"), -1, {"region": 3}),
+    ("several faults: dimensions before values", dict(GOOD, os="bsd"), 0, {"region": 3}),
+    ("several faults: missing before a bad value", {"dark_mode": 1, "os": "win"}, 0, {}),
+]
+
+
+def _report_expectation(client, values, event_ms, dims) -> dict:
+    try:
+        record, trace = client.report_with_trace(values, event_ms, dims)
+    except Refusal as err:
+        return {"refusal": err.code}
+    return {"coins": trace.coins.hex(), "encoded": list(trace.encoded), "permanent": list(trace.permanent),
+            "bits": record["bits"].hex(), "client": record["client"],
+            "avro": encode_message("noisy_report", record).hex()}
+
+
+def reports() -> dict:
+    cases = []
+    for case in CASES:
+        client = DeviceClient(ClientSpec.from_json(case["config"]), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
+        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED,
+                      "reports": [{"values": v, "event_ms": t, "dimensions": d,
+                                   "expect": _report_expectation(client, v, t, d)} for v, t, d in case["reports"]]})
+    return {"about": "Positive client vectors (docs/client.md): per case, one HMAC_DRBG instantiated with the seed "
+                     "makes the reports in order; expect holds the drawn coins, the true bits, the permanent bits "
+                     "(null: the bit does not memoize), the packed bits, the device token and the Avro bytes of the "
+                     "NoisyReport, or the refusal code of a refused report.", "cases": cases}
+
+
+def _refusal(make) -> str:
+    try:
+        make()
+    except Refusal as err:
+        return err.code
+    raise AssertionError("expected a refusal")
+
+
+def refusals() -> dict:
+    cases = []
+    for name, change in BAD_CONFIGS:
+        config = dict(BASE, **change)
+        cases.append({"name": name, "config": config, "secret": SECRET, "input": None,
+                      "refusal": _refusal(lambda: ClientSpec.from_json(config))})
+    for secret in (bytes(31).hex(), bytes(33).hex()):
+        cases.append({"name": f"secret of {len(secret) // 2} bytes", "config": BASE, "secret": secret, "input": None,
+                      "refusal": _refusal(lambda: DeviceClient(ClientSpec.from_json(BASE), bytes.fromhex(secret),
+                                                               HmacDrbg(bytes.fromhex(SEED))))})
+    for name, values, event_ms, dims in BAD_INPUTS:
+        client = DeviceClient(ClientSpec.from_json(NUMERIC), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
+        cases.append({"name": name, "config": NUMERIC, "secret": SECRET,
+                      "input": {"values": values, "event_ms": event_ms, "dimensions": dims},
+                      "refusal": _refusal(lambda: client.report(values, event_ms, dims))})
+    return {"about": "Negative client vectors (docs/client.md): a config refused when read (input null), a secret "
+                     "refused when the client is made, or one report refused; refusal is the code every client "
+                     "gives.", "cases": cases}
+
+
+def coins() -> dict:
+    nist = []
+    for entropy, nonce, expected in (
+            ("ca851911349384bffe89de1cbdc46e6831e44d34a4fb935ee285dd14b71a7488", "659ba96c601dc69fc902940805ec0ca8",
+             "e528e9abf2dece54d47c7e75e5fe302149f817ea9fb4bee6f4199697d04d5b89d54fbb978a15b5c443c9ec21036d2460"
+             "b6f73ebad0dc2aba6e624abf07745bc107694bb7547bb0995f70de25d6b29e2d3011bb19d27676c07162c8b5ccde0668"
+             "961df86803482cb37ed6d5c0bb8d50cf1f50d476aa0458bdaba806f48be9dcb8"),
+            ("79737479ba4e7642a221fcfd1b820b134e9e3540a35bb48ffae29c20f5418ea3", "3593259c092bef4129bc2c6c9e19f343",
+             "cf5ad5984f9e43917aa9087380dac46e410ddc8a7731859c84e9d0f31bd43655b924159413e2293b17610f211e09f770"
+             "f172b8fb693a35b85d3b9e5e63b1dc252ac0e115002e9bedfb4b5b6fd43f33b8e0eafb2d072e1a6fee1f159df9b51e6c"
+             "8da737e60d5032dd30544ec51558c6f080bdbdab1de8a939e961e06b5f1aca37")):
+        nist.append({"entropy": entropy, "nonce": nonce, "personalization": "", "requests": [128, 128],
+                     "last": expected})
+    drbg = HmacDrbg(bytes.fromhex(SEED))
+    ours = {"entropy": SEED, "nonce": "", "personalization": "", "requests": [4, 4, 24, 8],
+            "outputs": [drbg.generate(n).hex() for n in (4, 4, 24, 8)]}
+    probabilities = [0.0, 1.0, 0.5, 0.25, 0.75, 0.1, 1.0 / 3.0, OUE_P, 2.0 ** -33, 2.0 ** -33 * 0.999, 3 * 2.0 ** -33,
+                     1e-10, 1.0 - 2.0 ** -33, 1.0 - 2.0 ** -32, 0.3]
+    decisions = [(c, t) for c in ("00000000", "3fffffff", "40000000", "7fffffff", "80000000", "ffffffff", "00000001")
+                 for t in (0.0, 0.25, 0.5, 1.0, 2.0 ** -33)]
+    return {"about": "Coins (docs/client.md): HMAC_DRBG (SP 800-90A, SHA-256) known answers, the NIST CAVP ones "
+                     "(the last of two 128-byte requests) and the seed of reports.json (each request's output); "
+                     "units(t) = floor(t * 2^32 + 1/2); a coin's decision; framed messages.",
+            "hmac_drbg_nist": nist, "hmac_drbg": ours,
+            "units": [{"probability": t, "units": units(t)} for t in probabilities],
+            "decisions": [{"coin": c, "probability": t, "decision": decide(bytes.fromhex(c), t)} for c, t in decisions],
+            "frames": [{"parts": parts, "hex": frame(*parts).hex()}
+                       for parts in (["ldp-marginals/v1/token", "app_usage", "1767225600000"], [""], ["日本", "café"])]}
+
+
+def write(name: str, data: dict) -> None:
+    (HERE / name).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write("coins.json", coins())
+    write("reports.json", reports())
+    write("refusals.json", refusals())

@@ -1,0 +1,282 @@
+"""The reference client: what a device runs to turn its feature values into one report, byte for
+byte as docs/client.md specifies (Java and TypeScript clients reproduce it from the test vectors in
+clients/test-vectors/).
+
+A :class:`ClientSpec` is what a device is told about a collection (the JSON of docs/client.md: its
+name, features, window, per-bit channels and whether reports carry the device token). A
+:class:`DeviceClient` holds the spec, the device secret and a coin generator
+(:class:`~ldp_marginals.ldp.coins.SystemCoins` on a device, a seeded
+:class:`~ldp_marginals.ldp.coins.HmacDrbg` in tests) and makes a ``NoisyReport`` record; its Avro
+bytes are ``ldp_marginals.schemas.encode_message("noisy_report", record)``.
+
+One report, in order:
+
+1. check the input (every refusal is a :class:`Refusal` with a code, docs/client.md);
+2. draw ``4 * (numeric features that do not memoize + bits)`` bytes from the generator in one call;
+   its 4-byte coins are used in order: first the encoding of each numeric feature that does not
+   memoize (layout order), then one per bit (bit order);
+3. encode: a boolean is its bit, a categorical value one-hot, a numeric value ``x`` the bit
+   ``coin < units((x - low)/(high - low))`` with the next coin, or, when its bit memoizes, with the
+   device's encoding coin (:mod:`~ldp_marginals.ldp.device`);
+4. randomize each bit ``i`` with true bit ``x``: if it memoizes, ``b = decide(permanent coin,
+   q_P if x else p_P)`` then ``y = decide(bit coin, q_I if b else p_I)``; else
+   ``y = decide(bit coin, q_I if x else p_I)``;
+5. pack: bit ``i`` is ``(bits[i // 8] >> (i % 8)) & 1``; the device token of the event's slice
+   goes in ``client`` when the spec says so; dimensions are sorted by their keys' UTF-8 bytes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, decide
+from ldp_marginals.ldp.device import check_secret, device_token, encoding_coin, permanent_coin
+from ldp_marginals.ldp.encoding import BOOLEAN, CATEGORICAL, NUMERIC, Feature, Layout, pack_bits
+from ldp_marginals.ldp.memoized import ClientChannels
+from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, Window
+
+# Refusal codes: the same in every client (the negative test vectors name them)
+BAD_CONFIG = "bad_config"
+BAD_SECRET = "bad_secret"
+MISSING_FEATURE = "missing_feature"
+UNKNOWN_FEATURE = "unknown_feature"
+BAD_VALUE = "bad_value"
+OUT_OF_RANGE = "out_of_range"
+BAD_EVENT_TIME = "bad_event_time"
+BAD_DIMENSIONS = "bad_dimensions"
+CODES = (BAD_CONFIG, BAD_SECRET, MISSING_FEATURE, UNKNOWN_FEATURE, BAD_VALUE, OUT_OF_RANGE, BAD_EVENT_TIME,
+         BAD_DIMENSIONS)
+
+
+class Refusal(ValueError):
+    """A client's refusal: ``code`` is one of :data:`CODES`, the message names the field and value."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def _keys(spec, where: str, required: tuple, optional: tuple = ()) -> dict:
+    if not isinstance(spec, dict):
+        raise Refusal(BAD_CONFIG, f"{where} must be an object, got {where}={spec!r}")
+    unknown = sorted(set(spec) - set(required) - set(optional))
+    missing = [k for k in required if k not in spec]
+    if unknown or missing:
+        raise Refusal(BAD_CONFIG, f"{where} must have keys {list(required)} (optional {list(optional)}), "
+                                  f"got keys={sorted(spec)}")
+    return spec
+
+
+def _channel(spec, where: str) -> Channel:
+    _keys(spec, where, ("p", "q"))
+    try:
+        return Channel(spec["p"], spec["q"])
+    except ValueError as err:
+        raise Refusal(BAD_CONFIG, f"{where}: {err}") from None
+
+
+def _window(spec) -> Window:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    sizes = {"fixed": ("size_seconds",), "sliding": ("size_seconds", "period_seconds"), "global": ()}
+    if kind not in sizes:
+        raise Refusal(BAD_CONFIG, f"window.type must be one of {list(sizes)}, got window={spec!r}")
+    _keys(spec, "window", ("type",) + sizes[kind])
+    try:
+        window = Window(kind, spec.get("size_seconds", 0.0), spec.get("period_seconds", 0.0))
+    except ValueError as err:
+        raise Refusal(BAD_CONFIG, str(err)) from None
+    for key in sizes[kind]:
+        ms = spec[key] * 1000
+        if abs(ms - round(ms)) > 1e-6:
+            raise Refusal(BAD_CONFIG, f"window.{key} must be a whole number of milliseconds, got {key}={spec[key]!r}")
+    return window
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """What a device is told about a collection (docs/client.md)."""
+
+    collection: str
+    layout: Layout
+    window: Window
+    channels: ClientChannels
+    token: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.collection, str) or not self.collection:
+            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string, got collection={self.collection!r}")
+        if len(self.channels) != self.layout.n_bits:
+            raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({self.layout.n_bits}: "
+                                      f"{list(self.layout.labels)}), got {len(self.channels)}")
+        draws = sum(1 for b in self.layout.numeric_bits if not self.channels.memoizes[b]) + self.layout.n_bits
+        if draws * COIN_BYTES > MAX_REQUEST_BYTES:
+            raise Refusal(BAD_CONFIG, f"a report may draw at most {MAX_REQUEST_BYTES // COIN_BYTES} coins, "
+                                      f"this layout draws {draws}")
+
+    @classmethod
+    def from_json(cls, spec) -> "ClientSpec":
+        """The spec from its JSON object; a :class:`Refusal` of code ``bad_config`` otherwise."""
+        _keys(spec, "config", ("collection", "features", "window", "channels"), ("token",))
+        feats = spec["features"]
+        if not isinstance(feats, list) or not feats:
+            raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
+        features = []
+        for i, f in enumerate(feats):
+            kind = f.get("type") if isinstance(f, dict) else None
+            extra = {CATEGORICAL: ("values",), NUMERIC: ("low", "high")}.get(kind, ())
+            _keys(f, f"features[{i}]", ("name", "type") + extra)
+            if kind == CATEGORICAL and not isinstance(f["values"], list):
+                raise Refusal(BAD_CONFIG, f"features[{i}].values must be a list, got values={f['values']!r}")
+            try:
+                features.append(Feature(f["name"], kind, tuple(f.get("values", ())), f.get("low"), f.get("high")))
+            except ValueError as err:
+                raise Refusal(BAD_CONFIG, f"features[{i}]: {err}") from None
+        try:
+            layout = Layout(tuple(features))
+        except ValueError as err:
+            raise Refusal(BAD_CONFIG, str(err)) from None
+        chans = spec["channels"]
+        if not isinstance(chans, list):
+            raise Refusal(BAD_CONFIG, f"channels must be a list with one entry per bit, got channels={chans!r}")
+        instantaneous, permanent = [], []
+        for i, c in enumerate(chans):
+            _keys(c, f"channels[{i}]", ("p", "q"), ("permanent",))
+            instantaneous.append(_channel({"p": c["p"], "q": c["q"]}, f"channels[{i}]"))
+            permanent.append(_channel(c["permanent"], f"channels[{i}].permanent") if "permanent" in c else None)
+        token = spec.get("token", False)
+        if not isinstance(token, bool):
+            raise Refusal(BAD_CONFIG, f"token must be true or false, got token={token!r}")
+        if len(instantaneous) != layout.n_bits:
+            raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({layout.n_bits}: {list(layout.labels)}), "
+                                      f"got {len(instantaneous)}")
+        channels = ClientChannels(ChannelSet(tuple(instantaneous)), tuple(permanent))
+        return cls(spec["collection"], layout, _window(spec["window"]), channels, token)
+
+    def to_json(self) -> dict:
+        """The JSON object :meth:`from_json` reads."""
+        features = []
+        for f in self.layout.features:
+            item = {"name": f.name, "type": f.kind}
+            if f.kind == CATEGORICAL:
+                item["values"] = list(f.values)
+            if f.kind == NUMERIC:
+                item.update(low=f.low, high=f.high)
+            features.append(item)
+        window = {"type": self.window.type}
+        if self.window.type != "global":
+            window["size_seconds"] = self.window.size_seconds
+        if self.window.type == "sliding":
+            window["period_seconds"] = self.window.period_seconds
+        channels = []
+        for inst, perm in zip(self.channels.instantaneous, self.channels.permanent):
+            item = {"p": inst.p, "q": inst.q}
+            if perm is not None:
+                item["permanent"] = {"p": perm.p, "q": perm.q}
+            channels.append(item)
+        return {"collection": self.collection, "features": features, "window": window, "channels": channels,
+                "token": self.token}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The intermediate values of one report (for test vectors and debugging another client)."""
+
+    coins: bytes          # the bytes drawn from the generator
+    encoded: tuple        # the true bits
+    permanent: tuple      # per bit, the permanent bit (None for bits that do not memoize)
+
+
+class DeviceClient:
+    """One device's client for one collection: ``report(values, event_ms)`` -> a NoisyReport record."""
+
+    def __init__(self, spec: ClientSpec, secret: bytes, coins):
+        try:
+            self.secret = check_secret(secret)
+        except ValueError as err:
+            raise Refusal(BAD_SECRET, str(err)) from None
+        self.spec = spec
+        self.coins = coins
+
+    def report(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None) -> dict:
+        """The ``NoisyReport`` record of one report (module docstring)."""
+        return self.report_with_trace(values, event_ms, dimensions)[0]
+
+    def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
+        spec = self.spec
+        if isinstance(event_ms, bool) or not isinstance(event_ms, int) or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
+            raise Refusal(BAD_EVENT_TIME, f"event_ms must be an integer in [{MIN_EVENT_MS}, {MAX_EVENT_MS}), "
+                                          f"got event_ms={event_ms!r}")
+        dims = _dimensions({} if dimensions is None else dimensions)
+        units = self._units(values)
+        fresh = [f for f in spec.layout.features if f.kind == NUMERIC
+                 and not spec.channels.memoizes[spec.layout.bits_of(f.name)[0]]]
+        drawn = self.coins.generate(COIN_BYTES * (len(fresh) + spec.layout.n_bits))
+        coins = [drawn[k:k + COIN_BYTES] for k in range(0, len(drawn), COIN_BYTES)]
+        encoding = dict(zip((f.name for f in fresh), coins))
+        bit_coins = coins[len(fresh):]
+        encoded, permanent, noisy = [], [], []
+        for f in spec.layout.features:
+            value = values[f.name]
+            if f.kind == NUMERIC:
+                coin = encoding[f.name] if f.name in encoding else encoding_coin(self.secret, spec.collection, f.name)
+                bits = [decide(coin, units[f.name])]
+            else:
+                bits = f.encode(value)
+            label = value if f.kind == CATEGORICAL else str(bits[0])
+            for j, (x, i) in enumerate(zip(bits, spec.layout.bits_of(f.name))):
+                inst, perm = spec.channels.instantaneous[i], spec.channels.permanent[i]
+                if perm is not None:
+                    b = decide(permanent_coin(self.secret, spec.collection, f.name, label, j), perm.q if x else perm.p)
+                    permanent.append(b)
+                    noisy.append(decide(bit_coins[i], inst.q if b else inst.p))
+                else:
+                    permanent.append(None)
+                    noisy.append(decide(bit_coins[i], inst.q if x else inst.p))
+                encoded.append(x)
+        token = device_token(self.secret, spec.collection, spec.window.slice_of(event_ms)) if spec.token else None
+        record = {"collection": spec.collection, "event_time": event_ms,
+                  "bits": pack_bits(np.array(noisy, dtype=np.uint8)).tobytes(), "dimensions": dims, "client": token}
+        return record, Trace(drawn, tuple(encoded), tuple(permanent))
+
+    def _units(self, values) -> dict:
+        """Checks the values (refusals in layout order, after the keys); numeric ones' unit values."""
+        layout = self.spec.layout
+        if not isinstance(values, Mapping):
+            raise Refusal(BAD_VALUE, f"values must map feature names to values, got values={values!r}")
+        names = [f.name for f in layout.features]
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise Refusal(MISSING_FEATURE, f"values must give every feature, got missing={missing}")
+        unknown = sorted(str(k) for k in values if k not in names)
+        if unknown:
+            raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
+        units = {}
+        for f in layout.features:
+            v = values[f.name]
+            if f.kind == BOOLEAN and not isinstance(v, bool):
+                raise Refusal(BAD_VALUE, f"feature {f.name!r} is boolean: its value must be true or false, got {v!r}")
+            if f.kind == CATEGORICAL and (not isinstance(v, str) or v not in f.values):
+                raise Refusal(BAD_VALUE, f"feature {f.name!r} must be one of {list(f.values)}, got {v!r}")
+            if f.kind == NUMERIC:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise Refusal(BAD_VALUE, f"feature {f.name!r} is numeric: its value must be a number, got {v!r}")
+                try:
+                    x = float(v)
+                except OverflowError:
+                    x = math.inf
+                if not (math.isfinite(x) and f.low <= x <= f.high):
+                    raise Refusal(OUT_OF_RANGE, f"feature {f.name!r} must be in [{f.low:g}, {f.high:g}], got {v!r}")
+                units[f.name] = (x - f.low) / (f.high - f.low)
+        return units
+
+
+def _dimensions(dims) -> dict:
+    """Dimensions as a dict sorted by the keys' UTF-8 bytes; string keys and values only."""
+    if not isinstance(dims, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str)
+                                                for k, v in dims.items()):
+        raise Refusal(BAD_DIMENSIONS, f"dimensions must map non-empty strings to strings, got dimensions={dims!r}")
+    return dict(sorted(dims.items(), key=lambda kv: kv[0].encode("utf-8")))

@@ -1,0 +1,135 @@
+"""Epsilon over time: what a device's reports of one value reveal, by how many it sent.
+
+A device that holds one value and sends n reports releases, per bit, n draws that are independent
+given the bit's permanent response (memoized) or given its true bit (not memoized). The exact
+local-DP epsilon of those n reports, ``epsilon_n``, is the largest log-likelihood ratio over two
+values and all output sequences (:func:`epsilon_reports`). Per bit the ratio depends on a sequence
+only through its number k of ones::
+
+    not memoized:  ln r(k) = k ln(q/p) + (n - k) ln((1-q)/(1-p))              -> n * eps_bit
+    memoized:      r(k) = (q_P q_I^k (1-q_I)^(n-k) + (1-q_P) p_I^k (1-p_I)^(n-k))
+                        / (p_P q_I^k (1-q_I)^(n-k) + (1-p_P) p_I^k (1-p_I)^(n-k))
+
+and a whole report combines bits as :func:`~ldp_marginals.ldp.privacy.local_dp_epsilon` does:
+a one-bit feature (boolean, or a numeric feature's encoded bit) adds its larger direction, a
+categorical feature its worst pair of one bit going 1 -> 0 and another 0 -> 1; two devices may
+differ in every feature, so features add. ``epsilon_1`` is the local epsilon of the effective
+channel (RAPPOR's ``h ln(q*(1-p*)/(p*(1-q*)))`` for h-hot values); ``epsilon_infinity``, its limit
+for any number of reports of the same value, is the local epsilon of the permanent channels
+(RAPPOR's ``2h ln((1-f/2)/(f/2))``), infinite when a bit does not memoize.
+
+What these numbers do not cover: a device that takes k distinct values draws k independent
+permanent responses (up to ``k * epsilon_infinity`` when the times of the changes are known), and
+when its reports are linked (one window's token, or the fingerprint of its memoized bits,
+docs/client.md) a change of value is detected beyond ``epsilon_1`` (:mod:`ldp_marginals.ldp.attacks`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldp_marginals.ldp._checks import check_int, check_positive
+from ldp_marginals.ldp.memoized import ClientChannels
+
+DAYS_PER_MONTH = 30
+
+
+def _log_power(base: float, k: np.ndarray) -> np.ndarray:
+    """``k ln(base)`` with ``0 ln 0 = 0``."""
+    with np.errstate(divide="ignore"):
+        return np.where(k == 0, 0.0, k * np.log(base) if base > 0 else -np.inf)
+
+
+def bit_log_ratios(channels: ClientChannels, bit: int, n_reports: int) -> np.ndarray:
+    """``ln P(k | x = 1) - ln P(k | x = 0)`` for k = 0..n ones among n reports of one bit
+    (``inf``/``-inf`` where one side is impossible, NaN where both are)."""
+    n = check_int("n_reports", n_reports, minimum=1)
+    k = np.arange(n + 1)
+    inst, perm = channels.instantaneous[bit], channels.permanent[bit]
+    # P(b = 1 | x = 1), P(b = 1 | x = 0); a bit that does not memoize has b = x
+    w1, w0 = (perm.q, perm.p) if perm is not None else (1.0, 0.0)
+    one = _log_power(inst.q, k) + _log_power(1.0 - inst.q, n - k)     # ln P(sequence | b = 1)
+    zero = _log_power(inst.p, k) + _log_power(1.0 - inst.p, n - k)    # ln P(sequence | b = 0)
+
+    def mix(w):
+        with np.errstate(divide="ignore"):
+            return np.logaddexp(math.log(w) + one if w > 0 else -np.inf,
+                                math.log1p(-w) + zero if w < 1 else -np.inf)
+    with np.errstate(invalid="ignore"):
+        return mix(w1) - mix(w0)
+
+
+def _directions(channels: ClientChannels, bit: int, n_reports: int) -> tuple:
+    """``(up, down)``: the largest log ratio for x = 1 over x = 0, and for x = 0 over x = 1."""
+    if n_reports is None:  # any number of reports: the permanent channel's, or unbounded
+        perm = channels.permanent[bit]
+        if perm is None:
+            return math.inf, math.inf
+        return (math.inf if perm.p == 0 else math.log(perm.q / perm.p),
+                math.inf if perm.q == 1 else math.log((1 - perm.p) / (1 - perm.q)))
+    r = bit_log_ratios(channels, bit, n_reports)
+    r = r[~np.isnan(r)]
+    return float(np.max(r)), float(np.max(-r))
+
+
+def _layout_epsilon(layout, channels: ClientChannels, n_reports) -> float:
+    if len(channels) != layout.n_bits:
+        raise ValueError(f"channels must have {layout.n_bits} bits, got len(channels)={len(channels)}")
+    total = 0.0
+    for feature in layout.features:
+        bits = list(layout.bits_of(feature.name))
+        dirs = {i: _directions(channels, i, n_reports) for i in bits}
+        if len(bits) == 1:
+            total += max(dirs[bits[0]])
+        else:
+            total += max(dirs[i][0] + dirs[j][1] for i in bits for j in bits if i != j)
+    return total
+
+
+def epsilon_reports(layout, channels: ClientChannels, n_reports: int) -> float:
+    """Exact local-DP epsilon of ``n_reports`` reports of one device holding one value (module
+    docstring); ``n_reports = 1`` gives ``epsilon_1``."""
+    return _layout_epsilon(layout, channels, check_int("n_reports", n_reports, minimum=1))
+
+
+def epsilon_one(layout, channels: ClientChannels) -> float:
+    """Epsilon of one report: the local epsilon of the effective channel."""
+    return epsilon_reports(layout, channels, 1)
+
+
+def epsilon_infinity(layout, channels: ClientChannels) -> float:
+    """Epsilon of any number of reports of one value: the permanent channels' local epsilon
+    (``inf`` when a bit does not memoize)."""
+    return _layout_epsilon(layout, channels, None)
+
+
+@dataclass(frozen=True)
+class LongitudinalEpsilon:
+    """A collection's stated epsilons for a device holding one value: one report, any number, and
+    a day's and a month's (30 days) reports at the declared rate (at most ``ceil(rate * days)``)."""
+
+    one: float
+    infinity: float
+    reports_per_day: float
+    per_day: float
+    per_month: float
+
+    def describe(self) -> dict:
+        def num(v):
+            return None if math.isinf(v) else float(v)
+        return {"epsilon_1": num(self.one), "epsilon_infinity": num(self.infinity),
+                "reports_per_day": self.reports_per_day, "epsilon_per_day": num(self.per_day),
+                "epsilon_per_month": num(self.per_month)}
+
+
+def longitudinal_epsilon(layout, channels: ClientChannels, reports_per_day: float) -> LongitudinalEpsilon:
+    """epsilon_1, epsilon_infinity and the epsilons of a day and of a month of reports at
+    ``reports_per_day`` (exact, :func:`epsilon_reports`; ``n * epsilon_1`` for channels that do not
+    memoize)."""
+    rate = check_positive("reports_per_day", reports_per_day)
+    per_day = math.ceil(round(rate, 9))                      # round: 0.1 * 30 is 3.0000000000000004
+    per_month = math.ceil(round(rate * DAYS_PER_MONTH, 9))
+    return LongitudinalEpsilon(epsilon_one(layout, channels), epsilon_infinity(layout, channels), rate,
+                               epsilon_reports(layout, channels, per_day), epsilon_reports(layout, channels, per_month))
