@@ -5,6 +5,12 @@ Modules, each small and named for what it holds:
 - :mod:`ldp.channels`     per-bit randomized-response channels ``(p, q)`` and channel sets
 - :mod:`ldp.encoding`     feature layouts, bit labels, packing to and from bytes
 - :mod:`ldp.randomizer`   the client randomizer (CSPRNG by default, seeded for simulation)
+- :mod:`ldp.client`       the reference device client of docs/client.md (config, refusals, report records)
+- :mod:`ldp.coins`        coins and decisions, HMAC_DRBG for tests, the OS generator for devices
+- :mod:`ldp.device`       the device secret, its window-scoped token and its permanent coins
+- :mod:`ldp.memoized`     memoized (two-stage) channels, the effective channel, repeated reports' variance
+- :mod:`ldp.longitudinal` epsilon over time: one report, n reports, any number, per day and month
+- :mod:`ldp.attacks`      averaging, change-detection and linkage attacks, exact or seeded
 - :mod:`ldp.sets`         the canonical order of counted bit sets
 - :mod:`ldp.cooccurrence` co-occurrence counts and their mergeable accumulator
 - :mod:`ldp.tmdh`         TMDH means, variances, covariances and intervals (Carette 2022)
