@@ -50,7 +50,7 @@ CASES = [
                              {"p": OUE_P, "q": 0.5}, {"p": 2.0 ** -33, "q": 1.0 - 2.0 ** -33}],
                 "token": True},
      "reports": [({"minutes": 37.25, "load": -1.5, "pays": "café", "beta": False}, 1_767_225_600_000,
-                  {"région": "eu", "Zone": "b", "a": "", "日": "x"}),
+                  {"région": "eu", "Zone": "b", "a": "", "日": "x", "\U0001f600": "2", "\uff21": "1"}),
                  ({"minutes": 120, "load": 2.5, "pays": "日本", "beta": True}, 1_767_229_199_999, {}),
                  ({"minutes": 0.001, "load": 0.3, "pays": "other", "beta": True}, 1_767_229_200_000, {})]},
     {"name": "global window: one token for all time",
