@@ -100,6 +100,27 @@ class ClientChannels:
         return float(self.shared[x][bit] / (t * (1.0 - t) / eff.gap ** 2))
 
 
+def randomize_repeats(true_bits, reports, channels: ClientChannels, rng: np.random.Generator):
+    """Simulation (seeded, vectorized): device d holds true bits ``true_bits[d]`` and sends
+    ``reports[d]`` reports; each memoized bit draws its permanent bit once per device, each report
+    its instantaneous bits afresh. Returns ``(noisy, owner)``: the noisy bits (uint8, one row per
+    report, devices in order) and each report's device. The reference client derives the same law
+    from a device secret (tests/ldp/test_client.py); this is for simulating many devices."""
+    x = np.asarray(true_bits, dtype=np.uint8)
+    m = np.asarray(reports, dtype=np.int64)
+    if x.ndim != 2 or x.shape[1] != len(channels):
+        raise ValueError(f"true_bits must have shape (devices, {len(channels)}), got shape={x.shape}")
+    if m.shape != (x.shape[0],) or (m < 0).any():
+        raise ValueError(f"reports must give a count >= 0 per device ({x.shape[0]}), got reports={reports!r}")
+    perm_p = np.array([c.p if c is not None else 0.0 for c in channels.permanent])
+    perm_q = np.array([c.q if c is not None else 1.0 for c in channels.permanent])
+    held = (rng.random(x.shape) < np.where(x == 1, perm_q, perm_p)).astype(np.uint8)   # b = x where not memoized
+    owner = np.repeat(np.arange(x.shape[0]), m)
+    inst = channels.instantaneous
+    noisy = (rng.random((owner.size, x.shape[1])) < np.where(held[owner] == 1, inst.q, inst.p)).astype(np.uint8)
+    return noisy, owner
+
+
 def design_effect(reports: int, rho: float) -> float:
     """``1 + (m - 1) rho``: the variance of a device's sum of ``m`` equally correlated reports over
     that of ``m`` independent ones."""

@@ -10,7 +10,7 @@ import pytest
 
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.intervals import z_of
-from ldp_marginals.ldp.memoized import ClientChannels, design_effect, repeat_variance
+from ldp_marginals.ldp.memoized import ClientChannels, design_effect, randomize_repeats, repeat_variance
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.tmdh import estimate_tmdh, expected_counts
 from tests.stats import Z, assert_coverage, assert_variance_ratio
@@ -62,19 +62,24 @@ def test_repeat_variance_is_exact_for_devices_sending_equal_numbers_of_reports()
     assert design_effect(24, CHANNELS.correlation(0, 1)) == pytest.approx(2.25, abs=0.01)
 
 
+def test_randomize_repeats_refuses_shapes_that_do_not_match():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"true_bits must have shape \(devices, 4\)"):
+        randomize_repeats(np.zeros((3, 5)), [1, 1, 1], CHANNELS, rng)
+    with pytest.raises(ValueError, match="reports must give a count >= 0 per device"):
+        randomize_repeats(np.zeros((3, 4)), [1, -1, 1], CHANNELS, rng)
+    noisy, owner = randomize_repeats(np.ones((3, 4)), [2, 0, 1], CHANNELS, rng)
+    assert noisy.shape == (3, 4) and owner.tolist() == [0, 0, 2]
+
+
 def simulate_windows(rng, x, m, n_windows):
     """Co-occurrence counts of ``n_windows`` independent windows of the same devices: device d holds
     true bits x[d] and sends m[d] reports sharing its permanent bits."""
-    inst, perm = CHANNELS.instantaneous, CHANNELS.permanent
-    owner = np.repeat(np.arange(len(m)), m)
     out = np.empty((n_windows, len(FAMILY)))
     pairs = [s for s in FAMILY if len(s) == 2]
     for w in range(n_windows):
-        b = np.array([rng.random(len(x)) < np.where(x[:, i] == 1, perm[i].q, perm[i].p) if perm[i] is not None
-                      else x[:, i] == 1 for i in range(4)]).T
-        theta = np.where(b, inst.q, inst.p)[owner]
-        y = (rng.random(theta.shape) < theta).astype(np.int64)
-        out[w, 0] = len(owner)
+        y = randomize_repeats(x, m, CHANNELS, rng)[0].astype(np.int64)
+        out[w, 0] = len(y)
         out[w, 1:5] = y.sum(axis=0)
         gram = y.T @ y
         out[w, 5:] = [gram[i, j] for i, j in pairs]
@@ -120,7 +125,7 @@ def test_intervals_with_memoized_repeats_cover_at_the_nominal_rate_once_correcte
     for j in range(rates["tmdh"].shape[1]):
         assert_coverage(rates["realized"][:, j], 0.95)
         assert rates["bound"][:, j].mean() >= 0.95 - Z * math.sqrt(0.95 * 0.05 / len(counts))
-    # uncorrected, the frequencies of memoized bits are covered far too rarely (86-88% here); a pair's
-    # TMDH variance is so large that the repeats' share of it is small (93.5-95%)
+    # uncorrected, the frequencies of memoized bits are covered far too rarely (86-89% here); a pair's
+    # TMDH variance is so large that the repeats' share of it is small (93-95%)
     for j in (0, 1, 2):
         assert rates["tmdh"][:, j].mean() < 0.95 - Z * math.sqrt(0.95 * 0.05 / len(counts))
