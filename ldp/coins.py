@@ -2,10 +2,10 @@
 
 Every random choice a client makes is one *coin*: 4 bytes read as an unsigned 32-bit big-endian
 integer ``U``. A choice with probability ``t`` is 1 iff ``U < units(t)``, where
-``units(t) = floor(t * 2^32 + 1/2)`` (round half up; exact in IEEE-754 doubles, since ``t * 2^32``
-is a scaling by a power of two and adding 1/2 to a number below 2^33 is exact). So ``t = 0`` never
-fires, ``t = 1`` always does, and the realized probability ``units(t) / 2^32`` is within 2^-33 of
-``t``. The same arithmetic in Java (``Math.floor``, ``long``), JavaScript (``Math.floor``,
+``units(t) = floor(t * 2^32 + 1/2)`` (round half up), computed in IEEE-754 doubles as written: the
+product is exact (a power of two), the sum rounds to nearest even as IEEE-754 defines it, so every
+language gets the same integer. ``t = 0`` never fires, ``t = 1`` always does, and the realized
+probability ``units(t) / 2^32`` is within 2^-33 of ``t``. The same arithmetic in Java (``Math.floor``, ``long``), JavaScript (``Math.floor``,
 ``DataView.getUint32``) and Python gives the same decision from the same bytes.
 
 Coins come from a *generator* with one method, ``generate(n) -> n bytes``:

@@ -173,7 +173,8 @@ def coins() -> dict:
     ours = {"entropy": SEED, "nonce": "", "personalization": "", "requests": [4, 4, 24, 8],
             "outputs": [drbg.generate(n).hex() for n in (4, 4, 24, 8)]}
     probabilities = [0.0, 1.0, 0.5, 0.25, 0.75, 0.1, 1.0 / 3.0, OUE_P, 2.0 ** -33, 2.0 ** -33 * 0.999, 3 * 2.0 ** -33,
-                     1e-10, 1.0 - 2.0 ** -33, 1.0 - 2.0 ** -32, 0.3]
+                     1e-10, 1.0 - 2.0 ** -33, 1.0 - 2.0 ** -32, 0.3,
+                     (0.5 - 2.0 ** -54) * 2.0 ** -32]   # the sum t * 2^32 + 1/2 rounds (to even) up to 1
     decisions = [(c, t) for c in ("00000000", "3fffffff", "40000000", "7fffffff", "80000000", "ffffffff", "00000001")
                  for t in (0.0, 0.25, 0.5, 1.0, 2.0 ** -33)]
     return {"about": "Coins (docs/client.md): HMAC_DRBG (SP 800-90A, SHA-256) known answers, the NIST CAVP ones "
