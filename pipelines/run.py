@@ -25,7 +25,7 @@ from ldp_marginals.schemas.config import configs_from_text, parse_window
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, MANIFEST_FILE, STATE_SHAPE_FILE, SUMMARY_FILE, new_run_id
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
 from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, VALID, totals_by_reason
-from ldp_marginals.transforms.manifest import finish_run, start_run
+from ldp_marginals.transforms.manifest import abandon_run, finish_run, start_run, write_dir
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
 
@@ -181,12 +181,14 @@ def needs_stable_input(args, options: PipelineOptions) -> bool:
 
 def make_sink(args, stable_input: bool = False):
     """Files under ``--output`` always; BigQuery tables too with ``--bigquery-dataset`` (its refused
-    rows become dead-letter files under ``--output``), all recorded in the run ``args.run_id``."""
-    files = FileSink(args.output, streaming=args.streaming, dead_letter_seconds=args.dead_letter_seconds,
+    rows become dead-letter files under ``--output``), all recorded in the run ``args.run_id`` (a batch
+    run's under its staging folder until it publishes them: :func:`~ldp_marginals.transforms.manifest.finish_run`)."""
+    out = write_dir(args.output, args.run_id, args.streaming)
+    files = FileSink(out, streaming=args.streaming, dead_letter_seconds=args.dead_letter_seconds,
                      stable_input=stable_input, run_id=args.run_id)
     if not args.bigquery_dataset:
         return files
-    return Sinks(files, BigQuerySink(args.bigquery_dataset, args.output, args.bigquery_method, args.streaming,
+    return Sinks(files, BigQuerySink(args.bigquery_dataset, out, args.bigquery_method, args.streaming,
                                      dead_letter_seconds=args.dead_letter_seconds, run_id=args.run_id))
 
 
@@ -319,9 +321,9 @@ def write_collections(output_dir: str, configs: dict) -> str:
 
 
 def prepare_outputs(args, configs: dict) -> None:
-    """Before the job runs: ``collections.json`` and ``state_shape.json``, and the run's start in its
-    manifest (:func:`ldp_marginals.transforms.manifest.start_run`)."""
-    write_collections(args.output, configs)
+    """Before the job runs: ``collections.json`` and ``state_shape.json`` (a batch run's in its staging
+    folder), and the run's start in its manifest (:func:`ldp_marginals.transforms.manifest.start_run`)."""
+    write_collections(write_dir(args.output, args.run_id, args.streaming), configs)
     start_run(args.output, args.run_id, args.streaming)
 
 
@@ -350,6 +352,18 @@ def _remove_unfinished(output_dir: str) -> int:
                 os.remove(os.path.join(folder, name))
                 removed += 1
     return removed
+
+
+def _discard_unfinished(args) -> str:
+    """Clean up after a run that failed; returns what it left, in a few words. A batch run's staging
+    folder goes (:func:`~ldp_marginals.transforms.manifest.abandon_run`), a streaming run's ``.tmp``
+    files."""
+    if not args.streaming:
+        if abandon_run(args.output, args.run_id):
+            return f"nothing of it was published: {MANIFEST_FILE} is still the previous run's, if there was one"
+        return f"{MANIFEST_FILE} names its files under {write_dir(args.output, args.run_id, False)}"
+    removed = _remove_unfinished(args.output) if "://" not in args.output else 0
+    return f"no {MANIFEST_FILE} of it; {removed} unfinished files removed"
 
 
 class _QuietTaskFailures(logging.Filter):
@@ -393,9 +407,9 @@ def startup_error(err: BaseException, argv=None) -> str | None:
 def run(argv=None) -> dict:
     """Build and run the job; wait for it and summarize its counters unless ``--detach``.
 
-    A local run that fails for lack of space or permission raises :class:`JobFailed` after removing
-    its unfinished files; ``summary.json`` and the manifest are written only by a batch run that
-    finished, so a directory without them holds no complete run (readers refuse it). A streaming
+    A run that fails for lack of space or permission raises :class:`JobFailed` after removing its
+    unfinished files; a batch run publishes its outputs only once it has finished, so one that fails
+    or is killed leaves the previous run in ``--output`` as readers read it. A streaming
     source that cannot start is a ``ValueError`` naming the fix (:func:`startup_error`)."""
     try:
         pipeline, args, configs = make_pipeline(argv)
@@ -404,7 +418,6 @@ def run(argv=None) -> dict:
         if line is None:
             raise
         raise ValueError(line) from None
-    local = "://" not in args.output
     started = int(time.time() * 1000)
     prepare_outputs(args, configs)
     try:
@@ -423,12 +436,12 @@ def run(argv=None) -> dict:
         text = str(err)
         if cause is None and "No space left on device" not in text and "Permission denied" not in text:
             raise
-        removed = _remove_unfinished(args.output) if local else 0
+        left = _discard_unfinished(args)
         reason = f"{cause.strerror or cause}" if cause is not None else (
             "No space left on device" if "No space left on device" in text else "Permission denied")
         raise JobFailed(f"writing the outputs under {args.output} failed: {reason}; the run is incomplete "
-                        f"(no {MANIFEST_FILE}; {removed} unfinished files removed). Free space or fix the "
-                        "permissions and run again: a rerun rewrites every output.") from None
+                        f"({left}). Free space or fix the permissions and run again: a rerun rewrites every "
+                        "output.") from None
     summary = summarize(result)
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else "")
@@ -440,8 +453,7 @@ def run(argv=None) -> dict:
         try:
             finish_run(args.output, args.run_id, summary, started)
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
-            removed = _remove_unfinished(args.output) if local else 0
             raise JobFailed(f"writing the run's {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
-                            f"{err.strerror or err}; the run is incomplete ({removed} unfinished files removed): "
-                            "readers refuse the directory. Free space and run again.") from None
+                            f"{err.strerror or err}; the run is incomplete ({_discard_unfinished(args)}). Free "
+                            "space and run again.") from None
     return summary

@@ -13,18 +13,23 @@ readers and the dashboard all use it).
                                            the contract (Avro schemas in this folder)
     DIR/parquet/<kind>/<group>/<stem>.parquet   the same rows as Parquet, one folder per collection
     DIR/_runs/<run id>/<kind>/<stem>.json  one entry per file set written: its files and row count
+    DIR/_staging/<run id>/                 a batch run's own outputs (the same layout) while it runs
 
 A stem is ``<window start>_<window end>_<collection>_pane<NNN>`` with UTC times such as
 ``20260101T000000000Z`` (fixed width, so names sort by window), or ``global_<collection>_pane<NNN>``
 for the global window. Panes of one window accumulate in streaming: a reader takes the latest.
 
 **A run owns its outputs.** Every file is written under a temporary name and renamed, and then its
-entry is written the same way, so an entry names only whole files. A batch run removes the previous
-``manifest.json`` when it starts, gathers its entries into a new one when it has finished (then
-removes the files of earlier runs that it did not rewrite); a streaming run writes, when it starts,
-a manifest that says so (``complete`` false) and whose files are its entries as they land. Readers
-(:func:`load_manifest`) read the files of the manifest and nothing else: files of another run never
-mix in, and a file whose rows disagree with its entry is an error that names it.
+entry is written the same way, so an entry names only whole files. A batch run writes everything
+under ``_staging/<run id>/`` and leaves the previous run's manifest and files alone; when it has
+finished it publishes (:func:`ldp_marginals.transforms.manifest.finish_run`): a manifest naming its
+staged files, then its files copied to their places, then a manifest naming those, then the files of
+earlier runs removed. A manifest is replaced atomically and names only files that no later step
+overwrites, so a run killed at any point leaves the previous run, or itself, readable whole. A
+streaming run writes, when it starts, a manifest that says so (``complete`` false) and whose files
+are its entries as they land. Readers (:func:`load_manifest`) read the files of the manifest and
+nothing else: files of another run never mix in, and a file whose rows disagree with its entry is an
+error that names it.
 """
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "ex
 COLLECTIONS_FILE = "collections.json"
 MANIFEST_FILE = "manifest.json"
 RUNS_DIR = "_runs"        # DIR/_runs/<run id>/<kind>/<stem>.json: the entries of a run's file sets
+STAGING_DIR = "_staging"  # DIR/_staging/<run id>/: a batch run's outputs until it publishes them
 PARQUET_DIR = "parquet"   # DIR/parquet/<kind>/<group>/<stem>.parquet
 MANIFEST_FORMAT = 1
 STATE_SHAPE_FILE = "state_shape.json"   # what a job resumed from a savepoint must match (pipelines.run)
@@ -86,6 +92,11 @@ def file_paths(kind: str, group: str, stem: str) -> dict:
 def entry_path(run_id: str, kind: str, stem: str) -> str:
     """Where a run records one file set, relative to the output directory."""
     return f"{RUNS_DIR}/{run_id}/{check_kind(kind)}/{stem}{ENTRY}"
+
+
+def staging_path(run_id: str) -> str:
+    """Where a batch run writes its outputs until it publishes them, relative to the output directory."""
+    return f"{STAGING_DIR}/{run_id}"
 
 
 def new_run_id(now_ms: int | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ldp_marginals.pipelines.read import read_file
 from ldp_marginals.schemas.arrow import to_rows
 from ldp_marginals.schemas.outputs import load_manifest, new_run_id
-from ldp_marginals.transforms.manifest import finish_run, start_run
+from ldp_marginals.transforms.manifest import finish_run, start_run, write_dir
 from ldp_marginals.transforms.sinks import write_file_set
 
 
@@ -14,7 +14,7 @@ def write_run(output_dir, file_sets) -> dict:
     under ``output_dir``; returns its manifest."""
     run_id = new_run_id()
     for kind, group, window, pane, rows in file_sets:
-        write_file_set(str(output_dir), run_id, kind, group, window, pane, rows)
+        write_file_set(write_dir(str(output_dir), run_id, False), run_id, kind, group, window, pane, rows)
     return finish_run(str(output_dir), run_id)
 
 
@@ -89,5 +89,5 @@ def write_month(output_dir, windows: int = 720, bits: int = 32, keys=None, start
                              "frequency_low": f - half, "frequency_high": f + half, "display_frequency": f,
                              "display_low": max(f - half, 0.0), "display_high": min(f + half, 1.0),
                              "out_of_range": False})
-        write_file_set(str(output_dir), run_id, "marginals", "month", window, 0, rows)
+        write_file_set(write_dir(str(output_dir), run_id, False), run_id, "marginals", "month", window, 0, rows)
     return finish_run(str(output_dir), run_id)

@@ -1,29 +1,39 @@
 """A run's manifest: started before the job runs, finished after it, on any Beam filesystem (local or
 gs://). The layout and the readers' side are :mod:`ldp_marginals.schemas.outputs`.
 
-- :func:`start_run` (batch): the previous run's ``manifest.json`` and ``summary.json`` are removed,
-  so that no reader takes the files this run is rewriting for the previous run's; (streaming): a
-  manifest that says the run is streaming, whose files are the entries the writers add as they go.
-- :func:`finish_run` (batch): ``summary.json`` and then ``manifest.json``, the run's entries gathered,
-  each written to a temporary name and renamed; then, on a local directory, the files of earlier
-  runs that this one did not rewrite are removed.
+- :func:`start_run` (streaming): a manifest that says the run is streaming, whose files are the
+  entries the writers add as they go; (batch): nothing, since the run writes under its staging folder
+  (:func:`write_dir`) and the previous run stays what readers read until this one has finished.
+- :func:`finish_run` (batch) publishes the run in steps, each leaving a readable directory if the
+  process dies right after it: the summary into the staging folder; a manifest naming the staged
+  files (readers switch to the new run in one rename); ``summary.json``, ``collections.json`` and
+  ``state_shape.json`` moved into place; the files linked (copied on a filesystem without links)
+  to their places, which no manifest names at that moment; a manifest naming them; then the staging
+  folder and, on a local directory, the files of earlier runs that this one did not write, removed.
+- :func:`abandon_run` (batch): what a run that failed before it published leaves: its staging folder
+  goes, the previous run is untouched.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
+import shutil
 
 from apache_beam.io.filesystems import FileSystems
 
 from ldp_marginals.schemas.outputs import (
+    COLLECTIONS_FILE,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
     PARQUET_DIR,
     RUNS_DIR,
+    STAGING_DIR,
+    STATE_SHAPE_FILE,
     SUMMARY_FILE,
     KINDS,
     split_pane,
+    staging_path,
 )
 
 
@@ -45,6 +55,14 @@ def _delete_if_present(path: str) -> None:
         FileSystems.delete([path])
 
 
+def write_dir(output_dir: str, run_id: str, streaming: bool) -> str:
+    """Where a run's writers write: the output directory itself (streaming, whose manifest names its
+    entries as they land) or the batch run's staging folder, published by :func:`finish_run`."""
+    if streaming:
+        return output_dir
+    return FileSystems.join(output_dir, *staging_path(run_id).split("/"))
+
+
 def start_run(output_dir: str, run_id: str, streaming: bool) -> None:
     """Before the job runs (module docstring). A streaming run resumed from a savepoint keeps its id,
     so its manifest and entries carry on."""
@@ -52,9 +70,6 @@ def start_run(output_dir: str, run_id: str, streaming: bool) -> None:
         write_json_atomic(FileSystems.join(output_dir, MANIFEST_FILE),
                           {"format": MANIFEST_FORMAT, "run_id": run_id, "mode": "streaming", "complete": False,
                            "started": _now_ms(), "finished": None, "summary": None, "files": None})
-        return
-    for name in (MANIFEST_FILE, SUMMARY_FILE):
-        _delete_if_present(FileSystems.join(output_dir, name))
 
 
 def run_entries(output_dir: str, run_id: str) -> list:
@@ -68,23 +83,75 @@ def run_entries(output_dir: str, run_id: str) -> list:
     return entries
 
 
+def _staged(entry: dict, prefix: str) -> dict:
+    return dict(entry, files={k: f"{prefix}/{p}" for k, p in entry["files"].items()})
+
+
+def _place(source: str, target: str, local: bool) -> None:
+    """``target`` becomes a copy of ``source`` (a hard link on a local directory): no manifest names
+    ``target`` while this runs, so it need not be atomic."""
+    if not local:
+        FileSystems.copy([source], [target])
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.lexists(target):
+        os.remove(target)
+    try:
+        os.link(source, target)
+    except OSError:   # a filesystem without hard links
+        shutil.copyfile(source, target)
+
+
 def finish_run(output_dir: str, run_id: str, summary: dict | None = None, started_ms: int | None = None) -> dict:
-    """After a batch job has finished: ``summary.json`` (when given), then the manifest; returns it."""
-    files = run_entries(output_dir, run_id)
+    """After a batch job has finished: publish the run from its staging folder (module docstring);
+    returns its manifest. An error before the first manifest is written leaves the previous run as it
+    was (:func:`abandon_run` then removes the staging folder)."""
+    staged = write_dir(output_dir, run_id, streaming=False)
+    local = "://" not in output_dir
+    files = run_entries(staged, run_id)
     if summary is not None:
-        write_json_atomic(FileSystems.join(output_dir, SUMMARY_FILE), summary)
-    manifest = {"format": MANIFEST_FORMAT, "run_id": run_id, "mode": "batch", "complete": True,
-                "started": started_ms, "finished": _now_ms(), "summary": summary, "files": files}
-    write_json_atomic(FileSystems.join(output_dir, MANIFEST_FILE), manifest)
-    if "://" not in output_dir:
+        write_json_atomic(FileSystems.join(staged, SUMMARY_FILE), summary)
+    head = {"format": MANIFEST_FORMAT, "run_id": run_id, "mode": "batch", "complete": True,
+            "started": started_ms, "finished": _now_ms(), "summary": summary}
+    path = FileSystems.join(output_dir, MANIFEST_FILE)
+    write_json_atomic(path, dict(head, files=[_staged(e, staging_path(run_id)) for e in files]))
+    # from here on readers read this run, from its staging folder: the previous run's files are free
+    for name in (SUMMARY_FILE, COLLECTIONS_FILE, STATE_SHAPE_FILE):
+        if FileSystems.exists(FileSystems.join(staged, name)):
+            FileSystems.rename([FileSystems.join(staged, name)], [FileSystems.join(output_dir, name)])
+    for e in files:
+        for relative in e["files"].values():
+            parts = relative.split("/")
+            _place(FileSystems.join(staged, *parts), FileSystems.join(output_dir, *parts), local)
+    manifest = dict(head, files=files)
+    write_json_atomic(path, manifest)
+    if local:
         remove_other_runs(output_dir, manifest)
+    else:
+        FileSystems.delete([staged + "/"])
     return manifest
+
+
+def abandon_run(output_dir: str, run_id: str) -> bool:
+    """Remove the staging folder of a batch run that failed before it published (the previous run
+    stays what readers read) and return True; return False, removing nothing, for a run whose
+    manifest is already the directory's (readers read its staged files)."""
+    try:
+        with FileSystems.open(FileSystems.join(output_dir, MANIFEST_FILE)) as fh:
+            if json.loads(fh.read()).get("run_id") == run_id:
+                return False
+    except Exception:  # noqa: BLE001 - no manifest, or not one: the run published nothing
+        pass
+    staged = write_dir(output_dir, run_id, streaming=False)
+    if FileSystems.exists(staged):
+        FileSystems.delete([staged + "/"])
+    return True
 
 
 def remove_other_runs(output_dir: str, manifest: dict) -> int:
     """Remove, under a local ``output_dir``, the output files (Avro, Parquet, JSON lines of older
-    versions) that ``manifest`` does not list, and the entry folders of other runs (of a batch run,
-    its own too: its manifest holds them); returns how many output files went. Only names of the
+    versions) that ``manifest`` does not list, the staging folders, and the entry folders of other runs
+    (of a batch run, its own too: its manifest holds them); returns how many output files went. Only names of the
     output layout are touched."""
     keep = {os.path.normpath(os.path.join(output_dir, *p.split("/")))
             for e in manifest["files"] for p in e["files"].values()}
@@ -101,6 +168,9 @@ def remove_other_runs(output_dir: str, manifest: dict) -> int:
             if path not in keep and (split_pane(name) is not None or name.endswith(".jsonl")):
                 os.remove(path)
                 removed += 1
+    staging = os.path.join(output_dir, STAGING_DIR)
+    if os.path.isdir(staging):   # this run's, published, and those of runs killed before they published
+        shutil.rmtree(staging)
     runs = os.path.join(output_dir, RUNS_DIR)
     if os.path.isdir(runs):
         for name in os.listdir(runs):
