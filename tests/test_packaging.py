@@ -2,6 +2,7 @@
 run time (the Avro schemas, the dashboard's assets, the command), and the installed package works
 from a directory that holds no sources."""
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -68,3 +69,13 @@ def test_the_installed_package_imports_from_outside_the_repository(wheel, tmp_pa
     assert reader == "ldp_marginals.pipelines.read"
     assert all(f.startswith(str(target / "ldp_marginals")) for f in files), files
     assert schema == "ldp_marginals.NoisyReport" and rendered == "True"
+
+
+def test_the_package_requires_the_one_beam_of_the_pins_and_the_jars():
+    """pip installs the Beam the tests run and the deployments ship (issue 36: a range let pip resolve a
+    Beam nothing was tested with), the Python SDK of the Java jars' version (the Flink job server, Kafka IO)."""
+    (beam,) = [r for r in PYPROJECT["project"]["dependencies"] if r.startswith("apache-beam")]
+    pinned = re.search(r"^apache-beam==(\S+)", (ROOT / "deploy/dataflow/requirements.txt").read_text(), re.M).group(1)
+    jars = {re.search(r"<beam.version>(.+?)</beam.version>", pom.read_text()).group(1)
+            for pom in (ROOT / "deploy/flink/jvm").glob("*/pom.xml") if "<beam.version>" in pom.read_text()}
+    assert beam.split(";")[0].strip() == f"apache-beam[gcp]=={pinned}" and jars == {pinned}
