@@ -12,6 +12,13 @@ from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 # the demo's hourly windows must each hold min_reports=2000 reports of the smaller region (45%)
 MIN_DEMO_REPORTS = 20_000
 
+# the command's exit codes (run --help lists them)
+EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_COUNTED = 1, 2, 3
+EXIT_CODES = {0: "done", EXIT_FAILED: "a run that started and could not finish (a full disk)",
+              EXIT_USAGE: "an error found before anything ran (an option, a config, an input or output)",
+              EXIT_NOTHING_COUNTED: "a run that read input and counted no report: every one was dead-lettered "
+                                    "or every file damaged (the summary and the dead letters say why)"}
+
 
 def _simulate(args):
     from ldp_marginals.pipelines.simulate import (
@@ -133,8 +140,11 @@ def main(argv=None) -> int:
     args, rest = parser.parse_known_args(argv)
     try:
         if args.command == "run":
-            from ldp_marginals.pipelines.run import run
-            run(rest if not args.help else ["--help"])
+            from ldp_marginals.pipelines.run import nothing_counted, run
+            problem = nothing_counted(run(rest if not args.help else ["--help"]))
+            if problem:
+                print(f"ldp-marginals run: error: {problem}", file=sys.stderr)
+                return EXIT_NOTHING_COUNTED
         elif rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         elif args.command == "simulate":
@@ -162,13 +172,13 @@ def main(argv=None) -> int:
         return 1
     except ValueError as err:
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except RuntimeError as err:
         from ldp_marginals.pipelines.run import JobFailed  # only run raises it; Beam is loaded by then
         if not isinstance(err, JobFailed):
             raise
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return 0
 
 

@@ -18,6 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from ldp_marginals.ldp.aggregate import accumulator_shape, shape_changes
+from ldp_marginals.pipelines.cli import EXIT_CODES
+from ldp_marginals.pipelines.inputs import check_report_files
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.progress import Progress, job_counters
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
@@ -247,7 +249,8 @@ def run_parser() -> argparse.ArgumentParser:
         prog="ldp-marginals run", description=" ".join(__doc__.split("\n\n")[0].split()).replace("``", ""),
         epilog="Any other option goes to Beam: --runner, --direct_running_mode=multi_processing, Dataflow's "
                "--project/--region/--temp_location, Flink's --flink_master, ... An option that is a near miss "
-               "of one above is refused as a typo.")
+               "of one above is refused as a typo. Exit codes: "
+               + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items()) + ".")
     add_run_arguments(parser)
     return parser
 
@@ -269,7 +272,8 @@ def check_not_misspelled(parser: argparse.ArgumentParser, argv) -> None:
 
 
 def check_input(pattern: str, allow_empty: bool) -> None:
-    """An input that matches no file is an error (a typo in a path or a glob), unless ``allow_empty``."""
+    """An input that matches no file is an error (a typo in a path or a glob), unless ``allow_empty``;
+    so is one that matches a file that cannot hold reports (:mod:`~ldp_marginals.pipelines.inputs`)."""
     try:
         matched = FileSystems.match([pattern])[0].metadata_list
     except Exception:  # noqa: BLE001 - a missing directory, a bucket we cannot list: nothing matched
@@ -277,6 +281,7 @@ def check_input(pattern: str, allow_empty: bool) -> None:
     if not matched and not allow_empty:
         kind = "glob" if glob.has_magic(pattern) else "path"
         raise ValueError(f"--input {pattern}: the {kind} matches no file (add --allow-empty to run on none)")
+    check_report_files(pattern, [m.path for m in matched])
 
 
 def check_output(output: str) -> None:
@@ -307,6 +312,20 @@ def summarize(result) -> dict:
             "damaged_ranges": dead.get("damaged_block", 0),
             "reports_in_damaged_ranges": totals.get(LOST, 0),
             "damaged_ranges_of_unknown_size": totals.get(LOST_UNKNOWN, 0)}
+
+
+def nothing_counted(summary: dict) -> str | None:
+    """What went wrong, in a line, with a run that read input and counted none of it (every report
+    dead-lettered, every file damaged), or None. The command then exits with its own code."""
+    if summary.get("detached") or summary.get("reports_counted") != 0:
+        return None
+    dead, ranges = summary.get("reports_dead_lettered", 0), summary.get("damaged_ranges", 0)
+    if not dead and not ranges:
+        return None
+    return ("no report was counted: " + (f"all {dead:,} were dead-lettered {summary['dead_letters_by_reason']}"
+                                         if dead else "nothing was read")
+            + (f", and {ranges:,} damaged byte ranges of files were skipped" if ranges else "")
+            + "; the dead letters say why (kind dead_letters in the outputs)")
 
 
 def write_collections(output_dir: str, configs: dict) -> str:

@@ -139,3 +139,22 @@ def to_json_line(record: dict) -> str:
         raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
     return json.dumps(_strict(record), sort_keys=True, default=default, allow_nan=False)
+
+
+def noisy_report_mismatch(schema) -> str | None:
+    """Why an Avro writer schema (parsed JSON) is not one of NoisyReport's (a phrase that follows a file's
+    path), or None when it is: a record with every field of the contract that has no default
+    (``collection``, ``event_time``, ``bits``). Older and newer writers differ in the other fields and
+    the readers judge each record's values, so only a schema that cannot hold a report is refused."""
+    required = [f["name"] for f in _raw_schema("noisy_report")["fields"] if "default" not in f]
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        return f"has the Avro schema {json.dumps(kind)[:80]}, not a NoisyReport record"
+    name = ".".join(p for p in (schema.get("namespace"), schema.get("name")) if p)
+    fields = [f.get("name") for f in schema.get("fields") or [] if isinstance(f, dict)]
+    missing = [f for f in required if f not in fields]
+    if not missing:
+        return None
+    shown = ", ".join(map(str, fields[:8])) + (f", ... ({len(fields)} fields)" if len(fields) > 8 else "")
+    return (f"has the Avro schema {name or 'of a record'} ({shown}), not a NoisyReport's: it has no "
+            f"{', '.join(missing)}")

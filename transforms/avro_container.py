@@ -152,8 +152,15 @@ class _Stream:
                 return self.base + before
 
 
+HEADER_LIMIT = 1 << 20   # a header (magic, metadata with the schema, sync marker) longer than this is damage
+
+
 def read_header(stream: _Stream) -> Header:
-    raw = stream.read(0, 1 << 20)
+    return parse_header(stream.read(0, HEADER_LIMIT))
+
+
+def parse_header(raw: bytes) -> Header:
+    """The header at the start of ``raw``; ValueError (or fastavro's errors) when it is not one."""
     if raw[:4] != MAGIC:
         raise ValueError(f"not an Avro object container (starts {raw[:4]!r})")
     buf = io.BytesIO(raw)

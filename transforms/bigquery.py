@@ -91,7 +91,7 @@ class _WriteKind(beam.PTransform):
         return (refused[TAG]
                 | "PaneRefused" >> processing_time_panes(sink.dead_letter_seconds)
                 | "WriteRefused" >> WriteRows(DEAD_LETTERS, sink.failed_dir, group=f"bigquery-{kind}",
-                                                run_id=sink.run_id))
+                                                run_id=sink.run_id, plan=not sink.streaming))
 
 
 def _refused(failed):

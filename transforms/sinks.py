@@ -37,7 +37,7 @@ from ldp_marginals.schemas.outputs import (
     make_entry,
     new_run_id,
 )
-from ldp_marginals.transforms.dead_letters import FILES_WRITTEN, ROWS_WRITTEN, count
+from ldp_marginals.transforms.dead_letters import FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN, count
 from ldp_marginals.transforms.estimate import window_bounds_ms
 from ldp_marginals.transforms.panes import PANES, PaneFile
 
@@ -45,11 +45,14 @@ from ldp_marginals.transforms.panes import PANES, PaneFile
 class WriteWindowFilesFn(beam.DoFn):
     """``((kind, group), rows)`` of one window and pane -> its Avro and Parquet files and then, when
     the sink belongs to a run, the run's entry for them (the layout of
-    :mod:`ldp_marginals.schemas.outputs`). Yields the entry."""
+    :mod:`ldp_marginals.schemas.outputs`). Yields the entry. With ``plan``, each file set is also
+    counted as planned when it arrives (file sets that no step before planned: a batch job's dead
+    letters), so that the file sets written never outnumber the planned ones."""
 
-    def __init__(self, output_dir: str, run_id: str | None = None):
+    def __init__(self, output_dir: str, run_id: str | None = None, plan: bool = False):
         self.output_dir = output_dir
         self.run_id = run_id
+        self.plan = plan
 
     def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         if isinstance(element, PaneFile):  # streaming: the panes state machine says where it belongs
@@ -59,6 +62,8 @@ class WriteWindowFilesFn(beam.DoFn):
             (kind, group), rows = element
             index = pane.index if pane is not None else 0
             window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
+        if self.plan:
+            count(FILES_PLANNED)
         entry = write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows)
         count(FILES_WRITTEN)
         count(ROWS_WRITTEN, entry["rows"])
@@ -115,8 +120,8 @@ class StableParDo(beam.ParDo):
         return urn, payload
 
 
-def _writer(output_dir: str, stable: bool, run_id: str | None = None) -> beam.ParDo:
-    return (StableParDo if stable else beam.ParDo)(WriteWindowFilesFn(output_dir, run_id))
+def _writer(output_dir: str, stable: bool, run_id: str | None = None, plan: bool = False) -> beam.ParDo:
+    return (StableParDo if stable else beam.ParDo)(WriteWindowFilesFn(output_dir, run_id, plan))
 
 
 def processing_time_panes(seconds: float) -> beam.WindowInto:
@@ -131,16 +136,18 @@ class WriteRows(beam.PTransform):
     """Rows of one output kind -> files per (window, pane, group) under ``output_dir/kind``.
 
     The group names the files: the rows' collection, or ``group`` when given (dead letters, which
-    have no collection, are ``all`` unless a group is given)."""
+    have no collection, are ``all`` unless a group is given). ``plan``: count each file set as planned
+    (batch; the progress line's "of N", :data:`~ldp_marginals.transforms.dead_letters.FILES_PLANNED`)."""
 
     def __init__(self, kind: str, output_dir: str, group: str | None = None, stable_input: bool = False,
-                 run_id: str | None = None):
+                 run_id: str | None = None, plan: bool = False):
         super().__init__()
         self.kind = check_kind(kind)
         self.output_dir = output_dir
         self.group = group
         self.stable_input = stable_input
         self.run_id = run_id
+        self.plan = plan
 
     def expand(self, rows):
         kind = self.kind
@@ -149,7 +156,7 @@ class WriteRows(beam.PTransform):
         return (rows
                 | "KeyByFile" >> beam.Map(lambda r: ((kind, group_of(r)), r))
                 | "GroupByFile" >> beam.GroupByKey()
-                | "WriteFiles" >> _writer(self.output_dir, self.stable_input, self.run_id))
+                | "WriteFiles" >> _writer(self.output_dir, self.stable_input, self.run_id, self.plan))
 
 
 class FileSink(beam.PTransform):
@@ -193,7 +200,7 @@ class FileSink(beam.PTransform):
                 written[kind] = files | f"Write[{kind}]" >> _writer(self.output_dir, self.stable_input, self.run_id)
                 continue
             written[kind] = rows | f"Write[{kind}]" >> WriteRows(kind, self.output_dir, stable_input=self.stable_input,
-                                                                  run_id=self.run_id)
+                                                                  run_id=self.run_id, plan=not self.streaming)
         return written
 
 
