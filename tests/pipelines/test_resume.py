@@ -65,8 +65,9 @@ def test_run_checks_before_building_and_refuses_a_savepoint_in_batch(tmp_path):
     base = ["--config", str(tmp_path / "c.json"), "--output", str(tmp_path / "out")]
     with pytest.raises(ValueError, match="max_order changed"):
         make_pipeline(base + ["--streaming", "--kafka-topic", "t", f"--savepoint_path={SAVEPOINT}"])
+    (tmp_path / "r.avro").write_bytes(b"")   # an input the launcher accepts (an empty file is the reader's)
     with pytest.raises(ValueError, match="without --streaming"):
-        make_pipeline(base + ["--input", str(tmp_path / "c.json"), f"--savepoint_path={SAVEPOINT}"])
+        make_pipeline(base + ["--input", str(tmp_path / "r.avro"), f"--savepoint_path={SAVEPOINT}"])
 
 
 @pytest.mark.parametrize("argv, beam_args, stable", [
