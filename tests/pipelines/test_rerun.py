@@ -80,8 +80,20 @@ def test_a_rerun_killed_while_it_writes_leaves_the_previous_run_readable(previou
     while not written_entries(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert proc.poll() is None, "the rerun ended before it wrote its first file set:\n" + proc.stderr.read()[-2000:]
-    proc.send_signal(sig)   # mid-write: its first file sets are staged
-    _, err = proc.communicate(timeout=60)
+    # mid-write: its first file sets are staged. The DirectRunner lets a Ctrl-C pass now and then (seen in
+    # 1 of 9 tries: the run went on and finished), so it is pressed again, as a person would, until it stops
+    try:
+        for _ in range(20):
+            proc.send_signal(sig)
+            try:
+                _, err = proc.communicate(timeout=1 if sig == signal.SIGINT else 60)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            pytest.fail("the rerun did not stop")
     assert proc.returncode != 0, err[-2000:]
     assert written_entries(out)   # it had written file sets, and had not published them
     assert everything(out) == before   # every kind's rows, the summary and collections.json of the previous run
