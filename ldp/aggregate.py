@@ -19,7 +19,8 @@ What a window keeps, per key:
   raw token is kept in state. Two tokens collide with probability ~n^2 / 2^65 (about 3e-8 for a
   million clients in one window); a collision merges two clients' states. Each client's state
   also counts the client's reports (column ``REPORTS``): the publication rule for per-client
-  statistics needs to know how many clients sent more than one report.
+  statistics groups a window's clients by how many reports each sent in each released increment
+  (:func:`client_compositions`) and counts the reports that name no client (:func:`unnamed_reports`).
 
 Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
 
@@ -195,28 +196,40 @@ class ReportAggregator:
         self._merge_clients(acc, uniq, states)
 
     @staticmethod
-    def _merge_clients(acc: WindowAccumulator, keys: np.ndarray, states: np.ndarray) -> None:
-        """Add ``states`` of the distinct sorted ``keys`` into ``acc``'s client table."""
-        if acc.clients.size == 0:
+    def _merge_clients(acc: WindowAccumulator, keys: np.ndarray, states: np.ndarray, distinct: bool = True) -> None:
+        """Add ``states`` of ``keys`` into ``acc``'s client table: ``keys`` distinct and sorted, or
+        (``distinct`` False) the concatenated tables of several accumulators, where a key may repeat."""
+        if acc.clients.size == 0 and distinct:
             acc.clients, acc.client_states = keys.copy(), states.copy()
             return
         merged, inverse = np.unique(np.concatenate([acc.clients, keys]), return_inverse=True)
         inverse = inverse.reshape(-1)
         out = np.zeros((merged.size,) + states.shape[1:])
         n_old = acc.clients.size
-        out[inverse[:n_old]] += acc.client_states   # each side's keys are distinct: plain adds
-        out[inverse[n_old:]] += states
+        out[inverse[:n_old]] += acc.client_states   # acc's keys are distinct: a plain add
+        if distinct:
+            out[inverse[n_old:]] += states
+        else:
+            np.add.at(out, inverse[n_old:], states)
         acc.clients, acc.client_states = merged, out
 
     def merge(self, accumulators: Iterable[WindowAccumulator]) -> WindowAccumulator:
-        """Merge into the first accumulator, the only one modified, and return it."""
+        """Merge into the first accumulator, the only one modified, and return it. The client tables
+        of all the others are merged in one pass (one sort of every key), so merging many small
+        accumulators (a window's released increments) costs no more than merging their union."""
         it = iter(accumulators)
         first = next(it)
+        keys, states = [], []
         for other in it:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
             if other.clients.size:
-                self._merge_clients(first, other.clients, other.client_states)
+                keys.append(other.clients)
+                states.append(other.client_states)
+        if len(keys) == 1:
+            self._merge_clients(first, keys[0], states[0])
+        elif keys:
+            self._merge_clients(first, np.concatenate(keys), np.concatenate(states), distinct=False)
         return first
 
     def copy(self, acc: WindowAccumulator) -> WindowAccumulator:
@@ -238,6 +251,30 @@ class ReportAggregator:
             estimate = 1.0 - prod_f if op == "or" else prod_f
             out.append((math.fsum(estimate), math.fsum(prod_v - prod_f)))
         return out
+
+
+def unnamed_reports(acc: WindowAccumulator) -> int:
+    """The reports of ``acc`` that name no client (they count in no extreme over clients)."""
+    return acc.n - int(round(acc.named_reports))
+
+
+def client_compositions(atoms: Sequence[WindowAccumulator]) -> dict:
+    """``{composition: clients}`` over the union of ``atoms``, disjoint accumulators of one key (the
+    increments of reports a window released, :mod:`ldp_marginals.transforms.publication.release`):
+    each client's composition is the tuple of its numbers of reports in each atom, in ``atoms``'
+    order, and the dict counts the clients of each composition. Clients of one composition are the
+    ones every published row treats alike (docs/design.md, section 7); with one atom the composition
+    is the client's number of reports. States of version 1, which did not count reports, have NaN
+    counts: the caller must refuse them first."""
+    keys = [a.clients for a in atoms]
+    if not any(k.size for k in keys):
+        return {}
+    clients, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    table = np.zeros((clients.size, len(atoms)), dtype=np.int64)
+    column = np.repeat(np.arange(len(atoms)), [k.size for k in keys])
+    table[inverse.reshape(-1), column] = np.rint(np.concatenate([a.client_reports for a in atoms])).astype(np.int64)
+    rows, counts = np.unique(table, axis=0, return_counts=True)
+    return {tuple(int(x) for x in row): int(c) for row, c in zip(rows, counts)}
 
 
 # -- state that outlives a process ------------------------------------------------------------

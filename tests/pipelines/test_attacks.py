@@ -1,21 +1,26 @@
-"""The issue's attacks, rerun through the job's public builder as a red team would, with every output
-in hand. Each found a published combination that depended on one client (or carried a report's
-content outside the guard); each now finds nothing. The general argument is the exact-algebra
-property test on the engine (tests/transforms/test_publication_rule.py); these check the wiring."""
+"""The issues' attacks, rerun through the job's public builder as a red team would, with every output
+in hand. Each found a published combination that depended on one client or report (or carried a
+report's content outside the guard); each now finds nothing. The general argument is the
+exact-algebra property test on the engine (tests/transforms/test_publication_rule.py); these check
+the wiring, and show on the engine without a guard that each combination does isolate its target."""
 import glob
 import json
 import pathlib
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.testing import test_stream
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
+from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas import read_avro
 from ldp_marginals.schemas.bigquery import to_row
 from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.publication.engine import batch_window
 from ldp_marginals.transforms.sinks import FileSink
+from tests.collect import Collected
 from tests.pipelines.test_streaming import START, record, run_stream
 
 CLIENT_OR = {"name": "any_client", "op": "or", "bits": ["a", "b"], "over": "client"}
@@ -129,3 +134,125 @@ def test_a_dead_letter_carries_no_report_content(tmp_path, fault, clients):
     for secret in (token, "SECRET-DEVICE-42", "SECRET-LONG-VERSION-VALUE"):
         assert secret.encode() not in written and secret not in bigquery and secret not in row["detail"]
     assert not {"bits", "client", "record_json", "payload"} & set(row)
+
+
+# -- issue 35: client rows leak through their variances and through OR with AND ---------------------
+# Each attack: a combination of published fields that, on the engine without a guard (min_reports 0),
+# is the same whatever every other report says and moves with the target's reports; then the job, with
+# the guard at the issue's min_reports, batch and streaming, publishes no client row to combine.
+
+OR_A = {"name": "or_a", "op": "or", "bits": ["a"], "over": "client"}
+AND_A = {"name": "and_a", "op": "and", "bits": ["a"], "over": "client"}
+SYMMETRIC = {"p": 0.25, "q": 0.75}
+ALPHA = 0.25 * 0.75 / 0.5 ** 2   # p(1-p)/(q-p)^2 = q(1-q)/(q-p)^2 on this symmetric channel
+
+
+def rows_without_guard(cfg, a_bits, tokens):
+    """The engine's rows of one batch window of reports with bit ``a`` as given, one client token (or
+    None) each."""
+    packed = np.array([[int(a)] for a in a_bits], dtype=np.uint8)
+    keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
+    named = np.array([t is not None for t in tokens])
+    acc = cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named)
+    return batch_window(cfg, (0, 3_600_000), [(0, (), acc)])
+
+
+def field(out, name, what):
+    (row,) = [r for r in out["extremes"] if r["name"] == name]
+    return row[what]
+
+
+def marginal_a(out):
+    (row,) = [r for r in out["marginals"] if r["columns"] == [0]]
+    return row["estimate"]
+
+
+def isolates(spec_, tokens, targets, combination, seed=0):
+    """Whether ``combination`` of the unguarded rows is a function of the reports ``targets`` alone:
+    the same when every other report's bit changes, different when some target's bit does."""
+    cfg = parse_config(dict(spec_, min_reports=0))
+    base = np.random.default_rng(seed).integers(0, 2, len(tokens))
+
+    def value(flipped):
+        bits = base.copy()
+        bits[flipped] ^= 1
+        return combination(rows_without_guard(cfg, bits, tokens))
+
+    others = [j for j in range(len(tokens)) if j not in targets]
+    return value([]) == pytest.approx(value(others), abs=1e-9) and any(
+        abs(value([]) - value([j])) > 1e-6 for j in targets)
+
+
+def guarded_outputs(spec_, tokens, streaming):
+    """The job's outputs (batch, or streaming with every report on time) at the spec's min_reports."""
+    cfg = parse_config(spec_)
+    records = [dict(record(cfg, i, bytes([i % 2])), client=t) for i, t in enumerate(tokens)]
+    if streaming:
+        got, _ = run_stream(test_stream.TestStream().advance_watermark_to(START).add_elements(records)
+                            .advance_watermark_to_infinity(), cfg)
+        return {kind: got[kind] for kind in ("marginals", "extremes", "withheld")}
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(records), None, JobOptions({cfg.name: cfg}))
+        for kind in ("marginals", "extremes", "withheld"):
+            outs[kind] | got.into(kind)
+    return {kind: got[kind] for kind in ("marginals", "extremes", "withheld")}
+
+
+def client_spec(extremes, channel=SYMMETRIC, min_reports=4):
+    return {"collection": "red", "features": [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}],
+            "channel": channel, "max_order": 1, "window": {"type": "fixed", "size_seconds": 3600},
+            "min_reports": min_reports, "extremes": extremes}
+
+
+def assert_client_rows_withheld(out):
+    assert out["marginals"], "the window's other rows stand"
+    assert [r["name"] for r in out["extremes"]] == []
+    (held,) = [r for r in out["withheld"] if r["statistic"] == "client_extremes"]
+    assert held["cause"] == "privacy" and held["reason"].startswith("client extremes withheld")
+
+
+FOUR_OF_TWO = [f"c{i // 2}" for i in range(8)]
+
+
+@pytest.mark.parametrize("target", [[None], ["T"], ["T", "T", "T"]], ids=["no_client", "one_report", "three_reports"])
+def test_a_client_rows_variance_plus_a_marginal_is_not_published(target):
+    """The variance of an OR over clients plus p(1-p)/(q-p)^2 times the marginal of its bit: on a
+    symmetric channel a client of two reports adds a variance linear in its reports, so the sum is a
+    function of the reports outside the four two-report clients: the target (a report without a
+    client, or a client of one or three reports). min_reports 4: four clients sent two reports, which
+    the rule before this one took as enough."""
+    tokens = FOUR_OF_TWO + target
+    spec_ = client_spec([OR_A])
+    targets = list(range(8, len(tokens)))
+    assert isolates(spec_, tokens, targets, lambda out: field(out, "or_a", "variance") + ALPHA * marginal_a(out))
+    for streaming in (False, True):
+        assert_client_rows_withheld(guarded_outputs(spec_, tokens, streaming))
+
+
+@pytest.mark.parametrize("channel", [{"p": 0.0, "q": 1.0}, {"p": 0.1, "q": 0.6}], ids=["noiseless", "noisy"])
+def test_or_plus_and_minus_a_marginal_is_not_published(channel):
+    """OR + AND over a client's two reports is the sum of their debiased bits, so OR + AND - the
+    marginal leaves minus the one report without a client, noiseless or not."""
+    tokens = FOUR_OF_TWO + [None]
+    spec_ = client_spec([OR_A, AND_A], channel)
+    combination = lambda out: (field(out, "or_a", "estimate") + field(out, "and_a", "estimate")   # noqa: E731
+                               - marginal_a(out))
+    assert isolates(spec_, tokens, [8], combination)
+    assert_client_rows_withheld(guarded_outputs(spec_, tokens, streaming=False))
+
+
+def test_a_realistic_windows_two_variances_are_not_published():
+    """20 reports without a client, 30 clients of one report, 20 of two, one of three and one of four,
+    min_reports 5: variance(OR) + variance(AND) is a constant for every client of one or two reports
+    on a symmetric channel, so the sum is a function of the two heavy clients alone, with no linear row
+    needed. Batch, and streaming (the closing pane)."""
+    tokens = ([None] * 20 + [f"s{i}" for i in range(30)] + [f"d{i // 2}" for i in range(40)]
+              + ["T3"] * 3 + ["T4"] * 4)
+    spec_ = client_spec([OR_A, AND_A], min_reports=5)
+    heavy = list(range(90, 97))
+    assert isolates(spec_, tokens, heavy, lambda out: field(out, "or_a", "variance") + field(out, "and_a", "variance"))
+    for streaming in (False, True):
+        out = guarded_outputs(spec_, tokens, streaming)
+        assert_client_rows_withheld(out)
+        assert sum(r["n_reports"] for r in out["marginals"] if r["columns"] == [0]) == 97

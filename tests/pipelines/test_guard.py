@@ -54,38 +54,53 @@ def test_without_a_guard_every_late_report_is_a_pane():
     assert got["withheld"] == []
 
 
-def test_client_extremes_are_published_once_at_the_close_with_min_reports_clients_of_several_reports():
+def test_client_extremes_need_every_group_of_the_windows_atoms_at_min_reports():
     """Increments are released at min_reports reports, whoever sent them; the extremes over clients
-    are published once, in the window's final pane, and only when min_reports clients sent two or
-    more reports (the client rows minus the per-report rows leave those clients' terms alone)."""
+    are published once, in the window's final pane, and only when every group the rows treat alike
+    holds min_reports members: per released increment (atom), the reports without a client; and the
+    clients of each composition (how many reports each sent in each atom). Streaming keeps each atom
+    apart; batch, whose window is published once, has one atom."""
     from tests.configs import SMALL_CONFIG
     cfg = config(min_reports=3, allowed_lateness_seconds=300, extremes=SMALL_CONFIG["extremes"][2:])
 
     def by(second, client):
         return dict(record(cfg, second), client=client)
 
-    def run(late_clients):
-        stream = (test_stream.TestStream()
-                  .advance_watermark_to(START)
-                  .add_elements([by(s, f"c{s}") for s in range(6)])           # 6 reports, 6 clients
-                  .advance_watermark_to(START + 61)
-                  .add_elements([by(10, "x"), by(11, "x"), by(12, "x")])     # 3 reports of one client
-                  .advance_watermark_to(START + 62)
-                  .add_elements([by(13 + i, c) for i, c in enumerate(late_clients)])
-                  .advance_watermark_to_infinity())
+    def reports(on_time, late):
+        return [by(s, c) for s, c in enumerate(on_time)], [by(20 + s, c) for s, c in enumerate(late)]
+
+    def streamed(on_time, late):
+        first, then = reports(on_time, late)
+        stream = (test_stream.TestStream().advance_watermark_to(START).add_elements(first)
+                  .advance_watermark_to(START + 61).add_elements(then).advance_watermark_to_infinity())
         got, _ = run_stream(stream, cfg)
         panes = [(f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
         extremes = [(f.timing, [r["n"] for r in f.rows]) for f in got["panes"] if f.kind == "extremes"]
         return panes, extremes, sorted((r["statistic"], r["n_reports"]) for r in got["withheld"])
 
-    # y and z: two reports, held and withheld at the close; only x sent several reports: no client rows
-    panes, extremes, withheld = run(["y", "z"])
-    assert panes == [("on_time", 6), ("late", 9)] and extremes == []
-    assert withheld == [("all", 2), ("client_extremes", 9)]
-    # c0, c1 and c2 come back: four clients with two reports or more, the client rows at the close
-    panes, extremes, withheld = run(["c0", "c1", "c2"])
-    assert panes == [("on_time", 6), ("late", 9), ("late", 12)] and extremes == [("closed", [7])]
-    assert withheld == []
+    six = [f"c{i}" for i in range(6)]
+    # c0, c1 and c2 send again late: three clients of one report in each atom, three of one on time
+    panes, extremes, withheld = streamed(six, ["c0", "c1", "c2"])
+    assert panes == [("on_time", 6), ("late", 9)] and extremes == [("closed", [6])] and withheld == []
+    # and y too: y is alone in its group, one report in the late atom only (the rule before this one
+    # counted three clients of two reports, and published)
+    panes, extremes, withheld = streamed(six, ["c0", "c1", "c2", "y"])
+    assert panes == [("on_time", 6), ("late", 10)] and extremes == []
+    assert withheld == [("client_extremes", 10)]
+    # c0, c1 and c2 send two reports on time, with one report without a client, and three such reports
+    # come late: four in all, but one in the on-time atom, which the on-time pane minus the client rows
+    # would single out
+    on_time = six + ["c0", "c1", "c2", None]
+    panes, extremes, withheld = streamed(on_time, [None] * 3)
+    assert panes == [("on_time", 10), ("late", 13)] and extremes == []
+    assert withheld == [("client_extremes", 13)]
+    # the same reports in batch: one atom, four reports without a client, two groups of three clients
+    got = Collected()
+    with BeamTestPipeline() as p:
+        outs = build(p, beam.Create(sum(reports(on_time, [None] * 3), [])), None, JobOptions({cfg.name: cfg}))
+        outs["extremes"] | got.into("extremes")
+        outs["withheld"] | got.into("withheld")
+    assert [r["n"] for r in got["extremes"] if r["name"] == "active_client"] == [6] and got["withheld"] == []
 
 
 # Scenarios with a noiseless channel (p = 0, q = 1: every estimate is an exact count) and one bit

@@ -1,39 +1,68 @@
-"""A model of what the publication engine's rows reveal, for the property tests of the rule.
+"""An exact model of what the publication engine's rows reveal, for the property tests of the rule.
 
-Scenarios: a handful of reports, each with a slice, a dimension value and maybe a client token,
-arrive in partials between watermark advances and early firings; the engine is driven exactly as the
-Beam adapter drives it (an event timer that fires at its own timestamp, a bag of entries).
+Scenarios: a handful of reports, each with a slice, a dimension value, maybe a client token and two
+payload bits ``a`` and ``b``, arrive in partials between watermark advances and early firings; the
+engine is driven exactly as the Beam adapter drives it (an event timer that fires at its own
+timestamp, a bag of entries), or, in batch, each window goes to ``batch_window`` with its slices
+complete. Batch and streaming outputs go through the same checks.
 
-Provenance from the published numbers themselves: report j alone sets bit j, and the channel is
-noiseless (p = 0, q = 1), so a pane's marginal of bit j is 1 exactly when the pane holds report j.
-With extremes over clients, one extreme per bit (OR of bit j over a client's reports) is 1 exactly
-when the client row's window holds report j.
+Provenance from the published numbers themselves: report j alone sets tracer bit ``tj``, so a row's
+count of ``tj`` (its marginal's estimate times ``q - p`` plus ``n p``: exact under any channel) is 1
+exactly when the row holds report j.
 
-The algebra. A linear row (every kind but the client extremes) is a function of the sum of its
-reports' terms ``l(r)``; a client row is ``sum_c g(c, S_c)`` over its clients, ``S_c`` the client's
-reports in the window. A client with one report adds ``g(c, {r}) = l(r)`` (the per-report term: the
-attacker can rebuild it from linear rows), so the model identifies them; ``g(c, S)`` for two or more
-reports is a monomial of its own. Every published row is a vector over these monomials (all extremes
-share one ``l`` and one ``g``: conservative, it only allows more cancellations). A combination of rows
-is a vector of their span. The rule holds when no nonzero vector of the span is supported on the
-monomials of fewer than ``min_reports`` reports, and none with a client monomial is supported on
-fewer than ``min_reports`` parties (clients; a report without a client is a party of its own).
-Supports are unions of classes of identical columns; the checker enumerates the small unions and
-tests each with ranks (a nonzero vector supported inside T exists iff rank(M) > rank(M without T)).
+The rows as polynomials. Channels are noisy (symmetric, asymmetric, mixed per bit, or noiseless),
+and the payload bits are variables: ``y_ra``, ``y_rb`` of report r. Every numeric field of every
+row is a function of a few polynomials in them, computed here from the formulas (not by the
+engine's code) and cross-checked against the engine's numbers (:func:`cross_check`):
+
+- a marginal of a bit over the reports H of its pane and key: its count ``sum_{r in H} y_rj``
+  (estimate, variance, interval, frequencies and display fields are functions of it and ``|H|``);
+- an extreme over reports (OR and AND of ``{a, b}``): ``sum_{r in H} g(y_r)`` and the variance
+  estimate's ``sum_{r in H} h(y_r)`` (Hehir's per-report products);
+- an extreme over clients (OR and AND of ``{a}``, ``{b}``, ``{a, b}``, and OR of ``{a}`` twice:
+  overlapping bit sets, several extremes over the same bits): ``sum_c G(S_c)`` and ``sum_c H(S_c)``,
+  each client's product over all the bits of all its reports in the row;
+- counts (``n_reports``, ``n``) are functions of which reports the row holds, not of their bits.
+
+The tracer bits' marginals add copies of the payload marginals' structure on variables of their own,
+so the span over the payload variables decides every question below exactly.
+
+The algebra. A combination of published fields is, through these polynomials, a vector of their
+span ``V`` over the non-constant monomials (a monomial is a set of (report, bits) factors; its
+reports are the reports it involves). The rule holds when, for every set R of fewer than
+``min_reports`` reports, no nonzero vector of V is supported on monomials of R; and, for every set P
+of fewer than ``min_reports`` parties (a client, or a report without one), the vectors of V supported
+on the reports of P are those the linear rows alone give (``V_lin``: the rows that are sums over
+reports; the promise for them counts reports). Both are rank questions: ``dim(V n W_R)`` is the
+number of unit singular values of an orthonormal basis of V restricted to R's columns.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneEngine, Status
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneEngine, PaneFile, Status, batch_window
 from ldp_marginals.transforms.source import Partial
 
 PERIOD_MS = 60_000
 BASE_MS = 1_767_225_600_000
+A, B = 1, 2   # the payload bits as a mask over a report's payload
+CHANNELS = {   # (p, q) of the payload bits a and b; tracer bits use the symmetric channel
+    "symmetric": ((0.25, 0.75), (0.25, 0.75)),
+    "asymmetric": ((0.1, 0.6), (0.2, 0.9)),
+    "mixed": ((0.25, 0.75), (0.1, 0.6)),
+    "noiseless": ((0.0, 1.0), (0.0, 1.0)),
+}
+TRACER = (0.25, 0.75)
+REPORT_EXTREMES = (("r_or", "or", A | B), ("r_and", "and", A | B))
+CLIENT_EXTREMES = (("c_or_a", "or", A), ("c_and_a", "and", A), ("c_or_ab", "or", A | B), ("c_and_ab", "and", A | B),
+                   ("c_and_b", "and", B), ("c_or_a_again", "or", A))
+MAX_PER_CLIENT = 5   # reports per token in a scenario: a client's product has 4^k monomials
 
 
 @dataclass
@@ -45,21 +74,28 @@ class Scenario:
     clients: bool             # extremes over clients
     reports: list             # (slice index, dimension value, client token or None) per report
     events: list              # ("partial", [report ids]) | ("watermark", slice index) | ("early",)
+    payload: list = field(default_factory=list)   # per report, its noisy (a, b) bits
+    channel: str = "symmetric"
+
+    def bits(self, r: int) -> tuple:
+        return self.payload[r] if r < len(self.payload) else (r % 2, (r // 2) % 2)
 
 
-def config_of(s: Scenario, n_bits: int):
+def config_of(s: Scenario, n_tracers: int):
     window = {"fixed": {"type": "fixed", "size_seconds": 60},
               "sliding": {"type": "sliding", "size_seconds": 180, "period_seconds": 60},
               "global": {"type": "global"}}[s.window]
-    spec = {"collection": "g", "features": [{"name": f"b{j}", "type": "boolean"} for j in range(n_bits)],
-            "channel": {"p": 0.0, "q": 1.0}, "max_order": 1, "window": window, "min_reports": s.min_reports,
-            "allowed_lateness_seconds": s.lateness, "early_firing_seconds": 5,
-            "dimensions": {"k": {"max_values": s.max_values}}}
-    # an extreme over reports (a linear row of another kind): OR of every bit, so its estimate is the
-    # number of reports the row holds
-    spec["extremes"] = [{"name": "any", "op": "or", "bits": list(range(n_bits))}]
+    (pa, qa), (pb, qb) = CHANNELS[s.channel]
+    features = [{"name": f"t{j}", "type": "boolean"} for j in range(n_tracers)]
+    features += [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}]
+    channels = [{"p": TRACER[0], "q": TRACER[1]}] * n_tracers + [{"p": pa, "q": qa}, {"p": pb, "q": qb}]
+    names = {A: ["a"], B: ["b"], A | B: ["a", "b"]}
+    spec = {"collection": "g", "features": features, "channel": channels, "max_order": 1, "window": window,
+            "min_reports": s.min_reports, "allowed_lateness_seconds": s.lateness, "early_firing_seconds": 5,
+            "dimensions": {"k": {"max_values": s.max_values}},
+            "extremes": [{"name": n, "op": op, "bits": names[m]} for n, op, m in REPORT_EXTREMES]}
     if s.clients:
-        spec["extremes"] += [{"name": f"c{j}", "op": "or", "bits": [f"b{j}"], "over": "client"} for j in range(n_bits)]
+        spec["extremes"] += [{"name": n, "op": op, "bits": names[m], "over": "client"} for n, op, m in CLIENT_EXTREMES]
     return parse_config(spec)
 
 
@@ -71,10 +107,25 @@ class Outcome:
     counted: int = 0
 
 
+def _packed(cfg, s: Scenario, ids: list) -> tuple:
+    n_tracers = cfg.layout.n_bits - 2
+    packed = np.zeros((len(ids), cfg.layout.n_bytes), dtype=np.uint8)
+    for row, j in enumerate(ids):
+        for bit in [j] + [n_tracers + i for i, v in enumerate(s.bits(j)) if v]:
+            packed[row, bit // 8] |= 1 << (bit % 8)
+    tokens = [s.reports[j][2] for j in ids]
+    keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
+    named = np.array([t is not None for t in tokens])
+    return cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named)
+
+
+def _start(s: Scenario, sl: int) -> int:
+    return BASE_MS + sl * PERIOD_MS if s.window != "global" else 0
+
+
 def run(s: Scenario) -> tuple:
-    """Drive the engine through the scenario; ``(config, Outcome)``."""
-    n = len(s.reports)
-    cfg = config_of(s, max(n, 1))
+    """Drive the streaming engine through the scenario; ``(config, Outcome)``."""
+    cfg = config_of(s, max(len(s.reports), 1))
     engine, status, bag, out = PaneEngine(cfg), Status(), [], Outcome()
     timer = [None]
 
@@ -98,14 +149,8 @@ def run(s: Scenario) -> tuple:
         if event[0] == "partial":
             ids = event[1]
             sl, value, _ = s.reports[ids[0]]
-            start = BASE_MS + sl * PERIOD_MS if s.window != "global" else 0
-            packed = np.zeros((len(ids), cfg.layout.n_bytes), dtype=np.uint8)
-            for row, j in enumerate(ids):
-                packed[row, j // 8] |= 1 << (j % 8)
-            tokens = [s.reports[j][2] for j in ids]
-            keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
-            named = np.array([t is not None for t in tokens])
-            acc = cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named)
+            start = _start(s, sl)
+            acc = _packed(cfg, s, ids)
             open_before = [w for w in cfg.window.windows_of_slice(start) if engine.close_us(w) > status.through_us]
             step = apply(engine.on_partial(status, start, Partial("g", (("k", value),), acc), lambda: list(bag)))
             if step.late:
@@ -120,127 +165,316 @@ def run(s: Scenario) -> tuple:
     return cfg, out
 
 
-def published(out: Outcome, n_reports: int) -> list:
-    """``[(kind, window, pane, key, report set)]``: for each pane and key, the reports its linear rows
-    hold (from the marginals; every other linear row of the pane and key must hold as many) and, where
-    there are client rows, the reports of their window."""
-    rows = []
-    for f in out.panes:
-        if f.kind not in ("marginals", "extremes"):
-            continue
-        by_key = {}
-        for r in f.rows:
-            key = tuple(sorted(r["dimensions"].items()))
-            if f.kind == "extremes" and r["name"] == "any":
-                continue
-            j = r["columns"][0] if f.kind == "marginals" else int(r["name"][1:])
-            value = r["estimate"]
-            if abs(value - round(value)) > 1e-9 or round(value) not in (0, 1):
-                raise AssertionError(f"a noiseless one-hot estimate must be 0 or 1, got {value} in {f}")
-            by_key.setdefault(key, set())
-            if round(value) == 1:
-                by_key[key].add(j)
-        for key, held in by_key.items():
-            rows.append(("linear" if f.kind == "marginals" else "client", f.window, f.pane, key, frozenset(held)))
-        if f.kind == "marginals":   # the pane's other linear kind holds exactly the marginals' reports
-            same = [x for x in out.panes if x.kind == "extremes" and x.window == f.window and x.pane == f.pane]
-            for x in same:
-                for r in x.rows:
-                    key = tuple(sorted(r["dimensions"].items()))
-                    if r["name"] == "any" and abs(r["estimate"] - len(by_key.get(key, ()))) > 1e-9:
-                        raise AssertionError(f"the extreme over reports holds other reports than the marginals: {x}")
-    return rows
+def run_batch(s: Scenario) -> tuple:
+    """The batch job over the scenario's reports: each window's complete slices to ``batch_window``."""
+    cfg = config_of(s, max(len(s.reports), 1))
+    out = Outcome()
+    slices = {}
+    for j, (sl, value, _) in enumerate(s.reports):
+        slices.setdefault((_start(s, sl), value), []).append(j)
+    windows = {}
+    for (start, value), ids in sorted(slices.items()):
+        for w in cfg.window.windows_of_slice(start):
+            windows.setdefault(w, []).append((start, (("k", value),), _packed(cfg, s, ids)))
+        for j in ids:
+            out.accepted[j] = cfg.window.windows_of_slice(start)
+    for w, parts in sorted(windows.items()):
+        for kind, rows in batch_window(cfg, w, parts).items():
+            if len(rows):
+                out.panes.append(PaneFile(kind, "g", None if s.window == "global" else w, 0, "on_time", rows))
+    out.counted = len(s.reports)
+    return cfg, out
 
 
-def vectors(s: Scenario, rows: list) -> list:
-    """Each published row as ``{monomial: 1}`` (see the module docstring)."""
-    out = []
-    for kind, _, _, _, held in rows:
-        if kind == "linear":
-            out.append({("l", r): 1.0 for r in held})
-            continue
-        by_client = {}
-        for r in held:
-            by_client.setdefault(s.reports[r][2], set()).add(r)
-        vec = {}
-        for client, reps in by_client.items():
-            if client is None:
-                raise AssertionError("a client row holds a report without a client")
-            vec[("l", next(iter(reps))) if len(reps) == 1 else ("g", client, frozenset(reps))] = 1.0
-        out.append(vec)
+# -- the polynomials ------------------------------------------------------------------------------
+
+def _factor(op: str, p: float, q: float) -> tuple:
+    """A bit's estimator factor and variance factor, each ``(c0, c1)`` of ``c0 + c1 y`` (Hehir:
+    OR ``w = (q - y)/(q - p)``, AND ``z = (y - p)/(q - p)``; variance factor ``e1 + (e0 - e1) w`` or
+    ``a0 + (a1 - a0) z``, with ``e1 = a0' = q(1-q)/(q-p)^2`` and ``e0 = 1 + p(1-p)/(q-p)^2``)."""
+    gap = q - p
+    low, high = p * (1 - p) / gap ** 2, q * (1 - q) / gap ** 2
+    if op == "or":
+        f = (q / gap, -1 / gap)
+        slope = 1 + low - high
+        return f, (high + slope * f[0], slope * f[1])
+    f = (-p / gap, 1 / gap)
+    slope = 1 + high - low
+    return f, (low + slope * f[0], slope * f[1])
+
+
+def _report_poly(factors: dict, mask: int, r: int) -> dict:
+    """``prod_{i in mask} (c0_i + c1_i y_ri)`` -> ``{monomial: coef}``; a monomial is a sorted tuple
+    of (report, payload mask) factors, one per report it involves."""
+    by_mask = {0: 1.0}
+    for bit in (A, B):
+        if mask & bit:
+            c0, c1 = factors[bit]
+            nxt = {}
+            for m, coef in by_mask.items():
+                nxt[m] = nxt.get(m, 0.0) + coef * c0
+                nxt[m | bit] = nxt.get(m | bit, 0.0) + coef * c1
+            by_mask = nxt
+    return {((r, m),) if m else (): coef for m, coef in by_mask.items()}
+
+
+def _times(x: dict, y: dict) -> dict:
+    out = {}
+    for m1, c1 in x.items():
+        for m2, c2 in y.items():
+            mono = tuple(sorted(m1 + m2))   # factors of different reports
+            out[mono] = out.get(mono, 0.0) + c1 * c2
     return out
 
 
-def _reports(mono) -> frozenset:
-    return frozenset([mono[1]]) if mono[0] == "l" else mono[2]
+def _add(x: dict, y: dict, scale=1) -> dict:
+    out = dict(x)
+    for m, c in y.items():
+        out[m] = out.get(m, 0.0) + scale * c
+    return out
 
 
-def _parties(mono, s: Scenario) -> frozenset:
-    if mono[0] == "g":
-        return frozenset([("c", mono[1])])
-    client = s.reports[mono[1]][2]
-    return frozenset([("c", client) if client else ("r", mono[1])])
+def extreme_polys(s: Scenario, op: str, mask: int, groups: list) -> tuple:
+    """``(estimate, variance)`` polynomials of an extreme over each group of reports (a report, or a
+    client's reports), summed over the groups: OR ``1 - prod F``, AND ``prod F``, variance
+    ``prod V - prod F`` over every bit of the group."""
+    (pa, qa), (pb, qb) = CHANNELS[s.channel]
+    fa, va = _factor(op, pa, qa)
+    fb, vb = _factor(op, pb, qb)
+    est, var = {}, {}
+    for group in groups:
+        f_prod, v_prod = {(): 1.0}, {(): 1.0}
+        for r in sorted(group):
+            f_prod = _times(f_prod, _report_poly({A: fa, B: fb}, mask, r))
+            v_prod = _times(v_prod, _report_poly({A: va, B: vb}, mask, r))
+        est = _add(est, {(): 1.0}) if op == "or" else est
+        est = _add(est, f_prod, -1 if op == "or" else 1)
+        var = _add(_add(var, v_prod), f_prod, -1)
+    return est, var
 
 
-def isolation(s: Scenario, rows: list) -> str | None:
-    """A description of a combination of rows that isolates fewer than ``min_reports`` reports, or
-    whose client terms involve fewer than ``min_reports`` parties; None when there is none."""
+def evaluate(s: Scenario, poly: dict) -> float:
+    """The polynomial's value at the scenario's payload bits."""
+    total = 0.0
+    for mono, coef in poly.items():
+        if all((s.bits(r)[0] or not m & A) and (s.bits(r)[1] or not m & B) for r, m in mono):
+            total += coef
+    return total
+
+
+# -- what the rows hold ---------------------------------------------------------------------------
+
+def _key(row) -> tuple:
+    return tuple(sorted(row["dimensions"].items()))
+
+
+def holdings(s: Scenario, cfg, out: Outcome) -> dict:
+    """``{(window, pane, key): frozenset of reports}`` of every pane and key with marginals, from the
+    tracer bits' counts."""
+    n_tracers = cfg.layout.n_bits - 2
+    p, q = TRACER
+    held = {}
+    for f in out.panes:
+        if f.kind != "marginals":
+            continue
+        for r in f.rows:
+            j = r["columns"][0]
+            if j >= n_tracers:
+                continue
+            count = r["estimate"] * (q - p) + r["n_reports"] * p
+            if abs(count - round(count)) > 1e-6 or round(count) not in (0, 1):
+                raise AssertionError(f"a tracer bit's count must be 0 or 1, got {count} in {f}")
+            members = held.setdefault((f.window, f.pane, _key(r)), set())
+            if round(count):
+                members.add(j)
+    return {k: frozenset(v) for k, v in held.items()}
+
+
+@dataclass
+class Stat:
+    """A polynomial that published fields are functions of."""
+
+    poly: dict
+    client: bool    # from a row over clients
+    where: str
+
+
+def statistics(s: Scenario, cfg, out: Outcome) -> list:
+    """Every published row as its polynomials, each field cross-checked against the engine's numbers
+    (:func:`cross_check`); raises AssertionError when a row holds what the model cannot explain."""
+    held = holdings(s, cfg, out)
+    latest = {}   # (window, key) -> [(pane, reports)] for rows of panes without marginals
+    for (w, pane, key), reports in held.items():
+        latest.setdefault((w, key), []).append((pane, reports))
+    z = NormalDist().inv_cdf(0.5 + cfg.level / 2)
+    n_tracers = cfg.layout.n_bits - 2
+    channels = [TRACER] * n_tracers + list(CHANNELS[s.channel])
+    stats, done = [], set()
+    for f in out.panes:
+        if f.kind not in ("marginals", "extremes"):
+            continue
+        for row in f.rows:
+            key = _key(row)
+            before = [x for x in latest.get((f.window, key), []) if x[0] <= f.pane]
+            if not before:
+                raise AssertionError(f"a row of a pane and key that published no marginals so far: {row}")
+            reports = max(before)[1]
+            where = f"{f.kind} {f.window} pane {f.pane} {dict(key)}"
+            if f.kind == "marginals":
+                j = row["columns"][0]
+                count = len(reports & {j}) if j < n_tracers else sum(s.bits(r)[j - n_tracers] for r in reports)
+                cross_check_marginal(row, count, len(reports), channels[j], z, where)
+                if j >= n_tracers and (f.window, f.pane, key, j) not in done:
+                    done.add((f.window, f.pane, key, j))
+                    mask = A if j == n_tracers else B
+                    stats.append(Stat({((r, mask),): 1.0 for r in reports}, False, where))
+                continue
+            by_name = {n: (op, m, False) for n, op, m in REPORT_EXTREMES}
+            by_name.update({n: (op, m, True) for n, op, m in CLIENT_EXTREMES})
+            op, mask, over_clients = by_name[row["name"]]
+            if over_clients:
+                clients = {}
+                for r in reports:
+                    if s.reports[r][2] is not None:
+                        clients.setdefault(s.reports[r][2], []).append(r)
+                groups = list(clients.values())
+            else:
+                groups = [[r] for r in reports]
+            est, var = extreme_polys(s, op, mask, groups)
+            cross_check_extreme(row, len(groups), evaluate(s, est), evaluate(s, var), z, where)
+            if (f.window, f.pane, key, row["name"]) not in done:
+                done.add((f.window, f.pane, key, row["name"]))
+                stats += [Stat(est, over_clients, where), Stat(var, over_clients, where)]
+    return stats
+
+
+MARGINAL_FIELDS = {"collection", "window_start", "window_end", "dimensions", "n_reports", "columns", "labels",
+                   "estimate", "frequency", "variance", "ci_low", "ci_high", "interval", "frequency_low",
+                   "frequency_high", "display_frequency", "display_low", "display_high", "out_of_range"}
+EXTREME_FIELDS = {"collection", "window_start", "window_end", "dimensions", "name", "op", "n", "estimate",
+                  "variance", "ci_low", "ci_high", "display_estimate", "display_low", "display_high", "out_of_range"}
+
+
+def _close(got, want, where, name):
+    if not abs(float(got) - float(want)) <= 1e-7 * max(1.0, abs(float(want))):
+        raise AssertionError(f"{where}: {name} is {got}, the model says {want}")
+
+
+def _clip(v, lo, hi):
+    return min(max(v, lo), hi)
+
+
+def _check_interval(row, est, var, z, where, lo="ci_low", hi="ci_high", scale=1.0):
+    """``row[lo], row[hi] = (est -+ z sqrt(max(var, 0))) / scale``; a variance within rounding of 0 may
+    be clipped on either side of it, so the half-widths are compared squared."""
+    for name, sign in ((lo, -1), (hi, 1)):
+        half = (float(row[name]) * scale - est) * sign
+        if not (half >= -1e-9 * max(1.0, abs(est)) and abs(half ** 2 - z * z * max(var, 0.0))
+                <= 1e-9 * z * z * max(1.0, abs(var)) + 1e-9 * max(1.0, abs(est)) ** 2):
+            raise AssertionError(f"{where}: {name} is {row[name]}, the model says {est} {'-+'[sign > 0]} "
+                                 f"{z} sqrt({var})")
+
+
+def _check_flag(flag, value, lo, hi, where):
+    """``out_of_range`` says whether ``value`` left ``[lo, hi]`` (either way within rounding of a bound)."""
+    slack = 1e-9 * max(1.0, abs(hi))
+    if lo + slack < value < hi - slack or value < lo - slack or value > hi + slack:
+        if flag != (not lo <= value <= hi):
+            raise AssertionError(f"{where}: out_of_range is {flag} for {value} in [{lo}, {hi}]")
+
+
+def cross_check_marginal(row, count, n, channel, z, where):
+    """Every field of a marginal row from its count and ``n`` (TMDH for one bit: ``t = (c - n p)/(q - p)``,
+    variance ``alpha n + (beta - 1) t``)."""
+    if set(row) != MARGINAL_FIELDS:
+        raise AssertionError(f"{where}: marginal fields {sorted(set(row) ^ MARGINAL_FIELDS)} are not modelled")
+    p, q = channel
+    t = (count - n * p) / (q - p)
+    var = p * (1 - p) / (q - p) ** 2 * n + ((1 - 2 * p) / (q - p) - 1) * t
+    if row["n_reports"] != n:
+        raise AssertionError(f"{where}: n_reports {row['n_reports']}, the model says {n}")
+    want = {"estimate": t, "variance": var, "frequency": t / n, "display_frequency": _clip(t / n, 0, 1),
+            "display_low": _clip(row["frequency_low"], 0, 1), "display_high": _clip(row["frequency_high"], 0, 1)}
+    for name, value in want.items():
+        _close(row[name], value, where, name)
+    _check_interval(row, t, var, z, where)
+    _check_interval(row, t, var, z, where, "frequency_low", "frequency_high", n)
+    _check_flag(row["out_of_range"], t / n, 0.0, 1.0, where)
+
+
+def cross_check_extreme(row, n, est, var, z, where):
+    """Every field of an extreme row from its estimate, variance and ``n`` (reports or clients)."""
+    if set(row) != EXTREME_FIELDS:
+        raise AssertionError(f"{where}: extreme fields {sorted(set(row) ^ EXTREME_FIELDS)} are not modelled")
+    if row["n"] != n:
+        raise AssertionError(f"{where}: n {row['n']}, the model says {n}")
+    want = {"estimate": est, "variance": var, "display_estimate": _clip(est, 0, n),
+            "display_low": _clip(row["ci_low"], 0, n), "display_high": _clip(row["ci_high"], 0, n)}
+    for name, value in want.items():
+        _close(row[name], value, where, name)
+    _check_interval(row, est, var, z, where)
+    _check_flag(row["out_of_range"], est, 0.0, float(n), where)
+
+
+# -- the rank test ----------------------------------------------------------------------------------
+
+def _orthonormal(M: np.ndarray) -> np.ndarray:
+    if M.size == 0:
+        return np.zeros((0, M.shape[1]))
+    _, sv, vt = np.linalg.svd(M, full_matrices=False)
+    return vt[:int((sv > 1e-9 * sv[0]).sum())] if sv.size and sv[0] > 0 else np.zeros((0, M.shape[1]))
+
+
+def _inside(basis: np.ndarray, cols: np.ndarray) -> int:
+    """``dim(V n W)``: V the row space of the orthonormal ``basis``, W the coordinates ``cols``."""
+    if basis.shape[0] == 0 or cols.size == 0:
+        return 0
+    sv = np.linalg.svd(basis[:, cols], compute_uv=False)
+    unsure = sv[(sv > 1 - 1e-5) & (sv < 1 - 1e-9)]
+    if unsure.size:
+        raise AssertionError(f"numerically undecided: singular values {unsure} near 1")
+    return int((sv >= 1 - 1e-9).sum())
+
+
+def isolation(s: Scenario, stats: list) -> str | None:
+    """A description of a combination of published fields that isolates fewer than ``min_reports``
+    reports, or that uses the client rows and depends on fewer than ``min_reports`` parties; None
+    when there is none."""
     m = s.min_reports
-    vecs = vectors(s, rows)
-    monos = sorted({k for v in vecs for k in v}, key=repr)
+    monos = sorted({mono for st in stats for mono in st.poly if mono})
     if not monos or m <= 1:
         return None
-    M = np.array([[v.get(k, 0.0) for k in monos] for v in vecs])
-    classes = {}
-    for j, k in enumerate(monos):
-        classes.setdefault(M[:, j].tobytes(), []).append(k)
-    cols = list(classes.values())
-    C = np.array([[M[i, monos.index(c[0])] for c in cols] for i in range(M.shape[0])])
-    reports = [frozenset().union(*map(_reports, c)) for c in cols]
-    parties = [frozenset().union(*(_parties(k, s) for k in c)) for c in cols]
-    has_g = [any(k[0] == "g" for k in c) for c in cols]
+    index = {mono: i for i, mono in enumerate(monos)}
+    M = np.zeros((len(stats), len(monos)))
+    for i, st in enumerate(stats):
+        for mono, coef in st.poly.items():
+            if mono:
+                M[i, index[mono]] = float(coef)
+    M /= np.abs(M).max(axis=0)   # scaling columns keeps every support, and evens the magnitudes
+    norms = np.linalg.norm(M, axis=1)
+    keep = norms > 0
+    M = M[keep] / norms[keep, None]
+    linear = np.array([not st.client for st in stats])[keep]
+    full, lin = _orthonormal(M), _orthonormal(M[linear])
+    owners = [frozenset(r for r, _ in mono) for mono in monos]
+    reports = sorted(set().union(*owners))
 
-    def supported(inside: list) -> np.ndarray:
-        """Vectors spanning the span's part supported inside the classes ``inside`` (rows; all zero
-        when there is none): the combinations whose coefficients vanish on every other class."""
-        rest = [j for j in range(len(cols)) if j not in inside]
-        if rest:
-            u, sv, _ = np.linalg.svd(C[:, rest], full_matrices=True)
-            null = u[:, int((sv > 1e-9).sum()):].T
-        else:
-            null = np.eye(C.shape[0])
-        return null @ C[:, inside]
+    def cols(inside: frozenset) -> np.ndarray:
+        return np.array([i for i, o in enumerate(owners) if o <= inside], dtype=int)
 
-    def unions(limit, size):
-        """Maximal sets of classes whose ``size`` (reports or parties) stays under ``limit``."""
-        small = [j for j in range(len(cols)) if len(size[j]) < limit]
-        found = []
-
-        def grow(chosen, union, start):
-            extended = False
-            for j in small[start:]:
-                u = union | size[j]
-                if len(u) < limit:
-                    extended = True
-                    grow(chosen + [j], u, small.index(j) + 1)
-            if chosen and not extended:
-                found.append(chosen)
-        grow([], frozenset(), 0)
-        return found
-
-    for inside in unions(m, reports):
-        basis = supported(inside)
-        if basis.size and np.abs(basis).max() > 1e-9:
-            who = sorted(set().union(*(reports[j] for j in inside)))
-            return f"a combination isolates reports {who} (< min_reports={m})"
-    for inside in unions(m, parties):
-        g_cols = [i for i, j in enumerate(inside) if has_g[j]]
-        if not g_cols:
-            continue
-        basis = supported(inside)
-        if basis.size and np.abs(basis[:, g_cols]).max() > 1e-9:
-            who = sorted(set().union(*(parties[j] for j in inside)))
-            return f"a combination with client terms involves only parties {who} (< min_reports={m})"
+    for chosen in itertools.combinations(reports, min(m - 1, len(reports))):
+        if _inside(full, cols(frozenset(chosen))):
+            least = set(chosen)
+            for r in chosen:   # the smallest such set, for the message
+                if _inside(full, cols(frozenset(least - {r}))):
+                    least.discard(r)
+            return f"a combination isolates reports {sorted(least)} (< min_reports={m})"
+    party = {r: ("c", s.reports[r][2]) if s.reports[r][2] else ("r", r) for r in reports}
+    parties = sorted(set(party.values()), key=repr)
+    for chosen in itertools.combinations(parties, min(m - 1, len(parties))):
+        inside = cols(frozenset(r for r in reports if party[r] in chosen))
+        if _inside(full, inside) > _inside(lin, inside):
+            return f"a combination with client rows depends only on parties {list(chosen)} (< min_reports={m})"
     return None
 
 
@@ -255,37 +489,52 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
         return f"counted {out.counted}, accepted {len(out.accepted)}"
     glob = s.window == "global"
     latest, withheld = {}, {}
+    for (w, pane, key), reports in holdings(s, cfg, out).items():
+        if w not in latest or pane > latest[w][0]:
+            latest[w] = (pane, {})
+        if pane == latest[w][0]:
+            for j in reports:
+                if j in latest[w][1]:
+                    return f"report {j} is in two keys of pane {pane} of window {w}"
+                latest[w][1][j] = key
     for f in out.panes:
-        if f.kind == "marginals" and (f.window not in latest or f.pane > latest[f.window][0]):
-            held = {}
-            for r in f.rows:
-                if round(r["estimate"]) == 1:
-                    held.setdefault(r["columns"][0], set()).add(tuple(sorted(r["dimensions"].items())))
-            if any(len(keys) > 1 for keys in held.values()):
-                return f"a report is in two keys of one pane: {f}"
-            latest[f.window] = (f.pane, set(held))
         if f.kind == "withheld":
             withheld[f.window] = withheld.get(f.window, 0) + sum(
                 r["n_reports"] for r in f.rows if r["statistic"] == "all")
     windows = {None if glob else w for ws in out.accepted.values() for w in ws}
     for w in windows | set(latest) | set(withheld):
         into = {j for j, ws in out.accepted.items() if (None if glob else w) in [None if glob else x for x in ws]}
-        pub = latest.get(w, (0, set()))[1]
+        pub = set(latest.get(w, (0, {}))[1])
         if not pub <= into or len(into) - len(pub) != withheld.get(w, 0):
             return f"window {w}: accepted {sorted(into)}, published {sorted(pub)}, withheld {withheld.get(w, 0)}"
     return None
 
 
-def random_scenario(rng, n_max: int = 20) -> Scenario:
-    """A seeded random scenario (the mutation tests use these; the property tests draw the same
-    shapes with hypothesis). Few slices, few clients of several reports each, late partials."""
-    window = str(rng.choice(["fixed", "sliding", "global"]))
-    clients = window != "sliding" and rng.random() < 0.7
-    n = int(rng.integers(1, n_max + 1))
-    tokens = [f"t{i}" for i in range(int(rng.integers(2, 6)))]
-    reports = [(int(rng.integers(0, 3)) if window != "global" else 0, str(rng.choice(list("abc")[:int(rng.integers(1, 4))])),
-                str(rng.choice(tokens)) if clients and rng.random() < 0.9 else None) for _ in range(n)]
-    order = [int(j) for j in rng.permutation(n)]
+def violations(s: Scenario, batch: bool = False) -> tuple:
+    """``(isolation, accounting)`` of the scenario's streaming run (or its batch run)."""
+    cfg, out = (run_batch if batch else run)(s)
+    return isolation(s, statistics(s, cfg, out)), accounting(s, cfg, out)
+
+
+def client_rows(s: Scenario, batch: bool = False) -> int:
+    """How many rows over clients the scenario publishes (to see that a test reaches them)."""
+    _, out = (run_batch if batch else run)(s)
+    names = {n for n, _, _ in CLIENT_EXTREMES}
+    return sum(1 for f in out.panes if f.kind == "extremes" for r in f.rows if r["name"] in names)
+
+
+# -- scenarios ----------------------------------------------------------------------------------------
+# Generators take ``rng`` with numpy's ``integers(low, high)`` (high excluded), ``choice(seq)``,
+# ``random()`` and ``permutation(n)``: a seeded numpy Generator, or the property tests' adapter of
+# hypothesis draws (so hypothesis draws, and shrinks, the same shapes).
+
+def _payload(rng, n: int) -> list:
+    return [(int(rng.integers(0, 2)), int(rng.integers(0, 2))) for _ in range(n)]
+
+
+def _events(rng, reports: list, order: list) -> list:
+    """Partials of reports of one slice and value, in ``order``, with watermark advances and early
+    firings between them."""
     events, mark = [], 0
     while order:
         first = order[0]
@@ -298,23 +547,79 @@ def random_scenario(rng, n_max: int = 20) -> Scenario:
             events.append(("watermark", mark))
         elif roll < 0.65:
             events.append(("early",))
+    return events
+
+
+def _tokens(rng, n: int, n_tokens: int, unnamed: float) -> list:
+    """A token (or None) per report, no token holding more than MAX_PER_CLIENT reports."""
+    left = {f"t{i}": MAX_PER_CLIENT for i in range(n_tokens)}
+    out = []
+    for _ in range(n):
+        free = [t for t, k in left.items() if k]
+        if not free or rng.random() < unnamed:
+            out.append(None)
+            continue
+        t = str(rng.choice(free))
+        left[t] -= 1
+        out.append(t)
+    return out
+
+
+def random_scenario(rng, n_max: int = 12) -> Scenario:
+    """A seeded random scenario of any window, clients or not, late partials and early firings."""
+    window = str(rng.choice(["fixed", "sliding", "global"]))
+    clients = window != "sliding" and rng.random() < 0.7
+    n = int(rng.integers(1, n_max + 1))
+    tokens = _tokens(rng, n, int(rng.integers(2, 6)), 0.15) if clients else [None] * n
+    values = list("abc")[:int(rng.integers(1, 4))]
+    reports = [(int(rng.integers(0, 3)) if window != "global" else 0, str(rng.choice(values)), tokens[j])
+               for j in range(n)]
+    events = _events(rng, reports, [int(j) for j in rng.permutation(n)])
     return Scenario(window, int(rng.choice([2, 2, 3, 4])), int(rng.choice([0, 60, 300])), int(rng.integers(1, 4)),
-                    bool(clients), reports, events)
+                    bool(clients), reports, events, _payload(rng, n), str(rng.choice(list(CHANNELS))))
 
 
-def late_clients_scenario(rng) -> Scenario:
-    """One fixed window whose clients send several reports on time and again late (within the
-    lateness): the windows where a client's state spans panes."""
-    tokens = [f"t{i}" for i in range(int(rng.integers(2, 5)))]
-    n = int(rng.integers(4, 16))
-    reports = [(0, str(rng.choice(list("ab"))), str(rng.choice(tokens))) for _ in range(n)]
-    cut = int(rng.integers(2, n - 1))
-    events = [("partial", [j for j in range(cut) if reports[j][1] == v]) for v in "ab"]
-    events = [e for e in events if e[1]] + [("watermark", 1)]
-    rest = list(range(cut, n))
+def classes_scenario(rng) -> Scenario:
+    """One window whose clients fall in a few groups of equal numbers of reports, each group of about
+    ``min_reports`` clients, with reports without a client on time and late, some clients sending one
+    of their reports late: the windows where the client rule decides, and where each of its parts
+    matters. Shapes, drawn first: ``groups`` (groups of ``min_reports`` - 1 to + 1 clients, anything
+    late), ``split`` (groups of at least ``min_reports``, one or more clients of one split by a late
+    report: groups by composition over the atoms), ``unnamed`` (groups of at least ``min_reports``,
+    reports without a client on time and late: counted atom by atom), ``any order``."""
+    m = int(rng.choice([2, 3]))
+    shape = str(rng.choice(["groups", "split", "unnamed", "any order"]))
+    sizes = [m - 1, m, m, m + 1] if shape in ("groups", "any order") else [m, m + 1]
+    on_time, late = [], []
+    splits = int(rng.integers(1, m + 1)) if shape == "split" else 0
+    for c in range(int(rng.integers(1, 4))):
+        k = int(rng.integers(1, 4)) if not (shape == "split" and c == 0) else 2
+        for i in range(int(rng.choice(sizes))):
+            token = f"g{c}k{k}n{i}"
+            split = k > 1 and (i < splits if c == 0 and shape == "split" else shape == "groups" and rng.random() < 0.3)
+            on_time += [(0, "x", token)] * (k - split)
+            late += [(0, "x", token)] * split
+    if shape == "unnamed":
+        on_time += [(0, "x", None)] * int(rng.integers(1, m + 1))
+        late += [(0, "x", None)] * int(rng.choice([m, m + 1]))
+    else:
+        on_time += [(0, "x", None)] * int(rng.choice([0, 0, 1, m]))
+        late += [(0, "x", None)] * int(rng.choice([0, 1, m, m]))
+    if shape == "any order":
+        both = on_time + late
+        picked = [both[j] for j in rng.permutation(len(both))]
+        cut = int(rng.integers(1, len(both) + 1))
+        on_time, late = picked[:cut], picked[cut:]
+    late = late[:6]
+    on_time = on_time[:13 - len(late)]   # a client cut here is a client of fewer reports
+    reports = on_time + late
+    n = len(reports)
+    events = [("early",)] if rng.random() < 0.3 else []
+    events += [("partial", list(range(len(on_time)))), ("watermark", 1)]
+    rest = list(range(len(on_time), n))
     while rest:
-        take = int(rng.integers(1, 4))
-        batch = [j for j in rest if reports[j][1] == reports[rest[0]][1]][:take]
-        rest = [j for j in rest if j not in batch]
-        events += [("partial", batch), ("watermark", 2)]
-    return Scenario("fixed", int(rng.choice([2, 3])), 300, int(rng.integers(1, 3)), True, reports, events)
+        take = len(rest) if rng.random() < 0.6 else int(rng.integers(1, m + 2))
+        events += [("partial", rest[:take])] + ([("watermark", 2)] if rng.random() < 0.5 else [])
+        rest = rest[take:]
+    return Scenario(str(rng.choice(["fixed", "global"])), m, 300, 1, True, reports, events, _payload(rng, n),
+                    str(rng.choice(list(CHANNELS))))

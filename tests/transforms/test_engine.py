@@ -21,8 +21,11 @@ RANGE = {"marginals": lambda r: (0.0, 1.0), "tables": lambda r: (0.0, 1.0), "con
          "extremes": lambda r: (0.0, float(r["n"])), "means": lambda r: (r["low"], r["high"])}
 
 
-def accumulator(cfg, n, seed):
+def accumulator(cfg, n, seed, per_client=None):
+    """``n`` simulated reports; with ``per_client``, clients that each sent exactly that many."""
     pop = simulate_population(cfg, n, seed=seed, span_seconds=60)
+    if per_client and pop.clients is not None:
+        pop.clients[:] = [f"s{seed}c{i // per_client}" for i in range(n)]
     keys = np.array([client_key(c) for c in pop.clients], dtype=np.uint64) if pop.clients is not None else None
     named = np.ones(n, bool) if keys is not None else None
     return cfg.aggregator.add_packed(cfg.aggregator.create(), pop.noisy, keys, named)
@@ -76,8 +79,10 @@ def test_batch_and_streaming_publish_the_same_rows_through_one_path():
     lateness 0) after every partial arrived on time, give identical rows of every kind."""
     cfg = parse_config(dict(SMALL_CONFIG, min_reports=20, window={"type": "fixed", "size_seconds": 60},
                             dimensions={"region": {"max_values": 1}}))
-    slices = [(0, (("region", r),), accumulator(cfg, n, seed)) for seed, (r, n) in
-              enumerate([("eu", 150), ("us", 60), ("ap", 10)])]   # the cap merges us and ap into __other__
+    # the cap merges us and ap into __other__; every client sent two reports, so the client rule
+    # publishes the client extremes (one group of clients, of at least min_reports)
+    slices = [(0, (("region", r),), accumulator(cfg, n, seed, per_client=2)) for seed, (r, n) in
+              enumerate([("eu", 150), ("us", 60), ("ap", 10)])]
     batch = batch_window(cfg, (0, 60_000), slices)
     engine, status, bag = PaneEngine(cfg), Status(), []
     for start, dims, acc in slices:

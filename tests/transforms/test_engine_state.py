@@ -44,7 +44,7 @@ def test_the_previous_release_state_loads():
     assert np.array_equal(acc.client_states[:, :, :REPORTS], np.array(V1["client_states"]))
     assert np.isnan(acc.client_reports).all()   # version 1 did not count each client's reports
     # so its client rows are withheld, with the reason, rather than published under a rule it cannot check
-    assert "earlier version" in client_rule(cfg, acc)
+    assert "earlier version" in client_rule(cfg, [acc])
     assert windows_from_bytes(stored("windows")) == {(1767225600000, 1767229200000): WindowStatus(1, True, False, 40)}
     through = PickleCoder().get_impl().decode_from_stream(create_InputStream(base64.b64decode(V1["through"])), True)
     assert through == 1767229199999000
@@ -59,10 +59,10 @@ def test_the_new_format_round_trips_with_its_version():
     rng = np.random.default_rng(3)
     keys = np.array([client_key(f"c{i % 7}") for i in range(50)], dtype=np.uint64)
     acc = agg.add_packed(agg.create(), rng.integers(0, 64, (50, 1)).astype(np.uint8), keys, np.arange(50) % 4 > 0)
-    data = entry_to_bytes(Entry(60_000, (("region", "us"),), True, acc), agg)
-    assert data[:5] == b"LDPE\x02"
+    data = entry_to_bytes(Entry(60_000, (("region", "us"),), 0, acc), agg)
+    assert data[:5] == b"LDPE\x03"
     back = entry_from_bytes(data, agg)
-    assert (back.start, back.dims, back.released) == (60_000, (("region", "us"),), True)
+    assert (back.start, back.dims, back.atom, back.released) == (60_000, (("region", "us"),), 0, True)
     assert np.array_equal(back.acc.cooc.counts, acc.cooc.counts) and np.array_equal(back.acc.clients, acc.clients)
     assert np.array_equal(back.acc.client_states, acc.client_states) and back.acc.named_reports == 37
     windows = {(0, 60_000): WindowStatus(2, True, False, 12), (60_000, 120_000): WindowStatus(0, False, True, 0)}
@@ -71,6 +71,27 @@ def test_the_new_format_round_trips_with_its_version():
     out = create_OutputStream()
     BytesCoder().get_impl().encode_to_stream(data, out, True)
     assert BytesCoder().get_impl().decode_from_stream(create_InputStream(out.get()), True) == data
+
+
+def test_a_version_2_entry_loads_and_its_merged_releases_withhold_the_client_rows():
+    """Version 2 kept a released flag and merged a slice's released increments into one entry: such an
+    entry is atom 0 whose clients' report counts are unknown, so the client rule withholds the window's
+    client rows (it cannot tell how the increments split each client's reports); a pending one is
+    pending, its counts kept."""
+    import struct
+    cfg = parse_config(SMALL_CONFIG)
+    agg = cfg.aggregator
+    keys = np.array([client_key(f"c{i % 7}") for i in range(50)], dtype=np.uint64)
+    acc = agg.add_packed(agg.create(), np.zeros((50, 1), np.uint8), keys, np.ones(50, bool))
+    for released in (True, False):
+        header = json.dumps({"start": 60_000, "dims": [["region", "us"]], "released": released}).encode()
+        data = struct.pack("<4sBI", b"LDPE", 2, len(header)) + header + accumulator_to_bytes(acc, agg)
+        back = entry_from_bytes(data, agg)
+        assert (back.start, back.dims, back.atom, back.released) == (60_000, (("region", "us"),), 0 if released
+                                                                     else -1, released)
+        assert np.array_equal(back.acc.clients, acc.clients) and back.acc.n == 50
+        assert np.isnan(back.acc.client_reports).all() == released
+        assert ("earlier version" in (client_rule(cfg, [back.acc]) or "")) == released
 
 
 @pytest.mark.parametrize("change, named, named_v1", [

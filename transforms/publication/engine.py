@@ -1,8 +1,10 @@
 """The publication engine: one Beam-free home for the release rule, the dimension cap, the pane state
 machine and the rows, shared by the batch and the streaming job.
 
-State. Per collection the engine keeps *entries*, ``(slice start, dimensions, released, accumulator)``:
-for each slice and key what has been released (atoms merged) and what is pending, and a small
+State. Per collection the engine keeps *entries*, ``(slice start, dimensions, atom, accumulator)``:
+for each slice and key its released *atoms*, each kept apart under its number (0, 1, ... in the order
+they were released: the increments that rows were published from), and what is pending (atom
+``PENDING``), and a small
 :class:`Status`: which windows are open, how many panes each has published, whether its on-time pane
 has passed, and how far the watermark is known to have passed. The Beam adapter stores entries in a
 bag (a new partial is appended without reading the bag) and the status in one cell.
@@ -39,13 +41,20 @@ NEVER = -(1 << 62)                      # a watermark before every event
 END_OF_TIME_US = 9_223_371_950_454_774_999   # Beam's GlobalWindow().max_timestamp() in microseconds
 
 
+PENDING = -1   # the atom number of an entry not yet released
+
+
 class Entry(NamedTuple):
-    """The released (or pending) part of one slice and key."""
+    """One atom (a released increment) of one slice and key, or its pending part."""
 
     start: int          # slice start, ms
     dims: tuple         # sorted (name, value) pairs
-    released: bool
+    atom: int           # the atom's number among its slice and key's atoms (0, 1, ...), or PENDING
     acc: object         # ldp_marginals.ldp.aggregate.WindowAccumulator
+
+    @property
+    def released(self) -> bool:
+        return self.atom != PENDING
 
 
 class PaneFile(NamedTuple):
@@ -101,24 +110,35 @@ class Step:
     disarm_early: bool = False
 
 
-def cap_states(config, states: dict, merge: Callable) -> dict:
-    """``{dims: accumulator}`` of one window -> the same with each dimension's values past its
-    ``max_values`` (by reports) as ``__other__``; accumulators that meet under one key are merged
-    (``merge``, into a new one), so no window lists unbounded values and no report is dropped."""
+def capped_keys(config, states: dict) -> dict:
+    """``{dims: the key it is published under}`` for the keys of one window: each dimension's values
+    past its ``max_values`` (by reports) become ``__other__``."""
     if not config.dimensions:
-        return dict(sorted(states.items()))
-    capped = config.cap_dimension_values({dims: acc.n for dims, acc in states.items()})
+        return {dims: dims for dims in states}
+    return config.cap_dimension_values({dims: acc.n for dims, acc in states.items()})
+
+
+def cap_states(config, states: dict, merge: Callable) -> dict:
+    """``{dims: accumulator}`` of one window -> the same under the capped keys (:func:`capped_keys`);
+    accumulators that meet under one key are merged (``merge``, into a new one), so no window lists
+    unbounded values and no report is dropped."""
+    capped = capped_keys(config, states)
     merged = {}
     for dims, acc in sorted(states.items()):
         merged.setdefault(capped[dims], []).append(acc)
     return {dims: (group[0] if len(group) == 1 else merge(group)) for dims, group in sorted(merged.items())}
 
 
-def publish(config, window: tuple, released: dict, pending: dict, *, linear: bool, final: bool) -> dict:
+def publish(config, window: tuple, released: dict, pending: dict, *, linear: bool, final: bool,
+            atoms: dict | None = None) -> dict:
     """``{kind: rows}`` of one pane of ``window`` from the per-key sums of its released and pending
     slices: every key's estimates (capped), and in the ``final`` pane the extremes over clients and a
     withheld row per key for what the guard still holds. The one place rows are made, for batch and
-    streaming."""
+    streaming.
+
+    ``atoms`` (streaming): ``{dims: [accumulator]}``, the window's released atoms of each key, which
+    panes under other caps published apart; the client rule reads a capped key's clients atom by
+    atom. None (batch): each key's content was never published in parts; it is one atom."""
     aggregator = config.aggregator
 
     def merge(accs):
@@ -126,10 +146,15 @@ def publish(config, window: tuple, released: dict, pending: dict, *, linear: boo
 
     out = {kind: [] for kind in ESTIMATE_KINDS}
     tables = {}   # kinds made as tables (the marginals): a table per key, one per kind for the pane
+    key_atoms = {}   # capped key -> the atoms of the values it holds
+    if atoms is not None:
+        for dims, key in capped_keys(config, released).items():
+            key_atoms.setdefault(key, []).extend(atoms.get(dims, ()))
     released = cap_states(config, released, merge)
     for dims, acc in released.items():
         if acc.n:
-            for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final):
+            for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final,
+                                            atoms=key_atoms.get(dims) if atoms is not None else None):
                 if isinstance(rows, TableRows):
                     tables.setdefault(kind, []).append(rows)
                 else:
@@ -145,37 +170,45 @@ def publish(config, window: tuple, released: dict, pending: dict, *, linear: boo
 
 
 def sums(config, window: tuple, entries) -> tuple:
-    """``(released, pending)``: per dimensions key, the window's slices merged (new accumulators)."""
+    """``(released, pending, atoms)``: per dimensions key, the window's released atoms and its pending
+    parts merged (new accumulators), and the released atoms themselves (``[accumulator]``)."""
     aggregator = config.aggregator
     slices = config.window.slices_of(window)
-    out = ({}, {})
+    released, pending, atoms = {}, {}, {}
     for e in entries:
         if slices is None or e.start in slices:
-            part = out[0] if e.released else out[1]
+            part = released if e.released else pending
             if e.dims not in part:
-                part[e.dims] = aggregator.create()
-            aggregator.merge([part[e.dims], e.acc])
-    return out
+                part[e.dims] = [aggregator.create()]
+            part[e.dims].append(e.acc)
+            if e.released:
+                atoms.setdefault(e.dims, []).append(e.acc)
+    merged = ({dims: aggregator.merge(accs) for dims, accs in part.items()} for part in (released, pending))
+    return (*merged, atoms)
 
 
 def compact(config, entries) -> list:
-    """Merge entries per (slice, dims) into new accumulators, released and pending apart, and release
-    a pending increment that holds enough (:func:`~ldp_marginals.transforms.publication.release.releasable`):
-    it becomes an atom, for good."""
+    """Merge entries per (slice, dims, atom) into new accumulators, and release a pending part that
+    holds enough (:func:`~ldp_marginals.transforms.publication.release.releasable`): it becomes the
+    slice and key's next atom, for good. Atoms are never merged with each other."""
     aggregator = config.aggregator
     merged = {}
     for e in entries:
-        key = (e.start, e.dims, e.released)
+        key = (e.start, e.dims, e.atom)
         if key not in merged:
-            merged[key] = aggregator.create()
-        aggregator.merge([merged[key], e.acc])   # into a new accumulator: bag reads may share objects
-    for (start, dims, released), acc in list(merged.items()):
-        if not released and releasable(config, acc):
-            done = merged.setdefault((start, dims, True), aggregator.create())
-            aggregator.merge([done, acc])
-            del merged[(start, dims, False)]
-    return [Entry(start, dims, released, acc) for (start, dims, released), acc in sorted(
-        merged.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2]))]
+            merged[key] = [aggregator.create()]
+        merged[key].append(e.acc)   # into a new accumulator: bag reads may share objects
+    merged = {key: aggregator.merge(accs) for key, accs in merged.items()}
+    following = {}   # (start, dims) -> the next atom number
+    for start, dims, atom in merged:
+        following[(start, dims)] = max(following.get((start, dims), 0), atom + 1)
+    for (start, dims, atom), acc in list(merged.items()):
+        if atom == PENDING and releasable(config, acc):
+            number = following[(start, dims)]
+            following[(start, dims)] = number + 1
+            merged[(start, dims, number)] = merged.pop((start, dims, PENDING))
+    return [Entry(start, dims, atom, acc) for (start, dims, atom), acc in sorted(merged.items(),
+                                                                                key=lambda kv: kv[0])]
 
 
 def batch_window(config, window: tuple, slices) -> dict:
@@ -183,8 +216,8 @@ def batch_window(config, window: tuple, slices) -> dict:
     dims, accumulator)]``. Each slice is one increment, released or held whole; the window publishes
     one pane, on time and final. A slice is released or not by its own content alone, so it is
     published in all its windows or in none."""
-    entries = compact(config, [Entry(start, dims, False, acc) for start, dims, acc in slices])
-    released, pending = sums(config, window, entries)
+    entries = compact(config, [Entry(start, dims, PENDING, acc) for start, dims, acc in slices])
+    released, pending, _ = sums(config, window, entries)
     return publish(config, window, released, pending, linear=True, final=True)
 
 
@@ -223,7 +256,7 @@ class PaneEngine:
             step.event_us = self.next_event_us(status)
             return step
         step.counted = acc.n
-        entry = Entry(start, partial.dimensions, False, acc)
+        entry = Entry(start, partial.dimensions, PENDING, acc)
         late_now = []
         for w in open_windows:
             ws = status.windows.get(w)
@@ -305,22 +338,22 @@ class PaneEngine:
         to the window's last pane (an on-time pane whenever anything is released; a final pane also
         carries the client extremes and what the guard holds)."""
         ws.dirty = False
-        released, pending = sums(self.config, window, entries)
+        released, pending, atoms = sums(self.config, window, entries)
         total = sum(acc.n for acc in released.values())
         grew = total > ws.published
         if not final and (total == 0 or not (grew or timing == ON_TIME)):
             return []
         rows = publish(self.config, window, released, pending, linear=total > 0 and (grew or timing == ON_TIME),
-                       final=final)
+                       final=final, atoms=atoms)
         ws.published = total
         return self._emit(window, ws, timing, rows)
 
     def _close(self, window: tuple, ws: WindowStatus, entries) -> list:
         """The final pane of a window at its close, after its on-time pane: the extremes over clients,
         what the guard still holds, and any released reports the last pane lacks."""
-        released, pending = sums(self.config, window, entries)
+        released, pending, atoms = sums(self.config, window, entries)
         total = sum(acc.n for acc in released.values())
-        rows = publish(self.config, window, released, pending, linear=total > ws.published, final=True)
+        rows = publish(self.config, window, released, pending, linear=total > ws.published, final=True, atoms=atoms)
         ws.published = total
         return self._emit(window, ws, CLOSED, rows)
 

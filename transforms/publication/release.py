@@ -1,16 +1,20 @@
 """The publication rule: which increments of reports may be published, and when a window may publish
 its statistics over clients. docs/design.md (section 7) states the rule and proves it.
 
-- An *atom* is an increment of one slice and key released together. An increment is released, for
-  good, once it holds at least ``min_reports`` reports. Every published row except the extremes over
-  clients is a function of a sum of released atoms.
+- An *atom* is an increment of one slice and key released together: a pending increment is released,
+  for good, once it holds at least ``min_reports`` reports, and keeps its own number among its slice's
+  atoms (the engine's entries, :class:`~ldp_marginals.transforms.publication.engine.Entry`). Every
+  published row except the extremes over clients is a function of sums of whole atoms.
 - The extremes over clients of a window and key are published once, in the window's final pane
   (fixed and global windows only: the config refuses them on overlapping windows), from the window's
-  released content U, and only when U has at least ``min_reports`` clients that sent two or more
-  reports, or has no such client and no report without a client (the per-client sum is then a sum
-  over reports, which the other rows already determine).
+  released content, and only when every group of reports or clients that the published rows treat
+  alike is empty or holds at least ``min_reports`` members (:func:`client_rule`).
 """
 from __future__ import annotations
+
+import numpy as np
+
+from ldp_marginals.ldp.aggregate import client_compositions, unnamed_reports
 
 
 def releasable(config, acc) -> bool:
@@ -18,23 +22,30 @@ def releasable(config, acc) -> bool:
     return acc.n >= max(1, config.min_reports)
 
 
-def client_rule(config, acc) -> str | None:
-    """None when a window's extremes over clients may be published from ``acc`` (its released
-    content, in its final pane), else the reason they are withheld.
+def client_rule(config, atoms) -> str | None:
+    """None when a window's extremes over clients may be published from ``atoms``, the disjoint parts
+    of its released content of one key that rows were ever published apart (streaming: the atoms of
+    the key's slices and capped values; batch: the content, one part), else why they are withheld.
 
-    Why: a client row is ``sum_c g(c)`` over the window's clients. A client with one report adds the
-    same per-report term that the linear rows (marginals, extremes over reports) sum, so the client
-    row minus a combination of linear rows leaves the terms of the clients with two or more reports
-    and of the reports without a client; at least ``min_reports`` clients with several reports keep
-    any such combination a function of at least that many clients."""
+    The groups the published rows treat alike: per atom, the reports that name no client; and the
+    clients of each *composition*, the numbers of reports a client sent in each atom. Every row is
+    unchanged when reports of one group trade their contents (a linear row sums each atom; a client
+    row sums one function per client of the multiset of its reports), so no combination of rows can
+    depend on part of a group (docs/design.md, section 7). Each group must be empty or hold at
+    least ``min_reports`` reports (no client) or clients (a composition).
+
+    The reason names no group (a count of reports per client is about clients, even if not about
+    what their reports say)."""
     m = config.min_reports
-    counts = acc.client_reports
-    if counts.size and not (counts == counts).all():
+    if any(np.isnan(a.client_reports).any() for a in atoms):
         return ("client extremes withheld: the window's state was written by an earlier version that did not "
-                "count each client's reports")
-    several = int((counts >= 2).sum())
-    unnamed = acc.n - int(counts.sum())
-    if several >= m or (several == 0 and unnamed == 0):
+                "keep each client's reports per released increment")
+    if m <= 1:
         return None
-    return (f"client extremes withheld: fewer than min_reports={m} clients sent two or more reports in the "
-            "window (a per-client sum minus the per-report rows would single them out)")
+    if any(0 < unnamed_reports(a) < m for a in atoms):
+        return (f"client extremes withheld: a released increment holds between 1 and {m - 1} reports without a "
+                "client (the client rows minus the per-report rows would single them out)")
+    if any(n < m for n in client_compositions(atoms).values()):
+        return (f"client extremes withheld: fewer than min_reports={m} clients sent as many reports as some "
+                "client, increment by increment (the rows would single that group out)")
+    return None

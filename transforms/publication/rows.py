@@ -157,20 +157,23 @@ def held_row(config, base, held: int, anything_released: bool) -> dict:
     return withheld_row(config, base, held, reason)
 
 
-def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True):
+def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True,
+                atoms: list | None = None):
     """``(kind, row)`` of the estimates of one window and key (:func:`window_blocks`, row by row)."""
-    for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final):
+    for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final, atoms=atoms):
         for row in rows:
             yield kind, row
 
 
-def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True):
+def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True,
+                  atoms: list | None = None):
     """``(kind, rows)`` of the estimates of one window and key from ``acc``, its released content
     (at least one report): marginals, tables, extremes over reports, conditionals and means
     (``linear``), and in the window's ``final`` pane the extremes over clients, or their withheld row
-    (:func:`~ldp_marginals.transforms.publication.release.client_rule`). A pane that is ``final`` but
-    not ``linear`` (a window's close, nothing new released) repeats the extremes over reports, so the
-    window's latest extremes pane holds every extreme."""
+    (:func:`~ldp_marginals.transforms.publication.release.client_rule` over ``atoms``, the parts of
+    ``acc`` that rows were published from apart; None: ``acc`` is one part). A pane that is
+    ``final`` but not ``linear`` (a window's close, nothing new released) repeats the extremes over
+    reports, so the window's latest extremes pane holds every extreme."""
     if acc.n == 0:
         raise ValueError("acc must hold released reports, got n=0")
     base = base_row(config.name, window, dims)
@@ -186,7 +189,7 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         for kind, row in (*conditional_rows(config, est, counted), *mean_rows(config, est, counted)):
             yield kind, [row]
     if final and config.client_extremes:
-        reason = client_rule(config, acc)
+        reason = client_rule(config, [acc] if atoms is None else atoms)
         if reason is not None:
             yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
             return

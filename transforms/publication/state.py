@@ -6,6 +6,11 @@ Two cells per collection: the windows' statuses (:func:`windows_to_bytes`) and t
 format). Each starts with a magic and a version number; version 1 was Beam's pickle of positional
 lists and tuples, and is still read. A state written for another shape of collection (counted sets,
 extremes) is refused with a ``ValueError`` naming what changed.
+
+Version 3 numbers each released entry (its atom); versions 1 and 2 kept a flag, and merged a slice's
+released increments into one entry. Such an entry is read as atom 0 with its clients' report counts
+unknown (NaN): the client rule cannot tell how the merged increments split each client's reports, so
+it withholds the client extremes of a window that holds one, and says why.
 """
 from __future__ import annotations
 
@@ -13,10 +18,12 @@ import json
 import pickle
 import struct
 
-from ldp_marginals.ldp.aggregate import accumulator_from_bytes, accumulator_to_bytes, checked_accumulator
-from ldp_marginals.transforms.publication.engine import Entry, WindowStatus
+import numpy as np
 
-VERSION = 2
+from ldp_marginals.ldp.aggregate import REPORTS, accumulator_from_bytes, accumulator_to_bytes, checked_accumulator
+from ldp_marginals.transforms.publication.engine import PENDING, Entry, WindowStatus
+
+VERSION = 3   # 3: entries carry their atom number; 2: a released flag; 1: Beam's pickles
 _WINDOWS, _ENTRY = b"LDPS", b"LDPE"
 _HEAD = struct.Struct("<4sBI")   # magic, version, length of the JSON header
 
@@ -56,7 +63,7 @@ def windows_from_bytes(data: bytes) -> dict:
 
 
 def entry_to_bytes(entry: Entry, aggregator) -> bytes:
-    return _pack(_ENTRY, {"start": entry.start, "dims": [list(kv) for kv in entry.dims], "released": entry.released},
+    return _pack(_ENTRY, {"start": entry.start, "dims": [list(kv) for kv in entry.dims], "atom": entry.atom},
                  accumulator_to_bytes(entry.acc, aggregator))
 
 
@@ -66,7 +73,19 @@ def entry_from_bytes(data: bytes, aggregator) -> Entry:
     parsed = _unpack(_ENTRY, data)
     if parsed is None:   # version 1: (slice start, dims, released, WindowAccumulator)
         start, dims, released, acc = pickle.loads(data)
-        return Entry(int(start), tuple(dims), bool(released), checked_accumulator(acc, aggregator))
+        return _flagged(int(start), tuple(dims), bool(released), checked_accumulator(acc, aggregator))
     header, tail = parsed
-    return Entry(int(header["start"]), tuple(tuple(kv) for kv in header["dims"]), bool(header["released"]),
-                 accumulator_from_bytes(tail, aggregator))
+    start, dims = int(header["start"]), tuple(tuple(kv) for kv in header["dims"])
+    acc = accumulator_from_bytes(tail, aggregator)
+    if "atom" not in header:   # version 2
+        return _flagged(start, dims, bool(header["released"]), acc)
+    return Entry(start, dims, int(header["atom"]), acc)
+
+
+def _flagged(start: int, dims: tuple, released: bool, acc) -> Entry:
+    """An entry of version 1 or 2: a released one may hold several increments merged, so it is atom 0
+    with its clients' report counts unknown (the client rule withholds such a window's client rows)."""
+    if not released:
+        return Entry(start, dims, PENDING, acc)
+    acc.client_states[:, :, REPORTS] = np.nan
+    return Entry(start, dims, 0, acc)
