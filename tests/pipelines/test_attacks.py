@@ -67,14 +67,15 @@ def test_a_cap_merging_a_clients_two_values_publishes_one_client_row():
     rows = client_rows(got)
     assert {timing for _, _, timing, _, _ in rows} == {"closed"}
     assert sorted(ver for *_, ver, _ in rows) == ["D", "E"]   # once per key, never B or C
-    # __other__ (B and C) holds one client of several reports, T: its client row is withheld
+    # __other__ (B and C) holds T, the only client with a report in B's atom and one in C's: withheld
     assert [(r["dimensions"], r["statistic"]) for r in got["withheld"]] == [({"ver": "__other__"}, "client_extremes")]
 
 
 def test_saturation_across_panes_is_not_published():
     """Attack 3: five clients with OR = 1 on time, then four of them again plus T, late: the late pane
     minus the on-time pane of the client-OR sum was T's bit. Now the client row is published once, at
-    the close, and only when min_reports clients sent several reports (here four did: withheld)."""
+    the close, and only when every group of clients alike holds min_reports (here the late increment
+    splits them: four sent a report in each increment, one only on time, T only late: withheld)."""
     cfg = parse_config(spec(allowed_lateness_seconds=300))
     stream = (test_stream.TestStream().advance_watermark_to(START)
               .add_elements([by(cfg, i, f"c{i}", b"\x03") for i in range(5)])
@@ -92,7 +93,7 @@ def test_saturation_across_panes_is_not_published():
 def test_a_client_row_minus_the_report_rows_would_single_out_its_only_repeat_client():
     """Found beside the issue's attacks: with an extreme over reports on the same bits (or marginals that
     rebuild it), the client row minus the report row leaves only the clients that sent several reports.
-    One such client: withheld; five: published."""
+    One such client: withheld; five, beside six clients of one report: published."""
     cfg = parse_config(spec())
     one = [by(cfg, i, f"s{i}") for i in range(10)] + [by(cfg, 20, "T"), by(cfg, 21, "T")]
     five = one + [by(cfg, 30 + i, f"s{i}") for i in range(4)]
