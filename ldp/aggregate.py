@@ -20,7 +20,7 @@ What a window keeps, per key:
   million clients in one window); a collision merges two clients' states. Each client's state
   also counts the client's reports (column ``REPORTS``): the publication rule for per-client
   statistics groups a window's clients by how many reports each sent in each released increment
-  (:func:`client_compositions`) and counts the reports that name no client (:func:`unnamed_reports`).
+  (:func:`client_groups`) and counts the reports that name no client (:func:`unnamed_reports`).
 
 Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
 
@@ -209,21 +209,27 @@ class ReportAggregator:
         out[inverse[:n_old]] += acc.client_states   # acc's keys are distinct: a plain add
         if distinct:
             out[inverse[n_old:]] += states
-        else:
-            np.add.at(out, inverse[n_old:], states)
+        else:   # sum the repeated keys' states first (a sort and np.add.reduceat: np.add.at is slow)
+            new = inverse[n_old:]
+            order = np.argsort(new, kind="stable")
+            ordered = new[order]
+            starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+            out[ordered[starts]] += np.add.reduceat(states[order], starts, axis=0)
         acc.clients, acc.client_states = merged, out
 
-    def merge(self, accumulators: Iterable[WindowAccumulator]) -> WindowAccumulator:
+    def merge(self, accumulators: Iterable[WindowAccumulator], clients: bool = True) -> WindowAccumulator:
         """Merge into the first accumulator, the only one modified, and return it. The client tables
         of all the others are merged in one pass (one sort of every key), so merging many small
-        accumulators (a window's released increments) costs no more than merging their union."""
+        accumulators (a window's released increments) costs no more than merging their union; with
+        ``clients`` False they are not merged at all (the first keeps its own), for a sum that only
+        rows over reports will read."""
         it = iter(accumulators)
         first = next(it)
         keys, states = [], []
         for other in it:
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
-            if other.clients.size:
+            if other.clients.size and clients:
                 keys.append(other.clients)
                 states.append(other.client_states)
         if len(keys) == 1:
@@ -258,23 +264,34 @@ def unnamed_reports(acc: WindowAccumulator) -> int:
     return acc.n - int(round(acc.named_reports))
 
 
-def client_compositions(atoms: Sequence[WindowAccumulator]) -> dict:
-    """``{composition: clients}`` over the union of ``atoms``, disjoint accumulators of one key (the
+def client_groups(atoms: Sequence[WindowAccumulator]) -> tuple:
+    """``(clients, reports)`` over the union of ``atoms``, disjoint accumulators of one key (the
     increments of reports a window released, :mod:`ldp_marginals.transforms.publication.release`):
-    each client's composition is the tuple of its numbers of reports in each atom, in ``atoms``'
-    order, and the dict counts the clients of each composition. Clients of one composition are the
-    ones every published row treats alike (docs/design.md, section 7); with one atom the composition
-    is the client's number of reports. States of version 1, which did not count reports, have NaN
-    counts: the caller must refuse them first."""
+    per *group* of clients of one composition (the same numbers of reports in each atom), int64 its
+    clients and int64 the reports each of them sent. Clients of one composition are the ones every
+    published row treats alike (docs/design.md, section 7); with one atom the composition is the
+    client's number of reports. States of version 1, which did not count reports, have NaN counts:
+    the caller must refuse them first.
+
+    Exact and O(reports log reports): each client's group is refined atom by atom, the clients of an
+    atom taking new group numbers by (former group, reports in the atom)."""
     keys = [a.clients for a in atoms]
     if not any(k.size for k in keys):
-        return {}
-    clients, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    table = np.zeros((clients.size, len(atoms)), dtype=np.int64)
-    column = np.repeat(np.arange(len(atoms)), [k.size for k in keys])
-    table[inverse.reshape(-1), column] = np.rint(np.concatenate([a.client_reports for a in atoms])).astype(np.int64)
-    rows, counts = np.unique(table, axis=0, return_counts=True)
-    return {tuple(int(x) for x in row): int(c) for row, c in zip(rows, counts)}
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    group = np.zeros(int(inverse.max()) + 1, dtype=np.int64)
+    total = np.zeros_like(group)
+    at = 0
+    for acc, k in zip(atoms, keys):
+        idx, at = inverse[at:at + k.size], at + k.size
+        if idx.size:
+            counts = np.rint(acc.client_reports).astype(np.int64)
+            _, new = np.unique(np.stack([group[idx], counts], axis=1), axis=0, return_inverse=True)
+            group[idx] = group.max() + 1 + new.reshape(-1)
+            total[idx] += counts
+    _, first, clients = np.unique(group, return_index=True, return_counts=True)
+    return clients, total[first]
 
 
 # -- state that outlives a process ------------------------------------------------------------

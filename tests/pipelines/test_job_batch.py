@@ -63,7 +63,10 @@ def test_batch_estimates_equal_the_core_on_the_same_reports(small_config):
         assert_that(outs["marginals"] | beam.Map(lambda r: (r["window_start"], tuple(r["columns"]), r["estimate"],
                                                             r["variance"], r["ci_low"], r["ci_high"], r["n_reports"])),
                     equal_to(marg), label="marginals")
-        assert_that(outs["withheld"], equal_to(withheld), label="withheld")
+        # the client extremes follow the client rule (tests/transforms/test_publication_rule.py): here the
+        # simulated clients send a few reports a window, and the rarest count's clients are too few
+        windowed = outs["withheld"] | beam.Filter(lambda r: r["statistic"] != "client_extremes")
+        assert_that(windowed, equal_to(withheld), label="withheld")
         assert_that(outs["dead_letters"], equal_to([]), label="no dead letters")
         report_ext = outs["extremes"] | beam.Filter(lambda r: r["name"] != "active_client")
         assert_that(report_ext | beam.Map(lambda r: (r["window_start"], r["name"], round(r["estimate"], 6),

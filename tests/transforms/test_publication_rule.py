@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ldp_marginals.ldp.aggregate import client_compositions, unnamed_reports
+from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.transforms.publication import engine, release, rows
 from tests.transforms import publication_model as model
 
@@ -75,6 +75,31 @@ def test_the_checks_reach_published_client_rows():
         for batch in found:
             found[batch] += model.client_rows(s, batch) > 0
     assert min(found.values()) >= 10, found
+
+
+def test_clients_are_grouped_exactly_by_their_reports_in_each_atom():
+    """``client_groups`` against a plain count of each client's tuple of reports per atom, on random
+    atoms (clients present in some atoms only, reports without a client, a client in every atom)."""
+    cfg = model.config_of(model.Scenario("fixed", 2, 0, 1, True, [], []), 12)
+    agg = cfg.aggregator
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        atoms, tokens = [], []
+        for _ in range(int(rng.integers(1, 5))):
+            names = [None if rng.random() < 0.2 else f"c{int(rng.integers(0, 8))}" for _ in range(int(rng.integers(1, 13)))]
+            atoms.append(model._packed(cfg, model.Scenario("fixed", 2, 0, 1, True, [(0, "x", t) for t in names], []),
+                                       list(range(len(names)))))
+            tokens.append(names)
+        per_client = {}
+        for a, names in enumerate(tokens):
+            for t in names:
+                if t is not None:
+                    per_client.setdefault(t, [0] * len(atoms))[a] += 1
+        want = sorted((sum(1 for v in per_client.values() if v == c), sum(c)) for c in map(list, {tuple(v) for v in
+                                                                                              per_client.values()}))
+        clients, reports = client_groups(atoms)
+        assert sorted(zip(clients.tolist(), reports.tolist())) == want
+        assert [unnamed_reports(a) for a in atoms] == [names.count(None) for names in tokens]
 
 
 # -- the issue's attacks, as exact-algebra scenarios -----------------------------------------------
@@ -152,7 +177,7 @@ def _merged(config, atoms):
     return config.aggregator.merge([config.aggregator.create(), *atoms])
 
 
-def _rule(unnamed=lambda config, atoms: atoms, groups=lambda config, atoms: atoms, counted=lambda c, n: n,
+def _rule(unnamed=lambda config, atoms: atoms, groups=lambda config, atoms: atoms, counted=lambda k, n: n,
           singles=True):
     """The client rule with one of its parts changed: which accumulators the reports without a client
     are counted over, which ones the clients are grouped over, what a group's size counts, and whether
@@ -163,8 +188,7 @@ def _rule(unnamed=lambda config, atoms: atoms, groups=lambda config, atoms: atom
             return None
         if any(0 < unnamed_reports(a) < m for a in unnamed(config, atoms)):
             return "withheld"
-        if any(counted(c, n) < m for c, n in client_compositions(groups(config, atoms)).items()
-               if singles or sum(c) > 1):
+        if any(counted(k, n) < m for n, k in zip(*client_groups(groups(config, atoms))) if singles or k > 1):
             return "withheld"
         return None
     return rule
@@ -213,7 +237,7 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "groups of clients of one report not checked": (
         mock.patch.object(rows, "client_rule", _rule(singles=False)), _mixed, (False, True)),
     "groups counted in reports, not clients": (
-        mock.patch.object(rows, "client_rule", _rule(counted=lambda c, n: n * sum(c))), _mixed, (False, True)),
+        mock.patch.object(rows, "client_rule", _rule(counted=lambda k, n: n * k)), _mixed, (False, True)),
 }
 
 

@@ -169,9 +169,11 @@ def publish(config, window: tuple, released: dict, pending: dict, *, linear: boo
     return out
 
 
-def sums(config, window: tuple, entries) -> tuple:
+def sums(config, window: tuple, entries, clients: bool = True) -> tuple:
     """``(released, pending, atoms)``: per dimensions key, the window's released atoms and its pending
-    parts merged (new accumulators), and the released atoms themselves (``[accumulator]``)."""
+    parts merged (new accumulators), and the released atoms themselves (``[accumulator]``). With
+    ``clients`` False the merged accumulators have no client table (a pane that publishes no client
+    row: merging a window's atoms' client tables at every pane would cost a sort of them all)."""
     aggregator = config.aggregator
     slices = config.window.slices_of(window)
     released, pending, atoms = {}, {}, {}
@@ -183,7 +185,7 @@ def sums(config, window: tuple, entries) -> tuple:
             part[e.dims].append(e.acc)
             if e.released:
                 atoms.setdefault(e.dims, []).append(e.acc)
-    merged = ({dims: aggregator.merge(accs) for dims, accs in part.items()} for part in (released, pending))
+    merged = ({dims: aggregator.merge(accs, clients) for dims, accs in part.items()} for part in (released, pending))
     return (*merged, atoms)
 
 
@@ -192,13 +194,13 @@ def compact(config, entries) -> list:
     holds enough (:func:`~ldp_marginals.transforms.publication.release.releasable`): it becomes the
     slice and key's next atom, for good. Atoms are never merged with each other."""
     aggregator = config.aggregator
-    merged = {}
+    parts = {}
     for e in entries:
-        key = (e.start, e.dims, e.atom)
-        if key not in merged:
-            merged[key] = [aggregator.create()]
-        merged[key].append(e.acc)   # into a new accumulator: bag reads may share objects
-    merged = {key: aggregator.merge(accs) for key, accs in merged.items()}
+        parts.setdefault((e.start, e.dims, e.atom), []).append(e.acc)
+    # parts are merged into a new accumulator (bag reads may share objects); a lone part, never
+    # modified after, is kept as it is
+    merged = {key: accs[0] if len(accs) == 1 else aggregator.merge([aggregator.create(), *accs])
+              for key, accs in parts.items()}
     following = {}   # (start, dims) -> the next atom number
     for start, dims, atom in merged:
         following[(start, dims)] = max(following.get((start, dims), 0), atom + 1)
@@ -338,7 +340,7 @@ class PaneEngine:
         to the window's last pane (an on-time pane whenever anything is released; a final pane also
         carries the client extremes and what the guard holds)."""
         ws.dirty = False
-        released, pending, atoms = sums(self.config, window, entries)
+        released, pending, atoms = sums(self.config, window, entries, clients=final)
         total = sum(acc.n for acc in released.values())
         grew = total > ws.published
         if not final and (total == 0 or not (grew or timing == ON_TIME)):

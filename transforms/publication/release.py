@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_marginals.ldp.aggregate import client_compositions, unnamed_reports
+from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 
 
 def releasable(config, acc) -> bool:
@@ -45,7 +45,7 @@ def client_rule(config, atoms) -> str | None:
     if any(0 < unnamed_reports(a) < m for a in atoms):
         return (f"client extremes withheld: a released increment holds between 1 and {m - 1} reports without a "
                 "client (the client rows minus the per-report rows would single them out)")
-    if any(n < m for n in client_compositions(atoms).values()):
+    if (client_groups(atoms)[0] < m).any():
         return (f"client extremes withheld: fewer than min_reports={m} clients sent as many reports as some "
                 "client, increment by increment (the rows would single that group out)")
     return None
