@@ -15,14 +15,19 @@ and the payload bits are variables: ``y_ra``, ``y_rb`` of report r. Every numeri
 row is a function of a few polynomials in them, computed here from the formulas (not by the
 engine's code) and cross-checked against the engine's numbers (:func:`cross_check`):
 
-- a marginal of a bit over the reports H of its pane and key: its count ``sum_{r in H} y_rj``
-  (estimate, variance, interval, frequencies and display fields are functions of it and ``|H|``);
+- a marginal of a set over the reports H of its pane and key: its counts ``sum_{r in H} prod y_rj``
+  over the set's subsets (estimate, variance, interval, frequencies and display fields are
+  functions of them and ``|H|``, recomputed here with TMDH's formulas);
 - an extreme over reports (OR and AND of ``{a, b}``): ``sum_{r in H} g(y_r)`` and the variance
   estimate's ``sum_{r in H} h(y_r)`` (Hehir's per-report products);
 - an extreme over clients (OR and AND of ``{a}``, ``{b}``, ``{a, b}``, and OR of ``{a}`` twice:
   overlapping bit sets, several extremes over the same bits): ``sum_c G(S_c)`` and ``sum_c H(S_c)``,
   each client's product over all the bits of all its reports in the row;
-- counts (``n_reports``, ``n``) are functions of which reports the row holds, not of their bits.
+- counts (``n_reports``, ``n``) are functions of which reports the row holds, not of their bits;
+- with ``derived`` scenarios (a numeric feature m, the pair counts ab and am, a table, a conditional
+  and a conditional mean): every other linear row is a function of its pane's counts of a, b, m, ab
+  and am, and :func:`cross_check_linear` checks that those rows (and their withholdings for
+  precision) are exactly the rows of an accumulator of the reports the pane holds.
 
 The tracer bits' marginals add copies of the payload marginals' structure on variables of their own,
 so the span over the payload variables decides every question below exactly.
@@ -46,12 +51,15 @@ import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneEngine, PaneFile, Status, batch_window
+from ldp_marginals.transforms.publication.rows import window_rows
 from ldp_marginals.transforms.source import Partial
 
 PERIOD_MS = 60_000
 BASE_MS = 1_767_225_600_000
-A, B = 1, 2   # the payload bits as a mask over a report's payload
+A, B, M = 1, 2, 4   # the payload bits as a mask over a report's payload (m: a numeric feature's bit)
+PAYLOAD = (A, B, M)
 CHANNELS = {   # (p, q) of the payload bits a and b; tracer bits use the symmetric channel
     "symmetric": ((0.25, 0.75), (0.25, 0.75)),
     "asymmetric": ((0.1, 0.6), (0.2, 0.9)),
@@ -74,29 +82,45 @@ class Scenario:
     clients: bool             # extremes over clients
     reports: list             # (slice index, dimension value, client token or None) per report
     events: list              # ("partial", [report ids]) | ("watermark", slice index) | ("early",)
-    payload: list = field(default_factory=list)   # per report, its noisy (a, b) bits
+    payload: list = field(default_factory=list)   # per report, its noisy (a, b, m) bits
     channel: str = "symmetric"
+    derived: bool = False     # also a numeric feature m, a table, a conditional and a conditional mean
 
     def bits(self, r: int) -> tuple:
-        return self.payload[r] if r < len(self.payload) else (r % 2, (r // 2) % 2)
+        given = tuple(self.payload[r]) if r < len(self.payload) else ()
+        return (given + (r % 2, (r // 2) % 2, (r // 4) % 2)[len(given):])[:3]
 
 
 def config_of(s: Scenario, n_tracers: int):
     window = {"fixed": {"type": "fixed", "size_seconds": 60},
               "sliding": {"type": "sliding", "size_seconds": 180, "period_seconds": 60},
               "global": {"type": "global"}}[s.window]
-    (pa, qa), (pb, qb) = CHANNELS[s.channel]
     features = [{"name": f"t{j}", "type": "boolean"} for j in range(n_tracers)]
     features += [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}]
-    channels = [{"p": TRACER[0], "q": TRACER[1]}] * n_tracers + [{"p": pa, "q": qa}, {"p": pb, "q": qb}]
+    channels = [{"p": TRACER[0], "q": TRACER[1]}] * n_tracers + [{"p": p, "q": q} for p, q in _payload_channels(s)]
     names = {A: ["a"], B: ["b"], A | B: ["a", "b"]}
-    spec = {"collection": "g", "features": features, "channel": channels, "max_order": 1, "window": window,
-            "min_reports": s.min_reports, "allowed_lateness_seconds": s.lateness, "early_firing_seconds": 5,
-            "dimensions": {"k": {"max_values": s.max_values}},
+    spec = {"collection": "g", "features": features, "channel": channels[:len(features)], "max_order": 1,
+            "window": window, "min_reports": s.min_reports, "allowed_lateness_seconds": s.lateness,
+            "early_firing_seconds": 5, "dimensions": {"k": {"max_values": s.max_values}},
             "extremes": [{"name": n, "op": op, "bits": names[m]} for n, op, m in REPORT_EXTREMES]}
+    if s.derived:
+        features.append({"name": "m", "type": "numeric", "low": 0, "high": 60})
+        spec.update(channel=channels, sets=[["a", "b"], ["a", "m"]], groups=[["a", "b"]],
+                    conditionals=[{"of": ["a"], "given": ["b"]}], means=[{"of": "m", "given": ["a"]}],
+                    conditional_alpha=0.3)
     if s.clients:
         spec["extremes"] += [{"name": n, "op": op, "bits": names[m], "over": "client"} for n, op, m in CLIENT_EXTREMES]
     return parse_config(spec)
+
+
+def _tracers(cfg, s: Scenario) -> int:
+    return cfg.layout.n_bits - (3 if s.derived else 2)
+
+
+def _payload_channels(s: Scenario) -> tuple:
+    """``(p, q)`` of a, b and m (m on a's channel)."""
+    (pa, qa), (pb, qb) = CHANNELS[s.channel]
+    return (pa, qa), (pb, qb), (pa, qa)
 
 
 @dataclass
@@ -108,10 +132,10 @@ class Outcome:
 
 
 def _packed(cfg, s: Scenario, ids: list) -> tuple:
-    n_tracers = cfg.layout.n_bits - 2
+    n_tracers = _tracers(cfg, s)
     packed = np.zeros((len(ids), cfg.layout.n_bytes), dtype=np.uint8)
     for row, j in enumerate(ids):
-        for bit in [j] + [n_tracers + i for i, v in enumerate(s.bits(j)) if v]:
+        for bit in [j] + [n_tracers + i for i, v in enumerate(s.bits(j)[:cfg.layout.n_bits - n_tracers]) if v]:
             packed[row, bit // 8] |= 1 << (bit % 8)
     tokens = [s.reports[j][2] for j in ids]
     keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
@@ -238,7 +262,7 @@ def extreme_polys(s: Scenario, op: str, mask: int, groups: list) -> tuple:
     """``(estimate, variance)`` polynomials of an extreme over each group of reports (a report, or a
     client's reports), summed over the groups: OR ``1 - prod F``, AND ``prod F``, variance
     ``prod V - prod F`` over every bit of the group."""
-    (pa, qa), (pb, qb) = CHANNELS[s.channel]
+    (pa, qa), (pb, qb), _ = _payload_channels(s)
     fa, va = _factor(op, pa, qa)
     fb, vb = _factor(op, pb, qb)
     est, var = {}, {}
@@ -257,7 +281,7 @@ def evaluate(s: Scenario, poly: dict) -> float:
     """The polynomial's value at the scenario's payload bits."""
     total = 0.0
     for mono, coef in poly.items():
-        if all((s.bits(r)[0] or not m & A) and (s.bits(r)[1] or not m & B) for r, m in mono):
+        if all(all(s.bits(r)[i] or not m & bit for i, bit in enumerate(PAYLOAD)) for r, m in mono):
             total += coef
     return total
 
@@ -271,7 +295,7 @@ def _key(row) -> tuple:
 def holdings(s: Scenario, cfg, out: Outcome) -> dict:
     """``{(window, pane, key): frozenset of reports}`` of every pane and key with marginals, from the
     tracer bits' counts."""
-    n_tracers = cfg.layout.n_bits - 2
+    n_tracers = _tracers(cfg, s)
     p, q = TRACER
     held = {}
     for f in out.panes:
@@ -307,9 +331,14 @@ def statistics(s: Scenario, cfg, out: Outcome) -> list:
     for (w, pane, key), reports in held.items():
         latest.setdefault((w, key), []).append((pane, reports))
     z = NormalDist().inv_cdf(0.5 + cfg.level / 2)
-    n_tracers = cfg.layout.n_bits - 2
-    channels = [TRACER] * n_tracers + list(CHANNELS[s.channel])
+    n_tracers = _tracers(cfg, s)
+    channels = [TRACER] * n_tracers + list(_payload_channels(s))
     stats, done = [], set()
+    for (w, pane, key), reports in held.items():   # the counts every linear row is a function of
+        for mask in (A, B, M, A | B, A | M) if s.derived else (A, B, A | B):
+            stats.append(Stat({((r, mask),): 1.0 for r in reports}, False, f"{w} {pane} {key}"))
+    if s.derived:
+        cross_check_linear(s, cfg, out, held)
     for f in out.panes:
         if f.kind not in ("marginals", "extremes"):
             continue
@@ -321,13 +350,10 @@ def statistics(s: Scenario, cfg, out: Outcome) -> list:
             reports = max(before)[1]
             where = f"{f.kind} {f.window} pane {f.pane} {dict(key)}"
             if f.kind == "marginals":
-                j = row["columns"][0]
-                count = len(reports & {j}) if j < n_tracers else sum(s.bits(r)[j - n_tracers] for r in reports)
-                cross_check_marginal(row, count, len(reports), channels[j], z, where)
-                if j >= n_tracers and (f.window, f.pane, key, j) not in done:
-                    done.add((f.window, f.pane, key, j))
-                    mask = A if j == n_tracers else B
-                    stats.append(Stat({((r, mask),): 1.0 for r in reports}, False, where))
+                def count(bits):   # the reports of the row whose wire bits ``bits`` are all 1
+                    return sum(all(b == r if b < n_tracers else s.bits(r)[b - n_tracers] for b in bits)
+                               for r in reports)
+                cross_check_marginal(row, count, len(reports), channels, z, where)
                 continue
             by_name = {n: (op, m, False) for n, op, m in REPORT_EXTREMES}
             by_name.update({n: (op, m, True) for n, op, m in CLIENT_EXTREMES})
@@ -346,6 +372,34 @@ def statistics(s: Scenario, cfg, out: Outcome) -> list:
                 done.add((f.window, f.pane, key, row["name"]))
                 stats += [Stat(est, over_clients, where), Stat(var, over_clients, where)]
     return stats
+
+
+LINEAR_KINDS = ("tables", "conditionals", "means")
+
+
+def cross_check_linear(s: Scenario, cfg, out: Outcome, held: dict) -> None:
+    """The rows of every other linear kind (table cells, conditionals, means, and the withheld rows of
+    cause precision) of each pane and key are exactly the rows of an accumulator of the reports the
+    model says the pane and key hold: functions of those reports' counts (which the statistics above
+    give the span)."""
+    got = {}
+    for f in out.panes:
+        for row in f.rows:
+            if f.kind in LINEAR_KINDS or (f.kind == "withheld" and row["cause"] == "precision"):
+                got.setdefault((f.window, f.pane, _key(row)), []).append((f.kind, _rounded(row)))
+    for (w, pane, key), reports in held.items():
+        acc = _packed(cfg, s, sorted(reports))
+        want = [(kind, _rounded(row)) for kind, row in window_rows(cfg, key, acc, w or GLOBAL_WINDOW, final=False)
+                if kind in LINEAR_KINDS or (kind == "withheld" and row["cause"] == "precision")]
+        have = got.pop((w, pane, key), [])
+        if sorted(map(repr, have)) != sorted(map(repr, want)):
+            raise AssertionError(f"pane {pane} of {w} {dict(key)}: rows {have} are not those of its reports {want}")
+    if got:
+        raise AssertionError(f"rows of panes and keys that published no marginals: {got}")
+
+
+def _rounded(row: dict) -> dict:
+    return {k: round(v, 9) if isinstance(v, float) else v for k, v in sorted(row.items())}
 
 
 MARGINAL_FIELDS = {"collection", "window_start", "window_end", "dimensions", "n_reports", "columns", "labels",
@@ -383,23 +437,37 @@ def _check_flag(flag, value, lo, hi, where):
             raise AssertionError(f"{where}: out_of_range is {flag} for {value} in [{lo}, {hi}]")
 
 
-def cross_check_marginal(row, count, n, channel, z, where):
-    """Every field of a marginal row from its count and ``n`` (TMDH for one bit: ``t = (c - n p)/(q - p)``,
-    variance ``alpha n + (beta - 1) t``)."""
+def cross_check_marginal(row, count, n, channels, z, where):
+    """Every field of a marginal row from the counts of its set's subsets and ``n`` (TMDH, Carette eq.
+    35 and Thm 3.6 in per-bit form: ``t_S = sum_{A in S} c_A prod_{S-A} (-p_i) / prod_S (q_i - p_i)``,
+    ``Var t_S = sum_{A in S} prod_{S-A} alpha_i prod_A beta_i t_A - t_S`` with ``t_{} = n``,
+    ``alpha = p(1-p)/(q-p)^2``, ``beta = (1-2p)/(q-p)``)."""
     if set(row) != MARGINAL_FIELDS:
         raise AssertionError(f"{where}: marginal fields {sorted(set(row) ^ MARGINAL_FIELDS)} are not modelled")
-    p, q = channel
-    t = (count - n * p) / (q - p)
-    var = p * (1 - p) / (q - p) ** 2 * n + ((1 - 2 * p) / (q - p) - 1) * t
+    bits = tuple(row["columns"])
+    subsets = [tuple(b for i, b in enumerate(bits) if mask >> i & 1) for mask in range(1 << len(bits))]
+    p = {b: channels[b][0] for b in bits}
+    gap = {b: channels[b][1] - channels[b][0] for b in bits}
+
+    def t(subset):
+        if not subset:
+            return float(n)
+        inner = sum(count(a) * np.prod([-p[i] for i in subset if i not in a])
+                    for a in subsets if set(a) <= set(subset))
+        return inner / np.prod([gap[i] for i in subset])
+
+    est = t(bits)
+    var = sum(np.prod([p[i] * (1 - p[i]) / gap[i] ** 2 for i in bits if i not in a])
+              * np.prod([(1 - 2 * p[i]) / gap[i] for i in a]) * t(a) for a in subsets) - est
     if row["n_reports"] != n:
         raise AssertionError(f"{where}: n_reports {row['n_reports']}, the model says {n}")
-    want = {"estimate": t, "variance": var, "frequency": t / n, "display_frequency": _clip(t / n, 0, 1),
+    want = {"estimate": est, "variance": var, "frequency": est / n, "display_frequency": _clip(est / n, 0, 1),
             "display_low": _clip(row["frequency_low"], 0, 1), "display_high": _clip(row["frequency_high"], 0, 1)}
     for name, value in want.items():
         _close(row[name], value, where, name)
-    _check_interval(row, t, var, z, where)
-    _check_interval(row, t, var, z, where, "frequency_low", "frequency_high", n)
-    _check_flag(row["out_of_range"], t / n, 0.0, 1.0, where)
+    _check_interval(row, est, var, z, where)
+    _check_interval(row, est, var, z, where, "frequency_low", "frequency_high", n)
+    _check_flag(row["out_of_range"], est / n, 0.0, 1.0, where)
 
 
 def cross_check_extreme(row, n, est, var, z, where):
@@ -529,7 +597,7 @@ def client_rows(s: Scenario, batch: bool = False) -> int:
 # hypothesis draws (so hypothesis draws, and shrinks, the same shapes).
 
 def _payload(rng, n: int) -> list:
-    return [(int(rng.integers(0, 2)), int(rng.integers(0, 2))) for _ in range(n)]
+    return [tuple(int(rng.integers(0, 2)) for _ in PAYLOAD) for _ in range(n)]
 
 
 def _events(rng, reports: list, order: list) -> list:
@@ -622,4 +690,31 @@ def classes_scenario(rng) -> Scenario:
         events += [("partial", rest[:take])] + ([("watermark", 2)] if rng.random() < 0.5 else [])
         rest = rest[take:]
     return Scenario(str(rng.choice(["fixed", "global"])), m, 300, 1, True, reports, events, _payload(rng, n),
+                    str(rng.choice(list(CHANNELS))))
+
+
+def derived_scenario(rng) -> Scenario:
+    """A random scenario whose collection also publishes a table, a conditional and means (each a
+    function of its pane's counts), or withholds them for precision."""
+    s = random_scenario(rng, n_max=8) if rng.random() < 0.5 else classes_scenario(rng)
+    s.derived = True
+    return s
+
+
+def sliding_clients_scenario(rng) -> Scenario:
+    """Sliding windows of three slices (which the config refuses with extremes over clients: the
+    mutation tests lift the refusal) whose clients come in groups of about ``min_reports``, each
+    client sending one report in each of one or two consecutive slices, slice by slice on time."""
+    m = int(rng.choice([2, 3]))
+    reports = []
+    for c in range(int(rng.integers(1, 4))):
+        first, span = int(rng.integers(0, 3)), int(rng.integers(1, 3))
+        for i in range(int(rng.choice([m, m, m + 1]))):
+            reports += [(sl, "x", f"g{c}n{i}") for sl in range(first, min(first + span, 4))]
+    reports = reports[:13]
+    events = []
+    for sl in range(4):
+        ids = [j for j, r in enumerate(reports) if r[0] == sl]
+        events += ([("partial", ids)] if ids else []) + [("watermark", sl + 1)]
+    return Scenario("sliding", m, 0, 1, True, reports, events, _payload(rng, len(reports)),
                     str(rng.choice(list(CHANNELS))))

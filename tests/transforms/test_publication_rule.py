@@ -66,6 +66,14 @@ def test_the_rule_holds_where_it_decides_on_groups_of_clients(s):
     check(s)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.derived_scenario))
+def test_tables_conditionals_and_means_hold_what_their_pane_holds(s):
+    """With a table, a conditional and means configured too: their rows (and their withholdings for
+    precision) are exactly those of the reports the pane and key hold, and the same checks pass."""
+    check(s)
+
+
 def test_the_checks_reach_published_client_rows():
     """The scenarios the property tests draw do publish rows over clients, in streaming and batch."""
     rng = np.random.default_rng(7)
@@ -86,7 +94,8 @@ def test_clients_are_grouped_exactly_by_their_reports_in_each_atom():
     for _ in range(200):
         atoms, tokens = [], []
         for _ in range(int(rng.integers(1, 5))):
-            names = [None if rng.random() < 0.2 else f"c{int(rng.integers(0, 8))}" for _ in range(int(rng.integers(1, 13)))]
+            names = [None if rng.random() < 0.2 else f"c{int(rng.integers(0, 8))}"
+                     for _ in range(int(rng.integers(1, 13)))]
             atoms.append(model._packed(cfg, model.Scenario("fixed", 2, 0, 1, True, [(0, "x", t) for t in names], []),
                                        list(range(len(names)))))
             tokens.append(names)
@@ -168,9 +177,20 @@ def test_the_checks_separate_what_the_rule_keeps_apart():
 
 # -- mutations: each breaks the rule one way; the checks must catch every one ----------------------
 
-def _sliding_with_clients(s: model.Scenario) -> model.Scenario:
-    return model.Scenario("sliding", s.min_reports, s.lateness, s.max_values, True,
-                          [(r[0], r[1], r[2] or "t0") for r in s.reports], s.events, s.payload, s.channel)
+_publish = engine.publish
+
+
+def _derived_with_pending(config, window, released, pending, *, linear, final, atoms=None):
+    """Tables, conditionals and means made from the released and the pending reports together."""
+    out = _publish(config, window, released, pending, linear=linear, final=final, atoms=atoms)
+    both = {dims: _merged(config, [acc] + ([pending[dims]] if dims in pending else []))
+            for dims, acc in released.items()}
+    wider = _publish(config, window, both, {}, linear=linear, final=False)
+    for kind in model.LINEAR_KINDS:
+        out[kind] = wider[kind]
+    out["withheld"] = [r for r in out["withheld"] if r["cause"] != "precision"] + [
+        r for r in wider["withheld"] if r["cause"] == "precision"]
+    return out
 
 
 def _merged(config, atoms):
@@ -223,7 +243,10 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
                                             _mixed, (False, True)),
     "client extremes on sliding windows": (
         mock.patch("ldp_marginals.schemas.config.CollectionConfig.__post_init__", lambda self: None),
-        lambda rng, n: _sliding_with_clients(model.random_scenario(rng)), (False, True)),
+        lambda rng, n: model.sliding_clients_scenario(rng), (False, True)),
+    "tables, conditionals and means from released and pending reports": (
+        mock.patch.object(engine, "publish", _derived_with_pending), lambda rng, n: model.derived_scenario(rng),
+        (False, True)),
     "held reports not reported": (
         mock.patch.object(engine, "held_row", lambda c, b, held, done: rows.withheld_row(c, b, 0, "")), _random,
         (False, True)),
