@@ -23,9 +23,10 @@ def releasable(config, acc) -> bool:
 
 
 def client_rule(config, atoms) -> str | None:
-    """None when a window's extremes over clients may be published from ``atoms``, the disjoint parts
-    of its released content of one key that rows were ever published apart (streaming: the atoms of
-    the key's slices and capped values; batch: the content, one part), else why they are withheld.
+    """None when a window's extremes over clients may be published from ``atoms``, else why they are
+    withheld. ``atoms``: the disjoint parts of one key's released content that rows may have been
+    published from apart (streaming: the atoms of each slice and value the capped key holds; batch:
+    the content, one part).
 
     The groups the published rows treat alike: per atom, the reports that name no client; and the
     clients of each *composition*, the numbers of reports a client sent in each atom. Every row is
@@ -37,15 +38,16 @@ def client_rule(config, atoms) -> str | None:
     The reason names no group (a count of reports per client is about clients, even if not about
     what their reports say)."""
     m = config.min_reports
+    if m <= 1:
+        return None
     if any(np.isnan(a.client_reports).any() for a in atoms):
         return ("client extremes withheld: the window's state was written by an earlier version that did not "
                 "keep each client's reports per released increment")
-    if m <= 1:
-        return None
     if any(0 < unnamed_reports(a) < m for a in atoms):
         return (f"client extremes withheld: a released increment holds between 1 and {m - 1} reports without a "
                 "client (the client rows minus the per-report rows would single them out)")
     if (client_groups(atoms)[0] < m).any():
-        return (f"client extremes withheld: fewer than min_reports={m} clients sent as many reports as some "
-                "client, increment by increment (the rows would single that group out)")
+        return (f"client extremes withheld: a group of clients that sent the same numbers of reports (in each "
+                f"released increment) holds fewer than min_reports={m} clients (the rows treat them alike and "
+                "would single them out)")
     return None
