@@ -60,6 +60,16 @@ class Refusal(ValueError):
         self.code = code
 
 
+def _is_text(value) -> bool:
+    """A string that has UTF-8 bytes: no unpaired surrogate (a JSON ``\\ud800`` escape, or a Java or
+    JavaScript string cut inside a surrogate pair), which every client refuses rather than encode."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _keys(spec, where: str, required: tuple, optional: tuple = ()) -> dict:
     if not isinstance(spec, dict):
         raise Refusal(BAD_CONFIG, f"{where} must be an object, got {where}={spec!r}")
@@ -107,7 +117,7 @@ class ClientSpec:
     token: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.collection, str) or not self.collection:
+        if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
             raise Refusal(BAD_CONFIG, f"collection must be a non-empty string, got collection={self.collection!r}")
         if len(self.channels) != self.layout.n_bits:
             raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({self.layout.n_bits}: "
@@ -131,6 +141,9 @@ class ClientSpec:
             _keys(f, f"features[{i}]", ("name", "type") + extra)
             if kind == CATEGORICAL and not isinstance(f["values"], list):
                 raise Refusal(BAD_CONFIG, f"features[{i}].values must be a list, got values={f['values']!r}")
+            texts = [f["name"]] + (f["values"] if kind == CATEGORICAL else [])
+            if any(isinstance(t, str) and not _is_text(t) for t in texts):
+                raise Refusal(BAD_CONFIG, f"features[{i}]: names and values must be well-formed Unicode, got {texts!r}")
             try:
                 features.append(Feature(f["name"], kind, tuple(f.get("values", ())), f.get("low"), f.get("high")))
             except ValueError as err:
@@ -276,7 +289,8 @@ class DeviceClient:
 
 def _dimensions(dims) -> dict:
     """Dimensions as a dict sorted by the keys' UTF-8 bytes; string keys and values only."""
-    if not isinstance(dims, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str)
-                                                for k, v in dims.items()):
-        raise Refusal(BAD_DIMENSIONS, f"dimensions must map non-empty strings to strings, got dimensions={dims!r}")
+    if not isinstance(dims, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str) and _is_text(k)
+                                                and _is_text(v) for k, v in dims.items()):
+        raise Refusal(BAD_DIMENSIONS, f"dimensions must map non-empty strings to strings (well-formed Unicode), "
+                                      f"got dimensions={dims!r}")
     return dict(sorted(dims.items(), key=lambda kv: kv[0].encode("utf-8")))

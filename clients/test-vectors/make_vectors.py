@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from ldp_marginals.ldp.client import ClientSpec, DeviceClient, Refusal
@@ -78,6 +79,10 @@ BAD_CONFIGS = [
     ("token not a boolean", {"token": "yes"}),
     ("numeric feature without high", {"features": [{"name": "m", "type": "numeric", "low": 0}],
                                       "channels": [{"p": 0.25, "q": 0.75}]}),
+    # strings without UTF-8 bytes: an unpaired surrogate (written as a \u escape in the JSON)
+    ("collection with an unpaired surrogate", {"collection": "app\ud800usage"}),
+    ("categorical value with an unpaired surrogate", {"features": [BOOL_OS[0], {"name": "os", "type": "categorical",
+                                                                                "values": ["mac", "w\udc00n", "linux"]}]}),
 ]
 BASE = {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
         "channels": [{"p": 0.25, "q": 0.75}] * 4}
@@ -99,6 +104,8 @@ BAD_INPUTS = [
     ("event time not an integer", GOOD, 1.5, {}),
     ("dimension value not a string", GOOD, 0, {"region": 3}),
     ("dimension key empty", GOOD, 0, {"": "eu"}),
+    ("dimension value cut inside a surrogate pair", GOOD, 0, {"region": "eu\ud83d"}),
+    ("dimension key an unpaired low surrogate", GOOD, 0, {"\ude00": "eu"}),
     ("several faults: the event time is checked first", dict(GOOD, os="bsd"), -1, {"region": 3}),
     ("several faults: dimensions before values", dict(GOOD, os="bsd"), 0, {"region": 3}),
     ("several faults: missing before a bad value", {"dark_mode": 1, "os": "win"}, 0, {}),
@@ -188,7 +195,10 @@ def coins() -> dict:
 
 
 def write(name: str, data: dict) -> None:
-    (HERE / name).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=1, ensure_ascii=False)
+    # an unpaired surrogate has no UTF-8 bytes: written as its \u escape (a paired one is one code point here)
+    text = re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    (HERE / name).write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
