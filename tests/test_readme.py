@@ -83,7 +83,8 @@ def test_every_path_a_doc_or_a_test_cites_exists():
     as ``<kind>`` are skipped)."""
     pattern = re.compile(r"(?<![\w./-])((?:tests|ldp|schemas|transforms|pipelines|benchmarks|deploy|docs|clients|\.ci)"
                          r"/[\w./*<>{}-]*[\w*/>}])")
-    skip = {".git", ".venv", ".jvm", "out", "results", "__pycache__", ".pytest_cache", ".hypothesis"}
+    skip = {".git", ".venv", ".jvm", "out", "results", "__pycache__", ".pytest_cache", ".hypothesis",
+            "target"}   # target: Maven's build output (clients/java)
     cited = []
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in skip and not d.endswith(".egg-info")]
