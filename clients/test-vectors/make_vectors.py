@@ -58,6 +58,15 @@ CASES = [
      "config": {"collection": "lifetime", "features": [{"name": "enabled", "type": "boolean"}],
                 "window": {"type": "global"}, "channels": [RAPPOR], "token": True},
      "reports": [({"enabled": True}, 0, {}), ({"enabled": True}, 4_102_444_799_999, {})]},
+    {"name": "numeric values inside their ranges: the drawn coins encode them in layout order, before the bits",
+     "config": {"collection": "timing", "window": {"type": "fixed", "size_seconds": 60},
+                "features": [{"name": "a", "type": "numeric", "low": 0, "high": 1}, {"name": "flag", "type": "boolean"},
+                             {"name": "b", "type": "numeric", "low": -10, "high": 10},
+                             {"name": "c", "type": "numeric", "low": 0, "high": 100}],
+                "channels": [{"p": 0.0, "q": 1.0}, {"p": 0.25, "q": 0.75}, {"p": 0.0, "q": 1.0}, RAPPOR]},
+     # each report's a and b fire with probability 1/2 (c memoizes: its coin is the device's): a client that
+     # takes another coin for them disagrees with these reports with probability 1 - 2^-12
+     "reports": [({"a": 0.5, "flag": i % 2 == 0, "b": 0.0, "c": 50}, 60_000 * i, {}) for i in range(6)]},
     {"name": "a refused report draws no coins",
      "config": {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 60},
                 "channels": [{"p": 0.25, "q": 0.75}] * 4},
