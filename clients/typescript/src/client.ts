@@ -1,0 +1,205 @@
+/**
+ * The device client (docs/client.md, section 3): one report from a device's feature values, byte for
+ * byte as the Python reference (`ldp_marginals.ldp.client.DeviceClient`) makes it.
+ *
+ * 1. check the input, in the specification's order, before drawing any coin (a {@link Refusal});
+ * 2. draw `4 * (numeric features that do not memoize + bits)` bytes in one request; the coins encode
+ *    those numeric features first (layout order), then randomize one bit each (bit order);
+ * 3. encode: a boolean is its bit, a categorical value one-hot, a numeric value `x` the bit
+ *    `coin < units((x - low)/(high - low))`, its coin drawn, or the device's encoding coin when the bit
+ *    memoizes;
+ * 4. randomize bit `i` with true bit `x`: memoized, `b = decide(permanent coin, x ? q_P : p_P)` then
+ *    `y = decide(coin, b ? q_I : p_I)`; else `y = decide(coin, x ? q_I : p_I)`;
+ * 5. pack bit `i` at `(bits[i >> 3] >> (i & 7)) & 1`, sort the dimensions by their keys' UTF-8 bytes and
+ *    put the device token of the event's slice in `client` when the config says so.
+ */
+import { encodeNoisyReport, sortDimensions, type NoisyReport } from "./avro.js";
+import { COIN_BYTES, SystemCoins, decide, type CoinSource } from "./coins.js";
+import { parseClientSpec, type ClientSpec } from "./config.js";
+import { deviceToken, encodingCoin, permanentCoin, secretKey, type Secret } from "./device.js";
+import {
+  BAD_DIMENSIONS, BAD_EVENT_TIME, BAD_VALUE, MISSING_FEATURE, OUT_OF_RANGE, Refusal, UNKNOWN_FEATURE,
+  isObject, shown, wellFormed,
+} from "./refusal.js";
+
+/** The product's event-time range: [1970-01-01, 2100-01-01) in ms. */
+export const MIN_EVENT_MS = 0;
+export const MAX_EVENT_MS = 4_102_444_800_000;
+
+export type FeatureValues = Readonly<Record<string, unknown>> | ReadonlyMap<string, unknown>;
+export type Dimensions = Readonly<Record<string, string>> | ReadonlyMap<string, string> | null | undefined;
+
+/** The intermediate values of one report (for the test vectors and for debugging a client). */
+export interface Trace {
+  /** The bytes drawn from the generator. */
+  readonly coins: Uint8Array;
+  /** The true bits. */
+  readonly encoded: readonly number[];
+  /** Per bit, the permanent bit, or null where the bit does not memoize. */
+  readonly permanent: readonly (number | null)[];
+}
+
+function entries(map: unknown): [unknown, unknown][] | null {
+  if (map instanceof Map) return [...map.entries()];
+  return isObject(map) ? Object.entries(map) : null;
+}
+
+function checkEventTime(eventMs: unknown): number {
+  if (typeof eventMs !== "number" || !Number.isInteger(eventMs) || eventMs < MIN_EVENT_MS || eventMs >= MAX_EVENT_MS) {
+    throw new Refusal(BAD_EVENT_TIME, `eventMs must be an integer in [${MIN_EVENT_MS}, ${MAX_EVENT_MS}), ` +
+      `got eventMs=${shown(eventMs)}`);
+  }
+  return eventMs;
+}
+
+function checkDimensions(dimensions: unknown): [string, string][] {
+  const items = dimensions === null || dimensions === undefined ? [] : entries(dimensions);
+  const ok = (k: unknown, v: unknown) => typeof k === "string" && k !== "" && wellFormed(k)
+    && typeof v === "string" && wellFormed(v);
+  if (items === null || !items.every(([k, v]) => ok(k, v))) {
+    throw new Refusal(BAD_DIMENSIONS, "dimensions must map non-empty strings to strings (valid Unicode), " +
+      `got dimensions=${shown(items === null ? dimensions : Object.fromEntries(items))}`);
+  }
+  return sortDimensions(items as [string, string][]);
+}
+
+/** One device's client for one collection. */
+export class DeviceClient {
+  readonly spec: ClientSpec;
+  private readonly key: CryptoKey;
+  private readonly coins: CoinSource;
+
+  private constructor(spec: ClientSpec, key: CryptoKey, coins: CoinSource) {
+    this.spec = spec;
+    this.key = key;
+    this.coins = coins;
+  }
+
+  /**
+   * A client for the collection whose client config (the parsed JSON) is `config`, on a device whose
+   * secret is `secret` (its 32 bytes or an HMAC-SHA256 CryptoKey of 256 bits, see storage.ts); coins
+   * from `coins`, the platform's secure generator unless a test passes a seeded {@link HmacDrbg}.
+   * Rejects with a {@link Refusal}: `bad_config`, then `bad_secret`.
+   */
+  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()): Promise<DeviceClient> {
+    const spec = parseClientSpec(config);
+    return new DeviceClient(spec, await secretKey(secret), coins);
+  }
+
+  /** The `NoisyReport` record of one report. */
+  async report(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<NoisyReport> {
+    return (await this.reportWithTrace(values, eventMs, dimensions)).record;
+  }
+
+  /** The Avro bytes of one report: what the device sends. */
+  async reportBytes(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<Uint8Array> {
+    return encodeNoisyReport(await this.report(values, eventMs, dimensions));
+  }
+
+  /**
+   * A report and its trace. The input is checked and the coins requested before this returns its
+   * promise, so concurrent calls draw in the order they were made.
+   */
+  reportWithTrace(values: FeatureValues, eventMs: number, dimensions?: Dimensions):
+      Promise<{ record: NoisyReport; trace: Trace }> {
+    try {
+      const time = checkEventTime(eventMs);
+      const dims = checkDimensions(dimensions);
+      const unit = this.checkValues(values);
+      const spec = this.spec;
+      const fresh = spec.features.filter((f, k) => f.type === "numeric" && spec.permanent[spec.firstBit[k]!] === null);
+      const drawn = this.coins.generate(COIN_BYTES * (fresh.length + spec.nBits));
+      return this.randomize(unit, time, dims, fresh.map((f) => f.name), drawn);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Checks the values (refusals in the specification's order); per feature, its value as given. */
+  private checkValues(values: FeatureValues): Map<unknown, unknown> {
+    const items = entries(values);
+    if (items === null) throw new Refusal(BAD_VALUE, `values must map feature names to values, got values=${shown(values)}`);
+    const given = new Map<unknown, unknown>(items);
+    const names = this.spec.features.map((f) => f.name);
+    const missing = names.filter((n) => !given.has(n));
+    if (missing.length > 0) throw new Refusal(MISSING_FEATURE, `values must give every feature, got missing=${shown(missing)}`);
+    const unknown = [...given.keys()].filter((k) => typeof k !== "string" || !names.includes(k)).map(String).sort();
+    if (unknown.length > 0) {
+      throw new Refusal(UNKNOWN_FEATURE, `values name features the collection does not have: ${shown(unknown)}`);
+    }
+    for (const f of this.spec.features) {
+      const v = given.get(f.name);
+      if (f.type === "boolean" && typeof v !== "boolean") {
+        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is boolean: its value must be true or false, got ${shown(v)}`);
+      }
+      if (f.type === "categorical" && (typeof v !== "string" || !f.values.includes(v))) {
+        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} must be one of ${shown(f.values)}, got ${shown(v)}`);
+      }
+      if (f.type === "numeric") {
+        if (typeof v !== "number") {
+          throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is numeric: its value must be a number, got ${shown(v)}`);
+        }
+        if (!(Number.isFinite(v) && f.low <= v && v <= f.high)) {
+          throw new Refusal(OUT_OF_RANGE, `feature ${shown(f.name)} must be in [${f.low}, ${f.high}], got ${shown(v)}`);
+        }
+      }
+    }
+    return given;
+  }
+
+  private async randomize(values: Map<unknown, unknown>, eventMs: number, dimensions: [string, string][],
+                          fresh: string[], request: Uint8Array | Promise<Uint8Array>) {
+    const spec = this.spec;
+    const drawn = await request;
+    if (!(drawn instanceof Uint8Array) || drawn.length !== COIN_BYTES * (fresh.length + spec.nBits)) {
+      throw new Error("the coin source gave the wrong number of bytes");
+    }
+    const coin = (k: number) => drawn.subarray(COIN_BYTES * k, COIN_BYTES * (k + 1));
+    // the true bits, and each bit's permanent coin (null where it does not memoize)
+    const encoded: number[] = [];
+    const permanentCoins: (Promise<Uint8Array> | null)[] = [];
+    for (const [k, f] of spec.features.entries()) {
+      const value = values.get(f.name);
+      let bits: number[];
+      if (f.type === "numeric") {
+        const u = ((value as number) - f.low) / (f.high - f.low);
+        const i = fresh.indexOf(f.name);
+        const c = i >= 0 ? coin(i) : await encodingCoin(this.key, spec.collection, f.name);
+        bits = [decide(c, u)];
+      } else if (f.type === "boolean") {
+        bits = [value ? 1 : 0];
+      } else {
+        bits = f.values.map((v) => (v === value ? 1 : 0));
+      }
+      const label = f.type === "categorical" ? (value as string) : String(bits[0]);
+      bits.forEach((x, j) => {
+        const memoizes = spec.permanent[spec.firstBit[k]! + j] !== null;
+        encoded.push(x);
+        permanentCoins.push(memoizes ? permanentCoin(this.key, spec.collection, f.name, label, j) : null);
+      });
+    }
+    const held = await Promise.all(permanentCoins);
+    const permanent: (number | null)[] = [];
+    const bits = new Uint8Array(Math.ceil(spec.nBits / 8));
+    for (let i = 0; i < spec.nBits; i++) {
+      const x = encoded[i]!;
+      const inst = spec.instantaneous[i]!;
+      const perm = spec.permanent[i] ?? null;
+      const pc = held[i] ?? null;
+      let y: number;
+      if (perm !== null && pc !== null) {
+        const b = decide(pc, x ? perm.q : perm.p);
+        permanent.push(b);
+        y = decide(coin(fresh.length + i), b ? inst.q : inst.p);
+      } else {
+        permanent.push(null);
+        y = decide(coin(fresh.length + i), x ? inst.q : inst.p);
+      }
+      bits[i >> 3] = bits[i >> 3]! | (y << (i & 7));
+    }
+    const sliceStart = spec.window.periodMs === 0 ? 0 : eventMs - (eventMs % spec.window.periodMs);
+    const client = spec.token ? await deviceToken(this.key, spec.collection, sliceStart) : null;
+    const record: NoisyReport = { collection: spec.collection, event_time: eventMs, bits, dimensions, client };
+    return { record, trace: { coins: drawn, encoded, permanent } };
+  }
+}
