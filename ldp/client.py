@@ -118,7 +118,8 @@ class ClientSpec:
 
     def __post_init__(self):
         if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
-            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string, got collection={self.collection!r}")
+            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
+                                      f"got collection={self.collection!r}")
         if len(self.channels) != self.layout.n_bits:
             raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({self.layout.n_bits}: "
                                       f"{list(self.layout.labels)}), got {len(self.channels)}")

@@ -73,6 +73,14 @@ CASES = [
      "reports": [({"dark_mode": True, "os": "win"}, 60_000, {}),
                  ({"dark_mode": 1, "os": "win"}, 60_000, {}),
                  ({"dark_mode": True, "os": "win"}, 60_000, {})]},
+    {"name": "memoized bits whose permanent response differs from the true bit, decided by the instantaneous coin",
+     # a wide instantaneous channel and a noisy permanent one: where b != x, the coin usually lies between
+     # p_I and q_I, so a client that randomizes the true bit instead of the permanent one gets other bits
+     "config": {"collection": "flags", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
+                "channels": [{"p": 0.1, "q": 0.9, "permanent": {"p": 0.4, "q": 0.6}}] * 4},
+     "reports": [({"dark_mode": True, "os": "mac"}, 1_767_225_600_000, {}),
+                 ({"dark_mode": False, "os": "win"}, 1_767_225_600_000, {}),
+                 ({"dark_mode": True, "os": "linux"}, 1_767_225_600_000, {})]},
 ]
 
 BAD_CONFIGS = [
@@ -92,6 +100,7 @@ BAD_CONFIGS = [
     ("collection with an unpaired surrogate", {"collection": "app\ud800usage"}),
     ("categorical value with an unpaired surrogate", {"features": [BOOL_OS[0], {"name": "os", "type": "categorical",
                                                                                 "values": ["mac", "w\udc00n", "linux"]}]}),
+    ("feature name with an unpaired surrogate", {"features": [{"name": "dark_mode\udfff", "type": "boolean"}, BOOL_OS[1]]}),
 ]
 BASE = {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
         "channels": [{"p": 0.25, "q": 0.75}] * 4}

@@ -103,6 +103,22 @@ def test_the_vectors_show_what_the_specification_promises():
     assert len({item["expect"]["client"] for item in glob["reports"]}) == 1
 
 
+def test_the_vectors_tell_the_permanent_bit_from_the_true_bit():
+    """Some memoized bit has a permanent bit other than its true bit and a coin that decides differently
+    under the two: a client that randomizes the true bit instead of the permanent one fails a vector."""
+    seen = 0
+    for case in REPORTS["cases"]:
+        spec = ClientSpec.from_json(case["config"])
+        fresh = sum(1 for b in spec.layout.numeric_bits if not spec.channels.memoizes[b])
+        for item in case["reports"]:
+            expect = item["expect"]
+            for i, (x, b) in enumerate(zip(expect.get("encoded", ()), expect.get("permanent", ()))):
+                coin = bytes.fromhex(expect["coins"])[4 * (fresh + i):4 * (fresh + i + 1)]
+                inst = spec.channels.instantaneous[i]
+                seen += b is not None and b != x and decide(coin, inst.q if b else inst.p) != decide(coin, inst.q if x else inst.p)
+    assert seen >= 2, seen
+
+
 @pytest.mark.parametrize("case", REFUSALS["cases"], ids=[c["name"] for c in REFUSALS["cases"]])
 def test_negative_vectors_are_refused_with_their_code(case):
     assert case["refusal"] in CODES
