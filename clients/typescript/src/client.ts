@@ -63,6 +63,10 @@ function checkDimensions(dimensions: unknown): [string, string][] {
   return sortDimensions(items as [string, string][]);
 }
 
+function kind(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`;
+}
+
 /** One device's client for one collection. */
 export class DeviceClient {
   readonly spec: ClientSpec;
@@ -118,7 +122,7 @@ export class DeviceClient {
   /** Checks the values (refusals in the specification's order); per feature, its value as given. */
   private checkValues(values: FeatureValues): Map<unknown, unknown> {
     const items = entries(values);
-    if (items === null) throw new Refusal(BAD_VALUE, `values must map feature names to values, got values=${shown(values)}`);
+    if (items === null) throw new Refusal(BAD_VALUE, `values must map feature names to values, got ${kind(values)}`);
     const given = new Map<unknown, unknown>(items);
     const names = this.spec.features.map((f) => f.name);
     const missing = names.filter((n) => !given.has(n));
@@ -129,18 +133,20 @@ export class DeviceClient {
     }
     for (const f of this.spec.features) {
       const v = given.get(f.name);
+      // a device's values are what the randomizer protects: messages give their type, never the value
       if (f.type === "boolean" && typeof v !== "boolean") {
-        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is boolean: its value must be true or false, got ${shown(v)}`);
+        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is boolean: its value must be true or false, got ${kind(v)}`);
       }
       if (f.type === "categorical" && (typeof v !== "string" || !f.values.includes(v))) {
-        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} must be one of ${shown(f.values)}, got ${shown(v)}`);
+        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} must be one of ${shown(f.values)}, got ` +
+          (typeof v === "string" ? "a string not listed" : kind(v)));
       }
       if (f.type === "numeric") {
         if (typeof v !== "number") {
-          throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is numeric: its value must be a number, got ${shown(v)}`);
+          throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is numeric: its value must be a number, got ${kind(v)}`);
         }
         if (!(Number.isFinite(v) && f.low <= v && v <= f.high)) {
-          throw new Refusal(OUT_OF_RANGE, `feature ${shown(f.name)} must be in [${f.low}, ${f.high}], got ${shown(v)}`);
+          throw new Refusal(OUT_OF_RANGE, `feature ${shown(f.name)} must be in [${f.low}, ${f.high}], got a number outside`);
         }
       }
     }
