@@ -1,7 +1,8 @@
 # The only place that sets up a machine for this project.
 # `make test` and `make demo` create the virtual environment when it is missing
 # (or when pyproject.toml changed) and then run; `make test` also installs Debian's chromium and
-# chromium-driver for the dashboard's browser test when they are missing.
+# chromium-driver for the browser tests when they are missing, and builds and tests the JVM client
+# (clients-java: Maven) and the TypeScript client (clients-ts: npm ci, tsc, node --test).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +12,7 @@ BENCH  := $(VENV)/.installed-bench
 # the deployment images' pins, used as constraints here so the tests run the versions that ship
 PINS   := deploy/dataflow/requirements.txt
 
-.PHONY: env jvm clients-java cluster-up cluster-down test demo bench clean
+.PHONY: env jvm clients-java clients-ts cluster-up cluster-down test demo bench clean
 
 env: $(STAMP)
 
@@ -50,6 +51,19 @@ jvm: $(JVM_JOBS) $(JVM_KAFKA)
 clients-java:
 	mvn --batch-mode -q -f clients/java/pom.xml test
 
+# The TypeScript client (clients/typescript): npm installs its one dev dependency (TypeScript) from the
+# lockfile, tsc builds dist/ (which the browser test loads in Chromium), Node's test runner runs its
+# tests (the shared test vectors, the chi-square tests). node_modules/ and dist/ are not committed.
+TS := clients/typescript
+TS_INSTALLED := $(TS)/node_modules/.installed
+
+$(TS_INSTALLED): $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+clients-ts: $(TS_INSTALLED)
+	cd $(TS) && npm run --silent build && node --test test/
+
 # a Kafka broker on 127.0.0.1:9092 and the Flink job server on localhost:8099 (parallelism 2, with the
 # Kafka IO expansion service on localhost:8097); FLINK=session runs Flink as a JobManager and
 # TASKMANAGERS TaskManagers of their own (the 2 slots shared among them; TASKMANAGERS=2: one slot and
@@ -63,7 +77,7 @@ cluster-down: $(STAMP)
 	$(PY) -m ldp_marginals.pipelines.local_cluster down
 
 # Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this
-test: $(STAMP) $(CHROMEDRIVER) jvm clients-java
+test: $(STAMP) $(CHROMEDRIVER) jvm clients-java clients-ts
 	$(PY) -m pytest --hypothesis-profile=ci
 
 demo: $(STAMP)
@@ -78,4 +92,4 @@ bench: $(BENCH) jvm
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) $(JVM) .pytest_cache build *.egg-info clients/java/target
+	rm -rf $(VENV) $(JVM) .pytest_cache build *.egg-info clients/java/target $(TS)/node_modules $(TS)/dist

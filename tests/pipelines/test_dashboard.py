@@ -2,7 +2,6 @@
 (Debian's chromium + chromium-driver, installed by `make test`), its charts compared with the files."""
 import datetime as dt
 import json
-import os
 import shutil
 import threading
 import time
@@ -21,11 +20,11 @@ from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_populati
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.pipelines.dashboard_view import FileCache, parse_selection, view
 from ldp_marginals.pipelines.read import read_rows
+from tests.browser import chromium
 from tests.outputs import HOUR_MS, add_file_sets, file_sets, write_month, write_run, write_streaming_run
 
 pytestmark = pytest.mark.browser   # the slow part of the suite: Chromium and the demo job
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 CHARTS = ("chart-marginals", "chart-correlations", "chart-tables", "chart-extremes", "chart-reports")
 
 
@@ -42,20 +41,8 @@ def demo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.fail("Debian's chromium and chromium-driver are missing: `make test` installs them")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,2600", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield driver
-    driver.quit()
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
+        yield driver
 
 
 def wait_for(driver, condition: str, timeout=30.0):

@@ -1,0 +1,157 @@
+"""The TypeScript client in a browser (headless Chromium, Debian's): the built module
+(clients/typescript/dist, which `make clients-ts` builds) reproduces every test vector's bytes,
+refusal codes and coin decisions in a page, and the web snippet of docs/client-web.md (clients/typescript/examples/
+report.js) keeps its secret in IndexedDB across page loads and posts reports the job's decoder reads."""
+import json
+import threading
+import time
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from ldp_marginals.schemas import decode_message
+from tests.browser import chromium
+
+pytestmark = pytest.mark.browser
+
+CLIENTS = Path(__file__).resolve().parents[2] / "clients"
+VECTORS = CLIENTS / "test-vectors"
+CONFIG = {"collection": "web_usage", "window": {"type": "global"}, "token": True,
+          "features": [{"name": "dark_mode", "type": "boolean"},
+                       {"name": "os", "type": "categorical", "values": ["mac", "win", "linux"]}],
+          "channels": [{"p": 0.5, "q": 0.75, "permanent": {"p": 0.25, "q": 0.75}}] * 4}
+# the page an app would have: its bundler resolves the package name, here an import map does
+PAGE = ('<!doctype html><html><head><meta charset="utf-8"><script type="importmap">'
+        '{"imports": {"@ldp-marginals/client": "/typescript/dist/index.js"}}</script></head><body></body></html>')
+
+
+class Handler(SimpleHTTPRequestHandler):
+    """Files under clients/, the page at /, the config at /config.json; POST /collect keeps the body."""
+    received: list
+
+    def do_GET(self):
+        if self.path in ("/", "/config.json"):
+            body = (PAGE if self.path == "/" else json.dumps(CONFIG)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if self.path == "/" else "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        super().do_GET()
+
+    def do_POST(self):
+        self.received.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site():
+    if not (CLIENTS / "typescript" / "dist" / "index.js").exists():
+        pytest.fail("clients/typescript/dist is missing: `make clients-ts` builds it")
+    received = []
+    handler = type("SiteHandler", (Handler,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(CLIENTS)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", received   # a secure context: WebCrypto works
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def page(site, tmp_path_factory):
+    with chromium(tmp_path_factory.mktemp("chromium"), window_size="800,600") as driver:
+        driver.set_script_timeout(60)
+        driver.get(site[0] + "/")
+        yield driver
+
+
+RUN_VECTORS = """
+const [reportsText, refusalsText, coinsText, done] = arguments;
+(async () => {
+  const reports = JSON.parse(reportsText), refusals = JSON.parse(refusalsText), coins = JSON.parse(coinsText);
+  const m = await import("/typescript/dist/index.js");
+  const hex = (s) => Uint8Array.from(s.match(/../g) || [], (b) => parseInt(b, 16));
+  const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  const codeOf = (err) => (err instanceof m.Refusal ? err.code : "not a refusal: " + err);
+  const made = [];
+  for (const c of reports.cases) {
+    const client = await m.DeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(hex(c.seed)));
+    for (const r of c.reports) {
+      try { made.push(toHex(await client.reportBytes(r.values, r.event_ms, r.dimensions))); }
+      catch (err) { made.push(codeOf(err)); }
+    }
+  }
+  const refused = [];
+  for (const c of refusals.cases) {
+    try {
+      const client = await m.DeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(new Uint8Array(32)));
+      if (c.input !== null) await client.report(c.input.values, c.input.event_ms, c.input.dimensions);
+      refused.push("accepted");
+    } catch (err) { refused.push(codeOf(err)); }
+  }
+  const rules = coins.units.map((u) => m.units(u.probability) === u.units)
+    .concat(coins.decisions.map((d) => m.decide(hex(d.coin), d.probability) === d.decision));
+  return {made, refused, rules, agent: navigator.userAgent};
+})().then(done, (err) => done({error: String(err)}));
+"""
+
+
+def test_the_built_module_reproduces_every_vector_in_chromium(page):
+    texts = [(VECTORS / name).read_text(encoding="utf-8") for name in ("reports.json", "refusals.json", "coins.json")]
+    reports, refusals, coins = map(json.loads, texts)
+    # as the files' text: WebDriver's JSON cannot carry the negative vectors' unpaired surrogates
+    got = page.execute_async_script(RUN_VECTORS, *texts)
+    assert "error" not in got, got
+    assert "HeadlessChrome" in got["agent"]
+    expected = [r["expect"].get("avro", r["expect"].get("refusal")) for c in reports["cases"] for r in c["reports"]]
+    assert got["made"] == expected
+    assert got["refused"] == [c["refusal"] for c in refusals["cases"]]
+    assert got["rules"] == [True] * (len(coins["units"]) + len(coins["decisions"]))
+
+
+SEND = """
+const [values, done] = arguments;
+import("/typescript/examples/report.js")
+  .then((m) => m.sendReport("/config.json", "/collect", values, {app: "web"}))
+  .then(done, (err) => done("error: " + err));
+"""
+
+KEY = """
+const done = arguments[0];
+import("/typescript/dist/index.js").then(async (m) => {
+  const key = await m.storedSecretKey();
+  let exported = "refused";
+  try { await crypto.subtle.exportKey("raw", key); exported = "exported"; } catch (err) {}
+  return {extractable: key.extractable, exported, algorithm: key.algorithm.name};
+}).then(done, (err) => done({error: String(err)}));
+"""
+
+
+def test_the_web_snippet_keeps_one_secret_across_page_loads_and_posts_decodable_reports(site, page):
+    url, received = site
+    before = len(received)
+    start_ms = int(time.time() * 1000)
+    tokens = []
+    for _ in range(2):   # two page loads share the key stored in IndexedDB
+        page.get(url + "/")
+        assert page.execute_async_script(SEND, {"dark_mode": True, "os": "linux"}) is True
+        report = decode_message("noisy_report", received[-1])
+        assert report["collection"] == "web_usage" and report["dimensions"] == {"app": "web"}
+        assert start_ms <= report["event_time"] <= int(time.time() * 1000) and len(report["bits"]) == 1
+        tokens.append(report["client"])
+    assert len(received) == before + 2
+    assert len(tokens[0]) == 22 and tokens[0] == tokens[1]   # the global window: one token per device
+    assert page.execute_async_script(KEY) == {"extractable": False, "exported": "refused", "algorithm": "HMAC"}
+    page.get_log("browser")   # drop what came before
+    assert page.execute_async_script(SEND, {"dark_mode": True, "os": "private-os-name"}) is False
+    assert len(received) == before + 2                       # a refused report posts nothing
+    logs = " ".join(e["message"] for e in page.get_log("browser"))
+    assert "refused a report: bad_value" in logs and "private-os-name" not in logs
