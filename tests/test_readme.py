@@ -84,14 +84,15 @@ def test_every_path_a_doc_or_a_test_cites_exists():
     pattern = re.compile(r"(?<![\w./-])((?:tests|ldp|schemas|transforms|pipelines|benchmarks|deploy|docs|clients|\.ci)"
                          r"/[\w./*<>{}-]*[\w*/>}])")
     skip = {".git", ".venv", ".jvm", "out", "results", "__pycache__", ".pytest_cache", ".hypothesis",
-            "target"}   # target: Maven's build output (clients/java)
+            "target", "node_modules"}   # build output and installed packages: Maven's (clients/java), npm's
     cited = []
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in skip and not d.endswith(".egg-info")]
         for name in files:
             path = Path(folder) / name
             rel = path.relative_to(ROOT)
-            if path.suffix in (".py", ".md", ".yaml", ".yml", ".json", ".toml", ".js", ".html", ".txt", ".cfg", ".sh") \
+            if path.suffix in (".py", ".md", ".yaml", ".yml", ".json", ".toml", ".js", ".ts", ".html", ".txt", ".cfg",
+                               ".sh") \
                     or name in ("Makefile", "Dockerfile"):
                 text = path.read_text(errors="replace")
                 cited += [(str(rel), m.group(1).rstrip("./")) for m in pattern.finditer(text)]
