@@ -123,6 +123,21 @@ class HadamardSampling:
         w.setflags(write=False)
         return w
 
+    def table_variance_per_report(self, order: int | None = None) -> float:
+        """N times the worst-case (every theta = 0) trace of an ``order``-bit table's frequency
+        covariance as N grows (``order`` defaults to ``max_order``): with ``n_b = N m w_b`` slots,
+        ``N Var(theta_b) -> (c^2 - w_b) / (m w_b)``, and a table's trace is ``2^-o sum_{b in K} Var(theta_b)``
+        (the cells are ``2^-o H theta`` with ``H H = 2^o I``)."""
+        o = self.max_order if order is None else check_int("order", order, minimum=1)
+        if o > self.max_order:
+            raise ValueError(f"order must be <= max_order={self.max_order}, got order={order}")
+        first = self.family.offset(1)
+        total = 0.0
+        for j in range(1, o + 1):              # a table's C(o, j) coefficients of order j share one weight
+            w = float(self.probabilities[self.family.offset(j) - first])
+            total += math.comb(o, j) * (self.scale ** 2 - w) / (self.slots * w)
+        return total / (1 << o)
+
     @cached_property
     def masks(self) -> np.ndarray:
         """Bit mask of each coefficient's set (family index 1..T), for parities of packed bits."""

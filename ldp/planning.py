@@ -100,6 +100,20 @@ def cell_variance(p_ones, q_ones, p_zeros=(), q_zeros=(), n_reports: int = 1) ->
     return worst / n
 
 
+def table_variance_per_report(p, q) -> float:
+    """N times the worst-case trace of the frequency covariance of the full table of bits with channels
+    ``p``, ``q`` (the summed variance of its ``2^k`` cells): a report with true pattern x adds
+    ``sum_y P(y | x) |A e_y|^2 - 1`` (``A = (x) C_i^{-1}``; the ``-1`` is ``|A C e_x|^2``), a product over
+    bits of ``sum_y C_i[y, x_i] |C_i^{-1} e_y|^2``, so the worst pattern takes each bit's larger factor.
+    Data-free for symmetric channels."""
+    worst = 1.0
+    for pi, qi in zip(np.atleast_1d(np.asarray(p, float)), np.atleast_1d(np.asarray(q, float))):
+        c = np.array([[1 - pi, 1 - qi], [pi, qi]])
+        norms = (np.linalg.inv(c) ** 2).sum(axis=0)        # |C^{-1} e_y|^2 per noisy value y
+        worst *= float(np.max(norms @ c))                  # per true value x: sum_y C[y, x] |C^{-1} e_y|^2
+    return worst - 1.0
+
+
 def mean_variance(p: float, q: float, low: float, high: float, n_reports: int) -> float:
     """Upper bound (the worst mean) of the variance of a numeric feature's mean over ``n_reports``,
     its bit sent through the channel ``(p, q)``."""
