@@ -3,27 +3,36 @@
 The unbiased tables (TMDH / Kronecker inverse, Hadamard sampling) are already consistent (every
 table is a linear function of one estimate per set, so two tables agree on what they share) and
 sum to one, but can have negative cells. Two post-processings return tables that are
-non-negative, sum to one and agree on every shared marginal:
+non-negative, sum to one and agree on every shared marginal; :func:`consistent_tables` chooses:
 
 - :func:`joint_mle` (small d): maximum likelihood over the joint distribution of the d bits
-  (``2^d`` cells) by EM. Its data are the noisy pattern histograms ``y_K`` of the counted sets of
-  top order, which the co-occurrence counts hold; with every order up to d counted, ``y`` of all
-  d bits is the whole sufficient statistic and this is the exact MLE; with fewer orders it
-  maximizes the composite likelihood ``sum_K sum_y y_K(y) log (A_K pi_K)(y)``. The EM step
-  ``pi <- pi * mean_K A_K^T (y_K / (A_K pi_K)) / N`` is a minorize-maximize step of that sum
-  (each term's EM surrogate is ``sum_z w_K(z) log pi(z)`` with ``sum_z w_K = N``), so the
-  likelihood never decreases and pi stays on the simplex. Tables are the joint's marginals.
-  Cost: O(#sets * 2^d) per EM step, three EM steps per SQUAREM iteration.
+  (``2^d`` cells). Its data are the noisy pattern histograms ``y_K`` of counted sets, which the
+  co-occurrence counts hold. With every order up to d counted (the accumulator is then ``2^d``
+  counts, the same size as the joint), ``y`` of all d bits is the whole sufficient statistic and
+  this is the exact MLE, the one :func:`consistent_tables` uses; with fewer orders it maximizes the
+  composite likelihood ``sum_K sum_y y_K(y) log (A_K pi_K)(y)``. Each term is the log of a linear
+  function of pi, so the likelihood is concave and every KKT point is the maximum: with ``g`` the
+  gradient of the mean log-likelihood per set, ``g(z) = 1`` where ``pi(z) > 0`` and ``g(z) <= 1`` where
+  ``pi(z) = 0``. Solved by L-BFGS-B (scipy) on ``x >= 0`` with the sum left free: the objective
+  ``-sum_K y_K . log(A_K x_K) / N + (#sets) sum(x)`` has the same maximizer with ``sum(x) = 1`` (scale
+  x by t: the optimum is at ``t sum(x) = 1``), so only bounds remain, which L-BFGS-B keeps active
+  exactly; the fit is checked against the KKT conditions. About 120 iterations at d = 7, each
+  O(#sets d 2^d). EM (and its SQUAREM acceleration) was tried first and is not used: EM's
+  multiplicative step never revives a cell once it is 0, SQUAREM's extrapolation clipped at 0 sets
+  cells to exactly 0, and the fit stopped 4 to 8 log-likelihood units below the maximum (GSS at
+  per-bit epsilon 1; KKT violated by 1-2% at the zeroed cells), with mean 3-way TV 0.77 of the raw
+  tables' instead of the maximum's 0.66; plain EM gets there but takes 50,000 to 200,000 steps.
 - :func:`project_tables` (any d): the Euclidean projection of the top-order tables onto the set
   of non-negative, consistent tables that sum to one (Dykstra's alternating projections: onto the
   affine set of consistent tables, in closed form by averaging each Hadamard coefficient over
   the tables that hold it, and onto the non-negative orthant by clipping). Cost: O(#sets * 2^k)
   per iteration, nothing exponential in d.
 
-No library was taken: Private-PGM (``mbi``) fits graphical models to measured marginals but needs
-JAX (and Python >= 3.11) on every worker, and its exact inference is exponential in the width of
-a junction tree, which for all 3-way marginals is d; a QP solver (OSQP) would solve the same
+No library for the model: Private-PGM (``mbi``) fits graphical models to measured marginals but
+needs JAX (and Python >= 3.11) on every worker, and its exact inference is exponential in the width
+of a junction tree, which for all 3-way marginals is d; a QP solver (OSQP) would solve the same
 projection but adds a compiled dependency for a problem whose two projections are closed forms.
+scipy's L-BFGS-B (already a dependency) is the solver of the likelihood.
 
 Uncertainty (:func:`consistent_intervals`): the unbiased estimate's normal interval, clipped to
 [0, 1] and stretched to hold the consistent estimate. Every true cell lies in [0, 1], so the
@@ -32,12 +41,14 @@ seeded simulation); it is narrower where the bound cuts it, never wider but for 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
 from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.tables import kron_apply, marginal_table, noisy_histogram
 
 
 def _signs(k: int) -> np.ndarray:
@@ -54,17 +65,23 @@ def marginal_of_joint(joint: np.ndarray, d: int, columns) -> np.ndarray:
     return t.sum(axis=drop).reshape(-1)
 
 
-def joint_mle(noisy: dict, inverses_of, d: int, *, tol: float = 1e-10, max_iter: int = 5000,
-              start: np.ndarray | None = None):
-    """EM maximum (composite) likelihood over the joint of ``d`` bits.
+JOINT_MAX_BITS = 16   # joint_mle holds 2^d cells; consistent_tables uses it up to here
+
+
+def joint_mle(noisy: dict, channel_of, d: int, *, tol: float = 1e-7, max_iter: int = 20000):
+    """Maximum (composite) likelihood over the joint of ``d`` bits (see the module docstring).
 
     ``noisy`` maps a sorted tuple of bits K to its noisy pattern histogram ``y_K`` (counts, cell b:
-    bit j <-> K[j]); ``inverses_of(i)`` gives bit i's channel matrix ``C_i = [[1-p, 1-q], [p, q]]``.
-    Returns ``(joint, iterations)``; stops when no cell moves by more than ``tol``.
+    bit j <-> K[j]); ``channel_of(i)`` gives bit i's channel matrix ``C_i = [[1-p, 1-q], [p, q]]``.
+    Returns ``(joint, iterations)``, the joint's cell z with bit i of z <-> bit i. ``tol`` bounds the
+    KKT violation ``|g - 1|`` on positive cells and ``g - 1`` on zero cells; a fit that misses it
+    raises ``RuntimeError``.
     """
+    from scipy.optimize import minimize
+
     check_int("d", d, minimum=1)
-    if d > 20:
-        raise ValueError(f"joint_mle holds 2^d cells; use project_tables for d > 20, got d={d}")
+    if d > JOINT_MAX_BITS:
+        raise ValueError(f"joint_mle holds 2^d cells; use project_tables for d > {JOINT_MAX_BITS}, got d={d}")
     check_positive("tol", tol)
     if not noisy:
         raise ValueError("noisy must hold at least one set's histogram, got noisy={}")
@@ -72,41 +89,36 @@ def joint_mle(noisy: dict, inverses_of, d: int, *, tol: float = 1e-10, max_iter:
     n = float(np.sum(noisy[next(iter(noisy))]))
     if n <= 0:
         raise ValueError(f"the histograms must hold reports, got N={n}")
-    mats = {s: [inverses_of(i) for i in s] for s in sets}
     shape = (2,) * d
+    parts = []
+    for s in sets:
+        mats = [np.asarray(channel_of(i), dtype=np.float64) for i in s]
+        drop = tuple(d - 1 - i for i in range(d) if i not in s)    # axis d-1-i is bit i
+        share = np.asarray(noisy[s], dtype=np.float64).reshape(-1) / n
+        parts.append((mats, [m.T for m in mats], drop, share))
 
-    def em_step(pi):
-        t = pi.reshape(shape)
-        weight = np.zeros(shape)
-        for s in sets:
-            k = len(s)
-            drop = tuple(d - 1 - i for i in range(d) if i not in s)
-            m = t.sum(axis=drop)                        # axes: bits of s, highest first
-            for j, c in enumerate(mats[s]):             # expected noisy pattern: (x) C_j on axis k-1-j
-                m = np.moveaxis(np.tensordot(c, m, axes=([1], [k - 1 - j])), 0, k - 1 - j)
-            ratio = np.asarray(noisy[s], dtype=np.float64).reshape((2,) * k) / np.maximum(m, 1e-300)
-            for j, c in enumerate(mats[s]):             # back: (x) C_j^T
-                ratio = np.moveaxis(np.tensordot(c.T, ratio, axes=([1], [k - 1 - j])), 0, k - 1 - j)
-            weight += np.expand_dims(ratio, drop)
-        new = (t * weight).reshape(-1)
-        return new / new.sum()
+    def value_and_gradient(x):
+        t = x.reshape(shape)
+        value, grad = 0.0, np.zeros(shape)
+        for mats, back, drop, share in parts:
+            expected = np.maximum(kron_apply(mats, t.sum(axis=drop).reshape(-1)), 1e-300)
+            value -= share @ np.log(expected)
+            ratio = kron_apply(back, share / expected).reshape((2,) * (d - len(drop)))
+            grad -= np.expand_dims(ratio, drop) if drop else ratio
+        return value + len(parts) * x.sum(), grad.reshape(-1) + len(parts)
 
-    # SQUAREM (Varadhan & Roland 2008, scheme S3): two EM steps, an extrapolation along them kept
-    # on the simplex, and one more EM step, so the likelihood still never decreases in practice
-    pi = np.full(1 << d, 1.0 / (1 << d)) if start is None else np.asarray(start, dtype=np.float64).copy()
-    for it in range(1, max_iter + 1):
-        p1 = em_step(pi)
-        p2 = em_step(p1)
-        r, v = p1 - pi, p2 - 2 * p1 + pi
-        step = -np.sqrt((r @ r) / (v @ v)) if v @ v > 0 else -1.0
-        step = min(step, -1.0)
-        jump = np.maximum(pi - 2 * step * r + step * step * v, 0.0)
-        new = em_step(jump / jump.sum())
-        done = np.max(np.abs(new - pi)) <= tol
-        pi = new
-        if done:
-            return pi, it
-    return pi, max_iter
+    start = np.full(1 << d, 1.0 / (1 << d))
+    fit = minimize(value_and_gradient, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * start.size,
+                   options={"maxiter": check_int("max_iter", max_iter, minimum=1), "maxfun": 2 * max_iter,
+                            "ftol": 0.0, "gtol": tol * len(parts) / 10, "maxcor": 30})
+    joint = fit.x / fit.x.sum()
+    g = 1.0 - value_and_gradient(joint)[1] / len(parts)            # mean log-likelihood gradient per set
+    positive = joint > 0
+    gap = max(float(np.max(np.abs(g[positive] - 1.0))), float(np.max(g[~positive] - 1.0, initial=0.0)))
+    if gap > tol:
+        raise RuntimeError(f"joint_mle: the fit misses the KKT conditions by {gap:.2e} > tol={tol} after "
+                           f"{fit.nit} iterations ({fit.message})")
+    return joint, int(fit.nit)
 
 
 def project_tables(tables, family: SetFamily, order: int, *, tol: float = 1e-10, max_iter: int = 100000):
@@ -152,6 +164,39 @@ def lower_from_tables(tables, family: SetFamily, order: int, lower: int) -> np.n
         drop = tuple(order - 1 - j for j in range(order) if big[j] not in s)
         out.append(t[row].sum(axis=drop).reshape(-1))
     return np.array(out)
+
+
+@dataclass(frozen=True)
+class ConsistentTables:
+    """Non-negative tables that sum to one and agree on shared bits: ``tables[o]`` holds every table
+    of ``o`` bits (rows in ``family.members(o)`` order, frequencies; cell b: bit j <-> the set's j-th
+    bit) for o = 1..order; ``method`` is ``"joint-mle"`` or ``"projection"``."""
+
+    method: str
+    tables: dict
+    iterations: int
+
+
+def consistent_tables(est, order: int) -> ConsistentTables:
+    """The consistent tables of a per-bit window (a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`) up to
+    ``order`` bits: the exact full-joint MLE when the window counted every order up to its ``d <=``
+    :data:`JOINT_MAX_BITS` bits (its counts are then the whole sufficient statistic), otherwise the
+    projection of the raw ``order``-bit tables."""
+    fam = est.family
+    d, k = fam.n_bits, check_int("order", order, minimum=1)
+    if k > fam.max_order:
+        raise ValueError(f"order must be <= the counted max_order={fam.max_order}, got order={order}")
+    if fam.max_order == d and d <= JOINT_MAX_BITS:
+        every = tuple(range(d))
+        joint, it = joint_mle({every: noisy_histogram(est, every)}, lambda i: est.channels[i].matrix(), d)
+        tables = {o: np.array([marginal_of_joint(joint, d, s) for s in fam.members(o)]) for o in range(1, k + 1)}
+        return ConsistentTables("joint-mle", tables, it)
+    top = SetFamily.all_up_to(d, k)
+    raw = np.array([marginal_table(est, s).frequencies for s in top.members(k)])
+    projected, it = project_tables(raw, top, k)
+    tables = {o: lower_from_tables(projected, top, k, o) for o in range(1, k)}
+    tables[k] = projected
+    return ConsistentTables("projection", tables, it)
 
 
 def consistent_intervals(lower, upper, point):
