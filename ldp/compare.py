@@ -2,11 +2,28 @@
 dimension in one window, with a z score and an interval, and the Benjamini-Hochberg procedure over
 the sets compared ("what moved this week?").
 
+The question is the population's: did the share change among the devices the reports come from,
+not did these two windows' reports differ. The estimators' own variances are conditional on each
+window's true reports (the randomization only); a window's reports are themselves a draw from the
+population, which adds, for a frequency F over n reports, ``F (1 - F) / n``. Estimated without bias
+(:func:`population_variance`): if the estimate f is unbiased for the window's true frequency with
+conditional variance V (and V-hat unbiased for V), then over both draws ``E f = F``,
+``Var f = E V + F (1 - F) / n`` and ``E[f (1 - f)] = F (1 - F) (1 - 1/n) - E V``, so::
+
+    Var_population(f) = V + F (1 - F) / n,   estimated by   (n V-hat + f (1 - f)) / (n - 1)
+
+(never below V-hat). A count's variance is n^2 times its frequency's. A conditional ``P(A | B)`` is a
+frequency over the ``t_B`` reports in B (its ``given_count``). A mean of a numeric feature needs
+nothing added: its variance already holds the encoding's Bernoulli term ``m (1 - m) / n``, which for
+reports drawn from a population is the whole spread of the encoded bit, the draw of the values
+included (ldp/means.py). Without the term, ``compare`` on stationary simulated data flagged a change
+in half the replicates (benchmarks/detection.py).
+
 Two windows hold disjoint sets of reports (fixed windows, or different dimension values), so the
 two frequency estimates are independent and the variance of their difference is the sum of their
-variances. Overlapping sliding windows share reports: their estimates are positively correlated,
-so the sum overstates the variance and the test is conservative (it finds fewer changes than
-there are, never more).
+variances. Overlapping sliding windows share reports, and windows of one period share devices:
+their estimates are positively correlated, so the sum overstates the variance and the test is
+conservative (it finds fewer changes than there are, never more).
 """
 from __future__ import annotations
 
@@ -25,6 +42,19 @@ class Change(NamedTuple):
     p_value: float      # two-sided
     ci_low: float
     ci_high: float
+
+
+def population_variance(frequency: float, variance: float, n: float) -> float:
+    """The variance of a frequency ``frequency`` estimated from ``n`` reports, as an estimate of the
+    population's share: its own (randomization) ``variance`` plus the draw of the reports, unbiased:
+    ``(n variance + f (1 - f)) / (n - 1)``, never below ``variance`` (an estimate outside [0, 1] would
+    make ``f (1 - f)`` negative) nor 0; infinite for ``n <= 1`` (one report says nothing about a
+    population's spread)."""
+    if math.isnan(frequency) or math.isnan(variance) or math.isnan(n):
+        raise ValueError(f"frequency, variance and n must be numbers, got {frequency!r}, {variance!r}, {n!r}")
+    if not n > 1:
+        return math.inf
+    return max(variance, (n * variance + frequency * (1.0 - frequency)) / (n - 1.0), 0.0)
 
 
 def change(first: float, first_variance: float, second: float, second_variance: float,

@@ -68,7 +68,7 @@ def marginal_of_joint(joint: np.ndarray, d: int, columns) -> np.ndarray:
 JOINT_MAX_BITS = 16   # joint_mle holds 2^d cells; consistent_tables uses it up to here
 
 
-def joint_mle(noisy: dict, channel_of, d: int, *, tol: float = 1e-7, max_iter: int = 20000):
+def joint_mle(noisy: dict, channel_of, d: int, *, tol: float = 1e-5, max_iter: int = 20000):
     """Maximum (composite) likelihood over the joint of ``d`` bits (see the module docstring).
 
     ``noisy`` maps a sorted tuple of bits K to its noisy pattern histogram ``y_K`` (counts, cell b:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import combinations
 import numpy as np
 
 from ldp_marginals.ldp._checks import check_int, check_positive
@@ -53,7 +54,7 @@ from ldp_marginals.ldp.sets import SetFamily, _normalize, family_from_spec
 from ldp_marginals.ldp.tables import MarginalTable
 
 _MAX_BITS = 62      # subsets and patterns are int64 bit masks
-_CHUNK = 4096       # reports per vectorized pass of the accumulator
+_CHUNK = 8192       # reports per vectorized pass of the accumulator
 
 
 def holding_share(n_bits: int, width: int, order: int) -> float:
@@ -187,19 +188,18 @@ class SubsetAccumulator:
             if (pat & ~sub).any():
                 raise ValueError("patterns must set no bit outside their subset")
         fam = mech.family
-        for o in range(1, mech.max_order + 1):
-            sets = fam.members(o)
-            masks = (np.int64(1) << sets).sum(axis=1)
-            cells = 1 << o
-            flat = self.counts[o].reshape(-1)
-            for start in range(0, sub.size, _CHUNK):
-                s, v = sub[start:start + _CHUNK, None], pat[start:start + _CHUNK, None]
-                hold = (s & masks) == masks                                  # (chunk, C(d, o))
-                code = np.zeros(hold.shape, dtype=np.int64)
-                for j in range(o):
-                    code |= ((v >> sets[:, j]) & 1) << j
-                index = np.arange(sets.shape[0], dtype=np.int64) * cells + code
-                flat += np.bincount(index[hold], minlength=flat.size)
+        for start in range(0, sub.size, _CHUNK):
+            s, v = sub[start:start + _CHUNK], pat[start:start + _CHUNK]
+            held = (s[:, None] >> np.arange(mech.n_bits, dtype=np.int64)) & 1
+            pos = np.nonzero(held)[1].reshape(s.size, mech.width)         # each subset's bits, ascending
+            val = (v[:, None] >> pos) & 1
+            for o in range(1, mech.max_order + 1):
+                combos = np.array(list(combinations(range(mech.width), o)), dtype=np.int64)   # (C(s, o), o)
+                sets = pos[:, combos].reshape(-1, o)                        # every table each subset holds
+                row = fam.lookup(sets) - fam.offset(o)
+                code = (val[:, combos].reshape(-1, o) << np.arange(o, dtype=np.int64)).sum(axis=1)
+                flat = self.counts[o].reshape(-1)
+                flat += np.bincount(row * (1 << o) + code, minlength=flat.size)
         self.n_reports += int(sub.size)
         return self
 

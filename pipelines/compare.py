@@ -1,7 +1,9 @@
 """``ldp-marginals compare``: what moved between two windows, or between two values of a dimension,
 in a run's outputs: per published marginal (or conditional, ``--kind conditionals``, or mean of a
 numeric feature, ``--kind means``) the change of its estimate, its standard error, z and interval,
-the largest significant changes first (Benjamini-Hochberg over the sets compared)."""
+the largest significant changes first (Benjamini-Hochberg over the sets compared). The question is
+the population's (did the share change among the devices?), so each side's variance holds the draw
+of its reports beside the randomization (:func:`~ldp_marginals.ldp.compare.population_variance`)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +11,7 @@ import datetime as dt
 import difflib
 import json
 
-from ldp_marginals.ldp.compare import benjamini_hochberg, change
+from ldp_marginals.ldp.compare import benjamini_hochberg, change, population_variance
 from ldp_marginals.pipelines.read import read_rows, to_ms
 
 
@@ -48,17 +50,23 @@ def _latest_complete(estimates: str, collection: str, rows: list) -> int:
 
 def rows_of(rows: list, kind: str) -> list:
     """Copies of the rows of ``kind``, each with ``columns`` naming what it estimates and
-    ``frequency`` and ``frequency_variance`` on the scale compared (a mean: the feature's)."""
+    ``frequency`` and ``frequency_variance`` on the scale compared (a mean: the feature's). The
+    variance is the population's (:func:`~ldp_marginals.ldp.compare.population_variance`): the
+    estimate's own plus the draw of the window's reports (a marginal's over ``n_reports``, a
+    conditional's over its ``given_count``; a mean's variance holds that draw already)."""
     rows = [dict(r) for r in rows]
     for r in rows:
         if kind == "marginals":  # the variance is the count's
-            r["frequency_variance"] = r["variance"] / r["n_reports"] ** 2
+            r["frequency_variance"] = population_variance(r["frequency"], r["variance"] / r["n_reports"] ** 2,
+                                                          r["n_reports"])
             continue
         # a conditional (a frequency) or a mean (the feature's scale), with its own variance
         name = (",".join(r["of"]) + " | " + ",".join(r["given"]) if kind == "conditionals"
                 else r["feature"] + (" | " + ",".join(r["given"]) if r["given"] else ""))
         r["columns"] = r["labels"] = [name]
-        r["frequency"], r["frequency_variance"] = r["estimate"], r["variance"]
+        r["frequency"] = r["estimate"]
+        r["frequency_variance"] = (population_variance(r["estimate"], r["variance"], r["given_count"])
+                                   if kind == "conditionals" else r["variance"])
     return rows
 
 
@@ -181,7 +189,8 @@ def render(res: dict) -> str:
         lines.append(f"{mark}{where(o):{width - 1}} {o['first']:8.4f} {o['second']:8.4f} "
                      f"{o['difference']:+8.4f} {o['standard_error']:7.4f} {o['z']:+7.2f}  "
                      f"[{o['ci_low']:+.4f}, {o['ci_high']:+.4f}]")
-    lines.append("* significant. Windows hold disjoint reports; overlapping sliding windows make the test "
+    lines.append("* significant: the population changed (standard errors hold the randomization and the draw of "
+                 "each side's reports). Windows hold disjoint reports; overlapping sliding windows make the test "
                  "conservative.")
     return "\n".join(lines)
 

@@ -468,7 +468,8 @@ def test_dashboard_command(demo, tmp_path, capsys):
 
 def test_compare_command_on_the_demo(demo, capsys):
     """compare --dimension: each common marginal's change, its standard error from the two rows'
-    variances, z, and Benjamini-Hochberg; the two regions of the demo differ (plan=pro most)."""
+    variances and the draw of their reports, z, and Benjamini-Hochberg; the two regions of the demo
+    differ (plan=pro most)."""
     import json as json_mod
     import math
 
@@ -483,8 +484,10 @@ def test_compare_command_on_the_demo(demo, capsys):
     (pro,) = [c for c in res["changes"] if c["labels"] == ["plan=pro"]]
     eu, us = side["eu"], side["us"]
     assert pro["difference"] == pytest.approx(us["frequency"] - eu["frequency"])
-    assert pro["standard_error"] == pytest.approx(math.sqrt(eu["variance"] / eu["n_reports"] ** 2
-                                                            + us["variance"] / us["n_reports"] ** 2))
+    # the population's question: each side's variance plus the draw of its reports (ldp.compare)
+    assert pro["standard_error"] == pytest.approx(math.sqrt(sum(
+        (r["n_reports"] * r["variance"] / r["n_reports"] ** 2 + r["frequency"] * (1 - r["frequency"]))
+        / (r["n_reports"] - 1) for r in (eu, us))))
     assert pro["significant"] and res["changes"][0]["significant"]
     assert res["significant"] == sum(c["significant"] for c in res["changes"]) > 0
     starts = sorted({r["window_start"] for r in rows})
@@ -506,8 +509,9 @@ def test_compare_command_on_the_demo(demo, capsys):
     by_region = {r["dimensions"]["region"]: r for r in crows if r["window_start"] == latest}
     assert cond["labels"] == ["beta_search | plan=pro"]
     assert cond["difference"] == pytest.approx(by_region["us"]["estimate"] - by_region["eu"]["estimate"])
-    assert cond["standard_error"] == pytest.approx(math.sqrt(by_region["us"]["variance"]
-                                                             + by_region["eu"]["variance"]))
+    assert cond["standard_error"] == pytest.approx(math.sqrt(sum(
+        (r["given_count"] * r["variance"] + r["estimate"] * (1 - r["estimate"])) / (r["given_count"] - 1)
+        for r in by_region.values())))
     # by default: the latest complete window against the previous one sharing no report with it
     assert main(["compare", "--estimates", str(out / "estimates"), "--json"]) == 0
     default = json_mod.loads(capsys.readouterr().out)
