@@ -153,7 +153,7 @@ def randomize_subset(bits, mechanism: SubsetRR, rng=None):
     shift = np.arange(s, dtype=np.int64)
     cell = (x[np.arange(n)[:, None], chosen].astype(np.int64) << shift).sum(axis=1)
     other = (cell + 1 + np.minimum((source.random(n) * (big - 1)).astype(np.int64), big - 2)) % big
-    sent = np.where(source.random(n) < mechanism.p, cell, other) if big > 1 else cell
+    sent = np.where(source.random(n) < mechanism.p, cell, other)
     subsets = (np.int64(1) << chosen.astype(np.int64)).sum(axis=1)
     patterns = (((sent[:, None] >> shift) & 1) << chosen.astype(np.int64)).sum(axis=1)
     return (subsets[0], patterns[0]) if single else (subsets, patterns)
