@@ -261,7 +261,8 @@ class SubsetEstimate:
         cov = self.covariance(cols, truth)
         row = self.mechanism.family.index(cols) - self.mechanism.family.offset(o)
         n = self.n_reports
-        return MarginalTable(cols, tuple(labels or (str(c) for c in cols)), n, n * self.frequencies(o)[row], n * n * cov)
+        names = tuple(labels or (str(c) for c in cols))
+        return MarginalTable(cols, names, n, n * self.frequencies(o)[row], n * n * cov)
 
 
 def table_covariance(pi, n_k: float, n_total: float, mechanism: SubsetRR, order: int) -> np.ndarray:

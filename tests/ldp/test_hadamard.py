@@ -122,22 +122,28 @@ def test_client_is_seeded_validated_and_secure_by_default():
         HadamardAccumulator(mech).add(np.zeros((1, 2), int), np.zeros((1, 2), int))
 
 
-def test_accumulator_merges_shards_and_pickles():
-    bits = population(900)
-    mech = HadamardSampling(5, 3, 4.0)
-    idx, par = randomize_hadamard(bits, mech, np.random.default_rng(1))
-    whole = HadamardAccumulator(mech).add(idx, par)
-    parts = [HadamardAccumulator(mech).add(idx[s], par[s]) for s in (slice(0, 100), slice(100, 600), slice(600, None))]
+def merged_shards(new, *arrays):
+    """``(whole, back, parts)``: one accumulator (``new()``) over the 900 reports of ``arrays``, the
+    merge of three shards of them through a pickle round trip, and the shards."""
+    whole = new().add(*arrays)
+    parts = [new().add(*(a[s] for a in arrays)) for s in (slice(0, 100), slice(100, 600), slice(600, None))]
     merged = parts[0]
     for p in parts[1:]:
         merged.merge(p)
-    back = pickle.loads(pickle.dumps(merged))
+    return whole, pickle.loads(pickle.dumps(merged)), parts
+
+
+def test_accumulator_merges_shards_and_pickles():
+    bits = population(900)
+    mech = HadamardSampling(5, 3, 4.0)
+    reports = randomize_hadamard(bits, mech, np.random.default_rng(1))
+    whole, back, parts = merged_shards(lambda: HadamardAccumulator(mech), *reports)
     assert back.n_reports == whole.n_reports == 900
     np.testing.assert_array_equal(back.drawn, whole.drawn)
     np.testing.assert_array_equal(back.odd, whole.odd)
     assert parts[1].n_reports == 500                          # merge changed only the first
     with pytest.raises(ValueError, match="different mechanisms"):
-        merged.merge(HadamardAccumulator(HadamardSampling(5, 3, 1.0)))
+        back.merge(HadamardAccumulator(HadamardSampling(5, 3, 1.0)))
 
 
 @pytest.mark.statistical

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from ldp_marginals.ldp.channels import Channel, ChannelSet
-from ldp_marginals.ldp.hadamard import HadamardAccumulator, HadamardEstimate, HadamardSampling, estimate_hadamard, randomize_hadamard
+from ldp_marginals.ldp.hadamard import (
+    HadamardAccumulator, HadamardEstimate, HadamardSampling, estimate_hadamard, randomize_hadamard,
+)
 from ldp_marginals.ldp.mechanism_choice import best_mechanism, candidates
 from ldp_marginals.ldp.planning import table_variance_per_report
 from ldp_marginals.ldp.sets import SetFamily

@@ -2,7 +2,6 @@
 of the covariance, the privacy of a report, the closed-form choice of the width) and seeded
 simulations of bias, covariance and coverage against the closed forms."""
 import math
-import pickle
 from itertools import combinations, product
 
 import numpy as np
@@ -19,7 +18,7 @@ from ldp_marginals.ldp.subset_rr import (
     table_covariance,
     table_variance_per_report,
 )
-from tests.ldp.test_hadamard import histogram, population
+from tests.ldp.test_hadamard import histogram, merged_shards, population
 from tests.stats import Z, assert_coverage, assert_mean_close, assert_variance_ratio
 
 
@@ -138,20 +137,15 @@ def test_client_is_seeded_validated_and_secure_by_default():
 def test_accumulator_merges_shards_and_pickles():
     bits = population(900, d=6)
     mech = SubsetRR(6, 3, 4.0)
-    sub, pat = randomize_subset(bits, mech, np.random.default_rng(1))
-    whole = SubsetAccumulator(mech).add(sub, pat)
-    parts = [SubsetAccumulator(mech).add(sub[s], pat[s]) for s in (slice(0, 100), slice(100, 600), slice(600, None))]
-    merged = parts[0]
-    for p in parts[1:]:
-        merged.merge(p)
-    back = pickle.loads(pickle.dumps(merged))
+    reports = randomize_subset(bits, mech, np.random.default_rng(1))
+    whole, back, parts = merged_shards(lambda: SubsetAccumulator(mech), *reports)
     assert back.n_reports == whole.n_reports == 900 and parts[1].n_reports == 500
     for o in (1, 2, 3):
         np.testing.assert_array_equal(back.counts[o], whole.counts[o])
     # every report adds one count to every table its subset holds
     assert whole.counts[3].sum() == 900 * math.comb(mech.width, 3)
     with pytest.raises(ValueError, match="different mechanisms"):
-        merged.merge(SubsetAccumulator(SubsetRR(6, 3, 1.0)))
+        back.merge(SubsetAccumulator(SubsetRR(6, 3, 1.0)))
 
 
 @pytest.mark.statistical
@@ -192,7 +186,8 @@ def test_tables_unbiased_with_the_closed_form_covariance_and_covered(epsilon, wi
             cells = (1 << o) - 1
             for row, cols in enumerate(sets[o]):
                 cov = est.covariance(cols, truth[o][row])[:cells, :cells]
-                white = np.linalg.solve(np.linalg.cholesky(cov), est.frequencies(o)[row][:cells] - truth[o][row][:cells])
+                error = est.frequencies(o)[row][:cells] - truth[o][row][:cells]
+                white = np.linalg.solve(np.linalg.cholesky(cov), error)
                 squares.extend(white ** 2)
                 if cols == (0, 2, 4):
                     single.append(white)
