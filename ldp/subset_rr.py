@@ -222,7 +222,7 @@ class SubsetEstimate:
 
     def drawn(self, order: int) -> np.ndarray:
         """``n_K`` of every set of ``order`` bits (``family.members(order)`` order)."""
-        return self.counts[order].sum(axis=1)
+        return self.counts[order].sum(axis=-1)
 
     def frequencies(self, order: int) -> np.ndarray:
         """Every table of ``order`` bits, ``(C(d, order), 2^order)`` frequencies (cell b: bit j <-> the
@@ -230,8 +230,8 @@ class SubsetEstimate:
         o = check_int("order", order, minimum=1)
         if o > self.mechanism.max_order:
             raise ValueError(f"order must be <= max_order={self.mechanism.max_order}, got order={order}")
-        c = self.counts[o].astype(np.float64)
-        n = c.sum(axis=1, keepdims=True)
+        c = self.counts[o].astype(np.float64)     # (..., C(d, o), 2^o): leading axes (many windows) allowed
+        n = c.sum(axis=-1, keepdims=True)
         p1, q1 = self.mechanism.projected(o)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (c / n - q1) / (p1 - q1)

@@ -10,6 +10,7 @@ import pytest
 from ldp_marginals.ldp.marginal_sampling import MarginalSampling, cell_variance
 from ldp_marginals.ldp.subset_rr import (
     SubsetAccumulator,
+    SubsetEstimate,
     SubsetRR,
     best_width,
     estimate_subset,
@@ -19,7 +20,7 @@ from ldp_marginals.ldp.subset_rr import (
     table_variance_per_report,
 )
 from tests.ldp.test_hadamard import histogram, merged_shards, population
-from tests.stats import Z, assert_coverage, assert_mean_close, assert_variance_ratio
+from tests.stats import Z, assert_coverage, assert_mean_close, assert_variance_ratio, replicates_for
 
 
 def _accumulator(mech, subsets, patterns):
@@ -149,56 +150,119 @@ def test_accumulator_merges_shards_and_pickles():
 
 
 @pytest.mark.statistical
-def test_client_draws_uniform_subsets_and_keeps_the_pattern_at_its_rate():
+def test_client_draws_uniform_subsets_and_sends_each_pattern_at_its_rate():
+    """30,000 reports whose true pattern is 0: every subset is drawn 1/C(5, 3) of the time, the true
+    pattern is sent at rate p and each of the 7 others at rate q (z bands at the suite's false-alarm
+    rate): the law the vectorized simulation below draws from."""
     mech = SubsetRR(5, 2, 1.5, width=3)
-    bits = np.zeros((30_000, 5), dtype=np.uint8)             # the true pattern is always 0
+    bits = np.zeros((30_000, 5), dtype=np.uint8)
     sub, pat = randomize_subset(bits, mech, np.random.default_rng(7))
+    n = len(sub)
     drawn = np.bincount(np.unique(sub, return_inverse=True)[1])
     assert drawn.size == math.comb(5, 3)
     share = 1 / drawn.size
-    assert np.all(np.abs(drawn - len(sub) * share) <= Z * math.sqrt(len(sub) * share * (1 - share)))
-    kept = np.mean(pat == 0)
-    assert abs(kept - mech.p) <= Z * math.sqrt(mech.p * (1 - mech.p) / len(sub))
+    assert np.all(np.abs(drawn - n * share) <= Z * math.sqrt(n * share * (1 - share)))
+    bits_of = np.nonzero((sub[:, None] >> np.arange(5)) & 1)[1].reshape(n, 3)
+    cells = (((pat[:, None] >> bits_of) & 1) << np.arange(3)).sum(axis=1)
+    sent = np.bincount(cells, minlength=8)
+    rates = np.r_[mech.p, np.full(7, mech.q)]
+    assert np.all(np.abs(sent - n * rates) <= Z * np.sqrt(n * rates * (1 - rates))), (sent / n, rates)
+
+
+def outcomes(mech):
+    """Every report a device can send, ``(subsets, patterns)``, and the accumulator's counts of each
+    alone, flattened over the orders: a window's counts are its histogram of outcomes times these."""
+    d, s = mech.n_bits, mech.width
+    subsets, patterns = [], []
+    for chosen in combinations(range(d), s):
+        for v in range(1 << s):
+            subsets.append(sum(1 << b for b in chosen))
+            patterns.append(sum(((v >> j) & 1) << b for j, b in enumerate(chosen)))
+    rows = [np.concatenate([c.ravel() for c in _accumulator(mech, [a], [b]).counts[1:]])
+            for a, b in zip(subsets, patterns)]
+    return np.array(subsets), np.array(patterns), np.array(rows)
+
+
+def simulated_estimates(bits, mech, windows, rng):
+    """``windows`` independent randomizations of the true reports ``bits`` as one estimate whose counts
+    have a leading window axis: per distinct true row one multinomial over every outcome (the subset
+    uniform, the pattern by k-ary RR: the client's law, tested above), then the accumulator's counts of
+    each outcome."""
+    subsets, patterns, per_outcome = outcomes(mech)
+    rows, counts = np.unique(bits, axis=0, return_counts=True)
+    histogram = np.zeros((windows, len(subsets)), dtype=np.int64)
+    for row, m in zip(rows, counts):
+        true = (row.astype(np.int64) << np.arange(mech.n_bits)).sum() & subsets
+        prob = np.where(patterns == true, mech.p, mech.q) / math.comb(mech.n_bits, mech.width)
+        histogram += rng.multinomial(m, prob / prob.sum(), size=windows)
+    flat = histogram @ per_outcome
+    split, out = 0, [np.zeros((windows, 0, 1), dtype=np.int64)]
+    for o in range(1, mech.max_order + 1):
+        shape = (len(mech.family.members(o)), 1 << o)
+        out.append(flat[:, split:split + shape[0] * shape[1]].reshape(windows, *shape))
+        split += shape[0] * shape[1]
+    return SubsetEstimate(mech, len(bits), tuple(out))
+
+
+def test_simulated_windows_are_the_accumulator_of_real_ones():
+    bits = population(400, d=4, seed=1)
+    mech = SubsetRR(4, 3, 2.0, width=3)
+    sub, pat = randomize_subset(bits, mech, np.random.default_rng(3))
+    real = _accumulator(mech, sub, pat)
+    subsets, patterns, per_outcome = outcomes(mech)
+    index = {(a, b): i for i, (a, b) in enumerate(zip(subsets, patterns))}
+    histogram = np.bincount([index[(a, b)] for a, b in zip(sub, pat)], minlength=len(subsets))
+    np.testing.assert_array_equal(histogram @ per_outcome, np.concatenate([c.ravel() for c in real.counts[1:]]))
+    many = simulated_estimates(bits, mech, 3, np.random.default_rng(0))
+    assert many.counts[3].shape == (3, 4, 8) and (many.counts[1].sum(axis=(1, 2)) == 400 * 3).all()
+    for w in range(3):                      # the estimator over a leading window axis is the one of each window
+        one = SubsetEstimate(mech, 400, tuple(c[w] for c in many.counts))
+        for o in (1, 2, 3):
+            np.testing.assert_array_equal(many.frequencies(o)[w], one.frequencies(o))
+            np.testing.assert_array_equal(many.drawn(o)[w], one.drawn(o))
 
 
 @pytest.mark.statistical
 @pytest.mark.parametrize("epsilon,width", [(1.0, 4), (6.0, 4), (6.0, 5)])
 def test_tables_unbiased_with_the_closed_form_covariance_and_covered(epsilon, width):
-    """Every 2-way and 3-way table of 5 bits, 600 replicates. Each table's error whitened by the
-    closed-form covariance (given the replicate's n_K, at the truth; the last cell dropped, as cells
-    sum to one) has uncorrelated components of mean 0 and variance 1. Tables share reports, so the
-    squared whitened errors are pooled per replicate (their mean is 1 exactly when the covariance is
-    right) and the band comes from the spread of those independent replicate means; one table's
-    components are tested alone against the chi-square band. 95% intervals from the plugged-in
-    variances cover at their level. Noise dominates at epsilon 1; at epsilon 6 with subsets of 4 the
-    sampling of reports does, and with subsets of 5 = d (no sampling) the removed spread of the
-    window's own reports does."""
+    """Every 2-way and 3-way table of 5 bits over replicates_for() / 7 windows. Each table's error
+    whitened by the closed-form covariance (given the window's n_K, at the truth; the last cell
+    dropped, as cells sum to one) has uncorrelated components of mean 0 and variance 1: one table's
+    against the chi-square band that catches a covariance 5% off (tests/stats.py), and every table's
+    squared whitened errors pooled per window (tables share reports, so the pooled mean's band comes
+    from the spread of those independent window means). 95% intervals from the plugged-in variances
+    cover at their level. Noise dominates at epsilon 1; at epsilon 6 with subsets of 4 the sampling
+    of reports does, and with subsets of 5 = d (no sampling) the removed spread of the window's own
+    reports does."""
     bits = population(1500, d=5, seed=3)
+    n = len(bits)
     mech = SubsetRR(5, 3, epsilon, width=width)
-    sets = {o: [tuple(s) for s in mech.family.members(o)] for o in (2, 3)}
-    truth = {o: np.array([histogram(bits, s) for s in sets[o]]) for o in (2, 3)}
-    rng = np.random.default_rng(int(epsilon * 10) + width)
-    pooled, single, covered = [], [], []
-    for _ in range(600):
-        est = estimate_subset(SubsetAccumulator(mech).add(*randomize_subset(bits, mech, rng)))
-        squares = []
-        for o in (2, 3):
-            cells = (1 << o) - 1
-            for row, cols in enumerate(sets[o]):
-                cov = est.covariance(cols, truth[o][row])[:cells, :cells]
-                error = est.frequencies(o)[row][:cells] - truth[o][row][:cells]
-                white = np.linalg.solve(np.linalg.cholesky(cov), error)
-                squares.extend(white ** 2)
-                if cols == (0, 2, 4):
-                    single.append(white)
-                    lo, hi = est.table(cols).intervals(0.95)
-                    true_counts = truth[o][row] * len(bits)
-                    covered.append((lo <= true_counts) & (true_counts <= hi))
-        pooled.append(np.mean(squares))
-    pooled, single = np.array(pooled), np.array(single)
-    assert abs(pooled.mean() - 1.0) <= Z * pooled.std(ddof=1) / math.sqrt(len(pooled)), pooled.mean()
+    windows = -(-replicates_for() // 7)
+    est = simulated_estimates(bits, mech, windows, np.random.default_rng(int(epsilon * 10) + width))
+    pooled = np.zeros(windows)
+    for o in (2, 3):
+        cells = (1 << o) - 1
+        freq, drawn = est.frequencies(o), est.drawn(o)
+        for row, cols in enumerate(mech.family.members(o)):
+            truth = histogram(bits, cols)
+            white = np.empty((windows, cells))
+            for n_k in np.unique(drawn[:, row]):       # the covariance depends on the window through n_K only
+                at = drawn[:, row] == n_k
+                cov = table_covariance(truth, n_k, n, mech, o)[:cells, :cells]
+                white[at] = np.linalg.solve(np.linalg.cholesky(cov), (freq[at, row, :cells] - truth[:cells]).T).T
+            pooled += (white ** 2).sum(axis=1)
+            if tuple(cols) == (0, 2, 4):
+                single, single_truth, single_row = white, truth, row
+    pooled /= sum(len(mech.family.members(o)) * ((1 << o) - 1) for o in (2, 3))
+    assert abs(pooled.mean() - 1.0) <= Z * pooled.std(ddof=1) / math.sqrt(windows), pooled.mean()
     assert_mean_close(single, 0.0, 1.0)
     assert_variance_ratio(single.reshape(-1, 1), np.ones(1))
     corr = np.corrcoef(single.T)[np.triu_indices(7, 1)]
-    assert np.all(np.abs(corr) < Z / math.sqrt(single.shape[0]) + 0.01), corr
+    assert np.all(np.abs(corr) < Z / math.sqrt(windows) + 0.01), corr
+    covered = []
+    for w in range(2000):                              # plugged-in intervals, window by window
+        one = SubsetEstimate(mech, n, tuple(c[w] for c in est.counts))
+        lo, hi = one.table((0, 2, 4)).intervals(0.95)
+        covered.append((lo <= single_truth * n) & (single_truth * n <= hi))
+    assert single_row == [tuple(r) for r in mech.family.members(3)].index((0, 2, 4))
     assert_coverage(np.array(covered), 0.95)
