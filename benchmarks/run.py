@@ -84,7 +84,7 @@ def main(argv=None):
     parser.add_argument("--no-readme", dest="readme", action="store_false",
                         help="do not copy the table into README.md")
     parser.add_argument("--accuracy-only", action="store_true",
-                        help="only the accuracy benchmark of issue 40 (benchmarks/accuracy.py, ~10 minutes)")
+                        help="only the accuracy benchmark of issue 40 (benchmarks/accuracy.py, 15 minutes on 2 busy cores)")
     args = parser.parse_args(argv)
     goals, details = accuracy_goals(accuracy.run(out=args.out, readme=args.readme))
     if args.accuracy_only:
