@@ -10,21 +10,22 @@ import sys
 import threading
 import time
 
-from ldp_marginals.transforms.dead_letters import (
+from ldp_marginals.schemas.dead_letters import (
     FILES_PLANNED,
     FILES_WRITTEN,
-    LOCAL_TALLY,
     LOST,
     NAMESPACE,
     ROWS_WRITTEN,
     VALID,
+    reports_dead_lettered,
     totals_by_reason,
 )
+from ldp_marginals.transforms.dead_letters import LOCAL_TALLY
 
 
 def progress_line(totals: dict, elapsed: float) -> str:
     dead = totals_by_reason(totals)
-    reports = sum(n for reason, n in dead.items() if reason != "damaged_block")
+    reports = reports_dead_lettered(dead)
     line = (f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] counted {totals.get(VALID, 0):,} reports; "
             f"dead-lettered {reports:,}")
     if dead:

@@ -24,9 +24,16 @@ from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.progress import Progress, job_counters
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.schemas.config import configs_from_text, parse_window
+from ldp_marginals.schemas.dead_letters import (
+    DAMAGED_BLOCK,
+    LOST,
+    LOST_UNKNOWN,
+    VALID,
+    reports_dead_lettered,
+    totals_by_reason,
+)
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, MANIFEST_FILE, STATE_SHAPE_FILE, SUMMARY_FILE, new_run_id
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
-from ldp_marginals.transforms.dead_letters import LOST, LOST_UNKNOWN, VALID, totals_by_reason
 from ldp_marginals.transforms.manifest import abandon_run, finish_run, start_run, write_dir
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
@@ -307,9 +314,9 @@ def summarize(result) -> dict:
         totals[c.key.metric.name] = totals.get(c.key.metric.name, 0) + (value or 0)
     dead = totals_by_reason(totals)
     return {"reports_counted": totals.get(VALID, 0),
-            "reports_dead_lettered": sum(n for reason, n in dead.items() if reason != "damaged_block"),
+            "reports_dead_lettered": reports_dead_lettered(dead),
             "dead_letters_by_reason": dict(sorted(dead.items())),
-            "damaged_ranges": dead.get("damaged_block", 0),
+            "damaged_ranges": dead.get(DAMAGED_BLOCK, 0),
             "reports_in_damaged_ranges": totals.get(LOST, 0),
             "damaged_ranges_of_unknown_size": totals.get(LOST_UNKNOWN, 0)}
 

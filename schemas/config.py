@@ -63,6 +63,7 @@ from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
+from ldp_marginals.schemas.dead_letters import DIMENSION_TOO_LONG, UNDECLARED_DIMENSION
 
 # A collection name becomes part of file names and table rows: letters, digits, '_', '-', '.'
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -336,11 +337,11 @@ class CollectionConfig:
         for key in sorted(dims):
             if key not in limits:   # a key is named only when it has the form of a dimension name
                 shown = repr(key) if DIMENSION_PATTERN.match(key) else f"of {len(key):,} characters"
-                return ("undeclared_dimension", f"dimension {shown} is not declared for collection {self.name!r} "
+                return (UNDECLARED_DIMENSION, f"dimension {shown} is not declared for collection {self.name!r} "
                         f"(declared: {sorted(limits) if limits else 'none'})")
         for key in sorted(dims):
             if len(dims[key]) > limits[key].max_length:
-                return ("dimension_too_long", f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
+                return (DIMENSION_TOO_LONG, f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
                         f"over max_length={limits[key].max_length}")
         return None
 

@@ -38,7 +38,7 @@ def test_readme_names_the_commands_that_exist():
 
 
 def test_readme_lists_every_dead_letter_reason_with_its_meaning():
-    from ldp_marginals.transforms.dead_letters import REASONS
+    from ldp_marginals.schemas.dead_letters import REASONS
     listed = dict(re.findall(r"^\| `([a-z_]+)` \| (.+) \|$", README.split("| reason | meaning |", 1)[1], re.M))
     assert listed == dict(REASONS)
 

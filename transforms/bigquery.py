@@ -11,6 +11,7 @@ from apache_beam.io.gcp.bigquery import BigQueryDisposition, WriteToBigQuery
 from apache_beam.io.gcp.bigquery_tools import RetryStrategy
 
 from ldp_marginals.schemas.bigquery import table_schema, to_row
+from ldp_marginals.schemas.dead_letters import BIGQUERY_INSERT
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, KINDS, SCHEMA_OF, check_kind
 from ldp_marginals.transforms.dead_letters import TAG, dead_letter
 from ldp_marginals.transforms.sinks import WriteRows, processing_time_panes
@@ -97,4 +98,4 @@ class _WriteKind(beam.PTransform):
 def _refused(failed):
     """``(table, row, errors)`` from WriteToBigQuery -> a counted dead letter."""
     table, row, errors = failed
-    yield dead_letter("bigquery_insert", json.dumps(errors, default=str)[:4000], str(table), output_row=row)
+    yield dead_letter(BIGQUERY_INSERT, json.dumps(errors, default=str)[:4000], str(table), output_row=row)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from ldp_marginals.schemas.dead_letters import NAMESPACE, VALID
 from ldp_marginals.transforms.avro_container import Damage
-from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, damaged
+from ldp_marginals.transforms.dead_letters import TAG, damaged
 from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials
 from ldp_marginals.transforms.reports import read_file, record_or_dead_letter
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, ReportSource

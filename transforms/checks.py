@@ -19,6 +19,7 @@ from ldp_marginals import schemas
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.config import NAME_PATTERN
+from ldp_marginals.schemas.dead_letters import BAD_FIELD, BAD_TIMESTAMP, PADDING_BITS, WRONG_LENGTH
 from ldp_marginals.transforms.avro_blocks import (
     BITS_LEN,
     BITS_OFF,
@@ -75,13 +76,13 @@ def _fixed(reason: str) -> Callable:
 
 CHECKS = (
     Check(lambda v, alive: (v.event_ms < MIN_EVENT_MS) | (v.event_ms >= MAX_EVENT_MS),
-          _fixed("bad_timestamp"), lambda v, i: time_detail(int(v.event_ms[i]))),
-    Check(lambda v, alive: v.bits_len != v.cfg.layout.n_bytes, _fixed("wrong_length"),
+          _fixed(BAD_TIMESTAMP), lambda v, i: time_detail(int(v.event_ms[i]))),
+    Check(lambda v, alive: v.bits_len != v.cfg.layout.n_bytes, _fixed(WRONG_LENGTH),
           lambda v, i: length_detail(v.cfg.name, int(v.bits_len[i]), v.cfg.layout.n_bits, v.cfg.layout.n_bytes)),
-    Check(lambda v, alive: v.padded(alive), _fixed("padding_bits"), lambda v, i: padding_detail(v.cfg.layout.n_bits)),
+    Check(lambda v, alive: v.padded(alive), _fixed(PADDING_BITS), lambda v, i: padding_detail(v.cfg.layout.n_bits)),
     Check(lambda v, alive: v.dimension_faulty(alive), lambda v, i: v.dimension_fault(i)[0],
           lambda v, i: v.dimension_fault(i)[1]),
-    Check(lambda v, alive: v.client_too_long(alive), _fixed("bad_field"), lambda v, i: client_detail(v.client_chars(i))),
+    Check(lambda v, alive: v.client_too_long(alive), _fixed(BAD_FIELD), lambda v, i: client_detail(v.client_chars(i))),
 )
 
 

@@ -1,49 +1,31 @@
-"""Dead letters, owned here: the reasons and their meanings, the DeadLetter row
-(``schemas/dead_letter.avsc``), the counter names, the tag they travel under, and
-:func:`dead_letter`, the one function that counts a dead letter and tags it.
+"""Dead letters in the job (Beam): the DeadLetter row (``schemas/dead_letter.avsc``), the tag it
+travels under, :func:`count` (a job counter, mirrored in this process) and :func:`dead_letter`, the
+one function that counts a dead letter and tags it.
 
 Every input the job reads ends up counted (counter ``reports.valid``) or dead-lettered (counter
-``dead_letter.<reason>``, and a row of kind ``dead_letters``).
+``dead_letter.<reason>``, and a row of kind ``dead_letters``). The reasons, their meanings and the
+counter names are owned by :mod:`ldp_marginals.schemas.dead_letters` (no Beam).
 """
 from __future__ import annotations
 
 import threading
-import types
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from ldp_marginals import schemas
+from ldp_marginals.schemas.dead_letters import (
+    DAMAGED_BLOCK,
+    LATE,
+    LOST,
+    LOST_UNKNOWN,
+    NAMESPACE,
+    check_reason,
+    counter_name,
+)
 from ldp_marginals.schemas.outputs import DEAD_LETTERS
 
-NAMESPACE = "ldp_marginals"   # every counter of the job lives in this metrics namespace
-VALID = "reports.valid"       # counter: reports added to an accumulator (counted in the estimates)
-LOST = "reports.lost"         # counter: reports declared by damaged blocks that could not be read
-LOST_UNKNOWN = "damaged.count_unreadable"  # counter: damaged ranges whose record count is unreadable
-FILES_PLANNED = "files.planned"   # counter: file sets handed to the writers (batch; dead letters' as they reach theirs)
-FILES_WRITTEN = "files.written"   # counter: file sets written (Avro, Parquet and entry)
-ROWS_WRITTEN = "rows.written"     # counter: rows in the file sets written
 TAG = DEAD_LETTERS            # the tagged output that carries dead-letter rows, named as their kind
-
-# reason -> meaning (read-only). The schema's doc of the ``reason`` field lists the same codes.
-REASONS = types.MappingProxyType({
-    "undecodable": "the bytes are not a NoisyReport: a message that does not decode, or a record whose "
-                   "strings are not valid UTF-8",
-    "damaged_block": "a byte range of an Avro file that could not be read (truncated or corrupted block or "
-                     "header): one dead letter per range, with the range and the records its block declared",
-    "unknown_collection": "no config names the report's collection",
-    "wrong_length": "bits has another length than the collection's layout",
-    "padding_bits": "a bit past the layout's last bit is set",
-    "bad_timestamp": "event_time is missing, not int millis, or outside [1970, 2100)",
-    "bad_field": "a field has the wrong type (collection, bits, dimensions, client) or a client token is "
-                 "longer than 128 characters",
-    "undeclared_dimension": "the report carries a dimension its collection does not declare (a config without "
-                            "dimensions accepts reports without dimensions only)",
-    "dimension_too_long": "a dimension value is longer than the declared max_length",
-    "late": "the report arrived after every window it belongs to had closed (its end plus the allowed lateness "
-            "had passed; streaming). One row per pre-aggregated batch, its `reports` field says how many",
-    "bigquery_insert": "BigQuery refused the row (streaming inserts); the published row is kept in output_row",
-})
 
 
 class _Tally:
@@ -77,17 +59,6 @@ def count(name: str, n: int = 1, counter=None) -> None:
     LOCAL_TALLY.add(name, n)
 
 
-def counter_name(reason: str) -> str:
-    """The counter of one reason: ``dead_letter.<reason>``."""
-    return f"dead_letter.{check_reason(reason)}"
-
-
-def check_reason(reason: str) -> str:
-    if reason not in REASONS:
-        raise ValueError(f"reason must be one of {sorted(REASONS)}, got reason={reason!r}")
-    return reason
-
-
 def row(reason: str, detail: str, source: str, reports: int = 1, meta: dict | None = None,
         output_row: dict | None = None) -> dict:
     """A DeadLetter row. It carries no report content (no bits, no client token, no undeclared
@@ -114,12 +85,12 @@ def late_batch(batch) -> beam.pvalue.TaggedOutput:
     pre-aggregated together that arrived after every window of their slice had closed (streaming). One
     row whose ``reports`` field says how many; the counter ``dead_letter.late`` counts them all."""
     n = batch.reports
-    count(counter_name("late"), n)
+    count(counter_name(LATE), n)
     detail = (f"{n} report(s) of collection {batch.collection!r}, dimensions {dict(batch.dims)}, with event times "
               f"in [{batch.slice_start}, {batch.slice_end}) ms arrived after every "
               f"window they belong to had closed (window end + allowed lateness {batch.lateness_seconds:g}s)")
     meta = {"collection": batch.collection, "event_time": batch.slice_start, "dimensions": dict(batch.dims)}
-    return beam.pvalue.TaggedOutput(TAG, row("late", detail, "stream", reports=n, meta=meta))
+    return beam.pvalue.TaggedOutput(TAG, row(LATE, detail, "stream", reports=n, meta=meta))
 
 
 def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
@@ -131,9 +102,4 @@ def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
         count(LOST_UNKNOWN)
     else:
         count(LOST, lost)
-    return dead_letter("damaged_block", damage.detail(), f"{path}@{damage.start}", reports=lost or 0)
-
-
-def totals_by_reason(counters: dict) -> dict:
-    """``{reason: count}`` (non-zero only) from the job's counter totals by name."""
-    return {reason: counters[counter_name(reason)] for reason in REASONS if counters.get(counter_name(reason))}
+    return dead_letter(DAMAGED_BLOCK, damage.detail(), f"{path}@{damage.start}", reports=lost or 0)

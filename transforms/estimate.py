@@ -13,9 +13,10 @@ import time
 import apache_beam as beam
 
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
+from ldp_marginals.schemas.dead_letters import FILES_PLANNED
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
 from ldp_marginals.transforms.combiners import CollectionCombineFn
-from ldp_marginals.transforms.dead_letters import FILES_PLANNED, count
+from ldp_marginals.transforms.dead_letters import count
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_window
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn

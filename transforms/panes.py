@@ -33,8 +33,9 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
+from ldp_marginals.schemas.dead_letters import NAMESPACE, VALID
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
-from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, count, late_batch
+from ldp_marginals.transforms.dead_letters import TAG, count, late_batch
 from ldp_marginals.transforms.publication.engine import NEVER, PaneEngine, PaneFile, Status
 from ldp_marginals.transforms.publication.state import (
     entry_from_bytes,

@@ -20,9 +20,10 @@ import apache_beam as beam
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.schemas.dead_letters import UNDECODABLE, UNKNOWN_COLLECTION, VALID
 from ldp_marginals.transforms.avro_blocks import COLLECTION_LEN, COLLECTION_OFF, DIMS_END, DIMS_OFF, EVENT_MS, distinct_ids
 from ldp_marginals.transforms.checks import BlockView, block_meta, collection_detail, screen
-from ldp_marginals.transforms.dead_letters import VALID, count, dead_letter
+from ldp_marginals.transforms.dead_letters import count, dead_letter
 from ldp_marginals.transforms.source import Partial
 
 FLUSH_ROWS = 1 << 20     # buffered reports counted in one go (~32 MiB of packed bits at d = 256)
@@ -136,7 +137,7 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
     bad, dims_of = _undecodable(block, coll_ids, coll_first, dims_ids, dims_first)
     if bad.size:
         for i in bad:
-            yield dead_letter("undecodable", block.fault(i), source_of(i), block_meta(block, i, configs))
+            yield dead_letter(UNDECODABLE, block.fault(i), source_of(i), block_meta(block, i, configs))
         coll_ids = coll_ids.copy()
         coll_ids[bad] = -1  # screened out of every collection below
     for cid, first in enumerate(coll_first):
@@ -147,7 +148,7 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
         cfg = configs.get(name)
         if cfg is None:
             for i in rows:
-                yield dead_letter("unknown_collection", collection_detail(name), source_of(i),
+                yield dead_letter(UNKNOWN_COLLECTION, collection_detail(name), source_of(i),
                                   block_meta(block, i, configs))
             continue
         view = BlockView(block, rows, cfg, dims_ids, dims_of)

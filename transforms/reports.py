@@ -13,10 +13,18 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from ldp_marginals import schemas
+from ldp_marginals.schemas.dead_letters import (
+    BAD_FIELD,
+    BAD_TIMESTAMP,
+    NAMESPACE,
+    UNDECODABLE,
+    UNKNOWN_COLLECTION,
+    VALID,
+)
 from ldp_marginals.transforms.avro_blocks import decode_messages, iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
 from ldp_marginals.transforms.checks import RecordView, block_meta, collection_detail, report_meta, screen
-from ldp_marginals.transforms.dead_letters import NAMESPACE, TAG, VALID, damaged, dead_letter
+from ldp_marginals.transforms.dead_letters import TAG, damaged, dead_letter
 from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials
 from ldp_marginals.transforms.source import RECORDS, ReportSource
 
@@ -47,7 +55,7 @@ def record_or_dead_letter(block, i: int, source: str):
     try:
         record = block.record(i)
     except UnicodeDecodeError:
-        yield dead_letter("undecodable", block.fault(i), block.source(source, i), block_meta(block, i, {}))
+        yield dead_letter(UNDECODABLE, block.fault(i), block.source(source, i), block_meta(block, i, {}))
         return
     yield record, block.source(source, i)
 
@@ -152,7 +160,7 @@ class ValidateReportsFn(beam.DoFn):
             try:
                 record = schemas.decode_message("noisy_report", payload)
             except Exception as err:  # noqa: BLE001 - named by type only: its message may quote the bytes
-                yield dead_letter("undecodable", f"a message of {len(payload):,} bytes is not a NoisyReport "
+                yield dead_letter(UNDECODABLE, f"a message of {len(payload):,} bytes is not a NoisyReport "
                                   f"({type(err).__name__})", source, {"record_length": len(payload)})
                 continue
             yield from self._validated(record, source, len(payload))
@@ -194,25 +202,25 @@ def record_view(record, configs: dict) -> tuple:
     of the contract's types and a known collection, or the fault of its shape. Values are checked by
     the shared table afterwards; a detail names types, never a field's value."""
     if not isinstance(record, dict):
-        return None, "undecodable", f"expected a record, got {type(record).__name__}"
+        return None, UNDECODABLE, f"expected a record, got {type(record).__name__}"
     name = record.get("collection")
     if not isinstance(name, str):
-        return None, "bad_field", f"collection must be a string, got {type(name).__name__}"
+        return None, BAD_FIELD, f"collection must be a string, got {type(name).__name__}"
     if name not in configs:
-        return None, "unknown_collection", collection_detail(name)
+        return None, UNKNOWN_COLLECTION, collection_detail(name)
     event = schemas._to_millis(record.get("event_time"))
     if event is None:
-        return None, "bad_timestamp", "event_time is missing"
+        return None, BAD_TIMESTAMP, "event_time is missing"
     if isinstance(event, bool) or not isinstance(event, numbers.Integral):
-        return None, "bad_timestamp", f"event_time must be int millis, got {type(event).__name__}"
+        return None, BAD_TIMESTAMP, f"event_time must be int millis, got {type(event).__name__}"
     if not isinstance(record.get("bits"), (bytes, bytearray)):
-        return None, "bad_field", f"bits must be bytes, got {type(record.get('bits')).__name__}"
+        return None, BAD_FIELD, f"bits must be bytes, got {type(record.get('bits')).__name__}"
     dims = record.get("dimensions") or {}
     if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
-        return None, "bad_field", "dimensions must map strings to strings"
+        return None, BAD_FIELD, "dimensions must map strings to strings"
     client = record.get("client")
     if configs[name].client_extremes and client is not None and not isinstance(client, str):
-        return None, "bad_field", f"client must be a string or null, got {type(client).__name__}"
+        return None, BAD_FIELD, f"client must be a string or null, got {type(client).__name__}"
     return RecordView(record, int(event), configs[name]), None, None
 
 

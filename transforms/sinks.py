@@ -26,6 +26,7 @@ from apache_beam.transforms import trigger
 
 from ldp_marginals.schemas.arrow import table_of
 from ldp_marginals.schemas.avro_columns import write_container
+from ldp_marginals.schemas.dead_letters import FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN
 from ldp_marginals.schemas.outputs import (
     DEAD_LETTER_GROUP,
     DEAD_LETTERS,
@@ -37,7 +38,7 @@ from ldp_marginals.schemas.outputs import (
     make_entry,
     new_run_id,
 )
-from ldp_marginals.transforms.dead_letters import FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN, count
+from ldp_marginals.transforms.dead_letters import count
 from ldp_marginals.transforms.estimate import window_bounds_ms
 from ldp_marginals.transforms.panes import PANES, PaneFile
 
@@ -137,7 +138,7 @@ class WriteRows(beam.PTransform):
 
     The group names the files: the rows' collection, or ``group`` when given (dead letters, which
     have no collection, are ``all`` unless a group is given). ``plan``: count each file set as planned
-    (batch; the progress line's "of N", :data:`~ldp_marginals.transforms.dead_letters.FILES_PLANNED`)."""
+    (batch; the progress line's "of N", :data:`~ldp_marginals.schemas.dead_letters.FILES_PLANNED`)."""
 
     def __init__(self, kind: str, output_dir: str, group: str | None = None, stable_input: bool = False,
                  run_id: str | None = None, plan: bool = False):

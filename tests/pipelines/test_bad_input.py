@@ -15,8 +15,9 @@ from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import report_records, simulate_population, write_population
 from ldp_marginals.schemas import load_schema, raw_schema
 from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.dead_letters import FILES_PLANNED, FILES_WRITTEN
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, SUMMARY_FILE, load_manifest
-from ldp_marginals.transforms.dead_letters import FILES_PLANNED, FILES_WRITTEN, LOCAL_TALLY
+from ldp_marginals.transforms.dead_letters import LOCAL_TALLY
 from tests.configs import SMALL_CONFIG
 
 CLICK = {"type": "record", "name": "Click", "namespace": "com.example",

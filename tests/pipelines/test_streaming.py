@@ -10,7 +10,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.transforms.dead_letters import NAMESPACE, VALID
+from ldp_marginals.schemas.dead_letters import NAMESPACE, VALID
 from tests.collect import Collected
 from tests.configs import SMALL_CONFIG
 

@@ -6,6 +6,7 @@ import pytest
 from apache_beam.pvalue import TaggedOutput
 
 from ldp_marginals import schemas
+from ldp_marginals.schemas import dead_letters as reasons
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import DEAD_LETTERS
 from ldp_marginals.transforms import dead_letters
@@ -20,10 +21,10 @@ def schema_reasons() -> set:
 
 
 def test_the_code_and_the_schema_list_the_same_reasons():
-    assert schema_reasons() == set(dead_letters.REASONS)
-    assert all(meaning.strip() for meaning in dead_letters.REASONS.values())
+    assert schema_reasons() == set(reasons.REASONS)
+    assert all(meaning.strip() for meaning in reasons.REASONS.values())
     with pytest.raises(TypeError):
-        dead_letters.REASONS["new"] = "the reasons are read-only"
+        reasons.REASONS["new"] = "the reasons are read-only"
 
 
 def test_a_dead_letter_is_tagged_as_its_output_kind_and_validates():
@@ -42,5 +43,5 @@ def test_a_dead_letter_is_tagged_as_its_output_kind_and_validates():
 
 def test_counter_names_and_totals():
     totals = {"reports.valid": 10, "dead_letter.late": 2, "dead_letter.padding_bits": 0, "dead_letter.nope": 5}
-    assert dead_letters.counter_name("late") == "dead_letter.late"
-    assert dead_letters.totals_by_reason(totals) == {"late": 2}
+    assert reasons.counter_name("late") == "dead_letter.late"
+    assert reasons.totals_by_reason(totals) == {"late": 2}
