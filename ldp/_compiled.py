@@ -3,13 +3,29 @@ numpy when numba is missing (``AVAILABLE`` is False). numba is imported, and the
 on first use, so importing the core (a device's client randomizer, say) does not pay for it.
 
 Where numba is required: the batch readers (:mod:`ldp_marginals.transforms.avro_blocks` and
-:mod:`ldp_marginals.transforms.blocks`) need it; in ``ldp`` only counting orders >= 3 uses it here.
+:mod:`ldp_marginals.transforms.blocks`) need it; in ``ldp`` counting orders >= 3 and the client key
+(:func:`span_hashes`) use it here.
 """
 from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
+
+from ldp_marginals.ldp import hashing
+
 AVAILABLE = importlib.util.find_spec("numba") is not None
+
+
+def span_hashes(buf, offs, lens):
+    """:func:`ldp_marginals.ldp.hashing.span_hashes`: compiled when numba is installed, else the same
+    function run as Python (numpy's warning of the multiplication's wrap silenced: the hash wraps
+    modulo 2**64 by definition)."""
+    if AVAILABLE:
+        from ldp_marginals.ldp import _kernels
+        return _kernels.span_hashes(buf, offs, lens)
+    with np.errstate(over="ignore"):
+        return hashing.span_hashes(buf, offs, lens)
 
 
 def count_sets(cols, members, out):

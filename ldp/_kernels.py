@@ -1,9 +1,14 @@
-"""numba kernels of the core, imported only through :mod:`ldp_marginals.ldp._compiled` (numba is
-imported with this module)."""
+"""numba kernels of the core, imported through :mod:`ldp_marginals.ldp._compiled` (numba is imported
+with this module), and by the batch readers, which require numba, for :data:`span_hashes`."""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from ldp_marginals.ldp import hashing
+
+# the client key's hash over a block's spans: the one definition in ldp.hashing, compiled
+span_hashes = njit(cache=True, nogil=True)(hashing.span_hashes)
 
 
 @njit(inline="always")

@@ -40,6 +40,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.encoding import unpack_bits
@@ -52,14 +53,15 @@ NEG_F, LOG_F, ZEROS_F, NEG_V, LOG_V, ZEROS_V, REPORTS = range(7)
 STATE_WIDTH = 7
 
 
+_ONE_SPAN = np.zeros(1, dtype=np.int64)
+
+
 def client_key(token: str) -> int:
-    """The 64-bit key of a client token: FNV-1a over its UTF-8 bytes, xor its byte length (the same
-    function the compiled block decoder applies to the token's bytes, ``avro_blocks.span_hashes``)."""
-    data = token.encode("utf-8")
-    h = 14695981039346656037
-    for b in data:
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h ^ len(data)
+    """The 64-bit key of a client token: FNV-1a over its UTF-8 bytes, xor its byte length, by the
+    one definition of :func:`ldp_marginals.ldp.hashing.span_hashes` (the block readers hash the
+    token's bytes in a block with it)."""
+    data = np.frombuffer(token.encode("utf-8"), dtype=np.uint8)
+    return int(_compiled.span_hashes(data, _ONE_SPAN, np.array([data.size], dtype=np.int64))[0])
 
 
 class WindowAccumulator:

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from ldp_marginals import schemas
+from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.transforms.avro_container import Damage, iter_container
 
 _ERR_OVERFLOW = -1
@@ -496,19 +497,6 @@ def _distinct_ids(buf, offs, lens):
             k += 1
         ids[i] = found
     return ids, firsts[:k]
-
-
-@njit(cache=True, nogil=True)
-def span_hashes(buf, offs, lens):
-    """FNV-1a 64 of each span, xor its length (``ldp.aggregate.client_key`` is the same function)."""
-    n = offs.shape[0]
-    out = np.empty(n, dtype=np.uint64)
-    for i in range(n):
-        h = np.uint64(14695981039346656037)
-        for t in range(lens[i]):
-            h = (h ^ np.uint64(buf[offs[i] + t])) * np.uint64(1099511628211)
-        out[i] = h ^ np.uint64(lens[i])
-    return out
 
 
 @njit(cache=True, nogil=True)

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ldp_marginals import schemas
+from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.config import NAME_PATTERN
@@ -30,7 +31,6 @@ from ldp_marginals.transforms.avro_blocks import (
     RECORD_START,
     MessageBlock,
     gather_bytes,
-    span_hashes,
 )
 
 MAX_CLIENT_LENGTH = 128  # characters of a client token (a pseudonymous id, not a payload)

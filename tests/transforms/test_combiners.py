@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.extremes import ExtremeAccumulator
 from ldp_marginals.pipelines.simulate import simulate_population
-from ldp_marginals.transforms.avro_blocks import span_hashes
 from ldp_marginals.transforms.combiners import CollectionCombineFn
 
 
