@@ -12,7 +12,7 @@ import difflib
 import json
 
 from ldp_marginals.ldp.compare import benjamini_hochberg, change, population_variance
-from ldp_marginals.pipelines.read import read_rows, to_ms
+from ldp_marginals.pipelines.read import latest_complete, read_collections, read_rows, to_ms
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,8 +42,7 @@ def iso(ms: int) -> str:
 def _latest_complete(estimates: str, collection: str, rows: list) -> int:
     """The latest complete window of the collection (as the dashboard's default: for sliding windows
     not the trailing ones that hold only the last periods' reports)."""
-    from ldp_marginals.pipelines.dashboard_view import _collections, latest_complete
-    info = next((c for c in _collections(estimates) if c["collection"] == collection), None)
+    info = next((c for c in read_collections(estimates) if c["collection"] == collection), None)
     windows = sorted({(r["window_start"], r["window_end"]) for r in rows})
     return latest_complete(windows, info)
 

@@ -32,10 +32,10 @@ from ldp_marginals.pipelines.dashboard_view import (
     DEFAULT_SPAN,
     SPANS,
     FileCache,
-    _collections,
     parse_selection,
     view,
 )
+from ldp_marginals.pipelines.read import read_collections
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, RUNS_DIR
 
 
@@ -119,7 +119,7 @@ def render(static: dict | None, view_url: str | None = None, refresh_seconds: fl
 def check_marginals(estimates_dir: str, marginals: list | None) -> None:
     """A label in ``--marginal`` that names no bit, a numeric feature's name, or a set above the
     collection's ``max_order`` is an error saying which (a page would silently show nothing)."""
-    collections = _collections(estimates_dir)
+    collections = read_collections(estimates_dir)
     numeric = {name for c in collections for name in c.get("numeric", {})}
     known = {label for c in collections for label in c.get("labels", [])} - numeric
     for chosen in marginals or []:

@@ -2,12 +2,12 @@
 :func:`ldp_marginals.pipelines.read.read_file` (the manifest's files, checked against it).
 
 A selection is a collection, a key (its dimension values), a window (default: the latest complete
-one, :func:`latest_complete`), the marginals charted over time (default: every 1-way marginal), the
-number of windows the charts span, ending at the selected window, and what the change table compares
-the selection with (``previous``: the previous window that shares no report with it; or
-``DIM=VALUE``: another value of one of the key's dimensions in the same window). A view holds only
-that: the charted series over the span, the window's tables, correlations, changes and precision,
-and the lists the page's pickers offer. Files are opened by the manifest's index (the collection's
+one, :func:`~ldp_marginals.pipelines.read.latest_complete`), the marginals charted over time
+(default: every 1-way marginal), the number of windows the charts span, ending at the selected
+window, and what the change table compares the selection with (``previous``: the previous window
+that shares no report with it; or ``DIM=VALUE``: another value of one of the key's dimensions in
+the same window). A view holds only that: the charted series over the span, the window's tables,
+correlations, changes and precision, and the lists the page's pickers offer. Files are opened by the manifest's index (the collection's
 folder, the span's windows), each one at most once while it is unchanged (:class:`FileCache`).
 
 A file that cannot be read is a problem named in the view; the view shows the rest.
@@ -28,10 +28,9 @@ import pyarrow.compute as pc
 from ldp_marginals.ldp.planning import cell_variance, frequency_variance, half_width_of, mean_variance
 from ldp_marginals.ldp.tables import phi_from_frequencies
 from ldp_marginals.pipelines import compare
-from ldp_marginals.pipelines.read import key_mask, read_file
+from ldp_marginals.pipelines.read import key_mask, latest_complete, read_collections, read_file
 from ldp_marginals.schemas.arrow import to_rows
 from ldp_marginals.schemas.outputs import (
-    COLLECTIONS_FILE,
     CONDITIONALS,
     ESTIMATE_KINDS,
     EXTREMES,
@@ -111,34 +110,12 @@ def parse_selection(query: dict) -> dict:
     return out
 
 
-def _collections(output_dir: str) -> list:
-    path = os.path.join(output_dir, COLLECTIONS_FILE)
-    if not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        return json.load(fh)
-
-
 def windows_of(manifest: dict, collection: str, kinds=ESTIMATE_KINDS) -> list:
     """``[(start, end)]`` of the collection's windows with a file of ``kinds`` (default: any, the
     withheld rows included), sorted."""
     return sorted({(e["window_start"], e["window_end"]) for kind in kinds
                    for e in manifest_files(manifest, kind) if e["group"] == collection
                    and e["window_start"] is not None})
-
-
-def latest_complete(windows: list, info: dict | None) -> int | None:
-    """The start of the latest complete window: the latest whose end is no later than the end of the
-    latest window's first period (for fixed windows the latest window itself; for sliding windows
-    the latest full-size window, not the trailing ones that hold only the last periods' reports)."""
-    if not windows:
-        return None
-    latest = windows[-1][0]
-    period = (info or {}).get("window", {}).get("period_seconds") or (info or {}).get("window", {}).get("size_seconds")
-    if not period:
-        return latest
-    done = [s for s, e in windows if e <= latest + period * 1000]
-    return done[-1] if done else latest
 
 
 def previous_window(windows: list, start: int) -> int | None:
@@ -296,7 +273,7 @@ def precision(marginals: list, tables: list, means: list, c: dict | None) -> lis
 def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
     """Everything the page draws for ``selection`` (:func:`parse_selection`), as JSON-safe data."""
     problems = []
-    collections = _collections(output_dir)
+    collections = read_collections(output_dir)
     out = {"collections": collections, "problems": problems, "summary": None, "collection": None, "keys": [],
            "windows": [], "window": None, "latest_complete": None, "range": None, "sets_available": [],
            "chosen_marginals": selection["sets"], "span": selection["span"], "spans": list(SPANS),

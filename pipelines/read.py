@@ -12,6 +12,7 @@ skipped or read in part.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import numpy as np
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ldp_marginals.schemas.arrow import arrow_schema, to_rows
 from ldp_marginals.schemas.outputs import (
+    COLLECTIONS_FILE,
     DEAD_LETTERS,
     SCHEMA_OF,
     OutputError,
@@ -127,6 +129,32 @@ def key_mask(table: pa.Table, dimensions: dict) -> pa.Array:
     found = hits[offsets[1:]] - hits[offsets[:-1]]
     valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     return pa.array((counts == len(want)) & (found == len(want)) & (valid | (len(want) == 0)))
+
+
+def read_collections(output_dir: str) -> list:
+    """The run's ``collections.json`` (each collection's labels, channels, window, ...; the job
+    writes it first), or ``[]`` when there is none."""
+    path = os.path.join(output_dir, COLLECTIONS_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def latest_complete(windows: list, info: dict | None) -> int | None:
+    """The start of the latest complete window: the latest whose end is no later than the end of the
+    latest window's first period (for fixed windows the latest window itself; for sliding windows
+    the latest full-size window, not the trailing ones that hold only the last periods' reports).
+    ``windows``: sorted ``(start, end)`` pairs; ``info``: the collection's entry of
+    :func:`read_collections`. The window ``compare`` and the dashboard open on by default."""
+    if not windows:
+        return None
+    latest = windows[-1][0]
+    period = (info or {}).get("window", {}).get("period_seconds") or (info or {}).get("window", {}).get("size_seconds")
+    if not period:
+        return latest
+    done = [s for s, e in windows if e <= latest + period * 1000]
+    return done[-1] if done else latest
 
 
 def read_rows(output_dir: str, kind: str, **selection) -> list:
