@@ -49,7 +49,8 @@ def from_config(args) -> list:
     needs, at the promise's epsilon or at ``--epsilon``. A promise the config does not keep is
     reported here, not refused (the job refuses it)."""
     from ldp_marginals.ldp.privacy import local_dp_epsilon
-    from ldp_marginals.schemas.config import load_configs, sufficient_crowd, sufficient_flip
+    from ldp_marginals.schemas.collection import sufficient_crowd, sufficient_flip
+    from ldp_marginals.schemas.config import load_configs
     for name in ("bits", "population", "flip"):
         if getattr(args, name) is not None:
             raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")

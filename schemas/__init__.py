@@ -1,5 +1,6 @@
 """The project's contracts: Avro schemas (``*.avsc`` beside this file) with fastavro helpers to
-load, validate, read and write them, and the collection config (:mod:`schemas.config`).
+load, validate, read and write them, and the collection config (:mod:`schemas.collection`, parsed by
+:mod:`schemas.config`).
 
 Timestamps (``timestamp-millis``) are ints of milliseconds since the epoch inside the project;
 fastavro writes ints as they are and reads them back as aware UTC datetimes, which

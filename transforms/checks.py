@@ -19,7 +19,7 @@ from ldp_marginals import schemas
 from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
-from ldp_marginals.schemas.config import NAME_PATTERN
+from ldp_marginals.schemas.collection import NAME_PATTERN
 from ldp_marginals.schemas.dead_letters import BAD_FIELD, BAD_TIMESTAMP, PADDING_BITS, WRONG_LENGTH
 from ldp_marginals.transforms.avro_blocks import (
     BITS_LEN,

@@ -242,7 +242,7 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "client rows without the client rule": (mock.patch.object(rows, "client_rule", lambda c, a: None),
                                             _mixed, (False, True)),
     "client extremes on sliding windows": (
-        mock.patch("ldp_marginals.schemas.config.CollectionConfig.__post_init__", lambda self: None),
+        mock.patch("ldp_marginals.schemas.collection.CollectionConfig.__post_init__", lambda self: None),
         lambda rng, n: model.sliding_clients_scenario(rng), (False, True)),
     "tables, conditionals and means from released and pending reports": (
         mock.patch.object(engine, "publish", _derived_with_pending), lambda rng, n: model.derived_scenario(rng),

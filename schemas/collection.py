@@ -1,0 +1,230 @@
+"""A collection's config as the job holds it: frozen dataclasses whose ``__post_init__`` validate
+what a single value can get wrong (:class:`CollectionConfig`, :class:`Extreme`, :class:`Dimension`,
+:class:`Privacy`), and what follows from them (the counted sets, the published sets, the
+aggregator, the dimension check and cap, the description readers get). The config file's format
+and its field-naming errors are the parser's, :mod:`ldp_marginals.schemas.config`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+
+from ldp_marginals.ldp._checks import check_int
+from ldp_marginals.ldp.aggregate import ReportAggregator
+from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
+from ldp_marginals.ldp.encoding import Layout
+from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.windows import Window
+from ldp_marginals.schemas.dead_letters import DIMENSION_TOO_LONG, UNDECLARED_DIMENSION
+
+# A collection name becomes part of file names and table rows: letters, digits, '_', '-', '.'
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+DIMENSION_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+DEFAULT_MAX_VALUES = 100     # distinct values of one dimension per window and collection
+DEFAULT_MAX_LENGTH = 64      # characters of one dimension value
+OTHER = "__other__"          # the value that counts a dimension's values past max_values in a window
+
+
+@dataclass(frozen=True)
+class Extreme:
+    name: str
+    op: str
+    bits: tuple
+    over: str = "report"
+
+    def __post_init__(self):
+        if self.op not in ("or", "and"):
+            raise ValueError(f"extremes.{self.name}.op must be 'or' or 'and', got op={self.op!r}")
+        if self.over not in ("report", "client"):
+            raise ValueError(f"extremes.{self.name}.over must be 'report' or 'client', got over={self.over!r}")
+        if not self.bits:
+            raise ValueError(f"extremes.{self.name} must name at least one bit, got bits=()")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A public dimension reports may carry: at most ``max_values`` distinct values per window (the
+    rest are counted under :data:`OTHER`) of at most ``max_length`` characters."""
+
+    name: str
+    max_values: int = DEFAULT_MAX_VALUES
+    max_length: int = DEFAULT_MAX_LENGTH
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not DIMENSION_PATTERN.match(self.name):
+            raise ValueError(f"dimensions keys must match {DIMENSION_PATTERN.pattern}, got dimension={self.name!r}")
+        check_int(f"dimensions.{self.name}.max_values", self.max_values, minimum=1)
+        check_int(f"dimensions.{self.name}.max_length", self.max_length, minimum=1)
+
+
+PRIVACY_MODELS = ("local", "sufficient")
+INTERVALS = ("per_cell", "simultaneous")   # a table's intervals: each cell alone, or all cells together
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """The promise a collection makes to its users. ``local``: each report is epsilon-LDP by its
+    channels alone (``epsilon`` optional: when given, the channels must not exceed it). ``sufficient``
+    (Zhilyaev & Zeber): a published window of at least ``smallest_crowd`` reports has
+    ``P[R > e^epsilon] <= eta``; the job refuses a ``min_reports`` below that crowd."""
+
+    model: str
+    epsilon: float | None = None
+    eta: float = 0.01
+    flip: float | None = None            # sufficient: the symmetric flip the channels are held to
+    smallest_crowd: int | None = None    # sufficient: the least min_reports that keeps the promise
+
+    def describe(self) -> dict:
+        return {"model": self.model, "epsilon": self.epsilon, "eta": self.eta if self.model == "sufficient" else None,
+                "flip": self.flip, "smallest_crowd": self.smallest_crowd}
+
+
+@lru_cache(maxsize=None)
+def _smallest_crowd(flip: float, n_bits: int, lam: float, eta: float, max_ones: int) -> int:
+    return smallest_population(flip, n_bits, lam, eta, max_ones=max_ones)
+
+
+def sufficient_flip(channels: ChannelSet) -> float:
+    """The symmetric flip a collection's channels are held to under sufficient DP. The model of
+    Zhilyaev & Zeber randomizes every bit with one symmetric flip: each bit is held to the symmetric
+    channel of its own local epsilon, and every bit to the least noisy of them."""
+    return min(1.0 / (1.0 + math.exp(c.epsilon_bit)) for c in channels.channels)
+
+
+def sufficient_crowd(layout: Layout, flip: float, epsilon: float, eta: float) -> int:
+    """The fewest reports per published window for which ``P[R > e^epsilon] <= eta`` at ``flip``
+    (a boolean or a categorical feature sets at most one bit: at most one set bit per feature)."""
+    return _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, len(layout.features))
+
+
+@dataclass(frozen=True)
+class CollectionConfig:
+    name: str
+    layout: Layout
+    channels: ChannelSet
+    max_order: int
+    window: Window
+    min_reports: int
+    sets: tuple = ()
+    groups: tuple = ()
+    level: float = 0.95
+    allowed_lateness_seconds: float = 0.0
+    early_firing_seconds: float | None = None
+    extremes: tuple = field(default_factory=tuple)
+    dimensions: tuple = ()   # Dimension, sorted by name
+    privacy: Privacy | None = None
+    conditionals: tuple = ()   # ((of bits), (given bits)) pairs: P(of | given) per window and key
+    group_intervals: tuple = ()   # per group: "per_cell" (default) or "simultaneous"
+    means: tuple = ()             # (numeric bit, (given bits)): every numeric feature's mean, then conditional means
+    marginal_interval: str = "per_cell"   # or "simultaneous": the marginals of a window and key hold jointly
+    conditional_alpha: float = DEFAULT_ALPHA   # false-positive rate of the presence test of a condition
+    mechanisms: tuple = ()   # per bit: the channel's mechanism as configured (symmetric, optimized_unary, ..., or p/q)
+
+    def __post_init__(self):
+        # checked here, so a job-wide --window override (dataclasses.replace) is checked too
+        if self.client_extremes and self.window.overlapping:
+            names = [e.name for e in self.client_extremes]
+            raise ValueError(f"collection {self.name!r}: extremes {names} (over: client) need fixed or global "
+                             f"windows, got a sliding window of {self.window.size_seconds:g} s every "
+                             f"{self.window.period_seconds:g} s: a client's state merged across overlapping "
+                             "windows lets a difference of windows single out one client; use a fixed window")
+
+    @property
+    def dimension_limits(self) -> dict:
+        return {d.name: d for d in self.dimensions}
+
+    def dimension_fault(self, dims: dict) -> tuple | None:
+        """``(reason, detail)`` when a report's dimensions break the collection's declaration (a key
+        not declared, a value longer than its ``max_length``), else None. Keys are checked in
+        sorted order, so the first fault is the same on every reader."""
+        limits = self.dimension_limits
+        for key in sorted(dims):
+            if key not in limits:   # a key is named only when it has the form of a dimension name
+                shown = repr(key) if DIMENSION_PATTERN.match(key) else f"of {len(key):,} characters"
+                return (UNDECLARED_DIMENSION, f"dimension {shown} is not declared for collection {self.name!r} "
+                        f"(declared: {sorted(limits) if limits else 'none'})")
+        for key in sorted(dims):
+            if len(dims[key]) > limits[key].max_length:
+                return (DIMENSION_TOO_LONG, f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
+                        f"over max_length={limits[key].max_length}")
+        return None
+
+    def cap_dimension_values(self, weights: dict) -> dict:
+        """``{dims: capped dims}`` for the keys of one window, given each key's weight (reports, or
+        clients): per dimension, the ``max_values`` values of largest total weight are kept (ties by
+        value) and the others become :data:`OTHER`, so a window never lists more than ``max_values``
+        (+1) values of a dimension."""
+        mapping = {dims: dict(dims) for dims in weights}
+        for dim in self.dimensions:
+            totals = {}
+            for dims, weight in weights.items():
+                value = dict(dims).get(dim.name)
+                if value is not None:
+                    totals[value] = totals.get(value, 0) + weight
+            if len(totals) <= dim.max_values:
+                continue
+            kept = {v for v, _ in sorted(totals.items(), key=lambda vw: (-vw[1], vw[0]))[:dim.max_values]}
+            for dims, capped in mapping.items():
+                if dim.name in capped and capped[dim.name] not in kept:
+                    capped[dim.name] = OTHER
+        return {dims: tuple(sorted(capped.items())) for dims, capped in mapping.items()}
+
+    @cached_property
+    def family(self) -> SetFamily:
+        """The counted sets: all up to max_order, the explicit sets and every group's cells."""
+        extra = list(self.sets)
+        for group in self.groups:
+            extra.extend(self.layout.group_sets(group))
+        return SetFamily(self.layout.n_bits, self.max_order, extra)
+
+    @cached_property
+    def published_index(self) -> tuple:
+        """Indices in ``family`` of the sets published as marginals: order >= 1, not holding two
+        values of one categorical feature (zero by construction: their estimates would be pure
+        noise), not holding a numeric feature's encoded bit (it publishes means)."""
+        numeric = set(self.layout.numeric_bits)
+        return tuple(i for i, s in enumerate(self.family) if s and not numeric & set(s)
+                     and not self.layout.is_structural_zero(s))
+
+    @property
+    def published_sets(self) -> list:
+        return [self.family[i] for i in self.published_index]
+
+    @cached_property
+    def aggregator(self) -> ReportAggregator:
+        """Fills this collection's per-window accumulators: the counted sets, per-report and per-client extremes."""
+        return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
+                                tuple((e.op, e.bits) for e in self.client_extremes))
+
+    @property
+    def client_extremes(self) -> tuple:
+        return tuple(e for e in self.extremes if e.over == "client")
+
+    @property
+    def report_extremes(self) -> tuple:
+        return tuple(e for e in self.extremes if e.over == "report")
+
+    def describe(self) -> dict:
+        """What a reader of the outputs needs to know about the collection (JSON-safe): the bits, the
+        channels and the local-DP epsilon they give a whole report, the window and the guard."""
+        return {"collection": self.name, "labels": list(self.layout.labels),
+                "p": [float(c.p) for c in self.channels.channels], "q": [float(c.q) for c in self.channels.channels],
+                "mechanisms": list(self.mechanisms),
+                "local_epsilon": float(local_dp_epsilon(self.layout, self.channels)),
+                "window": self.window.describe(),
+                "min_reports": self.min_reports, "max_order": self.max_order, "level": self.level,
+                "groups": [list(g) for g in self.groups],
+                "group_intervals": list(self.group_intervals or ("per_cell",) * len(self.groups)),
+                "marginal_interval": self.marginal_interval,
+                "numeric": {f.name: {"low": f.low, "high": f.high} for f in self.layout.features
+                            if f.kind == "numeric"},
+                "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length}
+                               for d in self.dimensions},
+                "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
+                             for e in self.extremes],
+                "conditionals": len(self.conditionals),
+                "privacy": self.privacy.describe() if self.privacy is not None else None}
