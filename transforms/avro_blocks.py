@@ -1,17 +1,16 @@
-"""The block decoder of NoisyReport Avro container files (an I/O kernel of the readers): block bytes
-decoded by a compiled loop. numba is required here (and by :mod:`ldp_marginals.transforms.blocks`);
-the math core ``ldp`` only uses it when installed.
+"""Reading NoisyReport Avro container files block by block (the I/O of the batch readers): intact
+blocks of the contract's writer schema are joined and decoded by the compiled kernels
+(:mod:`ldp_marginals.transforms.avro_kernels`; numba is required here and by
+:mod:`ldp_marginals.transforms.blocks`, the math core ``ldp`` only uses it when installed) into a
+:class:`ReportBlock`; damaged byte ranges come out as ``Damage``.
 
 fastavro decodes ~170-400k records/s here, one Python dict per record; polars' Avro reader does
 not read our schema (it fails on the ``map`` field). Our writer schema is fixed by the contract,
 so each block's bytes are walked by a numba-compiled decoder that records, per report, the
 offsets of its fields (no Python object per report). Blocks whose writer schema differs from the
 contract, or whose bytes do not parse, fall back to fastavro record by record, so every file
-stays readable and nothing is lost silently.
-
-Avro binary encoding walked here: ``string``/``bytes`` = zigzag varint length + bytes; ``long`` =
-zigzag varint; ``map`` = blocks of (count, [byte size if count < 0], key/value pairs) ended by a
-zero count; ``["null", "string"]`` = branch index then the string.
+stays readable and nothing is lost silently. Single-report messages are decoded by the same
+kernels in :mod:`ldp_marginals.transforms.avro_messages`.
 """
 from __future__ import annotations
 
@@ -24,121 +23,30 @@ from typing import NamedTuple
 
 import fastavro
 import numpy as np
-from numba import njit
 
 from ldp_marginals import schemas
 from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.transforms.avro_container import Damage, iter_container
-
-_ERR_OVERFLOW = -1
-
-# The field layout of a decoded block: one row per record, one int64 column per named field.
-# Offsets and lengths index the block's bytes; CLIENT_OFF and CLIENT_LEN are -1 for a null client.
-(COLLECTION_OFF, COLLECTION_LEN, EVENT_MS, BITS_OFF, BITS_LEN, DIMS_OFF, DIMS_END, DIMS_COUNT,
- CLIENT_OFF, CLIENT_LEN, RECORD_START, RECORD_END) = range(12)
-N_FIELDS = 12
-
-
-@njit(cache=True, nogil=True)
-def _varint(buf, pos, end):
-    """The zigzag varint (Avro ``long``) at ``pos``: ``(value, next_pos)``, ``next_pos`` -1 when it
-    runs past ``end`` or past 10 bytes. Unsigned arithmetic: values near +-2**63 decode exactly."""
-    result = np.uint64(0)
-    shift = np.uint64(0)
-    while True:
-        if pos >= end or shift > 63:
-            return 0, -1
-        b = buf[pos]
-        pos += 1
-        result |= np.uint64(b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += np.uint64(7)
-    return np.int64(result >> np.uint64(1)) ^ -np.int64(result & np.uint64(1)), pos
-
-
-@njit(cache=True, nogil=True)
-def _span(buf, pos, end):
-    """A length-prefixed ``string`` or ``bytes`` at ``pos``: ``(offset, length, next_pos)``;
-    ``next_pos`` is -1 when it does not fit in the block."""
-    ln, pos = _varint(buf, pos, end)
-    if pos < 0 or ln < 0 or pos + ln > end:
-        return 0, 0, -1
-    return pos, ln, pos + ln
-
-
-@njit(cache=True, nogil=True)
-def _decode_record(buf, pos, end, fields, i):
-    """Decode one record starting at ``pos`` into row i of ``fields``: the position after it, or -1
-    when it does not parse within ``end``."""
-    fields[i, RECORD_START] = pos
-    fields[i, COLLECTION_OFF], fields[i, COLLECTION_LEN], pos = _span(buf, pos, end)
-    if pos < 0:
-        return _ERR_OVERFLOW
-    fields[i, EVENT_MS], pos = _varint(buf, pos, end)
-    if pos < 0:
-        return _ERR_OVERFLOW
-    fields[i, BITS_OFF], fields[i, BITS_LEN], pos = _span(buf, pos, end)
-    if pos < 0:
-        return _ERR_OVERFLOW
-    fields[i, DIMS_OFF] = pos
-    count_total = 0
-    while True:
-        cnt, pos = _varint(buf, pos, end)
-        if pos < 0:
-            return _ERR_OVERFLOW
-        if cnt == 0:
-            break
-        if cnt < 0:
-            cnt = -cnt
-            _, pos = _varint(buf, pos, end)  # block size in bytes
-            if pos < 0:
-                return _ERR_OVERFLOW
-        for _ in range(2 * cnt):  # key, value
-            _, _, pos = _span(buf, pos, end)
-            if pos < 0:
-                return _ERR_OVERFLOW
-        count_total += cnt
-    fields[i, DIMS_END] = pos
-    fields[i, DIMS_COUNT] = count_total
-    branch, pos = _varint(buf, pos, end)
-    if pos < 0:
-        return _ERR_OVERFLOW
-    if branch == 0:
-        fields[i, CLIENT_OFF] = -1
-        fields[i, CLIENT_LEN] = -1
-    elif branch == 1:
-        fields[i, CLIENT_OFF], fields[i, CLIENT_LEN], pos = _span(buf, pos, end)
-        if pos < 0:
-            return _ERR_OVERFLOW
-    else:
-        return _ERR_OVERFLOW
-    fields[i, RECORD_END] = pos
-    return pos
-
-
-@njit(cache=True, nogil=True)
-def _decode_block(buf, n, fields):
-    """Fill ``fields`` (n, N_FIELDS) int64, one row per record in the named layout above. Returns
-    ``(end position, n)``, or ``(-1, i)`` when record i does not parse (rows before it are filled)."""
-    pos = 0
-    end = buf.shape[0]
-    for i in range(n):
-        pos = _decode_record(buf, pos, end, fields, i)
-        if pos < 0:
-            return _ERR_OVERFLOW, i
-    return pos, n
-
-
-@njit(cache=True, nogil=True)
-def _decode_messages(buf, bounds, fields):
-    """Messages laid end to end in ``buf``, message i in ``[bounds[i], bounds[i + 1])``: row i of
-    ``fields`` per message; ``ok[i]`` when message i is exactly one record (no byte short or over)."""
-    n = bounds.shape[0] - 1
-    ok = np.zeros(n, dtype=np.bool_)
-    for i in range(n):
-        ok[i] = _decode_record(buf, bounds[i], bounds[i + 1], fields, i) == bounds[i + 1]
-    return ok
+from ldp_marginals.transforms.avro_kernels import (
+    BITS_LEN,
+    BITS_OFF,
+    CLIENT_LEN,
+    CLIENT_OFF,
+    COLLECTION_LEN,
+    COLLECTION_OFF,
+    DIMS_COUNT,
+    DIMS_END,
+    DIMS_OFF,
+    EVENT_MS,
+    N_FIELDS,
+    RECORD_END,
+    RECORD_START,
+    decode_block,
+    distinct_ids_by_bytes,
+    equal_to_representatives,
+    gather_bytes,
+    utf8_ok,
+)
 
 
 def _schema_signature(schema) -> tuple:
@@ -146,62 +54,6 @@ def _schema_signature(schema) -> tuple:
 
 
 _CONTRACT = _schema_signature(schemas.raw_schema("noisy_report"))
-
-
-@njit(cache=True, nogil=True)
-def gather_bytes(buf, offsets, width):
-    """``(n, width)`` bytes starting at each offset, as one contiguous array."""
-    out = np.empty((offsets.shape[0], width), dtype=np.uint8)
-    for i in range(offsets.shape[0]):
-        o = offsets[i]
-        for j in range(width):
-            out[i, j] = buf[o + j]
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _utf8_ok(buf, offs, lens):
-    """Per span ``buf[off:off+len]`` (len < 0: no span), whether it is valid UTF-8 (RFC 3629: no
-    overlong forms, no surrogates, nothing above U+10FFFF)."""
-    n = offs.shape[0]
-    ok = np.ones(n, dtype=np.bool_)
-    for r in range(n):
-        i = offs[r]
-        end = i + lens[r]
-        while i < end:
-            b = buf[i]
-            if b < 0x80:
-                i += 1
-                continue
-            if 0xC2 <= b <= 0xDF:
-                need, lo, hi = 1, 0x80, 0xBF
-            elif 0xE0 <= b <= 0xEF:
-                need = 2
-                lo = 0xA0 if b == 0xE0 else 0x80
-                hi = 0x9F if b == 0xED else 0xBF
-            elif 0xF0 <= b <= 0xF4:
-                need = 3
-                lo = 0x90 if b == 0xF0 else 0x80
-                hi = 0x8F if b == 0xF4 else 0xBF
-            else:
-                ok[r] = False
-                break
-            if i + need >= end:  # the sequence runs past the span
-                ok[r] = False
-                break
-            c = buf[i + 1]
-            if c < lo or c > hi:
-                ok[r] = False
-                break
-            for t in range(2, need + 1):
-                c = buf[i + t]
-                if c < 0x80 or c > 0xBF:
-                    ok[r] = False
-                    break
-            if not ok[r]:
-                break
-            i += need + 1
-    return ok
 
 
 _MAP_OF_STRINGS = {"type": "map", "values": "string"}
@@ -269,7 +121,7 @@ class ReportBlock:
         return None
 
     def _utf8(self, off: int, length: int) -> bool:
-        return bool(_utf8_ok(self.buf, np.array([off]), np.array([length]))[0])
+        return bool(utf8_ok(self.buf, np.array([off]), np.array([length]))[0])
 
     def record(self, i: int) -> dict:
         """Record i as a dict (timestamps as int millis); UnicodeDecodeError for invalid UTF-8."""
@@ -292,37 +144,8 @@ class ReportBlock:
 
     def client_utf8_ok(self) -> np.ndarray:
         """Per row, whether the client token (if any) is valid UTF-8 (vectorized)."""
-        return _utf8_ok(self.buf, self.fields[:, CLIENT_OFF], self.fields[:, CLIENT_LEN])
+        return utf8_ok(self.buf, self.fields[:, CLIENT_OFF], self.fields[:, CLIENT_LEN])
 
-
-@dataclass
-class MessageBlock(ReportBlock):
-    """Single-report messages decoded together: row i is message ``labels[i]`` (its source)."""
-
-    labels: list = None
-
-    def source(self, path: str, i: int) -> str:
-        return self.labels[i]
-
-
-def decode_messages(payloads: list, labels: list):
-    """Single-report Avro messages -> ``(block, failed)``: a :class:`MessageBlock` of the messages
-    that decode (None if none), and ``(index, payload, label)`` of each that does not (its own
-    record does not parse or leaves bytes over), for a record-by-record decode that names the
-    error. One compiled pass for the whole batch."""
-    bounds = np.zeros(len(payloads) + 1, dtype=np.int64)
-    np.cumsum([len(m) for m in payloads], out=bounds[1:])
-    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
-    fields = np.empty((N_FIELDS, len(payloads)), dtype=np.int64).T
-    ok = _decode_messages(buf, bounds, fields)
-    failed = [(int(i), payloads[i], labels[i]) for i in np.flatnonzero(~ok)]
-    if not ok.any():
-        return None, failed
-    rows = np.flatnonzero(ok)
-    if rows.size < len(payloads):
-        fields = np.ascontiguousarray(fields[rows].T).T  # columns stay contiguous
-        labels = [labels[i] for i in rows]
-    return MessageBlock(fields, buf, None, [(0, 0)], int(bounds[-1]), labels), failed
 
 
 def _decode(data: bytes, n: int):
@@ -331,7 +154,7 @@ def _decode(data: bytes, n: int):
     none of the records can be trusted)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     fields = np.empty((N_FIELDS, n), dtype=np.int64).T  # columns contiguous: cheap per-field slices
-    end, n_ok = _decode_block(buf, n, fields)
+    end, n_ok = decode_block(buf, n, fields)
     if end < 0:
         return fields, buf, n_ok
     return fields, buf, (n if end == buf.shape[0] else -1)
@@ -471,47 +294,6 @@ def iter_report_batches(fileobj, min_records: int = 1 << 16, start: int = 0, end
         yield from batch()
 
 
-@njit(cache=True, nogil=True)
-def _distinct_ids(buf, offs, lens):
-    """Id per record of the byte string ``buf[off:off+len]``, and the first record of each id."""
-    n = offs.shape[0]
-    ids = np.empty(n, dtype=np.int64)
-    firsts = np.empty(n, dtype=np.int64)
-    k = 0
-    for i in range(n):
-        found = -1
-        for j in range(k):
-            r = firsts[j]
-            if lens[r] == lens[i]:
-                same = True
-                for t in range(lens[i]):
-                    if buf[offs[r] + t] != buf[offs[i] + t]:
-                        same = False
-                        break
-                if same:
-                    found = j
-                    break
-        if found < 0:
-            firsts[k] = i
-            found = k
-            k += 1
-        ids[i] = found
-    return ids, firsts[:k]
-
-
-@njit(cache=True, nogil=True)
-def _equal_to(buf, offs, lens, reps):
-    """Whether each span equals the span of its representative row ``reps[i]``."""
-    n = offs.shape[0]
-    for i in range(n):
-        r = reps[i]
-        if lens[r] != lens[i]:
-            return False
-        for t in range(lens[i]):
-            if buf[offs[r] + t] != buf[offs[i] + t]:
-                return False
-    return True
-
 
 def distinct_ids(block: ReportBlock, offset_col: int, end_col: int | None = None, length_col: int | None = None):
     """``(ids, first_records)`` of equal byte strings in a fast block: the field starting at column
@@ -525,6 +307,6 @@ def distinct_ids(block: ReportBlock, offset_col: int, end_col: int | None = None
     length = np.ascontiguousarray(f[:, end_col] - f[:, offset_col] if end_col is not None else f[:, length_col])
     _, firsts, ids = np.unique(span_hashes(block.buf, offs, length), return_index=True, return_inverse=True)
     ids = ids.reshape(-1).astype(np.int64)
-    if _equal_to(block.buf, offs, length, firsts[ids]):
+    if equal_to_representatives(block.buf, offs, length, firsts[ids]):
         return ids, firsts.astype(np.int64)
-    return _distinct_ids(block.buf, offs, length)
+    return distinct_ids_by_bytes(block.buf, offs, length)

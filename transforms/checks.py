@@ -21,7 +21,7 @@ from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.collection import NAME_PATTERN
 from ldp_marginals.schemas.dead_letters import BAD_FIELD, BAD_TIMESTAMP, PADDING_BITS, WRONG_LENGTH
-from ldp_marginals.transforms.avro_blocks import (
+from ldp_marginals.transforms.avro_kernels import (
     BITS_LEN,
     BITS_OFF,
     CLIENT_LEN,
@@ -29,9 +29,9 @@ from ldp_marginals.transforms.avro_blocks import (
     EVENT_MS,
     RECORD_END,
     RECORD_START,
-    MessageBlock,
     gather_bytes,
 )
+from ldp_marginals.transforms.avro_messages import MessageBlock
 
 MAX_CLIENT_LENGTH = 128  # characters of a client token (a pseudonymous id, not a payload)
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.dead_letters import UNDECODABLE, UNKNOWN_COLLECTION, VALID
-from ldp_marginals.transforms.avro_blocks import COLLECTION_LEN, COLLECTION_OFF, DIMS_END, DIMS_OFF, EVENT_MS, distinct_ids
+from ldp_marginals.transforms.avro_blocks import distinct_ids
+from ldp_marginals.transforms.avro_kernels import COLLECTION_LEN, COLLECTION_OFF, DIMS_END, DIMS_OFF, EVENT_MS
 from ldp_marginals.transforms.checks import BlockView, block_meta, collection_detail, screen
 from ldp_marginals.transforms.dead_letters import count, dead_letter
 from ldp_marginals.transforms.source import Partial

@@ -21,8 +21,9 @@ from ldp_marginals.schemas.dead_letters import (
     UNKNOWN_COLLECTION,
     VALID,
 )
-from ldp_marginals.transforms.avro_blocks import decode_messages, iter_report_batches
+from ldp_marginals.transforms.avro_blocks import iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
+from ldp_marginals.transforms.avro_messages import decode_messages
 from ldp_marginals.transforms.checks import RecordView, block_meta, collection_detail, report_meta, screen
 from ldp_marginals.transforms.dead_letters import TAG, damaged, dead_letter
 from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials

@@ -224,13 +224,13 @@ def test_the_compiled_utf8_check_agrees_with_python(data):
     Python's codec: they must agree on every byte string, or the readers would disagree."""
     import numpy as np
 
-    from ldp_marginals.transforms.avro_blocks import _utf8_ok
+    from ldp_marginals.transforms.avro_kernels import utf8_ok
     try:
         data.decode("utf-8")
         valid = True
     except UnicodeDecodeError:
         valid = False
-    assert _utf8_ok(np.frombuffer(data, np.uint8), np.array([0]), np.array([len(data)]))[0] == valid
+    assert utf8_ok(np.frombuffer(data, np.uint8), np.array([0]), np.array([len(data)]))[0] == valid
 
 
 def test_container_messages_give_the_rows_of_the_same_reports_in_a_file(tmp_path):
