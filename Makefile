@@ -71,10 +71,10 @@ clients-ts: $(TS_INSTALLED)
 FLINK ?= local
 TASKMANAGERS ?= 1
 cluster-up: $(STAMP) jvm
-	$(PY) -m ldp_marginals.pipelines.local_cluster up --flink $(FLINK) --taskmanagers $(TASKMANAGERS)
+	$(PY) -m deploy.local.cluster up --flink $(FLINK) --taskmanagers $(TASKMANAGERS)
 
 cluster-down: $(STAMP)
-	$(PY) -m ldp_marginals.pipelines.local_cluster down
+	$(PY) -m deploy.local.cluster down
 
 # Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this
 test: $(STAMP) $(CHROMEDRIVER) jvm clients-java clients-ts

@@ -1,5 +1,5 @@
 """Goal 8 (issue 21): scale-out on Flink. The batch job on one large Avro file and the streaming job
-on a Kafka topic, each on a local Flink session cluster (``pipelines.local_cluster``) of p
+on a Kafka topic, each on a local Flink session cluster (``deploy/local/cluster.py``) of p
 TaskManagers of one slot each at parallelism p = 1 and 2, with the Python work in a pool of worker
 processes (one per TaskManager, as deployed), beside the DirectRunner on the same file.
 
@@ -33,7 +33,7 @@ import yaml
 
 from benchmarks import e2e
 from ldp_marginals import schemas
-from ldp_marginals.pipelines import local_cluster
+from deploy.local import cluster as local_cluster
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run as run_job
 from ldp_marginals.pipelines.simulate import report_records, simulate_population

@@ -1,8 +1,10 @@
 """The wheel installs one top-level package, ``ldp_marginals``, that carries what the job needs at
-run time (the Avro schemas, the dashboard's assets, the command), and the installed package works
+run time (the Avro schemas, the dashboard's assets, the command) and no development tool (the local
+cluster of ``make cluster-up`` is ``deploy/local/cluster.py``), and the installed package works
 from a directory that holds no sources."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -16,10 +18,20 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
+PACKAGE_DIR = PYPROJECT["tool"]["setuptools"]["package-dir"]
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    out_dir = tmp_path_factory.mktemp("wheel")
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+    """The wheel pip builds from the sources alone (a copy of what pyproject names, as a fresh clone
+    holds them: a ``build/`` folder left by an earlier build would put its stale modules in it)."""
+    src, out_dir = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in {f.split("/")[0] for f in PACKAGE_DIR.values()}:
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi",
+                                                                                 "*.nbc"))
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
                           "-q", "-w", str(out_dir)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     (path,) = out_dir.glob("ldp_marginals-*.whl")
@@ -48,6 +60,21 @@ def test_the_wheel_carries_schemas_assets_and_the_command(wheel):
     assert "ldp-marginals = ldp_marginals.pipelines.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     assert PYPROJECT["project"]["scripts"]["ldp-marginals"] == "ldp_marginals.pipelines.cli:main"
     assert not any(n.startswith(("tests/", "benchmarks/", "deploy/")) for n in names)
+
+
+def test_the_wheel_holds_the_package_modules_and_no_development_tool(wheel):
+    """Its modules are exactly those of the package's folders; the local cluster's supervisor (it
+    starts JVMs and Kafka for development) is not among them."""
+    installed = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
+    sources = set()
+    for package, folder in PACKAGE_DIR.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            if package == "ldp_marginals.pipelines" and path.relative_to(ROOT / folder).parts[0] == "root":
+                continue
+            sources.add("/".join([*package.split("."), *path.relative_to(ROOT / folder).parts]))
+    assert installed == sources
+    assert not [n for n in installed if "cluster" in n.rsplit("/", 1)[-1]]
+    assert (ROOT / "deploy" / "local" / "cluster.py").is_file()
 
 
 def test_the_installed_package_imports_from_outside_the_repository(wheel, tmp_path):

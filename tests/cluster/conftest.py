@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ldp_marginals.pipelines import local_cluster
+from deploy.local import cluster as local_cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -7,7 +7,7 @@ from importlib.metadata import version
 import apache_beam as beam
 from apache_beam.options.pipeline_options import FlinkRunnerOptions
 
-from ldp_marginals.pipelines import local_cluster
+from deploy.local import cluster as local_cluster
 from tests.deploy.commands import DEPLOY, ROOT, dockerfile, readme_commands, submit_job_args, yaml_documents
 
 BEAM = beam.__version__

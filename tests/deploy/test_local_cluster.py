@@ -6,10 +6,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from ldp_marginals.pipelines import local_cluster
+from deploy.local import cluster as local_cluster
+
+ROOT = Path(__file__).resolve().parents[2]   # the parent below imports deploy.local from there
 
 
 def _cluster(tmp_path, **kw) -> local_cluster.Cluster:
@@ -79,7 +82,7 @@ def test_a_taskmanager_runs_with_the_quick_jit_compiler_alone(tmp_path, monkeypa
 
 PARENT = """
 import sys, time
-from ldp_marginals.pipelines import local_cluster as lc
+from deploy.local import cluster as lc
 c = lc.Cluster(sys.argv[1], 1, 2, 3, 1, detached=sys.argv[2] == "detached")
 p = lc._spawn([sys.executable, "-c", "import time; time.sleep(120)"], sys.argv[1] + "/child.log", c)
 print(p.pid, flush=True)
@@ -113,7 +116,7 @@ def _kill_parent(tmp_path, mode: str) -> tuple:
     ``(the part's pid, the parent's pid)``. Once the parent is reaped the kernel has reparented the
     part and sent it the parent-death signal, if the part asked for one."""
     with subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), mode], stdout=subprocess.PIPE,
-                          text=True) as parent:
+                          text=True, cwd=ROOT) as parent:
         child = int(parent.stdout.readline())
         parent.kill()   # SIGKILL: no cleanup runs in the parent
     return child, parent.pid

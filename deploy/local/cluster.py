@@ -23,9 +23,11 @@ job sometimes landed on one worker (one core busy, the other idle for the whole 
 TaskManager (``taskmanagers=parallelism``) gives every task a worker of its own.
 
 The JVM parts come from Maven (``make jvm``, poms in ``deploy/flink/jvm/``) into ``.jvm/``; this
-module only starts and stops them. ``make cluster-up`` / ``make cluster-down`` call
-``python -m ldp_marginals.pipelines.local_cluster up|down``; tests start their own on free ports
-(:func:`start`) and stop them by process id (:meth:`Cluster.stop`).
+module only starts and stops them. It is a development tool of the repository, not part of the
+installed package: ``make cluster-up`` / ``make cluster-down`` call ``python -m
+deploy.local.cluster up|down`` from the repository's root; the tests (``tests/cluster``) and the
+Flink bench (``benchmarks/flink.py``) start their own on free ports (:func:`start`) and stop them by
+process id (:meth:`Cluster.stop`).
 """
 from __future__ import annotations
 
@@ -539,7 +541,7 @@ def load(run_dir: str) -> Cluster | None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ldp_marginals.pipelines.local_cluster",
+    parser = argparse.ArgumentParser(prog="python -m deploy.local.cluster",
                                      description="start or stop the local Kafka broker and Flink job server")
     parser.add_argument("action", choices=["up", "down"])
     parser.add_argument("--run-dir", default=os.path.join(JVM_DIR, "run"), help="logs, data, process ids")
