@@ -12,7 +12,8 @@ import numpy as np
 import yaml
 
 from ldp_marginals import schemas
-from ldp_marginals.pipelines import compare, dashboard
+from ldp_marginals.pipelines import compare
+from ldp_marginals.pipelines.dashboard import server as dashboard
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, true_counts, write_population
 from ldp_marginals.schemas.config import parse_config

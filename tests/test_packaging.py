@@ -54,8 +54,8 @@ def test_the_wheel_carries_schemas_assets_and_the_command(wheel):
     for schema in ("noisy_report", "marginal_estimate", "extreme_estimate", "table_cell", "withheld_window",
                    "dead_letter"):
         assert f"ldp_marginals/schemas/{schema}.avsc" in names
-    assert {"ldp_marginals/pipelines/dashboard_assets/page.html",
-            "ldp_marginals/pipelines/dashboard_assets/app.js"} <= set(names)
+    assert {"ldp_marginals/pipelines/dashboard/assets/page.html",
+            "ldp_marginals/pipelines/dashboard/assets/app.js"} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "ldp-marginals = ldp_marginals.pipelines.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     assert PYPROJECT["project"]["scripts"]["ldp-marginals"] == "ldp_marginals.pipelines.cli:main"
@@ -86,7 +86,7 @@ def test_the_installed_package_imports_from_outside_the_repository(wheel, tmp_pa
     # from the environment's site-packages, the project only from the installed wheel
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]))
     code = ("import ldp_marginals.pipelines.run as r, ldp_marginals.ldp as l, ldp_marginals.schemas as s\n"
-            "from ldp_marginals.pipelines.dashboard import render\n"
+            "from ldp_marginals.pipelines.dashboard.server import render\n"
             "import ldp_marginals\n"
             "print(r.__file__, l.__file__, s.__file__, ldp_marginals.read.__module__, "
             "s.load_schema('noisy_report')['name'], len(render({})) > 0)")

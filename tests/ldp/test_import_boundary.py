@@ -38,7 +38,10 @@ def test_the_publication_engine_and_the_report_checks_do_not_import_beam():
 
 
 def test_the_dashboard_and_the_contracts_do_not_import_beam():
-    code = "import ldp_marginals.pipelines.dashboard, ldp_marginals.schemas.outputs, ldp_marginals.schemas.config"
+    code = ("import importlib, pkgutil, ldp_marginals.pipelines.dashboard as dashboard\n"
+            "for m in pkgutil.iter_modules(dashboard.__path__):\n"
+            "    importlib.import_module('ldp_marginals.pipelines.dashboard.' + m.name)\n"
+            "import ldp_marginals.schemas.outputs, ldp_marginals.schemas.config\n")
     assert not loaded_after(code)["apache_beam"]
 
 

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from ldp_marginals.ldp.tables import phi_from_frequencies
-from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines.dashboard import server as dashboard
 from ldp_marginals.pipelines.demo import main as demo_main
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.pipelines.dashboard_view import FileCache, parse_selection, view
+from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
 from ldp_marginals.pipelines.read import read_rows
 from tests.browser import chromium
 from tests.outputs import HOUR_MS, add_file_sets, file_sets, write_month, write_run, write_streaming_run

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines.dashboard import server as dashboard
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE
 from tests.outputs import write_run
 

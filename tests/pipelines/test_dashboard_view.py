@@ -3,8 +3,8 @@ browser: tests/pipelines/test_dashboard.py draws the page)."""
 import pytest
 
 from ldp_marginals.ldp.tables import phi_from_frequencies
-from ldp_marginals.pipelines import dashboard
-from ldp_marginals.pipelines.dashboard_view import FileCache, parse_selection, view
+from ldp_marginals.pipelines.dashboard import server as dashboard
+from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
 from tests.outputs import HOUR_MS, write_run
 
 BASE = {"collection": "c", "n_reports": 100, "estimate": 10.0, "variance": 1.0, "ci_low": 8.0, "ci_high": 12.0}

@@ -11,7 +11,7 @@ import yaml
 
 import ldp_marginals
 from ldp_marginals import schemas
-from ldp_marginals.pipelines import dashboard
+from ldp_marginals.pipelines.dashboard import view as dashboard
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config

@@ -1,19 +1,11 @@
-"""``ldp-marginals dashboard``: the job's outputs as one HTML page (Plotly, embedded, no network),
-served on localhost, or written to a file to share.
-
-    ldp-marginals dashboard --estimates out/demo/estimates --serve 8050
-    ldp-marginals dashboard --estimates out/demo/estimates --out out/demo/dashboard.html
-
-Served, the page asks the server for the view of each selection (collection, key, window, the
-marginals charted, the span of the charts: :mod:`ldp_marginals.pipelines.dashboard_view`), which
-reads only the Parquet files of that selection from the run that owns the directory (its manifest)
-and ``collections.json``; new windows are picked up as they land. A written page holds a bounded
-part (:func:`static_views`: the latest complete window of each collection and key, the charts over
-the windows before it) and says so. Importing this module does not import Beam.
+"""The dashboard's server: the page at ``/``, Plotly at ``/plotly.js`` and the view of each selection
+at ``/view.json`` (:mod:`ldp_marginals.pipelines.dashboard.view`), built once per state of the
+directory, gzipped, with an ETag; it answers only requests whose Host header names the address it
+is bound to. The written (static) page and the page's template are here too until they move to
+modules of their own. Importing this module does not import Beam.
 """
 from __future__ import annotations
 
-import argparse
 import errno
 import gzip
 import hashlib
@@ -28,9 +20,8 @@ import urllib.parse
 from collections import OrderedDict
 from importlib import resources
 
-from ldp_marginals.pipelines.dashboard_view import (
+from ldp_marginals.pipelines.dashboard.view import (
     DEFAULT_SPAN,
-    SPANS,
     FileCache,
     parse_selection,
     view,
@@ -90,7 +81,7 @@ def _finite(value):
 
 
 def _asset(name: str) -> str:
-    return resources.files("ldp_marginals.pipelines").joinpath("dashboard_assets", name).read_text(encoding="utf-8")
+    return resources.files("ldp_marginals.pipelines.dashboard").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def render(static: dict | None, view_url: str | None = None, refresh_seconds: float = 5.0,
@@ -238,7 +229,7 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
                 refresh_seconds: float = 5.0) -> http.server.ThreadingHTTPServer:
     """A server of the page at ``/``, of Plotly at ``/plotly.js`` (the page loads it after its first
     view is drawn) and of the view of a selection at ``/view.json?collection=..&
-    dims=..&window=..&sets=..&span=..&versus=..`` (:func:`ldp_marginals.pipelines.dashboard_view.parse_selection`),
+    dims=..&window=..&sets=..&span=..&versus=..`` (:func:`ldp_marginals.pipelines.dashboard.view.parse_selection`),
     gzipped when the client accepts it, with an ETag (304 when unchanged). It answers only requests
     whose Host header names the address it is bound to, closes connections idle for
     ``IDLE_SECONDS``, and lets clients hang up without a word in its log."""
@@ -335,41 +326,3 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
     # the first page asks for the default view: build it now, while the browser loads the page
     threading.Thread(target=views.get, args=(dict(parse_selection({}), sets=chosen),), daemon=True).start()
     return server
-
-
-def add_dashboard_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--estimates", required=True, help="the job's output directory")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--out", help="write one self-contained HTML file")
-    where.add_argument("--serve", type=int, metavar="PORT", help="serve the page on localhost:PORT")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: localhost only)")
-    parser.add_argument("--marginal", action="append", default=None, metavar="LABELS",
-                        help="a set to chart over time, as comma-separated bit labels (repeat); "
-                             "default: the first ten 1-way marginals (the page has a picker)")
-    parser.add_argument("--span", type=int, choices=SPANS, default=DEFAULT_SPAN,
-                        help=f"--out: the windows the static page's charts span, ending at the latest complete window "
-                             f"(default {DEFAULT_SPAN}; the served page lets you choose)")
-    parser.add_argument("--refresh-seconds", type=float, default=5.0, help="served page: how often to look for new windows")
-
-
-def main(args) -> None:
-    marginals = [[label.strip() for label in m.split(",") if label.strip()] for m in args.marginal or []] or None
-    if args.refresh_seconds <= 0:
-        raise ValueError(f"--refresh-seconds must be > 0, got --refresh-seconds={args.refresh_seconds}")
-    if args.out:
-        print(f"dashboard written to {os.path.abspath(write(args.estimates, args.out, marginals, args.span))}")
-        return
-    if not 0 < args.serve < 65536:
-        raise ValueError(f"--serve must be a port in 1..65535, got --serve={args.serve}")
-    server = make_server(args.estimates, args.serve, args.host, marginals, args.refresh_seconds)
-    warning = exposure_warning(args.host)
-    if warning:
-        print(warning, file=sys.stderr)
-    print(f"serving the dashboard of {args.estimates} on http://{args.host}:{server.server_address[1]}/ (Ctrl-C stops)")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
