@@ -13,7 +13,7 @@ import yaml
 
 from ldp_marginals import schemas
 from ldp_marginals.pipelines import compare
-from ldp_marginals.pipelines.dashboard import server as dashboard
+from ldp_marginals.pipelines.dashboard import export
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, true_counts, write_population
 from ldp_marginals.schemas.config import parse_config
@@ -120,7 +120,7 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     print(f"\nwhat differs between the regions in the last window (ldp-marginals compare --dimension "
           f"region=eu,us), largest of {moved['significant']} significant changes:")
     print("\n".join(compare.render(dict(moved, changes=moved["changes"][:5])).splitlines()[1:]))
-    page = dashboard.write(estimates_dir, os.path.join(out_dir, "dashboard.html"))
+    page = export.write(estimates_dir, os.path.join(out_dir, "dashboard.html"))
     print(f"\ndashboard: {os.path.abspath(page)}")
     result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld),
               "means": len(means), "significant_changes": moved["significant"],

@@ -86,7 +86,7 @@ def test_the_installed_package_imports_from_outside_the_repository(wheel, tmp_pa
     # from the environment's site-packages, the project only from the installed wheel
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]))
     code = ("import ldp_marginals.pipelines.run as r, ldp_marginals.ldp as l, ldp_marginals.schemas as s\n"
-            "from ldp_marginals.pipelines.dashboard.server import render\n"
+            "from ldp_marginals.pipelines.dashboard.page import render\n"
             "import ldp_marginals\n"
             "print(r.__file__, l.__file__, s.__file__, ldp_marginals.read.__module__, "
             "s.load_schema('noisy_report')['name'], len(render({})) > 0)")

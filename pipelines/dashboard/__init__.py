@@ -7,9 +7,11 @@ served on localhost, or written to a file to share.
 Served, the page asks the server for the view of each selection (collection, key, window, the
 marginals charted, the span of the charts: :mod:`ldp_marginals.pipelines.dashboard.view`), which
 reads only the Parquet files of that selection from the run that owns the directory (its manifest)
-and ``collections.json``; new windows are picked up as they land. A written page holds a bounded
-part (:func:`static_views`: the latest complete window of each collection and key, the charts over
-the windows before it) and says so. Importing this module does not import Beam.
+and ``collections.json``; new windows are picked up as they land (:mod:`.server`). A written page
+holds a bounded part (:func:`~ldp_marginals.pipelines.dashboard.export.static_views`: the latest
+complete window of each collection and key, the charts over the windows before it) and says so
+(:mod:`.export`). Both are the same page (:mod:`.page`). Importing this package does not import
+Beam.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import argparse
 import os
 import sys
 
-from ldp_marginals.pipelines.dashboard.server import exposure_warning, make_server, write
+from ldp_marginals.pipelines.dashboard.export import write
+from ldp_marginals.pipelines.dashboard.server import exposure_warning, make_server
 from ldp_marginals.pipelines.dashboard.view import DEFAULT_SPAN, SPANS
 
 

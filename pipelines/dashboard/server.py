@@ -1,8 +1,8 @@
-"""The dashboard's server: the page at ``/``, Plotly at ``/plotly.js`` and the view of each selection
-at ``/view.json`` (:mod:`ldp_marginals.pipelines.dashboard.view`), built once per state of the
-directory, gzipped, with an ETag; it answers only requests whose Host header names the address it
-is bound to. The written (static) page and the page's template are here too until they move to
-modules of their own. Importing this module does not import Beam.
+"""The dashboard's server (``ldp-marginals dashboard --serve``): the page at ``/``, Plotly at
+``/plotly.js`` and the view of each selection at ``/view.json``
+(:mod:`ldp_marginals.pipelines.dashboard.view`), each view built once per state of the directory,
+gzipped, with an ETag; it answers only requests whose Host header names the address it is bound
+to. Importing this module does not import Beam.
 """
 from __future__ import annotations
 
@@ -11,132 +11,16 @@ import gzip
 import hashlib
 import http.server
 import json
-import math
 import os
 import socket
 import sys
 import threading
 import urllib.parse
 from collections import OrderedDict
-from importlib import resources
 
-from ldp_marginals.pipelines.dashboard.view import (
-    DEFAULT_SPAN,
-    FileCache,
-    parse_selection,
-    view,
-)
-from ldp_marginals.pipelines.read import read_collections
+from ldp_marginals.pipelines.dashboard.page import check_dir, check_marginals, finite, render
+from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, RUNS_DIR
-
-
-def _check_dir(estimates_dir: str) -> None:
-    if not os.path.isdir(estimates_dir):
-        raise ValueError(f"estimates must be a directory of the job's outputs, got estimates={estimates_dir!r}")
-
-
-STATIC_KEYS = 16   # a static page holds at most this many keys per collection
-
-
-def static_views(estimates_dir: str, marginals: list | None = None, span: int = DEFAULT_SPAN) -> dict:
-    """What a static page holds: per collection, the view of its latest complete window for each of
-    its keys there (up to :data:`STATIC_KEYS`), the charts spanning ``span`` windows; and the text
-    the page shows to say so."""
-    _check_dir(estimates_dir)
-    cache = FileCache(estimates_dir)
-    chosen = [list(m) for m in marginals] if marginals else None
-    selection = dict(parse_selection({}), sets=chosen, span=span)
-    first = view(estimates_dir, selection, cache)
-    views, dropped = {view_key(first["collection"], first["dims"]): first}, 0
-    for collection in first.get("collections_named", []):
-        # the collection's default view names its keys (the first of them is that view)
-        head = first if collection == first["collection"] else view(
-            estimates_dir, dict(selection, collection=collection), cache)
-        views[view_key(collection, head["dims"])] = head
-        for dims in head["keys"][:STATIC_KEYS]:
-            if view_key(collection, dims) not in views:
-                views[view_key(collection, dims)] = view(estimates_dir, dict(selection, collection=collection,
-                                                                            dims=dims), cache)
-        dropped += max(0, len(head["keys"]) - STATIC_KEYS)
-    note = (f"A static page: for each collection its latest complete window, with the charts over the {span} "
-            f"windows before it, for up to {STATIC_KEYS} keys" + (f" ({dropped} more not included)" if dropped else "")
-            + ". Serve the dashboard (ldp-marginals dashboard --serve PORT) to choose any window, key and span.")
-    return {"views": views, "bounded": note}
-
-
-def view_key(collection, dims: dict) -> str:
-    """The static page's index of a view: collection and key."""
-    return json.dumps([collection, dims], sort_keys=True)
-
-
-def _finite(value):
-    """JSON-safe: NaN and infinities (not JSON) as null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _asset(name: str) -> str:
-    return resources.files("ldp_marginals.pipelines.dashboard").joinpath("assets", name).read_text(encoding="utf-8")
-
-
-def render(static: dict | None, view_url: str | None = None, refresh_seconds: float = 5.0,
-           plotly_url: str | None = None) -> str:
-    """The page: the app inlined; a static page's views inlined (:func:`static_views`), or a served
-    page's views fetched from ``view_url`` per selection, looked for anew every ``refresh_seconds``.
-    Plotly is inlined, or with ``plotly_url`` (served) loaded from there once the page's first view
-    is drawn without it: Chromium takes ~1 s to parse Plotly's 4.8 MB, and the tables, numbers and
-    pickers need none of it (the charts follow)."""
-    from plotly.offline import get_plotlyjs
-    boot = {"views": None, "bounded": None, **(static or {}), "viewUrl": view_url, "refreshSeconds": refresh_seconds,
-            "plotlyUrl": plotly_url}
-    # every "<" as \\u003c (the same JSON): the data can neither close nor comment out its script element
-    boot_json = json.dumps(_finite(boot), allow_nan=False).replace("<", "\\u003c")
-    parts = {"/*PLOTLY*/": "" if plotly_url else get_plotlyjs(), "/*BOOT*/null": boot_json, "/*APP*/": _asset("app.js")}
-    page = _asset("page.html")
-    out = []
-    for marker, content in parts.items():  # split on the template's markers, so content is never rescanned
-        before, found, page = page.partition(marker)
-        if not found:
-            raise RuntimeError(f"dashboard template lacks {marker}")
-        out += [before, content]
-    return "".join(out + [page])
-
-
-def check_marginals(estimates_dir: str, marginals: list | None) -> None:
-    """A label in ``--marginal`` that names no bit, a numeric feature's name, or a set above the
-    collection's ``max_order`` is an error saying which (a page would silently show nothing)."""
-    collections = read_collections(estimates_dir)
-    numeric = {name for c in collections for name in c.get("numeric", {})}
-    known = {label for c in collections for label in c.get("labels", [])} - numeric
-    for chosen in marginals or []:
-        if set(chosen) & numeric:
-            raise ValueError(f"--marginal {','.join(chosen)!r}: {sorted(set(chosen) & numeric)} are numeric features: "
-                             "they publish means (shown on the page), not marginals")
-        unknown = [label for label in chosen if label not in known]
-        if (unknown or not chosen) and collections:
-            raise ValueError(f"--marginal {','.join(chosen)!r}: unknown bit label(s) {unknown}; the labels are "
-                             f"{sorted(known)}")
-        counted = [c["max_order"] for c in collections if set(chosen) <= set(c.get("labels", []))]
-        if counted and len(chosen) > max(counted):
-            raise ValueError(f"--marginal {','.join(chosen)!r}: a set of {len(chosen)} bits is not counted: the "
-                             f"collection counts sets of up to max_order={max(counted)} bits (raise max_order in "
-                             "its config to publish it)")
-
-
-def write(estimates_dir: str, out_path: str, marginals: list | None = None, span: int = DEFAULT_SPAN) -> str:
-    _check_dir(estimates_dir)
-    check_marginals(estimates_dir, marginals)
-    page = render(static_views(estimates_dir, marginals, span))
-    folder = os.path.dirname(os.path.abspath(out_path))
-    os.makedirs(folder, exist_ok=True)
-    with open(out_path, "w", encoding="utf-8") as fh:
-        fh.write(page)
-    return out_path
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -198,7 +82,7 @@ class _Views:
             waiting.wait()   # the selection's first build: nothing older to give
         try:
             data = view(self.estimates_dir, selection, self.files)
-            body = gzip.compress(json.dumps(_finite(data), allow_nan=False).encode(), compresslevel=6, mtime=0)
+            body = gzip.compress(json.dumps(finite(data), allow_nan=False).encode(), compresslevel=6, mtime=0)
             with self.lock:
                 self.latest[key] = (tag, body)
                 self.latest.move_to_end(key)
@@ -233,7 +117,7 @@ def make_server(estimates_dir: str, port: int, host: str = "127.0.0.1", marginal
     gzipped when the client accepts it, with an ETag (304 when unchanged). It answers only requests
     whose Host header names the address it is bound to, closes connections idle for
     ``IDLE_SECONDS``, and lets clients hang up without a word in its log."""
-    _check_dir(estimates_dir)
+    check_dir(estimates_dir)
     check_marginals(estimates_dir, marginals)
     from plotly.offline import get_plotlyjs
     page = render(None, view_url="view.json", refresh_seconds=refresh_seconds, plotly_url="plotly.js").encode("utf-8")

@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from ldp_marginals.ldp.tables import phi_from_frequencies
-from ldp_marginals.pipelines.dashboard import server as dashboard
+from ldp_marginals.pipelines.dashboard import export
+from ldp_marginals.pipelines.dashboard.page import render
+from ldp_marginals.pipelines.dashboard.server import make_server
 from ldp_marginals.pipelines.demo import main as demo_main
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
@@ -137,12 +139,12 @@ def test_page_is_offline_and_data_cannot_close_its_script(tmp_path):
     data = {"marginals": [], "tables": [], "extremes": [], "withheld": [], "collections": [], "summary": None,
             "correlations": [], "chosen_marginals": None, "note": "</script><script>alert(1)</script> nan",
             "bad": float("nan")}
-    page = dashboard.render({"views": {"[null, {}]": data}, "bounded": "a static page"})
+    page = render({"views": {"[null, {}]": data}, "bounded": "a static page"})
     assert page.count("</script>") == 3  # plotly, the data, the app: the data's own is escaped
     assert "\\u003c/script>\\u003cscript>alert(1)" in page and '"bad": null' in page
     assert "http://" not in page.split("<script>", 1)[0] and "src=" not in page.split("<body>", 1)[1]
     with pytest.raises(ValueError, match="estimates must be a directory"):
-        dashboard.static_views(str(tmp_path / "missing"))
+        export.static_views(str(tmp_path / "missing"))
 
 
 @pytest.fixture
@@ -151,7 +153,7 @@ def serving():
     servers = []
 
     def start(estimates, **kw):
-        server = dashboard.make_server(str(estimates), 0, **kw)
+        server = make_server(str(estimates), 0, **kw)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}/"
@@ -380,7 +382,7 @@ def test_projected_values_are_marked_and_precision_holdbacks_stay_out_of_the_pri
     if not any(kind == "withheld" and window[0] == latest for kind, _, window, _, _ in sets):
         sets.append(("withheld", row["collection"], (latest, row["window_end"]), 0, [imprecise]))
     write_run(estimates, sets)
-    page = dashboard.write(str(estimates), str(tmp_path / "page.html"))
+    page = export.write(str(estimates), str(tmp_path / "page.html"))
     browser.get(Path(page).as_uri())
     wait_for(browser, "window.dashboardReady === true")
     assert severe_logs(browser) == []
@@ -401,7 +403,7 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
     estimates = tmp_path / "estimates"   # the demo's windows as a streaming run that is still going
     run_id = write_streaming_run(estimates, file_sets(out / "estimates"))
     shutil.copy(out / "estimates" / "collections.json", estimates)
-    server = dashboard.make_server(str(estimates), 0, refresh_seconds=0.3)
+    server = make_server(str(estimates), 0, refresh_seconds=0.3)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -537,7 +539,7 @@ def test_many_groups_keep_distinct_bars(browser, tmp_path):
     rows = [dict(base, group=[f"g{i:02d}"], cell=[v], columns=[i]) for i in range(11) for v in ("false", "true")]
     write_run(tmp_path, [("tables", "c", (0, 3_600_000), 0, rows)])
     page = tmp_path / "page.html"
-    dashboard.write(str(tmp_path), str(page))
+    export.write(str(tmp_path), str(page))
     browser.get(page.as_uri())
     wait_for(browser, "window.dashboardReady === true")
     bars = browser.execute_script(
@@ -600,7 +602,7 @@ def test_many_bits_break_at_withheld_windows_stay_readable_and_list_channels_by_
     with no label over another; the privacy panel lists the channels by feature."""
     labels = many_bits(tmp_path)
     page = tmp_path / "page.html"
-    dashboard.write(str(tmp_path), str(page))
+    export.write(str(tmp_path), str(page))
     browser.get(page.as_uri())
     wait_for(browser, "window.dashboardReady === true")
     assert severe_logs(browser) == []

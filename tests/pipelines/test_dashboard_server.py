@@ -10,19 +10,19 @@ import time
 
 import pytest
 
-from ldp_marginals.pipelines.dashboard import server as dashboard
+from ldp_marginals.pipelines.dashboard import server as dashboard_server
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE
 from tests.outputs import write_run
 
 
 @pytest.fixture
 def served(tmp_path, monkeypatch):
-    monkeypatch.setattr(dashboard, "IDLE_SECONDS", 0.5)
+    monkeypatch.setattr(dashboard_server, "IDLE_SECONDS", 0.5)
     (tmp_path / COLLECTIONS_FILE).write_text("[]")
     calls = []
-    real = dashboard.view
-    monkeypatch.setattr(dashboard, "view", lambda *a, **k: calls.append(1) or real(*a, **k))
-    server = dashboard.make_server(str(tmp_path), 0)
+    real = dashboard_server.view
+    monkeypatch.setattr(dashboard_server, "view", lambda *a, **k: calls.append(1) or real(*a, **k))
+    server = dashboard_server.make_server(str(tmp_path), 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server, tmp_path, calls
@@ -61,7 +61,7 @@ def test_only_requests_naming_the_bound_address_are_answered(served):
     for host in (f"attacker.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", ""):
         status, _ = get(port, host=host)
         assert status == 421, host
-    assert dashboard.allowed_hosts("10.1.2.3", 80) == {"10.1.2.3:80"}
+    assert dashboard_server.allowed_hosts("10.1.2.3", 80) == {"10.1.2.3:80"}
 
 
 def test_idle_and_half_open_connections_are_closed_and_others_still_served(served):
@@ -71,7 +71,7 @@ def test_idle_and_half_open_connections_are_closed_and_others_still_served(serve
     half = socket.create_connection(("127.0.0.1", port))
     half.sendall(b"GET /data.json HTTP/1.1\r\nHost: 127.0.0.1")  # never finished
     assert get(port)[0] == 200  # the others do not block it
-    assert server.RequestHandlerClass.timeout == dashboard.IDLE_SECONDS == 0.5   # the idle limit in force
+    assert server.RequestHandlerClass.timeout == dashboard_server.IDLE_SECONDS == 0.5   # the idle limit in force
     for sock in (idle, half):
         sock.settimeout(CLIENT_TIMEOUT)
         assert sock.recv(1024) == b""  # closed by the server: one that never closes it fails here (timeout)
@@ -131,11 +131,11 @@ def test_a_taken_port_and_a_public_address_are_said_clearly(tmp_path):
     port = taken.getsockname()[1]
     try:
         with pytest.raises(ValueError, match=rf"--serve {port}: the port is taken on 127.0.0.1; choose another port"):
-            dashboard.make_server(str(tmp_path), port)
+            dashboard_server.make_server(str(tmp_path), port)
     finally:
         taken.close()
-    assert dashboard.exposure_warning("127.0.0.1") is None and dashboard.exposure_warning("localhost") is None
-    assert dashboard.exposure_warning("0.0.0.0").startswith("warning: serving on 0.0.0.0, beyond localhost")
+    assert dashboard_server.exposure_warning("127.0.0.1") is None and dashboard_server.exposure_warning("localhost") is None
+    assert dashboard_server.exposure_warning("0.0.0.0").startswith("warning: serving on 0.0.0.0, beyond localhost")
 
 
 def test_while_a_view_builds_its_selection_gets_the_view_built_before(tmp_path, monkeypatch):
@@ -143,7 +143,7 @@ def test_while_a_view_builds_its_selection_gets_the_view_built_before(tmp_path, 
     the requests meanwhile get the previous view at once (no pile of builds, no waiting)."""
     (tmp_path / COLLECTIONS_FILE).write_text("[]")
     release, started, calls = threading.Event(), threading.Event(), []
-    real = dashboard.view
+    real = dashboard_server.view
 
     def slow_view(*a, **k):
         calls.append(1)
@@ -151,8 +151,8 @@ def test_while_a_view_builds_its_selection_gets_the_view_built_before(tmp_path, 
             started.set()
             release.wait()
         return real(*a, **k)
-    monkeypatch.setattr(dashboard, "view", slow_view)
-    server = dashboard.make_server(str(tmp_path), 0)
+    monkeypatch.setattr(dashboard_server, "view", slow_view)
+    server = dashboard_server.make_server(str(tmp_path), 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     try:

@@ -3,7 +3,7 @@ browser: tests/pipelines/test_dashboard.py draws the page)."""
 import pytest
 
 from ldp_marginals.ldp.tables import phi_from_frequencies
-from ldp_marginals.pipelines.dashboard import server as dashboard
+from ldp_marginals.pipelines.dashboard import export
 from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
 from tests.outputs import HOUR_MS, write_run
 
@@ -33,7 +33,7 @@ def test_the_default_view_opens_on_a_key_with_estimates(tmp_path):
     assert data["dims"] == eu and [r["frequency"] for r in data["marginals"]] == [0.5]
     chosen = view(str(tmp_path), parse_selection({"dims": '{"region": "ap"}'}), FileCache(str(tmp_path)))
     assert chosen["dims"] == {"region": "ap"} and chosen["marginals"] == []   # still there when asked for
-    first = next(iter(dashboard.static_views(str(tmp_path))["views"].values()))   # what a written page opens on
+    first = next(iter(export.static_views(str(tmp_path))["views"].values()))   # what a written page opens on
     assert first["dims"] == eu
 
 

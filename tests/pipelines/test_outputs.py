@@ -11,7 +11,7 @@ import yaml
 
 import ldp_marginals
 from ldp_marginals import schemas
-from ldp_marginals.pipelines.dashboard import view as dashboard
+from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, write_population
 from ldp_marginals.schemas.config import parse_config
@@ -127,13 +127,12 @@ def test_a_changed_or_damaged_file_is_an_error_naming_it_and_the_dashboard_shows
     with pytest.raises(OutputError, match=rf"{damaged} cannot be read"):
         ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + HOUR)
     assert ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + 2 * HOUR).num_rows > 0
-    data = dashboard.view(str(out), dashboard.parse_selection({}), dashboard.FileCache(str(out)))
+    data = view(str(out), parse_selection({}), FileCache(str(out)))
     assert len(data["problems"]) == 2 and str(changed) in data["problems"][0] and str(damaged) in data["problems"][1]
     assert {r["window_start"] for r in data["marginals"]} == {DEFAULT_START_MS + 2 * HOUR, DEFAULT_START_MS + 3 * HOUR}
     assert data["summary"]["reports_counted"] == 2000
     # the window of the damaged file chosen: its problem named, the other kinds of the window shown
-    data = dashboard.view(str(out), dict(dashboard.parse_selection({}), window=DEFAULT_START_MS + HOUR),
-                          dashboard.FileCache(str(out)))
+    data = view(str(out), dict(parse_selection({}), window=DEFAULT_START_MS + HOUR), FileCache(str(out)))
     assert data["window"] == DEFAULT_START_MS + HOUR and any(str(damaged) in p for p in data["problems"])
 
 
