@@ -10,7 +10,9 @@ from tests.configs import SMALL_CONFIG
 # "dev": Hypothesis's random exploration. Neither has a deadline or the too-slow health check: a
 # test never asserts wall-clock times.
 _UNTIMED = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", **_UNTIMED)
+# "dev" is explicitly random: Hypothesis loads its own derandomized "ci" settings as the default
+# when it sees a CI environment (CI, GITHUB_ACTIONS, ...), and a profile inherits the default.
+settings.register_profile("dev", derandomize=False, **_UNTIMED)
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True, **_UNTIMED)
 settings.load_profile("dev")
 

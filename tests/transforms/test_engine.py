@@ -128,3 +128,29 @@ def test_watermark_timers_are_set_on_whole_milliseconds():
     from ldp_marginals.transforms.panes import _whole_ms
     assert _whole_ms(60_000_000 - 1) == 60_000_000 and _whole_ms(60_000_000) == 60_000_000
     assert _whole_ms(END_OF_TIME_US) % 1000 == 0 and _whole_ms(END_OF_TIME_US) - END_OF_TIME_US == 1
+
+
+def test_a_windows_latest_pane_of_each_kind_holds_every_row_batch_publishes():
+    """With allowed lateness, the on-time pane publishes the estimates and the close adds a final
+    pane with nothing new released: the latest pane of each kind (what ``read`` returns) must still
+    hold every row the batch run publishes, the withheld rows of cause precision among them (the
+    close repeats them beside the client extremes)."""
+    cfg = parse_config(dict(RICH, conditional_alpha=0.001, min_reports=5, allowed_lateness_seconds=30,
+                            window={"type": "fixed", "size_seconds": 60}))
+    slices = [(0, (), accumulator(cfg, 12, 1, per_client=2))]
+    batch = batch_window(cfg, (0, 60_000), slices)
+    assert any(r["cause"] == "precision" for r in batch["withheld"])
+    engine, status, bag = PaneEngine(cfg), Status(), []
+    for start, dims, acc in slices:
+        step = engine.on_partial(status, start, Partial(cfg.name, dims, cfg.aggregator.copy(acc)), lambda: bag)
+        bag += step.append
+    panes = engine.on_watermark(status, 60_000 * 1000, lambda: bag).panes
+    panes += engine.on_watermark(status, END_OF_TIME_US, lambda: bag).panes
+    assert [f.timing for f in panes if f.kind == "withheld"][-1] == "closed"
+    latest = {}
+    for f in panes:
+        if f.kind not in latest or f.pane > latest[f.kind].pane:
+            latest[f.kind] = f
+    assert {k for k, rows in batch.items() if rows} == set(latest)
+    for kind, f in latest.items():
+        assert _canonical(f.rows) == _canonical(batch[kind]), kind

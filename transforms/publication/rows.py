@@ -173,21 +173,24 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
     (:func:`~ldp_marginals.transforms.publication.release.client_rule` over ``atoms``, the parts of
     ``acc`` that rows were published from apart; None: ``acc`` is one part). A pane that is
     ``final`` but not ``linear`` (a window's close, nothing new released) repeats the extremes over
-    reports, so the window's latest extremes pane holds every extreme."""
+    reports and the conditionals' and means' withheld rows of cause precision, so the window's latest
+    extremes pane holds every extreme and its latest withheld pane every withheld row."""
     if acc.n == 0:
         raise ValueError("acc must hold released reports, got n=0")
     base = base_row(config.name, window, dims)
     counted = dict(base, n_reports=acc.n)
-    if linear:
+    if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
+    if linear:
         yield MARGINALS, marginal_rows(config, est, counted)
         yield TABLES, table_rows(config, est, counted)
     if linear or (final and config.client_extremes):
         yield EXTREMES, [extreme_row(base, ext, acc.n, total, var, config.level)
                          for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums)]
-    if linear:
+    if linear or final:
         for kind, row in (*conditional_rows(config, est, counted), *mean_rows(config, est, counted)):
-            yield kind, [row]
+            if linear or kind == WITHHELD:
+                yield kind, [row]
     if final and config.client_extremes:
         reason = client_rule(config, [acc] if atoms is None else atoms)
         if reason is not None:
