@@ -218,8 +218,8 @@ def stream_seconds(cluster, topic, window, n: int, config_path, out, timeout_s=9
     reports counted are checked."""
     argv = ["--config", config_path, "--streaming", "--kafka-topic", topic, "--kafka-bootstrap", cluster.bootstrap,
             "--kafka-consumer-config", "auto.offset.reset=earliest", "--kafka-expansion-service",
-            cluster.expansion_service, "--allowed-lateness-seconds", "0", "--output", out
-            ] + cluster.pipeline_args()
+            cluster.expansion_service, "--allowed-lateness-seconds", "0", "--watermark-delay-seconds", "0",
+            "--output", out] + cluster.pipeline_args()
     from tests.cluster.streams import running_job   # submits; cancels on leaving (a session job over REST)
     start = time.perf_counter()
     with running_job(argv, cluster):

@@ -1,4 +1,4 @@
-"""The ``ldp-marginals`` command: run, simulate, calibrate, plan, compare, demo, dashboard."""
+"""The ``ldp-marginals`` command: run, simulate, produce, calibrate, plan, compare, demo, dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +86,15 @@ def build_parser() -> tuple:
                      help="the dimension value whose reports change (needs --dimension of that dimension)")
     sim.add_argument("--diurnal", action="store_true",
                      help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00")
+    prod = sub.add_parser("produce", help="send Avro report files to a Kafka topic as a collector does",
+                          description="Send the reports of Avro files (as simulate writes) to a Kafka topic as a "
+                                      "collector does: in Avro containers of at most --batch-reports reports and "
+                                      "--max-message-bytes bytes, each a Kafka record whose timestamp is the "
+                                      "earliest event time it holds. Needs kafka-python (pip install "
+                                      "'ldp-marginals[kafka]').",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from ldp_marginals.pipelines.produce import add_produce_arguments
+    add_produce_arguments(prod)
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP",
                          description="The privacy calculator for symmetric bit flips: the flip probability local "
                                      "DP needs for L bits at epsilon, and the one sufficient DP (Zhilyaev & Zeber) "
@@ -149,6 +158,9 @@ def main(argv=None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         elif args.command == "simulate":
             _simulate(args)
+        elif args.command == "produce":
+            from ldp_marginals.pipelines.produce import main as produce_main
+            produce_main(args)
         elif args.command == "calibrate":
             calibrate_cmd.main(args)
         elif args.command == "plan":
@@ -166,6 +178,9 @@ def main(argv=None) -> int:
         elif args.command == "dashboard":
             from ldp_marginals.pipelines.dashboard import main as dashboard_main
             dashboard_main(args)
+    except KeyboardInterrupt:   # Ctrl-C outside a running job (run stops its job itself: stopping.py)
+        print(f"ldp-marginals {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader stopped early (`| head`): no traceback (as the Python docs advise)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -179,6 +194,19 @@ def main(argv=None) -> int:
             raise
         print(f"ldp-marginals {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
+    except Exception as err:
+        stopping = sys.modules.get("ldp_marginals.pipelines.stopping")   # loaded by run only
+        if stopping is None or not isinstance(err, stopping.JobStopped):
+            raise
+        print(f"ldp-marginals {args.command}: {err}", file=sys.stderr)   # stopped on a signal: what, how to resume
+        if argv is None:
+            # the program itself (not a caller in Python): end now. The runner's gRPC threads (the
+            # LOOPBACK worker's, the job service's streams) may outlive the job they served, and an
+            # interpreter finalizing under them aborted (SIGABRT) after the line was printed
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(err.exit_code)
+        return err.exit_code
     return 0
 
 

@@ -13,11 +13,18 @@ from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.reports import ValidateReportsFn
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, as_source
 
+# The command's default watermark delay (``ldp-marginals run --watermark-delay-seconds``): a collector
+# may hold reports for up to 60 s, from devices whose clocks run a few seconds behind, and none is
+# late (measured on the local Kafka and Flink: benchmarks/lateness.py, README)
+WATERMARK_DELAY_SECONDS = 90.0
+
 
 @dataclass(frozen=True)
 class JobOptions:
-    """What the job needs beyond Beam's options: the collection configs by name, the mode, and the
-    processing-time clock of streaming early firings (tests give the test runner's clock origin)."""
+    """What the job needs beyond Beam's options: the collection configs by name, the mode, the
+    processing-time clock of streaming early firings (tests give the test runner's clock origin), and
+    in streaming how far behind the source's watermark windows close (``watermark_delay_seconds``:
+    :mod:`ldp_marginals.transforms.panes`; the command's default is :data:`WATERMARK_DELAY_SECONDS`)."""
 
     configs: dict
     streaming: bool = False
@@ -26,8 +33,12 @@ class JobOptions:
     # by one (BigQuery) and for tests; the file sink writes from the pane files alone, so a job
     # writing only files leaves them empty (a 128-bit collection publishes 8,256 rows a window)
     row_outputs: bool = True
+    watermark_delay_seconds: float = 0.0
 
     def __post_init__(self):
+        if not (isinstance(self.watermark_delay_seconds, (int, float)) and self.watermark_delay_seconds >= 0):
+            raise ValueError("watermark_delay_seconds must be a number >= 0, "
+                             f"got watermark_delay_seconds={self.watermark_delay_seconds!r}")
         if not self.configs:
             raise ValueError("configs must name at least one collection, got configs={}")
         for name, cfg in self.configs.items():
@@ -68,7 +79,8 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     kinds = ESTIMATE_KINDS + (PANES,)
     per_kind = {kind: [] for kind in kinds}
     for i, name in enumerate(names):
-        estimate = EstimateCollection(options.configs[name], options.streaming, options.clock, options.row_outputs)
+        estimate = EstimateCollection(options.configs[name], options.streaming, options.clock, options.row_outputs,
+                                      options.watermark_delay_seconds)
         outs = parts[i] | f"Estimate[{name}]" >> estimate
         for kind in kinds:
             per_kind[kind].append(outs[kind])

@@ -10,19 +10,28 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from dataclasses import replace
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
 from ldp_marginals.ldp.aggregate import accumulator_shape, shape_changes
 from ldp_marginals.pipelines.cli import EXIT_CODES
 from ldp_marginals.pipelines.inputs import check_report_files
-from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.pipelines.job import WATERMARK_DELAY_SECONDS, JobOptions, build
 from ldp_marginals.pipelines.progress import Progress, job_counters
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
+from ldp_marginals.pipelines.stopping import (
+    JobStopped,
+    StopRequested,
+    resume_command,
+    signals_stop,
+    stop_job,
+    wait_for,
+)
 from ldp_marginals.schemas.config import configs_from_text, parse_window
 from ldp_marginals.schemas.dead_letters import (
     DAMAGED_BLOCK,
@@ -76,6 +85,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="override every collection's window (seconds)")
     _option(parser, "--allowed-lateness-seconds", type=float,
             help="override every collection's allowed lateness (streaming)")
+    _option(parser, "--watermark-delay-seconds", type=float, default=WATERMARK_DELAY_SECONDS, metavar="S",
+            help="streaming: windows close S seconds after the source's watermark passes their end, so that "
+                 "reports a collector held for up to its batching delay, from devices whose clocks run "
+                 f"behind, are on time (default {WATERMARK_DELAY_SECONDS:g}: a batching delay of up to 60 s)")
+    _option(parser, "--savepoint-on-stop", action="store_true",
+            help="streaming on Flink (with --flink_master): on Ctrl-C or SIGTERM stop the job with a savepoint "
+                 "instead of cancelling it (it is then resumed from the savepoint, not its last checkpoint)")
     _option(parser, "--dead-letter-seconds", type=int, default=60, metavar="S",
             help="streaming: write the dead letters gathered so far every S seconds of processing time "
                  "(default 60)")
@@ -203,16 +219,57 @@ def make_sink(args, stable_input: bool = False):
 
 def resumed_run_id(output_dir: str, savepoint: str) -> str:
     """The id of the streaming run a savepoint resumes (its manifest under ``output_dir``): its
-    entries carry on, so readers see the windows closed before the savepoint too."""
+    entries carry on, so readers see the windows closed before the savepoint too. ``savepoint``
+    names what resumes it in the error (``--savepoint_path=...``, or Dataflow's ``--update``)."""
     path = FileSystems.join(output_dir, MANIFEST_FILE)
     try:
         with FileSystems.open(path) as fh:
             manifest = json.loads(fh.read())
         return manifest["run_id"]
     except Exception:  # noqa: BLE001 - missing, unreadable, not a manifest: one answer
-        raise ValueError(f"--savepoint_path={savepoint} resumes a streaming job, but {path} (written at the start "
-                         "of the job that took the savepoint) is missing or unreadable: resume into that job's "
-                         "--output") from None
+        raise ValueError(f"{savepoint} resumes a streaming job, but {path} (written at the start of the job it "
+                         "resumes) is missing or unreadable: resume into that job's --output") from None
+
+
+def check_output_unused(output_dir: str, argv) -> None:
+    """A new streaming run into ``output_dir`` that holds a run's manifest would hide that run's rows
+    from every reader: refuse it, naming the command that resumes the run when its stop recorded a
+    savepoint or checkpoint (:mod:`ldp_marginals.pipelines.stopping`)."""
+    path = FileSystems.join(output_dir, MANIFEST_FILE)
+    if not FileSystems.exists(path):
+        return
+    try:
+        with FileSystems.open(path) as fh:
+            manifest = json.loads(fh.read())
+    except Exception:  # noqa: BLE001 - a manifest that cannot be read is still another run's
+        manifest = {}
+    run = f"run {manifest.get('run_id', '?')}"
+    if manifest.get("mode") != "streaming":
+        raise ValueError(f"--output {output_dir} holds the outputs of {manifest.get('mode', 'another')} {run}: a "
+                         "streaming run there would hide them; give another --output")
+    stopped = manifest.get("stopped") or {}
+    if stopped.get("resume_from"):
+        raise ValueError(f"--output {output_dir} holds streaming {run}, {stopped.get('how', 'stopped')} by "
+                         f"{stopped.get('signal', 'a signal')}: resume it with: "
+                         f"{resume_command(argv, stopped['resume_from'])} (or give another --output)")
+    why = ("stopped with nothing to resume from" if stopped else
+           "which may still be running, or ended without ldp-marginals run stopping it")
+    raise ValueError(f"--output {output_dir} holds streaming {run}, {why}: a new run there would hide its rows; "
+                     "resume it from its savepoint or last retained checkpoint with --savepoint_path=PATH, or give "
+                     "another --output")
+
+
+def job_name(options: PipelineOptions, run_id: str) -> str | None:
+    """The job's name on Flink, by which a stop finds it: ``--job_name`` if given, else (Flink through
+    Beam's job server or FlinkRunner) ``ldp-marginals-<run id>``, set in ``options``."""
+    cloud = options.view_as(GoogleCloudOptions)
+    if cloud.job_name:
+        return cloud.job_name
+    runner = (options.view_as(StandardOptions).runner or "").rsplit(".", 1)[-1]
+    if runner not in STABLE_INPUT_RUNNERS:
+        return None
+    cloud.job_name = f"ldp-marginals-{run_id.lower()}"
+    return cloud.job_name
 
 
 def make_pipeline(argv=None, expansion_service=None):
@@ -233,6 +290,9 @@ def make_pipeline(argv=None, expansion_service=None):
         raise ValueError(f"--dead-letter-seconds must be >= 1, got --dead-letter-seconds={args.dead_letter_seconds!r}")
     if not args.progress_seconds >= 0:
         raise ValueError(f"--progress-seconds must be >= 0, got --progress-seconds={args.progress_seconds!r}")
+    if not args.watermark_delay_seconds >= 0:
+        raise ValueError("--watermark-delay-seconds must be >= 0, "
+                         f"got --watermark-delay-seconds={args.watermark_delay_seconds!r}")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
     savepoint = options.view_as(FlinkJobOptions).savepoint_path
@@ -241,13 +301,29 @@ def make_pipeline(argv=None, expansion_service=None):
             raise ValueError(f"--savepoint_path resumes a streaming job, got --savepoint_path={savepoint} "
                              "without --streaming")
         check_resumable(args.output, configs, savepoint)
-    args.run_id = resumed_run_id(args.output, savepoint) if savepoint else new_run_id()
+    if args.savepoint_on_stop:
+        from apache_beam.options.pipeline_options import FlinkRunnerOptions
+        from ldp_marginals.pipelines.stopping import flink_rest
+        if not (args.streaming and flink_rest(options.view_as(FlinkRunnerOptions).flink_master)):
+            raise ValueError("--savepoint-on-stop stops a streaming job through Flink's REST API: give --streaming "
+                             "and --flink_master=HOST:PORT (its REST address)")
+        if not options.view_as(FlinkJobOptions).checkpointing_interval:
+            raise ValueError("--savepoint-on-stop needs --checkpointing_interval=MS: the files are then written from "
+                             "checkpointed input only, so nothing the stop cuts off reaches them")
+    args.argv = list(argv) if argv is not None else sys.argv[2:]   # the command, for the line that resumes it
+    # Dataflow's --update replaces a running job and carries its state, as a savepoint does: the run goes on
+    update = args.streaming and options.view_as(GoogleCloudOptions).update
+    args.resuming = bool(savepoint or update)
+    resumer = f"--savepoint_path={savepoint}" if savepoint else "--update"
+    args.run_id = resumed_run_id(args.output, resumer) if args.resuming else new_run_id()
+    args.job_name = job_name(options, args.run_id)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))
     # rows one by one only for BigQuery; the files are written from the pane files
     build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming,
-                                             row_outputs=bool(args.bigquery_dataset)))
+                                             row_outputs=bool(args.bigquery_dataset),
+                                             watermark_delay_seconds=args.watermark_delay_seconds))
     return pipeline, args, configs
 
 
@@ -347,8 +423,11 @@ def write_collections(output_dir: str, configs: dict) -> str:
 
 
 def prepare_outputs(args, configs: dict) -> None:
-    """Before the job runs: ``collections.json`` and ``state_shape.json`` (a batch run's in its staging
-    folder), and the run's start in its manifest (:func:`ldp_marginals.transforms.manifest.start_run`)."""
+    """Before the job runs: a new streaming run refused where it would hide another run
+    (:func:`check_output_unused`), ``collections.json`` and ``state_shape.json`` (a batch run's in its
+    staging folder), and the run's start in its manifest (:func:`ldp_marginals.transforms.manifest.start_run`)."""
+    if args.streaming and not getattr(args, "resuming", False):
+        check_output_unused(args.output, getattr(args, "argv", []))
     write_collections(write_dir(args.output, args.run_id, args.streaming), configs)
     start_run(args.output, args.run_id, args.streaming)
 
@@ -366,6 +445,25 @@ def _os_error(err: BaseException) -> OSError | None:
             return err
         err = err.__cause__ or err.__context__
     return None
+
+
+def _stop_in(err: BaseException) -> StopRequested | None:
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, StopRequested):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _stopped(result, args, pipeline, signum: int) -> JobStopped:
+    """The job stopped on a signal (:func:`~ldp_marginals.pipelines.stopping.stop_job`); a batch run's
+    staged outputs discarded, the previous run's left as they were."""
+    stopped = stop_job(result, args, pipeline.options, args.argv, signum, args.job_name)
+    if args.streaming:
+        return stopped
+    return JobStopped(f"{stopped}; {_discard_unfinished(args)}", signum)
 
 
 def _remove_unfinished(output_dir: str) -> int:
@@ -401,6 +499,19 @@ class _QuietTaskFailures(logging.Filter):
 
 
 logging.getLogger("apache_beam.runners.direct.executor").addFilter(_QuietTaskFailures())
+
+
+class _QuietStops(logging.Filter):
+    """A signal's :class:`StopRequested`, raised inside a DoFn the in-process runner was running, is
+    logged by Beam with its traceback on its way out; the command says what happened in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(err, StopRequested) or _stop_in(err) is not None
+                    or StopRequested.__name__ in str(record.msg))
+
+
+logging.getLogger("apache_beam.runners.common").addFilter(_QuietStops())
 
 
 def startup_error(err: BaseException, argv=None) -> str | None:
@@ -446,15 +557,21 @@ def run(argv=None) -> dict:
         raise ValueError(line) from None
     started = int(time.time() * 1000)
     prepare_outputs(args, configs)
+    result = None
     try:
-        with Progress(0 if args.detach else args.progress_seconds) as progress:
+        with Progress(0 if args.detach else args.progress_seconds) as progress, signals_stop():
             result = pipeline.run()
             if args.detach:
                 print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
                 return {"detached": True}
             progress.result = result
-            result.wait_until_finish()
+            wait_for(result, threading.Event())
+    except StopRequested as stop:
+        raise _stopped(result, args, pipeline, stop.signum) from None
     except Exception as err:
+        stop = _stop_in(err)
+        if stop is not None:   # a runner that wrapped the signal's exception in its own
+            raise _stopped(result, args, pipeline, stop.signum) from None
         line = startup_error(err, argv)
         if line is not None:
             raise ValueError(line) from None

@@ -15,8 +15,20 @@ from ldp_marginals.transforms.source import RECORDS, ReportSource
 _SUBSCRIPTION = re.compile(r"^projects/[a-z][-a-z0-9:.]{4,61}[a-z0-9]/subscriptions/[^/\s]+$")
 
 
+def kafka_source(topic: str, partition: int, offset: int) -> str:
+    """A Kafka record's source in dead letters: where an operator finds it (``kafka:<topic>/partition/
+    <partition>/offset/<offset>``; topic names hold none of ``/``, ``@``, ``#``)."""
+    return f"kafka:{topic}/partition/{partition}/offset/{offset}"
+
+
+def pubsub_source(subscription: str, message_id: str | None) -> str:
+    """A Pub/Sub message's source in dead letters: the subscription and the message's id."""
+    return f"{subscription}/message/{message_id or 'unknown'}"
+
+
 class ReadPubSubReports(ReportSource):
-    """Avro-encoded NoisyReport messages from a Pub/Sub subscription -> ``records`` as ``(bytes, source)``.
+    """Avro-encoded NoisyReport messages from a Pub/Sub subscription -> ``records`` as ``(bytes, source)``,
+    the source naming the message's id (:func:`pubsub_source`).
 
     ``timestamp_attribute`` names the message attribute (millis since the epoch, or RFC 3339) that
     the collector sets to the report's event time, so that the watermark follows event time; without
@@ -34,9 +46,9 @@ class ReadPubSubReports(ReportSource):
     def read(self, pbegin):
         sub = self.subscription
         return {RECORDS: (pbegin
-                          | "ReadPubSub" >> beam.io.ReadFromPubSub(subscription=sub,
+                          | "ReadPubSub" >> beam.io.ReadFromPubSub(subscription=sub, with_attributes=True,
                                                                   timestamp_attribute=self.timestamp_attribute)
-                          | "Label" >> beam.Map(lambda payload: (payload, sub)))}
+                          | "Label" >> beam.Map(lambda m: (m.data, pubsub_source(sub, m.message_id))))}
 
 
 KAFKA_TIMESTAMP_POLICIES = ("CreateTime", "LogAppendTime", "ProcessingTime")
@@ -56,7 +68,9 @@ def kafka_expansion_service(java_boot: str | None):
 
 
 class ReadKafkaReports(ReportSource):
-    """Avro-encoded NoisyReport messages from a Kafka topic (Beam's cross-language Kafka IO) -> ``records``.
+    """Avro-encoded NoisyReport messages from a Kafka topic (Beam's cross-language Kafka IO) -> ``records``
+    as ``(bytes, source)``, the source naming the record's topic, partition and offset
+    (:func:`kafka_source`; the reader's rows with metadata: the key is dropped, never kept).
 
     ``timestamp_policy`` ``CreateTime`` (the default) takes the producer's record timestamp as event
     time, so the collector should set it to the report's event time. ``consumer_config`` adds Kafka
@@ -80,13 +94,12 @@ class ReadKafkaReports(ReportSource):
 
     def read(self, pbegin):
         from apache_beam.io.kafka import ReadFromKafka
-        topic = self.topic
         return {RECORDS: (pbegin
-                          | "ReadKafka" >> ReadFromKafka(consumer_config=self.consumer_config, topics=[topic],
+                          | "ReadKafka" >> ReadFromKafka(consumer_config=self.consumer_config, topics=[self.topic],
                                                         timestamp_policy=self.timestamp_policy,
-                                                        max_num_records=self.max_records,
+                                                        max_num_records=self.max_records, with_metadata=True,
                                                         expansion_service=self.expansion_service)
-                          | "Label" >> beam.Map(lambda kv: (kv[1], f"kafka:{topic}")))}
+                          | "Label" >> beam.Map(lambda r: (r.value, kafka_source(r.topic, r.partition, r.offset))))}
 
 
 def _key_values(items, name: str) -> dict:

@@ -17,8 +17,14 @@ LOST_UNKNOWN = "damaged.count_unreadable"  # counter: damaged ranges whose recor
 FILES_PLANNED = "files.planned"   # counter: file sets handed to the writers (batch; dead letters' as they reach theirs)
 FILES_WRITTEN = "files.written"   # counter: file sets written (Avro, Parquet and entry)
 ROWS_WRITTEN = "rows.written"     # counter: rows in the file sets written
+# the guard, counted once per window at its close (batch: its one pane), over all its keys: operators'
+# view of what min_reports keeps back (a report of sliding windows counts in each of its windows)
+REPORTS_PUBLISHED = "reports.published"   # counter: reports in a closed window's published rows
+REPORTS_WITHHELD = "reports.withheld"     # counter: reports the guard held back when their window closed
+WINDOWS_WITHHELD = "windows.withheld"     # counter: windows and keys that closed with reports held back
 DEAD_LETTER_PREFIX = "dead_letter."   # counter of a reason: this prefix and the reason
-COUNTERS = (VALID, LOST, LOST_UNKNOWN, FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN)   # and one per reason
+COUNTERS = (VALID, LOST, LOST_UNKNOWN, FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN, REPORTS_PUBLISHED,
+            REPORTS_WITHHELD, WINDOWS_WITHHELD)   # and one per reason
 
 # the reasons, one name each (the values are the contract: rows, counters, summary.json)
 UNDECODABLE = "undecodable"

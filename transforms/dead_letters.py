@@ -20,6 +20,8 @@ from ldp_marginals.schemas.dead_letters import (
     LOST,
     LOST_UNKNOWN,
     NAMESPACE,
+    REPORTS_WITHHELD,
+    WINDOWS_WITHHELD,
     check_reason,
     counter_name,
 )
@@ -80,7 +82,7 @@ def dead_letter(reason: str, detail: str, source: str, meta: dict | None = None,
     return beam.pvalue.TaggedOutput(TAG, row(reason, detail, source, reports, meta=meta, output_row=output_row))
 
 
-def late_batch(batch) -> beam.pvalue.TaggedOutput:
+def late_batch(batch, watermark_delay_seconds: float = 0.0) -> beam.pvalue.TaggedOutput:
     """The dead letter of a :class:`~ldp_marginals.transforms.publication.engine.LateBatch`: reports
     pre-aggregated together that arrived after every window of their slice had closed (streaming). One
     row whose ``reports`` field says how many; the counter ``dead_letter.late`` counts them all."""
@@ -88,7 +90,8 @@ def late_batch(batch) -> beam.pvalue.TaggedOutput:
     count(counter_name(LATE), n)
     detail = (f"{n} report(s) of collection {batch.collection!r}, dimensions {dict(batch.dims)}, with event times "
               f"in [{batch.slice_start}, {batch.slice_end}) ms arrived after every "
-              f"window they belong to had closed (window end + allowed lateness {batch.lateness_seconds:g}s)")
+              f"window they belong to had closed (window end + watermark delay {watermark_delay_seconds:g}s "
+              f"+ allowed lateness {batch.lateness_seconds:g}s)")
     meta = {"collection": batch.collection, "event_time": batch.slice_start, "dimensions": dict(batch.dims)}
     return beam.pvalue.TaggedOutput(TAG, row(LATE, detail, "stream", reports=n, meta=meta))
 
@@ -103,3 +106,14 @@ def damaged(path: str, damage) -> beam.pvalue.TaggedOutput:
     else:
         count(LOST, lost)
     return dead_letter(DAMAGED_BLOCK, damage.detail(), f"{path}@{damage.start}", reports=lost or 0)
+
+
+def count_withheld(rows) -> int:
+    """Count the guard's rows among a final pane's ``withheld`` rows (cause ``privacy``, statistic
+    ``all``: a window and key with reports held back): ``windows.withheld`` and ``reports.withheld``.
+    Returns the reports held back."""
+    held = [r["n_reports"] for r in rows if r.get("cause", "privacy") == "privacy" and r.get("statistic", "all") == "all"]
+    if held:
+        count(WINDOWS_WITHHELD, len(held))
+        count(REPORTS_WITHHELD, sum(held))
+    return sum(held)

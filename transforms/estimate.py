@@ -13,10 +13,10 @@ import time
 import apache_beam as beam
 
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.schemas.dead_letters import FILES_PLANNED
-from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
+from ldp_marginals.schemas.dead_letters import FILES_PLANNED, REPORTS_PUBLISHED
+from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.combiners import CollectionCombineFn
-from ldp_marginals.transforms.dead_letters import count
+from ldp_marginals.transforms.dead_letters import count, count_withheld
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_window
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
@@ -50,8 +50,14 @@ class PublishWindowFn(beam.DoFn):
 
     def process(self, element, w=beam.DoFn.WindowParam):
         collection, slices = element
+        slices = list(slices)
         window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
-        for kind, rows in batch_window(self.config, window_bounds_ms(w), list(slices)).items():
+        by_kind = batch_window(self.config, window_bounds_ms(w), slices)
+        # the guard's counters: the window's reports are published or held back whole
+        published = sum(acc.n for _, _, acc in slices) - count_withheld(by_kind.get(WITHHELD, ()))
+        if published:
+            count(REPORTS_PUBLISHED, published)
+        for kind, rows in by_kind.items():
             if self.row_outputs:
                 for row in rows:
                     yield beam.pvalue.TaggedOutput(kind, row)
@@ -68,18 +74,21 @@ class EstimateCollection(beam.PTransform):
     window and key (collection, public dimensions): rows of every kind. Returns a dict of PCollections
     by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
-    def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True):
+    def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True,
+                 watermark_delay_seconds: float = 0.0):
         super().__init__()
         self.config = config
         self.streaming = streaming
         self.clock = clock
         self.row_outputs = row_outputs
+        self.watermark_delay_seconds = watermark_delay_seconds   # streaming (transforms.panes)
 
     def expand(self, partials):
         cfg = self.config
         if self.streaming:
             from ldp_marginals.transforms.panes import StreamingPanes
-            return partials | "Panes" >> StreamingPanes(cfg, self.clock, self.row_outputs)
+            return partials | "Panes" >> StreamingPanes(cfg, self.clock, self.row_outputs,
+                                                              self.watermark_delay_seconds)
         # col : ((collection, dims), accumulator) per slice
         slices = (partials
                   | "Slices" >> beam.WindowInto(slice_window_fn(cfg.window))

@@ -17,9 +17,23 @@ The adapter only moves state in and out and sets timers. State, per collection k
 - ``through_us``: how far the watermark is known to have passed (the latest event timer that fired);
 - ``early_set``: whether an early firing is pending.
 
+Besides ``reports.valid`` and the late dead letters it counts, per window at its close, the guard's
+work: ``reports.published``, ``reports.withheld`` and ``windows.withheld``
+(:mod:`~ldp_marginals.transforms.dead_letters`).
+
 The step knows the watermark has passed ``T`` when its own event-time timer for ``T`` fires (set on
 the next whole millisecond: Java runners keep timers in milliseconds). It sees
 partials (one per bundle, collection, dimensions and slice), never reports.
+
+The watermark delay. A source's watermark follows the newest record times it has read, and the
+wall clock once it has caught up (Kafka IO's ``CreateTime`` policy, which Beam's Python
+``ReadFromKafka`` sets with no delay; Pub/Sub's publish or attribute times). A collector that holds
+reports for up to a batching delay, from devices whose clocks run behind, sends reports that are
+already that far behind the watermark. The adapter therefore tells the engine the watermark is
+``watermark_delay_seconds`` earlier than it is: it sets each timer the engine asks for that much
+later and hands the engine the fired time less the delay. A window's on-time pane and its close
+come that much later; early firings (processing time) are not moved. This is ``withCreateTime(maxDelay)``
+of Kafka IO's Java API, applied where the job's only watermark-driven step reads it, for every source.
 """
 from __future__ import annotations
 
@@ -33,10 +47,10 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_marginals.schemas.dead_letters import NAMESPACE, VALID
-from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
-from ldp_marginals.transforms.dead_letters import TAG, count, late_batch
-from ldp_marginals.transforms.publication.engine import NEVER, PaneEngine, PaneFile, Status
+from ldp_marginals.schemas.dead_letters import NAMESPACE, REPORTS_PUBLISHED, VALID
+from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
+from ldp_marginals.transforms.dead_letters import TAG, count, count_withheld, late_batch
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, NEVER, PaneEngine, PaneFile, Status
 from ldp_marginals.transforms.publication.state import (
     entry_from_bytes,
     entry_to_bytes,
@@ -59,10 +73,11 @@ class WindowPanesFn(beam.DoFn):
     EVENT = TimerSpec("event", TimeDomain.WATERMARK)
     EARLY = TimerSpec("early", TimeDomain.REAL_TIME)
 
-    def __init__(self, config, clock=time.time, row_outputs: bool = True):
+    def __init__(self, config, clock=time.time, row_outputs: bool = True, watermark_delay_seconds: float = 0.0):
         self.config = config
         self.clock = clock   # processing time for early firings (tests pass the runner's test clock's origin)
         self.row_outputs = row_outputs   # False: rows only in their pane files (the kinds' outputs stay empty)
+        self.delay_us = delay_us(watermark_delay_seconds)
 
     def setup(self):
         self._valid = Metrics.counter(NAMESPACE, VALID)
@@ -84,7 +99,13 @@ class WindowPanesFn(beam.DoFn):
                  early_set=beam.DoFn.StateParam(EARLY_SET), event=beam.DoFn.TimerParam(EVENT),
                  early=beam.DoFn.TimerParam(EARLY)):
         status = self._status(windows, through, early_set)
-        step = self._engine.on_watermark(status, fired.micros, lambda: self._entries(entries))
+        open_before = dict(status.windows)
+        step = self._engine.on_watermark(status, engine_us(fired.micros, self.delay_us), lambda: self._entries(entries))
+        # the windows that closed: what their last pane published (the engine updates each window's
+        # status in place, then drops it)
+        published = sum(ws.published for w, ws in open_before.items() if w not in status.windows)
+        if published:
+            count(REPORTS_PUBLISHED, published)
         yield from self._apply(step, status, entries, windows, through, early_set, event, early)
 
     @on_timer(EARLY)
@@ -120,18 +141,38 @@ class WindowPanesFn(beam.DoFn):
             through.write(status.through_us)
         early_set.write(status.early_set)
         if step.event_us is not None:
-            event.set(Timestamp(micros=_whole_ms(step.event_us)))
+            event.set(Timestamp(micros=_whole_ms(timer_us(step.event_us, self.delay_us))))
         if step.arm_early:
             early.set(Timestamp.of(self.clock() + self.config.early_firing_seconds))
         if step.disarm_early:
             early.clear()
         for batch in step.late:
-            yield late_batch(batch)
+            yield late_batch(batch, self.delay_us / 1_000_000)
         for pane in step.panes:
+            if pane.kind == WITHHELD:
+                count_withheld(pane.rows)
             if self.row_outputs:
                 for row in pane.rows:
                     yield beam.pvalue.TaggedOutput(pane.kind, row)
             yield beam.pvalue.TaggedOutput(PANES, pane)
+
+
+def delay_us(watermark_delay_seconds: float) -> int:
+    if not watermark_delay_seconds >= 0:
+        raise ValueError(f"watermark_delay_seconds must be >= 0, got watermark_delay_seconds={watermark_delay_seconds!r}")
+    return int(round(watermark_delay_seconds * 1_000_000))
+
+
+def timer_us(event_us: int, delay: int) -> int:
+    """When to set the timer for the engine's ``event_us``: ``delay`` later, at most the end of time
+    (the global window's close, which only a drained or finished stream reaches)."""
+    return min(event_us + delay, END_OF_TIME_US)
+
+
+def engine_us(fired_us: int, delay: int) -> int:
+    """What the engine is told of a timer fired at ``fired_us``: the watermark less ``delay``; at the
+    end of time, the end of time (every input has been read, no delay is owed)."""
+    return fired_us if fired_us >= END_OF_TIME_US - delay else fired_us - delay
 
 
 def _whole_ms(micros: int) -> int:
@@ -150,17 +191,19 @@ class StreamingPanes(beam.PTransform):
     """Timestamped partials of one collection -> ``{kind: rows}`` plus ``panes`` (pane files) and
     ``dead_letters`` (late batches)."""
 
-    def __init__(self, config, clock=time.time, row_outputs: bool = True):
+    def __init__(self, config, clock=time.time, row_outputs: bool = True, watermark_delay_seconds: float = 0.0):
         super().__init__()
         self.config = config
         self.clock = clock
         self.row_outputs = row_outputs
+        self.watermark_delay_seconds = watermark_delay_seconds
 
     def expand(self, partials):
         outs = (partials
                 # a string key: state needs a deterministic key coder on every runner
                 | "KeyByCollection" >> beam.Map(_key_with_slice).with_output_types(typing.Tuple[str, typing.Any])
-                | "WindowPanes" >> beam.ParDo(WindowPanesFn(self.config, self.clock, self.row_outputs)).with_outputs(
+                | "WindowPanes" >> beam.ParDo(WindowPanesFn(self.config, self.clock, self.row_outputs,
+                                                       self.watermark_delay_seconds)).with_outputs(
                     *ESTIMATE_KINDS, PANES, TAG))
         result = {kind: outs[kind] for kind in ESTIMATE_KINDS}
         result[PANES] = outs[PANES]

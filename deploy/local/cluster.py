@@ -96,6 +96,7 @@ class Cluster:
     detached: bool = False       # outlives the process that started it (`make cluster-up`), else ends with it
     rest_port: int = 0           # the session cluster's REST port (flink="session")
     workers_port: int = 0        # the Python SDK worker pool's port (workers=True), else LOOPBACK
+    metrics_ports: dict = field(default_factory=dict)   # Flink process -> its Prometheus reporter's port
     jvm_dir: str = JVM_DIR
     pids: dict = field(default_factory=dict)   # part -> process id
 
@@ -151,6 +152,15 @@ class Cluster:
             args.append(f"--files_to_stage={_placeholder_jar(self.run_dir)}")
         return args
 
+    def scrape(self) -> dict:
+        """Every Flink process's Prometheus endpoint -> ``{part: the text it serves}``."""
+        out = {}
+        for part, port in sorted(self.metrics_ports.items()):
+            if part in self.pids:
+                with urllib.request.urlopen(f"http://localhost:{port}/metrics", timeout=10) as resp:
+                    out[part] = resp.read().decode()
+        return out
+
     @property
     def rest(self) -> str:
         return f"http://localhost:{self.rest_port}"
@@ -188,20 +198,14 @@ class Cluster:
         return int(self.rest_call(f"/jobs/{job_id}/checkpoints")["counts"]["completed"])
 
     def stop_with_savepoint(self, job_id: str, timeout_s: float = 120.0) -> str:
-        """Stop ``job_id`` with a savepoint (Flink's ``flink stop``) -> the savepoint's path."""
-        trigger = self.rest_call(f"/jobs/{job_id}/stop", {"targetDirectory": f"file://{self.savepoints}",
-                                                          "drain": False})
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            status = self.rest_call(f"/jobs/{job_id}/savepoints/{trigger['request-id']}")
-            if status["status"]["id"] == "COMPLETED":
-                op = status["operation"]
-                if "failure-cause" in op:
-                    raise ClusterError(f"the savepoint of job {job_id} failed: {op['failure-cause'].get('class')}: "
-                                       f"{op['failure-cause'].get('stack-trace', '').splitlines()[0]}")
-                return op["location"]
-            time.sleep(0.5)
-        raise ClusterError(f"the savepoint of job {job_id} did not complete within {timeout_s:.0f} s")
+        """Stop ``job_id`` with a savepoint, as ``ldp-marginals run --savepoint-on-stop`` does (a
+        savepoint, then a cancel: :func:`ldp_marginals.pipelines.stopping.savepoint_stop` says why not
+        ``flink stop``) -> the savepoint's path."""
+        from ldp_marginals.pipelines.stopping import savepoint_stop
+        try:
+            return savepoint_stop(self.rest, job_id, timeout_s, target=f"file://{self.savepoints}")
+        except (RuntimeError, TimeoutError) as err:
+            raise ClusterError(str(err)) from None
 
     def start_taskmanager(self, part: str = "taskmanager") -> None:
         """Start TaskManager ``part`` again (after :meth:`kill`) and wait until it has registered."""
@@ -387,19 +391,31 @@ def uuid_for_kafka() -> str:
             return cluster_id
 
 
+# Flink's Prometheus reporter (flink-metrics-prometheus, resolved by `make jvm`): each Flink process
+# serves its metrics, the job's counters among them, on http://localhost:<port>/metrics
+PROMETHEUS_REPORTER = {"metrics.reporter.prom.factory.class":
+                       "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"}
+# what the reporter names the job's counter ldp_marginals/<name>: this prefix, then <name> with its
+# dots as underscores (deploy/flink/alert-rules.yaml uses these names)
+JOB_METRIC_PREFIX = "flink_taskmanager_job_task_operator_ldp_marginals_"
+
+
 def _flink_conf(cluster: Cluster) -> str:
     """The Flink configuration folder of the job server and, in a session cluster, of the JobManager
     and TaskManager: parallelism, checkpoints and savepoints on disk, checkpoints kept on
-    cancellation; heap state in the job server's mini cluster; in a session cluster RocksDB state and
-    an exponential-delay restart strategy with quick heartbeats, so a killed TaskManager is noticed
-    within seconds and the job restarted from its last checkpoint."""
+    cancellation, the Prometheus reporter (on the port of the job server's Flink; each process of a
+    session cluster is given its own); heap state in the job server's mini cluster; in a session
+    cluster RocksDB state and an exponential-delay restart strategy with quick heartbeats, so a
+    killed TaskManager is noticed within seconds and the job restarted from its last checkpoint."""
     conf = os.path.join(cluster.run_dir, "flink-conf")
     os.makedirs(conf, exist_ok=True)
+    cluster.metrics_ports["job_server"] = free_port()
     settings = {
         "parallelism.default": cluster.parallelism, "taskmanager.numberOfTaskSlots": cluster.slots,
         "state.backend.type": "hashmap", "state.checkpoints.dir": f"file://{cluster.checkpoints}",
         "state.savepoints.dir": f"file://{cluster.savepoints}",
-        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        **PROMETHEUS_REPORTER, "metrics.reporter.prom.port": cluster.metrics_ports["job_server"]}
     if cluster.flink == "session":
         settings.update({
             "jobmanager.rpc.address": "localhost", "jobmanager.rpc.port": free_port(),
@@ -426,11 +442,18 @@ def _flink_jvm(lib: str, heap: str, *jvm_opts: str) -> list:
             "-cp", os.path.join(lib, "*")]
 
 
+def _metrics_port(cluster: Cluster, part: str) -> str:
+    """A session cluster's process ``part`` serves its metrics on a port of its own: the dynamic
+    property that says which (a TaskManager started again keeps its part's port)."""
+    port = cluster.metrics_ports.setdefault(part, free_port())
+    return f"-Dmetrics.reporter.prom.port={port}"
+
+
 def _start_jobmanager(cluster: Cluster) -> None:
     lib = lib_dir(cluster.jvm_dir, "job-server")
     log = os.path.join(cluster.run_dir, "jobmanager.log")
-    proc = _spawn(_flink_jvm(lib, "768m") + [JOBMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir,
-                                                                                         "flink-conf")], log, cluster)
+    proc = _spawn(_flink_jvm(lib, "768m") + [JOBMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir, "flink-conf"),
+                                             _metrics_port(cluster, "jobmanager")], log, cluster)
     cluster.pids["jobmanager"] = proc.pid
     _wait_port(cluster.rest_port, proc, "the Flink JobManager", log)
 
@@ -440,7 +463,8 @@ def _start_taskmanager(cluster: Cluster, part: str = "taskmanager", timeout: flo
     log = os.path.join(cluster.run_dir, f"{part}.log")
     before = {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]}
     proc = _spawn(_flink_jvm(lib, "1g", *TASKMANAGER_JIT) + [TASKMANAGER_MAIN, "--configDir",
-                                                            os.path.join(cluster.run_dir, "flink-conf")],
+                                                            os.path.join(cluster.run_dir, "flink-conf"),
+                                                            _metrics_port(cluster, part)],
                   log, cluster)
     cluster.pids[part] = proc.pid
     deadline = time.monotonic() + timeout

@@ -6,9 +6,11 @@ the fix in one line.
 ``cluster`` is shared by the session; ``own_cluster`` belongs to one module, for streaming tests: a
 cancelled streaming job's in-process SDK worker threads end only when the job server goes, with a
 gRPC error that pytest pins on whichever test is running then, so that module stops its own.
-``session_cluster`` is a module's own Flink session cluster as deployed (deploy/flink): a JobManager
-and two TaskManagers of one slot each, of their own processes, the Python work in a pool of worker
-processes (one per TaskManager); the crash and upgrade tests kill a TaskManager and take savepoints."""
+``session_cluster`` is a Flink session cluster as deployed (deploy/flink), shared by the session: a
+JobManager and two TaskManagers of one slot each, of their own processes, the Python work in a pool
+of worker processes (one per TaskManager; no worker threads in the test process, so no module needs
+its own); the crash and upgrade tests kill a TaskManager (and start another) and take savepoints, the
+stop tests send signals to the command."""
 import os
 
 import pytest
@@ -40,7 +42,7 @@ def own_cluster(tmp_path_factory):
     c.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def session_cluster(tmp_path_factory):
     c = _started(tmp_path_factory, "session_cluster", flink="session", taskmanagers=2, workers=True)
     yield c

@@ -89,18 +89,32 @@ def batch_of(tmp_path, records: list, name: str = "batch") -> tuple:
                      "--output", out, "--runner", "DirectRunner"])
 
 
-def assert_same_estimates(out: str, batch_out: str) -> None:
+def assert_same_estimates(out: str, batch_out: str, every_kind: bool = True) -> None:
     """Every estimate kind's latest panes under ``out`` are the batch rows under ``batch_out``:
-    keys and counts exactly, floats to 1e-9."""
+    keys and counts exactly, floats to 1e-9; with ``every_kind``, every kind has rows."""
     from ldp_marginals.pipelines.read import read_rows
     from ldp_marginals.schemas.outputs import ESTIMATE_KINDS
     from tests.cluster.test_flink_batch import split
+    compared = 0
     for kind in ESTIMATE_KINDS:
         keys_b, floats_b = split(read_rows(batch_out, kind))
         keys_s, floats_s = split(read_rows(out, kind))
-        assert keys_s == keys_b and keys_b, kind
+        assert keys_s == keys_b and (keys_b or not every_kind), kind
         for a, b in zip(floats_s, floats_b):
             assert a == pytest.approx(b, rel=1e-9, abs=1e-12), kind
+        compared += len(keys_b)
+    assert compared
+
+
+def reports_in_latest_panes(out: str) -> int:
+    """The reports in the latest marginals pane of each window and key under ``out``."""
+    import json
+
+    from ldp_marginals.pipelines.read import read_rows
+    from ldp_marginals.schemas.outputs import MARGINALS
+    per_key = {(r["window_start"], json.dumps(r["dimensions"], sort_keys=True)): r["n_reports"]
+               for r in read_rows(out, MARGINALS)}
+    return sum(per_key.values())
 
 
 def panes_of(output: str, kind: str, collection: str, window: tuple) -> list:
@@ -124,15 +138,69 @@ def rows_of(output: str, kind: str, collection: str, window: tuple, pane: int) -
 
 @contextlib.contextmanager
 def running_job(argv, cluster=None):
-    """The job of ``ldp-marginals run argv`` submitted and left running; cancelled on leaving (on a
-    session ``cluster`` through Flink's REST API: Beam's cancel does not reach a remote Flink)."""
+    """The job of ``ldp-marginals run argv`` submitted and left running -> its parsed arguments
+    (``job_name``: its name on Flink); cancelled on leaving (on a session ``cluster`` through Flink's
+    REST API: Beam's cancel does not reach a remote Flink)."""
     pipeline, args, configs = make_pipeline(argv)
     prepare_outputs(args, configs)
     result = pipeline.run()
     try:
-        yield result
+        yield args
     finally:
         with contextlib.suppress(Exception):   # a job server killed by the test cannot answer
             result.cancel()
         if cluster is not None and cluster.flink == "session":
             cluster.cancel_jobs()
+
+
+def collect(bootstrap: str, topic: str, records: list, *, rate_per_s: float, max_seconds, max_reports: int = 500,
+            max_lag_s: float = 5.0, devices: int = 200, seed: int = 0) -> list:
+    """``records`` sent as collectors send them, in real time: devices report at ``rate_per_s`` in all
+    (report i from device i % ``devices``), each stamping its report with its own clock, which runs
+    behind the wall clock by a lag drawn once per device in [0, ``max_lag_s``]; every report goes to a
+    collector, each a :class:`KafkaReportProducer` that sends a container when it holds
+    ``max_reports`` reports or its oldest has waited its batching delay (``max_seconds``: one per
+    collector). Collector j of n, of delay d, takes reports from ``j * d / n`` seconds on (round robin
+    among those started), so the collectors' flushes are spread over their delays as independent
+    collectors' are, not all at once. Returns the reports as sent (their event times set)."""
+    import random
+
+    from ldp_marginals.pipelines.produce import KafkaReportProducer
+    rng = random.Random(seed)
+    lag_ms = [int(rng.uniform(0, max_lag_s) * 1000) for _ in range(devices)]
+    delays = list(max_seconds)
+    producers = [KafkaReportProducer(bootstrap, topic, max_reports=max_reports, max_seconds=d) for d in delays]
+    starts = [j * d / len(delays) for j, d in enumerate(delays)]
+    sent = []
+    start = time.time()
+    try:
+        for i, record in enumerate(records):
+            due = start + i / rate_per_s
+            pause = due - time.time()
+            if pause > 0:
+                time.sleep(pause)
+            started = [p for p, s in zip(producers, starts) if s <= due - start]
+            report = dict(record, event_time=int(time.time() * 1000) - lag_ms[i % devices])
+            started[i % len(started)].send(report)
+            sent.append(report)
+    finally:
+        for p in producers:
+            p.close()
+    return sent
+
+
+def job_metrics(cluster, job_name: str) -> dict:
+    """The job's counters as Flink's Prometheus reporter serves them (every process of ``cluster``,
+    summed over subtasks) -> ``{counter name as Beam knows it: total}``; Flink exports a counter
+    ``ldp_marginals/reports.valid`` as ``flink_taskmanager_job_task_operator_ldp_marginals_reports_valid``."""
+    import re
+
+    from deploy.local.cluster import JOB_METRIC_PREFIX as prefix
+    label = 'job_name="' + re.sub(r"[^a-zA-Z0-9:_]", "_", job_name) + '"'
+    totals = {}
+    for text in cluster.scrape().values():
+        for line in text.splitlines():
+            if line.startswith(prefix) and label in line:
+                name = line[len(prefix):line.index("{")]
+                totals[name] = totals.get(name, 0) + float(line.rsplit(" ", 1)[1])
+    return totals

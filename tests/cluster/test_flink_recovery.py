@@ -56,7 +56,9 @@ def start_stream(cluster, tmp_path, topic: str, seed: int):
     last window's (returned, to be sent later) produced to ``topic`` with one damaged message, and
     the job's arguments. -> ``(t0, last window index, records, held back, argv, output)``."""
     (tmp_path / "c.json").write_text(json.dumps(CRASH))
-    t0 = streams.next_start_ms(WINDOW_S, ahead_s=30)
+    # the job must read the first window's reports before it closes (its end plus 5 s): building and
+    # submitting the job took 33 s once on a busy machine, so 30 s ahead was not always enough
+    t0 = streams.next_start_ms(WINDOW_S, ahead_s=60)
     records = streams.rescale(reports(parse_config(CRASH)), DEFAULT_START_MS, t0, WINDOW_S)
     random.Random(seed).shuffle(records)
     last_window = max(streams.window_index(r, t0, WINDOW_S) for r in records if r["event_time"] >= 0)
@@ -74,6 +76,8 @@ def start_stream(cluster, tmp_path, topic: str, seed: int):
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
             "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "1",
+            # reports stamped ahead of the clock (streams): no batching delay to wait for
+            "--watermark-delay-seconds", "0",
             "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
     return t0, last_window, records, later, argv, out
 

@@ -10,6 +10,7 @@ Windows are 10 s long and the reports are stamped a few seconds ahead (see ``str
 stream's watermark is the wall clock and the test takes about a minute and a half."""
 import json
 import random
+import re
 
 import pytest
 
@@ -75,11 +76,13 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-timestamp-policy", "CreateTime",
             "--kafka-consumer-config", "auto.offset.reset=earliest",
             "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "2",
+            # reports stamped ahead of the clock (streams): no batching delay to wait for
+            "--watermark-delay-seconds", "0",
             "--output", out] + cluster.pipeline_args()
     windows = sorted({(t0 + streams.window_index(r, t0, WINDOW_S) * WINDOW_S * 1000,
                        t0 + (streams.window_index(r, t0, WINDOW_S) + 1) * WINDOW_S * 1000)
                       for r in on_time if r["event_time"] >= 0})
-    with streams.running_job(argv):
+    with streams.running_job(argv) as job:
         # the first pane of the first window is its on-time pane (this collection fires no early pane)
         streams.wait_until("the first window's on-time pane", lambda: streams.panes_of(out, MARGINALS, "app", w0), 90)
         assert not closed(out, "app", w0), "the window closed before its late reports were sent"
@@ -92,6 +95,8 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
                                    lambda c=collection, w=w: closed(out, c, w), 90)
         streams.wait_until("the late dead letters", lambda: sum(
             d["reports"] for d in read_rows(out, DEAD_LETTERS) if d["reason"] == "late") >= len(past), 30)
+        metrics = streams.wait_until("the late reports on Prometheus", lambda: (lambda m: m if m.get(
+            "dead_letter_late", 0) >= len(past) else None)(streams.job_metrics(cluster, job.job_name)), 30)
 
     batch, expected = streams.batch_of(tmp_path, on_time + within)
     streams.assert_same_estimates(out, batch)
@@ -104,9 +109,22 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
         by_reason[d["reason"]] = by_reason.get(d["reason"], 0) + d["reports"]
     assert by_reason.pop("late") == len(past)
     unreadable = [d for d in dead if d["reason"] in ("undecodable", "damaged_block")]
-    assert sorted(d["source"].partition("@")[0] for d in unreadable) == ["kafka:reports"] * len(damaged)
+    # each names its record: topic, partition and offset (and the byte offset of a damaged block)
+    assert len(unreadable) == len(damaged)
+    assert all(re.fullmatch(r"kafka:reports/partition/[01]/offset/\d+(@\d+)?", d["source"]) for d in unreadable)
     for d in unreadable:
         by_reason.pop(d["reason"], None)
     assert by_reason == expected["dead_letters_by_reason"]
     # produced = counted (the stream's rows are the batch's on the same reports) + dead-lettered
     assert expected["reports_counted"] + sum(by_reason.values()) + len(past) == len(records)
+    # the job's counters as Flink's Prometheus reporter serves them say the same (issue 36, item 7):
+    # counted, dead-lettered by reason, and the guard's work once every window has closed
+    assert metrics["reports_valid"] == expected["reports_counted"]
+    assert metrics["dead_letter_late"] == len(past)
+    for reason, n in expected["dead_letters_by_reason"].items():
+        assert metrics[f"dead_letter_{reason}"] == n, reason
+    assert metrics["dead_letter_undecodable"] + metrics.get("dead_letter_damaged_block", 0) == len(damaged)
+    withheld = [r for r in read_rows(out, WITHHELD) if r["cause"] == "privacy" and r["statistic"] == "all"]
+    assert metrics.get("windows_withheld", 0) == len(withheld)
+    assert metrics.get("reports_withheld", 0) == sum(r["n_reports"] for r in withheld)
+    assert metrics["reports_published"] + metrics.get("reports_withheld", 0) == expected["reports_counted"]

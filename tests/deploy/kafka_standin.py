@@ -4,7 +4,8 @@ The real service runs in the tests marked ``kafka`` (``tests/cluster``, JVM part
 jvm``); these fast tests build the pipeline without a JVM. The stand-in answers the same Expand
 request in-process: it records the configuration our pipeline sends for Kafka's
 URN (decoded from the schema-encoded payload, as the Java side decodes it) and expands the
-transform to a Python placeholder that produces ``KV<bytes, bytes>`` like the real reader. What it
+transform to a Python placeholder that produces rows with the record's metadata (topic, partition,
+offset, timestamp, key, value) like the real reader with metadata. What it
 cannot check is that the Java side accepts the configuration: the ``kafka`` tests do.
 """
 from __future__ import annotations
@@ -18,13 +19,24 @@ from apache_beam.portability.api import external_transforms_pb2
 from apache_beam.runners.portability.expansion_service import ExpansionServiceServicer
 from apache_beam.typehints.schemas import named_tuple_from_schema
 
-KAFKA_URN = ReadFromKafka.URN_WITHOUT_METADATA
+KAFKA_URN = ReadFromKafka.URN_WITH_METADATA
+
+
+class KafkaRecord(typing.NamedTuple):
+    """The fields of Kafka IO's rows with metadata that the job reads (and the key, which it drops)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: typing.Optional[bytes]
+    value: bytes
 
 
 class _KafkaPlaceholder(beam.PTransform):
     def expand(self, pbegin):
         return (pbegin | beam.Impulse()
-                | beam.FlatMap(lambda _: []).with_output_types(typing.Tuple[bytes, bytes]))
+                | beam.FlatMap(lambda _: []).with_output_types(KafkaRecord))
 
 
 def decode_config(payload: bytes) -> dict:

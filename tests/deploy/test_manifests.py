@@ -179,3 +179,29 @@ def test_the_docs_say_dead_letters_hold_no_report_content():
         assert re.search(r"no report content|\*\*without its content\*\*", text), path
         about = [s for s in re.split(r"(?<=[.|])\s", text) if re.search(r"[Dd]ead[ -]letters?\b", s)]
         assert not [s for s in about if re.search(r"as received|hold the (?:noisy )?reports?\b", s)], path
+
+
+def test_flink_reports_metrics_to_prometheus_and_the_alert_rules_watch_counters_the_job_has():
+    from ldp_marginals.schemas import dead_letters as dl
+    conf = FLINK_DEPLOYMENT["spec"]["flinkConfiguration"]
+    for key, value in local_cluster.PROMETHEUS_REPORTER.items():   # as the local cluster the tests scrape
+        assert conf[key] == value
+    port = int(conf["metrics.reporter.prom.port"])
+    tm = FLINK_DEPLOYMENT["spec"]["taskManager"]["podTemplate"]
+    assert tm["metadata"]["annotations"]["prometheus.io/port"] == str(port)
+    steps = dockerfile(DEPLOY / "flink" / "Dockerfile.flink")
+    assert "plugins/metrics-prometheus" in " ".join(a for i, a in steps if i == "RUN")
+
+    exported = {local_cluster.JOB_METRIC_PREFIX + name.replace(".", "_") for name in (
+        dl.VALID, dl.REPORTS_PUBLISHED, dl.REPORTS_WITHHELD, dl.WINDOWS_WITHHELD,
+        *(dl.counter_name(reason) for reason in dl.REASONS))}
+    text = (DEPLOY / "flink" / "alert-rules.yaml").read_text()
+    (rules,) = yaml_documents(DEPLOY / "flink" / "alert-rules.yaml")
+    alerts = {r["alert"]: r["expr"] for group in rules["groups"] for r in group["rules"]}
+    assert {"LdpMarginalsLateReports", "LdpMarginalsDeadLetters", "LdpMarginalsWithheldWindows"} <= set(alerts)
+    named = set(re.findall(re.escape(local_cluster.JOB_METRIC_PREFIX) + r"\w*", text))
+    for name in named:   # a whole counter's name, or (a regular expression's) prefix of some
+        assert name in exported or (name.endswith("_") and any(e.startswith(name) for e in exported)), name
+    for counter in ("reports_valid", "dead_letter_late", "windows_withheld", "reports_withheld", "reports_published"):
+        assert local_cluster.JOB_METRIC_PREFIX + counter in named
+    assert "alert-rules.yaml" in (DEPLOY / "README.md").read_text()

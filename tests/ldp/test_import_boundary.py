@@ -52,7 +52,7 @@ def test_subcommands_other_than_run_do_not_import_beam(tmp_path):
              ["calibrate", "--bits", "5", "--population", "1000", "--epsilon", "1", "--json"],
              ["simulate", "--config", str(config), "--reports", "50", "--out", str(tmp_path / "r.avro")],
              ["plan", "--config", str(config), "--reports-per-window", "1000", "--json"],
-             ["dashboard", "--help"], ["demo", "--help"]]
+             ["dashboard", "--help"], ["demo", "--help"], ["produce", "--help"]]
     for argv in calls:
         code = ("from ldp_marginals.pipelines.cli import main\n"
                 f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    assert e.code in (0, None), e.code\n")

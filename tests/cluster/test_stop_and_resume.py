@@ -1,0 +1,201 @@
+"""Ctrl-C and SIGTERM stop the job ``ldp-marginals run`` started, and a stopped job resumes where it
+stopped (issue 36, items 3 and 4).
+
+The command runs as a user runs it, a process of its own, and is sent the signal:
+
+- on a Flink session cluster as deployed (``--flink_master`` its REST address, checkpoints every
+  second): Ctrl-C cancels the job in Flink, and the one line the command prints names the command
+  that resumes it from its last retained checkpoint. Reports are produced while it is down; a new run
+  into the same ``--output`` is refused with that command; the command, given ``--savepoint-on-stop``,
+  resumes the job, and SIGTERM then stops it with a savepoint, which its line names. More reports
+  are produced while it is down, and the job resumes from the savepoint. Each time Flink's REST API
+  shows no job running or restarting once the command has ended. At the end the outputs equal the
+  batch path's on every report: none skipped, none counted twice.
+- on Flink inside Beam's job server (the local cluster's default): Ctrl-C cancels the job there.
+
+(SIGTERM on the DirectRunner: ``tests/pipelines/test_stopping.py``.)
+
+The reports are stamped a few seconds ahead of the clock (``streams``); the windows allow 15 minutes
+of lateness and the guard is off (``min_reports`` 0), so that the reports produced while the job is
+down are counted in late panes whenever it comes back, and the latest panes can be compared with the
+batch rows without waiting for the windows to close."""
+import contextlib
+import json
+import os
+import random
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
+
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, MARGINALS
+from tests.cluster import streams
+from tests.cluster.test_flink_batch import RAW
+from tests.cluster.test_flink_recovery import DAMAGED, window_of
+from tests.cluster.test_kafka_streaming import WINDOW_S
+from tests.pipelines.test_same_answers import container, reports
+
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
+
+# no conditionals and no conditional means: their presence test may withhold in a late pane what an
+# earlier pane published, and the reader's latest pane of that kind is then the earlier one
+STOPS = dict(RAW, extremes=[e for e in RAW["extremes"] if e.get("over") != "client"], min_reports=0,
+             conditionals=[], means=[], window={"type": "fixed", "size_seconds": WINDOW_S},
+             allowed_lateness_seconds=900)
+
+
+@contextlib.contextmanager
+def command(argv, log):
+    """``ldp-marginals run argv`` as a process of its own, its output to the file ``log`` -> the
+    process, killed on leaving if it still runs."""
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", *argv],
+                                stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def stopped(proc: subprocess.Popen, sig, log_path, timeout_s: float = 180) -> tuple:
+    """Send ``sig``, wait for the process's end -> ``(exit code, its one stop line)``; no traceback."""
+    proc.send_signal(sig)
+    proc.wait(timeout_s)
+    with open(log_path) as fh:
+        out = fh.read()
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if line.startswith("ldp-marginals run: stopped by")]
+    assert len(lines) == 1, out
+    return proc.returncode, lines[0]
+
+
+def no_job_runs_on(cluster, seconds: float = 5.0) -> None:
+    """Flink's REST API shows no job running or restarting, now and ``seconds`` later."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert cluster.running_jobs() == []
+        time.sleep(0.5)
+
+
+def stream_in_three(cluster, tmp_path, topic: str) -> tuple:
+    """The reports of a few 10 s windows from the near future, shuffled; all but two slices of them
+    produced to ``topic`` with a damaged message, the slices returned to be produced while the job is
+    down. -> ``(t0, records, first slice held back, second, argv, output)``."""
+    (tmp_path / "c.json").write_text(json.dumps(STOPS))
+    t0 = streams.next_start_ms(WINDOW_S, ahead_s=30)
+    records = streams.rescale(reports(parse_config(STOPS)), DEFAULT_START_MS, t0, WINDOW_S)
+    random.Random(11).shuffle(records)
+    valid = [i for i, r in enumerate(records) if r["event_time"] >= 0]
+    held = set(valid[:400])
+    now = [r for i, r in enumerate(records) if i not in held]
+    later = [records[i] for i in sorted(held)]
+    first = streams.singles(now[:500], default_ms=t0) + [
+        (container(now[i:i + 300]), max(t0, min(r["event_time"] for r in now[i:i + 300])))
+        for i in range(500, len(now), 300)] + [(value, t0) for value, _ in DAMAGED]
+    streams.produce(cluster.bootstrap, topic, first)
+    out = str(tmp_path / "stream")
+    argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
+            "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
+            "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "1",
+            "--watermark-delay-seconds", "0", "--progress-seconds", "0", "--output", out,
+            ] + cluster.pipeline_args(checkpoint_ms=1000)
+    return t0, records, later[:200], later[200:], argv, out
+
+
+def test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_resumes_without_a_loss(session_cluster, tmp_path):
+    cluster = session_cluster
+    t0, records, while_cancelled, while_saved, argv, out = stream_in_three(cluster, tmp_path, "stops")
+    argv += [f"--flink_master=localhost:{cluster.rest_port}"]
+    log = tmp_path / "first.log"
+    with command(argv, log) as proc:
+        job = streams.wait_until("the job on the session cluster", cluster.running_jobs, 240)[0]
+        streams.wait_until("the first window's on-time pane",
+                           lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, t0)), 180)
+        done = cluster.completed_checkpoints(job)
+        streams.wait_until("a checkpoint after the pane", lambda: cluster.completed_checkpoints(job) > done, 60)
+        code, line = stopped(proc, signal.SIGINT, log)
+    assert code == 128 + signal.SIGINT
+    assert f"stopped by SIGINT: Flink job {job} cancelled; resume it with: ldp-marginals run " in line
+    no_job_runs_on(cluster)
+    resume = shlex.split(line.split("resume it with: ", 1)[1])
+    checkpoint = resume[-1].split("=", 1)[1]
+    assert resume[-1].startswith("--savepoint_path=") and "/chk-" in checkpoint
+    assert os.path.isdir(checkpoint.removeprefix("file:"))
+
+    # produced while the job is down
+    streams.produce(cluster.bootstrap, "stops", streams.singles(while_cancelled), create=False)
+    # a new run into the same --output would hide the stopped one: refused, naming the command
+    with pytest.raises(ValueError, match=r"resume it with: ldp-marginals run .*--savepoint_path=" + re.escape(checkpoint)):
+        with streams.running_job(argv, cluster):
+            pass
+    assert cluster.running_jobs() == []
+
+    # the command resumes it; this time SIGTERM stops it with a savepoint
+    log = tmp_path / "second.log"
+    with command(resume[2:] + ["--savepoint-on-stop"], log) as proc:
+        job = streams.wait_until("the resumed job", cluster.running_jobs, 240)[0]
+        restored = streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job), 60)
+        assert restored["external_path"].endswith(checkpoint.rsplit("/", 1)[1])   # the retained checkpoint
+        streams.wait_until("a checkpoint of the resumed job", lambda: cluster.completed_checkpoints(job) > 0, 60)
+        code, line = stopped(proc, signal.SIGTERM, log)
+    assert code == 128 + signal.SIGTERM
+    assert f"stopped by SIGTERM: Flink job {job} stopped with a savepoint; resume it with: " in line
+    savepoint = line.rsplit("--savepoint_path=", 1)[1]
+    assert savepoint.startswith(f"file:{cluster.savepoints}") and os.path.isdir(savepoint.removeprefix("file:"))
+    assert cluster.rest_call(f"/jobs/{job}")["state"] == "CANCELED"   # after its savepoint
+    no_job_runs_on(cluster)
+
+    streams.produce(cluster.bootstrap, "stops", streams.singles(while_saved), create=False)
+    resume = shlex.split(line.split("resume it with: ", 1)[1])
+    batch, expected = streams.batch_of(tmp_path, records)
+    with streams.running_job(resume[2:], cluster):
+        job = streams.wait_until("the job resumed from the savepoint", cluster.running_jobs, 240)[0]
+        assert streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job), 60)["is_savepoint"]
+        streams.wait_until("every report in the latest panes",
+                           lambda: streams.reports_in_latest_panes(out) >= expected["reports_counted"], 180)
+        streams.wait_until("the damaged message's dead letter", lambda: any(
+            d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 30)
+    # every report counted once, whatever the stops: the latest panes are the batch rows on all of them
+    assert streams.reports_in_latest_panes(out) == expected["reports_counted"]
+    streams.assert_same_estimates(out, batch, every_kind=False)
+    dead = {}
+    for d in read_rows(out, DEAD_LETTERS):
+        dead[d["reason"]] = dead.get(d["reason"], 0) + d["reports"]
+    assert dead.pop("undecodable") == len(DAMAGED)
+    assert dead == expected["dead_letters_by_reason"]
+
+
+def jobs_on(job_server: str) -> list:
+    """``(job id, state name)`` of every job Beam's job server knows."""
+    with grpc.insecure_channel(job_server) as channel:
+        stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
+        infos = stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=10).job_info
+    return [(i.job_id, beam_job_api_pb2.JobState.Enum.Name(i.state)) for i in infos]
+
+
+def test_ctrl_c_cancels_the_job_in_the_job_servers_flink(cluster, tmp_path):
+    t0, _, _, _, argv, out = stream_in_three(cluster, tmp_path, "local")
+    argv = [a for a in argv if not a.startswith("--checkpointing_interval")]
+    log = tmp_path / "run.log"
+    with command(argv, log) as proc:
+        streams.wait_until("the first window's on-time pane",
+                           lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, t0)), 240)
+        code, line = stopped(proc, signal.SIGINT, log)
+    assert code == 128 + signal.SIGINT
+    assert "stopped by SIGINT: the job was cancelled (CANCELLED); it cannot be resumed" in line
+    with open(os.path.join(out, "manifest.json")) as fh:
+        name = "ldp-marginals-" + json.load(fh)["run_id"].lower()   # the job's name (run.job_name)
+    jobs = jobs_on(cluster.job_endpoint)
+    assert [state for job, state in jobs if job.startswith(name)] == ["CANCELLED"], jobs
+    assert not [job for job, state in jobs if state in ("RUNNING", "STARTING", "STOPPED")], jobs
