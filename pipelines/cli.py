@@ -17,7 +17,9 @@ EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_COUNTED = 1, 2, 3
 EXIT_CODES = {0: "done", EXIT_FAILED: "a run that started and could not finish (a full disk)",
               EXIT_USAGE: "an error found before anything ran (an option, a config, an input or output)",
               EXIT_NOTHING_COUNTED: "a run that read input and counted no report: every one was dead-lettered "
-                                    "or every file damaged (the summary and the dead letters say why)"}
+                                    "or every file damaged (the summary and the dead letters say why)",
+              130: "stopped by Ctrl-C (SIGINT), 143 stopped by SIGTERM: the job the run started was stopped, "
+                   "and its line says how to resume it"}
 
 
 def _simulate(args):

@@ -52,13 +52,26 @@ DAMAGED = [(b"\x00\x01not avro", 0)]
 
 
 def start_stream(cluster, tmp_path, topic: str, seed: int):
-    """Reports of a few 10 s windows from the near future, shuffled; all but the second half of the
-    last window's (returned, to be sent later) produced to ``topic`` with one damaged message, and
-    the job's arguments. -> ``(t0, last window index, records, held back, argv, output)``."""
+    """``topic``, empty, and the job's arguments -> ``(argv, output, begin)``. ``begin()``, called once
+    the job runs: reports of a few 10 s windows from the near future, shuffled; all but the second half
+    of the last window's (returned, to be sent later) produced with one damaged message ->
+    ``(t0, last window index, records, held back)``. (Produced before the job was submitted, the first
+    window's reports were late once: a busy machine took 33 s to build and submit the job, and the
+    window had closed, its end plus 5 s, by the time the job read them.)"""
     (tmp_path / "c.json").write_text(json.dumps(CRASH))
-    # the job must read the first window's reports before it closes (its end plus 5 s): building and
-    # submitting the job took 33 s once on a busy machine, so 30 s ahead was not always enough
-    t0 = streams.next_start_ms(WINDOW_S, ahead_s=60)
+    streams.produce(cluster.bootstrap, topic, [])
+    out = str(tmp_path / "stream")
+    argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
+            "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
+            "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "1",
+            # reports stamped ahead of the clock (streams): no batching delay to wait for
+            "--watermark-delay-seconds", "0",
+            "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
+    return argv, out, lambda: _begin(cluster, topic, seed)
+
+
+def _begin(cluster, topic: str, seed: int) -> tuple:
+    t0 = streams.next_start_ms(WINDOW_S, ahead_s=20)
     records = streams.rescale(reports(parse_config(CRASH)), DEFAULT_START_MS, t0, WINDOW_S)
     random.Random(seed).shuffle(records)
     last_window = max(streams.window_index(r, t0, WINDOW_S) for r in records if r["event_time"] >= 0)
@@ -71,24 +84,19 @@ def start_stream(cluster, tmp_path, topic: str, seed: int):
     first = streams.singles(now[:800], default_ms=t0) + [
         (container(now[i:i + 300]), max(t0, min(r["event_time"] for r in now[i:i + 300])))
         for i in range(800, len(now), 300)] + [(value, t0) for value, _ in DAMAGED]
-    streams.produce(cluster.bootstrap, topic, first)
-    out = str(tmp_path / "stream")
-    argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
-            "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
-            "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "1",
-            # reports stamped ahead of the clock (streams): no batching delay to wait for
-            "--watermark-delay-seconds", "0",
-            "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
-    return t0, last_window, records, later, argv, out
+    streams.produce(cluster.bootstrap, topic, first, create=False)
+    return t0, last_window, records, later
 
 
-def first_pane(cluster, out: str, t0: int) -> str:
-    """Wait for the submitted job on the session cluster and its first window's on-time pane -> the
-    job's Flink id."""
+def first_pane(cluster, out: str, begin) -> tuple:
+    """Wait for the submitted job on the session cluster, produce the stream's first part
+    (``begin``) and wait for its first window's on-time pane -> ``(the job's Flink id, what begin
+    returned)``."""
     job = streams.wait_until("the job on the session cluster", cluster.running_jobs, 120)[0]
+    begun = begin()
     streams.wait_until("the first window's on-time pane",
-                       lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, t0)), 90)
-    return job
+                       lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, begun[0])), 90)
+    return job, begun
 
 
 def wait_for_all_windows(out: str, t0: int, last_window: int) -> None:
@@ -119,9 +127,9 @@ def assert_batch_rows_once(tmp_path, records: list, out: str) -> None:
 
 def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_nothing(session_cluster, tmp_path):
     cluster = session_cluster
-    t0, last_window, records, after, argv, out = start_stream(cluster, tmp_path, "crash", seed=5)
+    argv, out, begin = start_stream(cluster, tmp_path, "crash", seed=5)
     with streams.running_job(argv, cluster):
-        job = first_pane(cluster, out, t0)
+        job, (t0, last_window, records, after) = first_pane(cluster, out, begin)
         assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the crash"
         checkpoints = cluster.completed_checkpoints(job)
         assert checkpoints >= 1
@@ -138,9 +146,9 @@ def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_
 def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is_refused(session_cluster,
                                                                                           tmp_path):
     cluster = session_cluster
-    t0, last_window, records, later, argv, out = start_stream(cluster, tmp_path, "upgrade", seed=6)
+    argv, out, begin = start_stream(cluster, tmp_path, "upgrade", seed=6)
     with streams.running_job(argv, cluster):
-        job = first_pane(cluster, out, t0)
+        job, (t0, last_window, records, later) = first_pane(cluster, out, begin)
         savepoint = cluster.stop_with_savepoint(job)
         streams.wait_until("the job's end", lambda: job not in cluster.running_jobs(), 60)
     assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the savepoint"
