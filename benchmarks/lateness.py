@@ -38,7 +38,7 @@ def late_shares(cluster, tmp: str, delay_s: float, seconds: float, rate: float, 
     cfg = parse_config(CONFIG)
     n = int(seconds * rate)
     records = list(report_records(cfg, simulate_population(cfg, n, seed=int(delay_s * 10))))
-    topic = f"late{int(delay_s * 10)}-{int(time.time())}"
+    topic = f"batching{int(delay_s * 10)}-{int(time.time())}"
     from ldp_marginals.pipelines.produce import create_topic
     create_topic(cluster.bootstrap, topic, partitions=2)
     with open(os.path.join(tmp, "c.json"), "w") as fh:

@@ -584,8 +584,10 @@ def main(argv=None) -> int:
             c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism, flink=args.flink,
                       taskmanagers=args.taskmanagers, detached=True)
             flink = f"; Flink's REST API on {c.rest}" if c.flink == "session" else ""
+            metrics = ", ".join(f"{part} :{port}" for part, port in sorted(c.metrics_ports.items()))
             print(f"Kafka on {c.bootstrap}, Flink job server on {c.job_endpoint} (parallelism {c.parallelism}), "
-                  f"Kafka IO expansion service on {c.expansion_service}{flink}; logs under {c.run_dir}")
+                  f"Kafka IO expansion service on {c.expansion_service}{flink}; Prometheus metrics at "
+                  f"localhost:<port>/metrics ({metrics}); logs under {c.run_dir}")
         else:
             c = load(args.run_dir)
             if c is None:
