@@ -43,6 +43,7 @@ import numpy as np
 from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.devices import DeviceTable, merge_tables, report_ranks, table_of
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator, _factors
 from ldp_marginals.ldp.sets import SetFamily
@@ -69,32 +70,57 @@ class WindowAccumulator:
     float64[n_extremes, 2] (sums over reports of each per-report OR/AND estimate and of its variance
     estimate), ``clients`` uint64[n_clients] (sorted client keys) and ``client_states``
     float64[n_clients, n_client_extremes, 7] (each client's estimator states and report count,
-    columns ``NEG_F`` ... ``REPORTS``)."""
+    columns ``NEG_F`` ... ``REPORTS``).
 
-    __slots__ = ("cooc", "extreme_sums", "clients", "client_states")
+    Under a device bound (``privacy.unit: device``) an accumulator is first *open*: ``devices`` holds
+    the slice and key's :class:`~ldp_marginals.ldp.devices.DeviceTable` (each device's kept reports,
+    mergeable in any order) and the counts are empty; :meth:`ReportAggregator.settle` counts the
+    kept reports and closes it (``devices`` None, ``device_count`` its devices, ``over_bound`` the
+    reports sent beyond the bound). A settled accumulator merges by plain addition, as without a
+    bound (the counts of merged slices or atoms: ``device_count`` is then a sum over the parts, an
+    upper bound of their distinct devices)."""
+
+    __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "devices", "device_count", "over_bound")
 
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
         self.cooc = cooc
         self.extreme_sums = np.zeros((n_extremes, 2))
         self.clients = np.zeros(0, dtype=np.uint64)
         self.client_states = np.zeros((0, n_client_extremes, STATE_WIDTH))
+        self.devices = None
+        self.device_count = 0
+        self.over_bound = 0
 
     def __getstate__(self):
         return {"version": STATE_VERSION, "cooc": self.cooc, "extreme_sums": self.extreme_sums,
-                "clients": self.clients, "client_states": self.client_states}
+                "clients": self.clients, "client_states": self.client_states, "devices": self.devices,
+                "device_count": self.device_count, "over_bound": self.over_bound}
 
     def __setstate__(self, state):
+        self.devices, self.device_count, self.over_bound = None, 0, 0
         if isinstance(state, tuple):  # version 1: (cooc, extreme_sums, clients, client_states, held)
             self.cooc, self.extreme_sums, self.clients, states, _held = state
             self.client_states = _with_report_counts(states)
             return
         self.cooc, self.extreme_sums = state["cooc"], state["extreme_sums"]
         self.clients, self.client_states = state["clients"], state["client_states"]
+        self.devices = state.get("devices")
+        self.device_count, self.over_bound = state.get("device_count", 0), state.get("over_bound", 0)
 
     @property
     def n(self) -> int:
-        """Reports counted."""
-        return self.cooc.n
+        """Reports counted (open under a device bound: reports kept)."""
+        return self.cooc.n if self.devices is None else self.devices.kept
+
+    @property
+    def received(self) -> int:
+        """Reports received, kept or not: under a device bound also those beyond it."""
+        return int(self.devices.seen.sum()) if self.devices is not None else self.n + self.over_bound
+
+    @property
+    def n_devices(self) -> int:
+        """Distinct devices (exact while open and for one settled slice and key)."""
+        return self.device_count if self.devices is None else self.devices.n_devices
 
     @property
     def n_clients(self) -> int:
@@ -141,17 +167,25 @@ class ReportAggregator:
 
     ``family``: the counted sets; ``channels``: one ``(p, q)`` per bit; ``extremes``: ``(op, bits)``
     per OR/AND taken over the bits of each report; ``client_extremes``: ``(op, bits)`` per OR/AND
-    taken over all of a client's reports (``op`` in ``or``, ``and``).
+    taken over all of a client's reports (``op`` in ``or``, ``and``); ``device_bound``: None (the
+    report is the unit), or ``M`` for a collection whose unit is the device: open accumulators
+    (:meth:`create_open`) keep at most M reports per device (:mod:`ldp_marginals.ldp.devices`),
+    chosen by ranks keyed with ``collection_key``; with client extremes a device is the client.
     """
 
     def __init__(self, family: SetFamily, channels: ChannelSet, extremes: Sequence[tuple] = (),
-                 client_extremes: Sequence[tuple] = ()):
+                 client_extremes: Sequence[tuple] = (), device_bound: int | None = None, collection_key: int = 0):
         if len(channels) != family.n_bits:
             raise ValueError(f"channels must have one channel per bit ({family.n_bits}), got len={len(channels)}")
+        if device_bound is not None and (isinstance(device_bound, bool) or not isinstance(device_bound, int)
+                                         or device_bound < 1):
+            raise ValueError(f"device_bound must be None or an int >= 1, got device_bound={device_bound!r}")
         self.family = family
         self.channels = channels
         self.extremes = self._checked(extremes, "extremes")
         self.client_extremes = self._checked(client_extremes, "client_extremes")
+        self.device_bound = device_bound
+        self.collection_key = int(collection_key)
 
     def _checked(self, extremes, name: str) -> tuple:
         out = tuple((op, tuple(int(b) for b in bits)) for op, bits in extremes)
@@ -163,11 +197,46 @@ class ReportAggregator:
     def create(self) -> WindowAccumulator:
         return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), len(self.client_extremes))
 
+    def create_open(self) -> WindowAccumulator:
+        """An empty open accumulator (under the device bound; :meth:`create` without one)."""
+        acc = self.create()
+        if self.device_bound is not None:
+            acc.devices = DeviceTable((self.family.n_bits + 7) // 8)
+        return acc
+
+    def add_devices(self, acc: WindowAccumulator, packed: np.ndarray, device_keys: np.ndarray) -> WindowAccumulator:
+        """Add reports of named devices (``device_keys`` uint64, :func:`client_key` of each token) to
+        the open accumulator ``acc``: each device keeps its bottom M by rank."""
+        if acc.devices is None:
+            raise ValueError("add_devices needs an open accumulator (create_open under a device bound)")
+        ranks = report_ranks(self.collection_key, device_keys, packed)
+        batch = table_of(device_keys, ranks, packed, self.device_bound)
+        acc.devices = merge_tables([acc.devices, batch], self.device_bound) if acc.devices.devices.size else batch
+        return acc
+
+    def settle(self, acc: WindowAccumulator) -> WindowAccumulator:
+        """``acc`` closed: an open accumulator's kept reports counted (in their table's order, so the
+        float sums do not depend on arrival order) into a new settled accumulator; a settled one as
+        it is."""
+        table = acc.devices
+        if table is None:
+            return acc
+        out = self.create()
+        if table.kept:
+            if self.client_extremes:
+                self.add_packed(out, table.bits, table.owner, np.ones(table.kept, dtype=bool))
+            else:
+                self.add_packed(out, table.bits)
+        out.device_count, out.over_bound = table.n_devices, table.over_bound
+        return out
+
     def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_keys: np.ndarray | None = None,
                    named: np.ndarray | None = None) -> WindowAccumulator:
         """Vectorized: a whole ``(n, n_bytes)`` uint8 block of packed reports at once. With client
         extremes, ``client_keys`` uint64 gives each report's client (:func:`client_key`) where
         ``named`` is true; a report without a client counts in no client extreme."""
+        if acc.devices is not None:
+            raise ValueError("add_packed needs a settled accumulator; an open one takes add_devices")
         bits = unpack_bits(packed, self.family.n_bits)
         acc.cooc.add_bits(bits)
         p, q = self.channels.p, self.channels.q
@@ -227,8 +296,18 @@ class ReportAggregator:
         rows over reports will read."""
         it = iter(accumulators)
         first = next(it)
+        if first.devices is not None:   # open: the union's bottom M per device
+            rest = list(it)
+            if any(a.devices is None for a in rest):
+                raise ValueError("an open accumulator merges only open ones (settle the others' slice first)")
+            first.devices = merge_tables([first.devices] + [a.devices for a in rest], self.device_bound)
+            return first
         keys, states = [], []
         for other in it:
+            if other.devices is not None:   # a pending part under a bound, counted as it would be settled
+                other = self.settle(other)
+            first.device_count += other.device_count
+            first.over_bound += other.over_bound
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
             if other.clients.size and clients:
@@ -297,7 +376,8 @@ def client_groups(atoms: Sequence[WindowAccumulator]) -> tuple:
 
 
 # -- state that outlives a process ------------------------------------------------------------
-STATE_VERSION = 2          # 1: Beam's pickle of a positional tuple, 6 columns per client state
+STATE_VERSION = 3          # 3: a device-unit collection's device parts (written only for those: others
+#                            still write version 2); 1: Beam's pickle of a positional tuple, 6 columns per client state
 _MAGIC = b"LDPA"
 _HEADER = struct.Struct("<4sBI")   # magic, version, header length
 
@@ -305,20 +385,31 @@ _HEADER = struct.Struct("<4sBI")   # magic, version, header length
 def accumulator_shape(aggregator: "ReportAggregator") -> dict:
     """What a state must match to be read by ``aggregator``: the counted sets and the extremes."""
     fam = aggregator.family
-    return {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
-            "extremes": [[op, list(bits)] for op, bits in aggregator.extremes],
-            "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
+    shape = {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
+             "extremes": [[op, list(bits)] for op, bits in aggregator.extremes],
+             "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
+    if aggregator.device_bound is not None:
+        shape["max_reports_per_device"] = aggregator.device_bound
+    return shape
 
 
 def accumulator_to_bytes(acc: WindowAccumulator, aggregator: "ReportAggregator") -> bytes:
     """``acc`` in the versioned format: magic, version, a JSON header (the shape, array sizes), then
     the arrays little-endian (counts int64, extreme sums float64, client keys uint64, client states
     float64)."""
-    header = json.dumps({"shape": accumulator_shape(aggregator), "n_sets": int(acc.cooc.counts.size),
-                         "n_clients": acc.n_clients}, separators=(",", ":")).encode()
-    return b"".join([_HEADER.pack(_MAGIC, STATE_VERSION, len(header)), header,
-                     acc.cooc.counts.astype("<i8").tobytes(), acc.extreme_sums.astype("<f8").tobytes(),
-                     acc.clients.astype("<u8").tobytes(), acc.client_states.astype("<f8").tobytes()])
+    head = {"shape": accumulator_shape(aggregator), "n_sets": int(acc.cooc.counts.size), "n_clients": acc.n_clients}
+    parts = [acc.cooc.counts.astype("<i8").tobytes(), acc.extreme_sums.astype("<f8").tobytes(),
+             acc.clients.astype("<u8").tobytes(), acc.client_states.astype("<f8").tobytes()]
+    version = 2
+    if aggregator.device_bound is not None:   # version 3: the device parts
+        version, t = 3, acc.devices
+        head.update(device_count=int(acc.device_count), over_bound=int(acc.over_bound), open=t is not None,
+                    n_devices=0 if t is None else t.n_devices, n_candidates=0 if t is None else t.kept)
+        if t is not None:
+            parts += [t.devices.astype("<u8").tobytes(), t.seen.astype("<i8").tobytes(),
+                      t.owner.astype("<u8").tobytes(), t.rank.astype("<u8").tobytes(), t.bits.tobytes()]
+    header = json.dumps(head, separators=(",", ":")).encode()
+    return b"".join([_HEADER.pack(_MAGIC, version, len(header)), header] + parts)
 
 
 def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> WindowAccumulator:
@@ -337,9 +428,14 @@ def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> Windo
     n_sets, k = header["n_sets"], header["n_clients"]
     n_ext, n_cext = len(aggregator.extremes), len(aggregator.client_extremes)
     arrays, at = [], _HEADER.size + size
-    for dtype, count in (("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)):
+    layout = [("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)]
+    n_dev, n_cand = header.get("n_devices", 0), header.get("n_candidates", 0)
+    n_bytes = (aggregator.family.n_bits + 7) // 8
+    if header.get("open"):
+        layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_cand), ("<u8", n_cand), ("u1", n_cand * n_bytes)]
+    for dtype, count in layout:
         arrays.append(np.frombuffer(data, dtype=dtype, count=count, offset=at).copy())
-        at += count * 8
+        at += count * np.dtype(dtype).itemsize
     if at != len(data):
         raise ValueError(f"state must be {at} bytes for its header, got {len(data)}")
     acc = aggregator.create()
@@ -347,6 +443,12 @@ def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> Windo
     acc.extreme_sums = arrays[1].reshape(n_ext, 2)
     acc.clients = arrays[2].astype(np.uint64)
     acc.client_states = arrays[3].reshape(k, n_cext, STATE_WIDTH)
+    acc.device_count, acc.over_bound = header.get("device_count", 0), header.get("over_bound", 0)
+    if header.get("open"):
+        t = acc.devices = DeviceTable(n_bytes)
+        t.devices, t.seen, t.owner, t.rank = (arrays[4].astype(np.uint64), arrays[5].astype(np.int64),
+                                              arrays[6].astype(np.uint64), arrays[7].astype(np.uint64))
+        t.bits = arrays[8].reshape(n_cand, n_bytes)
     return acc
 
 

@@ -37,6 +37,7 @@ from ldp_marginals.schemas.dead_letters import (
     DAMAGED_BLOCK,
     LOST,
     LOST_UNKNOWN,
+    OVER_DEVICE_BOUND,
     VALID,
     reports_dead_lettered,
     totals_by_reason,
@@ -390,6 +391,7 @@ def summarize(result) -> dict:
         totals[c.key.metric.name] = totals.get(c.key.metric.name, 0) + (value or 0)
     dead = totals_by_reason(totals)
     return {"reports_counted": totals.get(VALID, 0),
+            "reports_over_device_bound": totals.get(OVER_DEVICE_BOUND, 0),
             "reports_dead_lettered": reports_dead_lettered(dead),
             "dead_letters_by_reason": dict(sorted(dead.items())),
             "damaged_ranges": dead.get(DAMAGED_BLOCK, 0),

@@ -16,6 +16,8 @@ from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import Layout
+from ldp_marginals.ldp.longitudinal import longitudinal_epsilon
+from ldp_marginals.ldp.memoized import ClientChannels
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.windows import Window
@@ -83,9 +85,31 @@ class Privacy:
                 "flip": self.flip, "smallest_crowd": self.smallest_crowd}
 
 
+UNITS = ("report", "device")   # privacy.unit: what min_reports counts and what the bounds are per
+
+
+@dataclass(frozen=True)
+class DeviceUnit:
+    """``privacy.unit: device``: every report names its device (the slice-scoped token in ``client``);
+    per slice and key a device adds at most ``max_reports_per_device`` reports (the bottom M by rank,
+    :mod:`ldp_marginals.ldp.devices`), and ``min_reports`` counts devices. ``reports_per_day``: the
+    declared rate at which a device reports, for the epsilons per day and month (optional)."""
+
+    max_reports_per_device: int = 1
+    reports_per_day: float | None = None
+
+    def __post_init__(self):
+        check_int("privacy.max_reports_per_device", self.max_reports_per_device, minimum=1)
+        if self.reports_per_day is not None and not (isinstance(self.reports_per_day, (int, float))
+                                                     and not isinstance(self.reports_per_day, bool)
+                                                     and 0 < self.reports_per_day < math.inf):
+            raise ValueError(f"privacy.reports_per_day must be a positive number, got "
+                             f"reports_per_day={self.reports_per_day!r}")
+
+
 @lru_cache(maxsize=None)
-def _smallest_crowd(flip: float, n_bits: int, lam: float, eta: float, max_ones: int) -> int:
-    return smallest_population(flip, n_bits, lam, eta, max_ones=max_ones)
+def _smallest_crowd(flip: float, n_bits: int, lam: float, eta: float, max_ones: int, repeats: int = 1) -> int:
+    return smallest_population(flip, n_bits, lam, eta, repeats, max_ones=max_ones)
 
 
 def sufficient_flip(channels: ChannelSet) -> float:
@@ -95,10 +119,11 @@ def sufficient_flip(channels: ChannelSet) -> float:
     return min(1.0 / (1.0 + math.exp(c.epsilon_bit)) for c in channels.channels)
 
 
-def sufficient_crowd(layout: Layout, flip: float, epsilon: float, eta: float) -> int:
+def sufficient_crowd(layout: Layout, flip: float, epsilon: float, eta: float, repeats: int = 1) -> int:
     """The fewest reports per published window for which ``P[R > e^epsilon] <= eta`` at ``flip``
-    (a boolean or a categorical feature sets at most one bit: at most one set bit per feature)."""
-    return _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, len(layout.features))
+    (a boolean or a categorical feature sets at most one bit: at most one set bit per feature), with
+    up to ``repeats`` reports per person in a window (Zhilyaev & Zeber section 6)."""
+    return _smallest_crowd(flip, layout.n_bits, math.exp(epsilon), eta, len(layout.features), repeats)
 
 
 @dataclass(frozen=True)
@@ -123,8 +148,20 @@ class CollectionConfig:
     marginal_interval: str = "per_cell"   # or "simultaneous": the marginals of a window and key hold jointly
     conditional_alpha: float = DEFAULT_ALPHA   # false-positive rate of the presence test of a condition
     mechanisms: tuple = ()   # per bit: the channel's mechanism as configured (symmetric, optimized_unary, ..., or p/q)
+    device: DeviceUnit | None = None   # privacy.unit: device (None: the unit is the report)
+    permanent: tuple = ()   # per bit: the permanent channel of a bit that memoizes (rappor, memoize), or None
 
     def __post_init__(self):
+        if self.device is not None and self.dimensions:
+            raise ValueError(f"collection {self.name!r}: privacy.unit 'device' with dimensions "
+                             f"{[d.name for d in self.dimensions]} needs a bound on the keys a device adds to, "
+                             "which this release does not enforce yet; drop the dimensions or use unit 'report'")
+        if self.device is not None and self.permanent and any(c is not None for c in self.permanent) \
+                and self.repeats_per_window > 1:
+            raise ValueError(f"collection {self.name!r}: memoized channels with up to {self.repeats_per_window} "
+                             "reports of one device per window and key correlate its reports, and this release "
+                             "does not yet widen the intervals for it (repeat_variance); use "
+                             "max_reports_per_device=1 on a fixed or global window")
         # checked here, so a job-wide --window override (dataclasses.replace) is checked too
         if self.client_extremes and self.window.overlapping:
             names = [e.name for e in self.client_extremes]
@@ -196,9 +233,69 @@ class CollectionConfig:
 
     @cached_property
     def aggregator(self) -> ReportAggregator:
-        """Fills this collection's per-window accumulators: the counted sets, per-report and per-client extremes."""
+        """Fills this collection's per-window accumulators: the counted sets, per-report and per-client
+        extremes, and under ``privacy.unit: device`` the bound per device."""
+        from ldp_marginals.ldp.aggregate import client_key
+        bound = self.device.max_reports_per_device if self.device is not None else None
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
-                                tuple((e.op, e.bits) for e in self.client_extremes))
+                                tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name))
+
+    @property
+    def unit(self) -> str:
+        return "report" if self.device is None else "device"
+
+    @property
+    def repeats_per_window(self) -> int:
+        """The most reports of one person in a window and key: 1 per report; under the device unit
+        ``k * M``, k the window's slices (a sliding window's device shows a token per slice)."""
+        if self.device is None:
+            return 1
+        w = self.window
+        k = int(round(w.size_seconds / w.period_seconds)) if w.overlapping else 1
+        return k * self.device.max_reports_per_device
+
+    @property
+    def client_channels(self) -> ClientChannels:
+        """Per bit the instantaneous channel and the permanent one of a bit that memoizes; their
+        composition is :attr:`channels`, the channel the job inverts."""
+        if not self.permanent or all(c is None for c in self.permanent):
+            return ClientChannels.plain(self.channels)
+        return ClientChannels(self._instantaneous, self.permanent)
+
+    @property
+    def _instantaneous(self) -> ChannelSet:
+        from ldp_marginals.ldp.channels import Channel
+        out = []
+        for eff, perm in zip(self.channels.channels, self.permanent):
+            if perm is None:
+                out.append(eff)
+            else:   # eff = perm then inst: solve p = p2 + p1 (q2 - p2), q = p2 + q1 (q2 - p2) for (p2, q2)
+                gap = (eff.q - eff.p) / (perm.q - perm.p)
+                p2 = eff.p - perm.p * gap
+                out.append(Channel(p2, p2 + gap))
+        return ChannelSet(tuple(out))
+
+    def epsilons(self):
+        """:class:`~ldp_marginals.ldp.longitudinal.LongitudinalEpsilon` of the collection's channels at
+        its declared ``reports_per_day``, or None when none is declared."""
+        rate = self.device.reports_per_day if self.device is not None else None
+        return None if rate is None else self._epsilon_figures
+
+    @cached_property
+    def _epsilon_figures(self):
+        return longitudinal_epsilon(self.layout, self.client_channels, self.device.reports_per_day)
+
+    def describe_epsilons(self) -> dict:
+        """epsilon_1 and epsilon_infinity always; per day and month with a declared rate (null where
+        infinite or not declared)."""
+        from ldp_marginals.ldp.longitudinal import epsilon_infinity, epsilon_one
+        found = self.epsilons()
+        if found is not None:
+            return found.describe()
+        cc = self.client_channels
+        inf = epsilon_infinity(self.layout, cc)
+        return {"epsilon_1": float(epsilon_one(self.layout, cc)), "epsilon_infinity": None if math.isinf(inf) else inf,
+                "reports_per_day": None, "epsilon_per_day": None, "epsilon_per_month": None}
 
     @property
     def client_extremes(self) -> tuple:
@@ -227,4 +324,9 @@ class CollectionConfig:
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
                              for e in self.extremes],
                 "conditionals": len(self.conditionals),
-                "privacy": self.privacy.describe() if self.privacy is not None else None}
+                "privacy": self.privacy.describe() if self.privacy is not None else None,
+                "unit": self.unit,
+                "max_reports_per_device": self.device.max_reports_per_device if self.device is not None else None,
+                "memoized_bits": [self.layout.labels[i] for i, c in enumerate(self.permanent) if c is not None],
+                "epsilons": self.describe_epsilons()}
+

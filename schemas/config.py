@@ -66,6 +66,8 @@ from ldp_marginals.schemas.collection import (
     CollectionConfig,
     Dimension,
     Extreme,
+    UNITS,
+    DeviceUnit,
     Privacy,
     sufficient_crowd,
     sufficient_flip,
@@ -107,7 +109,7 @@ def _names(value, where: str) -> list:
 
 
 _MECHANISMS = {None: ("p", "q"), "symmetric": ("epsilon", "flip"), "optimized_unary": ("epsilon",),
-               "rappor": ("f", "p", "q"), "unrelated_question": ("coin_probability",)}
+               "rappor": ("f", "p", "q", "memoize"), "unrelated_question": ("coin_probability",)}
 
 
 def _channels(chan, layout: Layout) -> ChannelSet:
@@ -148,6 +150,19 @@ def _mechanisms(chan, layout: Layout) -> tuple:
     return (name(chan),) * layout.n_bits
 
 
+def _permanent(chan, layout: Layout) -> tuple:
+    """Per bit, the permanent channel ``(f/2, 1 - f/2)`` of a ``rappor`` channel with ``memoize: true``
+    (the device draws it once per value from its secret, docs/client.md section 4), else None."""
+    if isinstance(chan, list):
+        specs = chan
+    elif isinstance(chan, dict) and chan and all(isinstance(v, dict) for v in chan.values()):
+        specs = [chan.get(f.name, chan.get("default")) for f in layout.features for _ in range(f.n_bits)]
+    else:
+        specs = [chan] * layout.n_bits
+    return tuple(Channel(s["f"] / 2.0, 1.0 - s["f"] / 2.0) if s.get("mechanism") == "rappor" and s.get("memoize")
+                 else None for s in specs)
+
+
 def _channel(spec, where: str) -> Channel:
     mech = spec.get("mechanism") if isinstance(spec, dict) else None
     if mech not in _MECHANISMS:
@@ -166,6 +181,8 @@ def _channel(spec, where: str) -> Channel:
         if mech == "optimized_unary":
             return Channel.optimized_unary(_require(spec, "epsilon", where))
         if mech == "rappor":
+            if not isinstance(spec.get("memoize", False), bool):
+                raise ValueError(f"memoize must be true or false, got memoize={spec['memoize']!r}")
             return Channel.rappor(_require(spec, "f", where), _require(spec, "p", where), _require(spec, "q", where))
         return Channel.unrelated_question(_require(spec, "coin_probability", where))
     except ValueError as err:
@@ -189,13 +206,55 @@ def _window(spec) -> Window:
 
 
 
-def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check: bool = True) -> Privacy | None:
+_UNIT_KEYS = ("unit", "max_reports_per_device", "reports_per_day", "epsilon_per_month")
+
+
+def _unit(spec) -> DeviceUnit | None:
+    """``privacy.unit``: ``report`` (the default: reports carry no device token in general, and a
+    collection keeps the rows it has always had) or ``device`` with its bound and declared rate."""
+    spec = spec or {}
+    unit = spec.get("unit", "report")
+    if unit not in UNITS:
+        raise ValueError(f"privacy.unit must be one of {list(UNITS)}, got unit={unit!r}")
+    if unit == "report":
+        extra = sorted(k for k in ("max_reports_per_device", "reports_per_day") if k in spec)
+        if extra:
+            raise ValueError(f"privacy.{extra[0]} is only for unit 'device', got unit={unit!r}")
+        return None
+    return DeviceUnit(spec.get("max_reports_per_device", 1), spec.get("reports_per_day"))
+
+
+def _check_month(spec, cfg: CollectionConfig) -> None:
+    """``privacy.epsilon_per_month`` (with ``model: local``): the promise of a month of one device's
+    reports at the declared rate, checked against :func:`~ldp_marginals.ldp.longitudinal.longitudinal_epsilon`."""
+    promised = (spec or {}).get("epsilon_per_month")
+    if promised is None:
+        return
+    check_positive("privacy.epsilon_per_month", promised)
+    if (spec or {}).get("model") != "local":
+        raise ValueError(f"privacy.epsilon_per_month is a local promise, got model={(spec or {}).get('model')!r}")
+    figures = cfg.epsilons()
+    if figures is None:
+        raise ValueError("privacy.epsilon_per_month needs privacy.reports_per_day (unit 'device'), got none")
+    if figures.per_month > promised + 1e-12:
+        raise ValueError(f"privacy promises epsilon_per_month={promised:g}, but {math.ceil(round(figures.reports_per_day * 30, 9))} "
+                         f"reports a month (reports_per_day={figures.reports_per_day:g}) give epsilon_per_month="
+                         f"{figures.per_month:.4g} with these channels (epsilon_1={figures.one:.4g}, "
+                         f"epsilon_infinity={figures.infinity:.4g}); memoize, add noise or promise more")
+
+
+def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check: bool = True,
+             repeats: int = 1) -> Privacy | None:
     """The promise of ``spec``; with ``check`` (the job) a promise the channels or ``min_reports`` do
     not keep is an error, without it (``calibrate``, which says what to change) it is returned."""
     if spec is None:
         return None
-    _mapping(spec, "privacy", ("model", "epsilon", "eta"))
-    model = _require(spec, "model", "privacy")
+    _mapping(spec, "privacy", ("model", "epsilon", "eta") + _UNIT_KEYS)
+    if "model" not in spec:   # a unit without a promise
+        if "epsilon" in spec or "eta" in spec:
+            raise ValueError(f"privacy must have 'model' with epsilon or eta, got keys={sorted(spec)}")
+        return None
+    model = spec["model"]
     if model not in PRIVACY_MODELS:
         raise ValueError(f"privacy.model must be one of {list(PRIVACY_MODELS)}, got model={model!r}")
     epsilon = spec.get("epsilon")
@@ -215,7 +274,7 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check
     flip = sufficient_flip(channels)
     if not flip > 0:
         raise ValueError("privacy model 'sufficient' needs noise on every bit, but a bit has p=0 or q=1")
-    crowd = sufficient_crowd(layout, flip, epsilon, eta)
+    crowd = sufficient_crowd(layout, flip, epsilon, eta, repeats)
     if check and min_reports < crowd:
         raise ValueError(f"min_reports={min_reports} is below the {crowd:,} reports the privacy promise needs "
                          f"(sufficient DP at epsilon={epsilon:g}, eta={eta:g}, with these channels: "
@@ -364,7 +423,12 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     dimensions = tuple(Dimension(key, **_mapping(limits if limits is not None else {}, f"dimensions.{key}",
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
-    privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise)
+    device = _unit(spec.get("privacy"))
+    repeats = 1
+    if device is not None:   # the most reports of one device in a window and key: k * M
+        repeats = device.max_reports_per_device * (int(round(window.size_seconds / window.period_seconds))
+                                                   if window.overlapping else 1)
+    privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise, repeats)
     conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
     sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
     means = tuple(sources)
@@ -377,7 +441,10 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
                            float(lateness), early, tuple(extremes), dimensions, privacy, conditionals,
                            tuple(group_intervals), means, marginal_interval, alpha,
-                           mechanisms=_mechanisms(spec["channel"], layout))
+                           mechanisms=_mechanisms(spec["channel"], layout), device=device,
+                           permanent=_permanent(spec["channel"], layout))
+    if check_promise:
+        _check_month(spec.get("privacy"), cfg)
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [
             (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:
         union = tuple(sorted(set(of) | set(given)))

@@ -22,9 +22,11 @@ ROWS_WRITTEN = "rows.written"     # counter: rows in the file sets written
 REPORTS_PUBLISHED = "reports.published"   # counter: reports in a closed window's published rows
 REPORTS_WITHHELD = "reports.withheld"     # counter: reports the guard held back when their window closed
 WINDOWS_WITHHELD = "windows.withheld"     # counter: windows and keys that closed with reports held back
+OVER_DEVICE_BOUND = "reports.over_device_bound"   # counter: valid reports past a device's bound (privacy.unit:
+#                                                  device), counted in VALID but in no estimate (batch)
 DEAD_LETTER_PREFIX = "dead_letter."   # counter of a reason: this prefix and the reason
 COUNTERS = (VALID, LOST, LOST_UNKNOWN, FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN, REPORTS_PUBLISHED,
-            REPORTS_WITHHELD, WINDOWS_WITHHELD)   # and one per reason
+            REPORTS_WITHHELD, WINDOWS_WITHHELD, OVER_DEVICE_BOUND)   # and one per reason
 
 # the reasons, one name each (the values are the contract: rows, counters, summary.json)
 UNDECODABLE = "undecodable"
@@ -37,6 +39,7 @@ BAD_FIELD = "bad_field"
 UNDECLARED_DIMENSION = "undeclared_dimension"
 DIMENSION_TOO_LONG = "dimension_too_long"
 LATE = "late"
+NO_DEVICE_TOKEN = "no_device_token"
 BIGQUERY_INSERT = "bigquery_insert"
 
 # reason -> meaning (read-only). The schema's doc of the ``reason`` field lists the same codes.
@@ -54,6 +57,8 @@ REASONS = types.MappingProxyType({
     UNDECLARED_DIMENSION: "the report carries a dimension its collection does not declare (a config without "
                           "dimensions accepts reports without dimensions only)",
     DIMENSION_TOO_LONG: "a dimension value is longer than the declared max_length",
+    NO_DEVICE_TOKEN: "the collection's privacy unit is the device (privacy.unit: device) and the report names "
+                     "no device: its client field (the slice-scoped device token) is missing or empty",
     LATE: "the report arrived after every window it belongs to had closed (its end plus the allowed lateness "
           "had passed; streaming). One row per pre-aggregated batch, its `reports` field says how many",
     BIGQUERY_INSERT: "BigQuery refused the row (streaming inserts); the published row is kept in output_row",

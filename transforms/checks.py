@@ -20,7 +20,7 @@ from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.collection import NAME_PATTERN
-from ldp_marginals.schemas.dead_letters import BAD_FIELD, BAD_TIMESTAMP, PADDING_BITS, WRONG_LENGTH
+from ldp_marginals.schemas.dead_letters import BAD_FIELD, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH
 from ldp_marginals.transforms.avro_kernels import (
     BITS_LEN,
     BITS_OFF,
@@ -61,6 +61,15 @@ def client_detail(length: int) -> str:
     return f"client has {length:,} characters, over {MAX_CLIENT_LENGTH}"
 
 
+def keeps_clients(cfg) -> bool:
+    """Whether the job reads a report's client token for ``cfg``: for extremes over clients, or as the
+    device token of a collection whose unit is the device (elsewhere it is dropped at the door)."""
+    return bool(cfg.client_extremes) or cfg.device is not None
+
+
+NO_TOKEN_DETAIL = "privacy.unit is 'device' and the report has no device token (client)"
+
+
 class Check(NamedTuple):
     """One check: ``failing(view, alive)`` marks the rows (of those still ``alive``) that fail it;
     ``reason(view, i)`` and ``detail(view, i)`` say why for row i."""
@@ -83,6 +92,7 @@ CHECKS = (
     Check(lambda v, alive: v.dimension_faulty(alive), lambda v, i: v.dimension_fault(i)[0],
           lambda v, i: v.dimension_fault(i)[1]),
     Check(lambda v, alive: v.client_too_long(alive), _fixed(BAD_FIELD), lambda v, i: client_detail(v.client_chars(i))),
+    Check(lambda v, alive: v.no_device_token(alive), _fixed(NO_DEVICE_TOKEN), lambda v, i: NO_TOKEN_DETAIL),
 )
 
 
@@ -136,13 +146,19 @@ class BlockView:
 
     def client_too_long(self, alive: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n, dtype=bool)
-        if not self.cfg.client_extremes:   # elsewhere a client token is dropped at the door
+        if not keeps_clients(self.cfg):   # elsewhere a client token is dropped at the door
             return out
         f = self.block.fields
         # only tokens of more bytes than the limit can have more characters: only those are decoded
         for j in np.flatnonzero(alive & (f[self.rows, CLIENT_LEN] > MAX_CLIENT_LENGTH)):
             out[j] = self.client_chars(j) > MAX_CLIENT_LENGTH
         return out
+
+    def no_device_token(self, alive: np.ndarray) -> np.ndarray:
+        """Under the device unit, rows without a token (null or empty)."""
+        if self.cfg.device is None:
+            return np.zeros(self.n, dtype=bool)
+        return self.block.fields[self.rows, CLIENT_LEN] <= 0
 
     def client_chars(self, i: int) -> int:
         f = self.block.fields[self.rows[i]]
@@ -186,7 +202,10 @@ class RecordView:
 
     def client_too_long(self, alive: np.ndarray) -> np.ndarray:
         client = self.record.get("client")
-        return np.array([bool(self.cfg.client_extremes and client is not None and len(client) > MAX_CLIENT_LENGTH)])
+        return np.array([bool(keeps_clients(self.cfg) and client is not None and len(client) > MAX_CLIENT_LENGTH)])
+
+    def no_device_token(self, alive: np.ndarray) -> np.ndarray:
+        return np.array([self.cfg.device is not None and not self.record.get("client")])
 
     def client_chars(self, i: int) -> int:
         return len(self.record["client"])

@@ -9,13 +9,15 @@ class CollectionCombineFn(beam.CombineFn):
 
     Input, accumulator and output: :class:`~ldp_marginals.ldp.aggregate.WindowAccumulator` s
     (readers pre-aggregate every report, so what is combined are partial sums, never reports).
+    Under ``privacy.unit: device`` partials are open (each device's kept reports): the combine keeps
+    each device's bottom M over the slice and key, in any merge order, and the output is settled.
     """
 
     def __init__(self, config):
         self.aggregator = config.aggregator
 
     def create_accumulator(self):
-        return self.aggregator.create()
+        return self.aggregator.create_open()
 
     def add_input(self, acc, element):
         return self.aggregator.merge([acc, element])
@@ -24,4 +26,4 @@ class CollectionCombineFn(beam.CombineFn):
         return self.aggregator.merge(accumulators)
 
     def extract_output(self, acc):
-        return acc
+        return self.aggregator.settle(acc)

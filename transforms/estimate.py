@@ -13,7 +13,7 @@ import time
 import apache_beam as beam
 
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.schemas.dead_letters import FILES_PLANNED, REPORTS_PUBLISHED
+from ldp_marginals.schemas.dead_letters import FILES_PLANNED, OVER_DEVICE_BOUND, REPORTS_PUBLISHED
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.combiners import CollectionCombineFn
 from ldp_marginals.transforms.dead_letters import count, count_withheld
@@ -33,6 +33,8 @@ def _slice_entry(kv, w=beam.DoFn.WindowParam):
     """``((collection, dims), accumulator)`` of one slice -> ``(collection, (slice start, dims,
     accumulator))`` timestamped at the slice's start, so a sliding window assigns it exactly."""
     (collection, dims), acc = kv
+    if acc.over_bound:   # reports past a device's bound (privacy.unit: device): counts only
+        count(OVER_DEVICE_BOUND, acc.over_bound)
     start = window_bounds_ms(w)[0] if not isinstance(w, beam.window.GlobalWindow) else 0
     return beam.window.TimestampedValue((collection, (start, dims, acc)), start / 1000.0)
 

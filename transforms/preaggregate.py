@@ -23,7 +23,7 @@ from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.dead_letters import UNDECODABLE, UNKNOWN_COLLECTION, VALID
 from ldp_marginals.transforms.avro_blocks import distinct_ids
 from ldp_marginals.transforms.avro_kernels import COLLECTION_LEN, COLLECTION_OFF, DIMS_END, DIMS_OFF, EVENT_MS
-from ldp_marginals.transforms.checks import BlockView, block_meta, collection_detail, screen
+from ldp_marginals.transforms.checks import BlockView, block_meta, collection_detail, keeps_clients, screen
 from ldp_marginals.transforms.dead_letters import count, dead_letter
 from ldp_marginals.transforms.source import Partial
 
@@ -61,7 +61,7 @@ class Preaggregator:
         ``(keys, named)``: each report's client key (uint64) and whether it names a client."""
         buf = self._buffer(name, dims, start)
         buf.packed.append(packed)
-        if self.configs[name].client_extremes:
+        if keeps_clients(self.configs[name]):
             n = packed.shape[0]
             keys, named = clients if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
             buf.keys.append(keys)
@@ -87,7 +87,9 @@ class Preaggregator:
                 named.append(np.array([m for _, _, m in buf.singles], dtype=bool))
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
             aggregator = cfg.aggregator
-            if cfg.client_extremes:
+            if cfg.device is not None:   # every report names its device (checked): an open accumulator
+                acc = aggregator.add_devices(aggregator.create_open(), packed, np.concatenate(keys))
+            elif cfg.client_extremes:
                 acc = aggregator.add_packed(aggregator.create(), packed, np.concatenate(keys), np.concatenate(named))
             else:
                 acc = aggregator.add_packed(aggregator.create(), packed)
@@ -102,7 +104,7 @@ def timestamped_partials(pre: Preaggregator, valid_counter=None):
     reports' windows), its reports counted valid when a counter is given."""
     for start, partial in pre.flush():
         if valid_counter is not None:  # counted once safely in an accumulator
-            count(VALID, int(partial.accumulator.n), valid_counter)
+            count(VALID, int(partial.accumulator.received), valid_counter)
         yield beam.window.TimestampedValue(partial, start / 1000.0)
 
 
@@ -159,7 +161,7 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
         if not passed.any():
             continue
         packed = view.packed(passed)
-        clients = view.clients(passed) if cfg.client_extremes else None
+        clients = view.clients(passed) if keeps_clients(cfg) else None
         kept = rows[passed]
         starts = cfg.window.slice_starts(f[kept, EVENT_MS])
         row_dims = view.dims_ids(passed)

@@ -24,7 +24,7 @@ from ldp_marginals.schemas.dead_letters import (
 from ldp_marginals.transforms.avro_blocks import iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
 from ldp_marginals.transforms.avro_messages import decode_messages
-from ldp_marginals.transforms.checks import RecordView, block_meta, collection_detail, report_meta, screen
+from ldp_marginals.transforms.checks import RecordView, block_meta, collection_detail, keeps_clients, report_meta, screen
 from ldp_marginals.transforms.dead_letters import TAG, damaged, dead_letter
 from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials
 from ldp_marginals.transforms.source import RECORDS, ReportSource
@@ -193,7 +193,7 @@ class ValidateReportsFn(beam.DoFn):
             yield dead_letter(reason, detail, source, report_meta(record, self._configs, length))
             return
         cfg = view.cfg
-        client = record.get("client") if cfg.client_extremes else None   # elsewhere dropped at the door
+        client = record.get("client") if keeps_clients(cfg) else None   # elsewhere dropped at the door
         self._pre.add_report(cfg.name, tuple(sorted((record.get("dimensions") or {}).items())),
                              int(view.event_ms[0]), bytes(record["bits"]), client)
 
@@ -220,7 +220,7 @@ def record_view(record, configs: dict) -> tuple:
     if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
         return None, BAD_FIELD, "dimensions must map strings to strings"
     client = record.get("client")
-    if configs[name].client_extremes and client is not None and not isinstance(client, str):
+    if keeps_clients(configs[name]) and client is not None and not isinstance(client, str):
         return None, BAD_FIELD, f"client must be a string or null, got {type(client).__name__}"
     return RecordView(record, int(event), configs[name]), None, None
 

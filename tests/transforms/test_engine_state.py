@@ -118,7 +118,7 @@ def test_a_state_from_a_newer_release_is_refused():
     cfg = parse_config(SMALL_CONFIG)
     data = bytearray(accumulator_to_bytes(cfg.aggregator.create(), cfg.aggregator))
     data[4] = 9
-    with pytest.raises(ValueError, match="state version must be <= 2.*got version=9"):
+    with pytest.raises(ValueError, match="state version must be <= 3.*got version=9"):
         accumulator_from_bytes(bytes(data), cfg.aggregator)
 
 

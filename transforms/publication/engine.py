@@ -199,8 +199,9 @@ def compact(config, entries) -> list:
         parts.setdefault((e.start, e.dims, e.atom), []).append(e.acc)
     # parts are merged into a new accumulator (bag reads may share objects); a lone part, never
     # modified after, is kept as it is
-    merged = {key: accs[0] if len(accs) == 1 else aggregator.merge([aggregator.create(), *accs])
-              for key, accs in parts.items()}
+    merged = {key: accs[0] if len(accs) == 1 else aggregator.merge(
+              [aggregator.create_open() if key[2] == PENDING else aggregator.create(), *accs])
+              for key, accs in parts.items()}   # pending parts stay open under a device bound
     following = {}   # (start, dims) -> the next atom number
     for start, dims, atom in merged:
         following[(start, dims)] = max(following.get((start, dims), 0), atom + 1)
@@ -208,7 +209,7 @@ def compact(config, entries) -> list:
         if atom == PENDING and releasable(config, acc):
             number = following[(start, dims)]
             following[(start, dims)] = number + 1
-            merged[(start, dims, number)] = merged.pop((start, dims, PENDING))
+            merged[(start, dims, number)] = aggregator.settle(merged.pop((start, dims, PENDING)))
     return [Entry(start, dims, atom, acc) for (start, dims, atom), acc in sorted(merged.items(),
                                                                                 key=lambda kv: kv[0])]
 
@@ -257,7 +258,7 @@ class PaneEngine:
                                        acc.n, self.config.allowed_lateness_seconds))
             step.event_us = self.next_event_us(status)
             return step
-        step.counted = acc.n
+        step.counted = acc.received
         entry = Entry(start, partial.dimensions, PENDING, acc)
         late_now = []
         for w in open_windows:

@@ -1,0 +1,134 @@
+"""The device as the privacy unit: a bound on how many reports one device adds to a slice and key,
+chosen the same way whatever order the reports arrive in (Beam-free, numpy only).
+
+A collection with ``privacy.unit: device`` names a device in every report (the slice-scoped device
+token in ``client``, docs/client.md section 5). Per slice and key a device contributes at most
+``M = max_reports_per_device`` reports: the M of its reports with the smallest *rank*, a 64-bit
+hash keyed by the collection of ``(token, report bits)`` (ties, identical ranks, broken by the bits
+themselves). Keeping the M smallest ranks per device is a *bottom-M*: the bottom-M of a union is
+the bottom-M of the parts' bottom-Ms, so tables merge in any order and any grouping (bundles,
+hot-key fanout, a combine's retries, a restored state) and give the same reports; and a table
+holds at most M candidates per device, so its size is bounded by the devices of the slice, never
+by their reports. Reports with equal bits are interchangeable (every statistic is a function of a
+report's bits), so which of two identical reports is kept does not matter.
+
+:class:`DeviceTable` holds, per device (its 64-bit key, :func:`~ldp_marginals.ldp.aggregate.client_key`
+of the token: no raw token is kept), how many reports it sent (``seen``) and its kept candidates
+(rank and packed bits). Two tokens collide with probability ~n^2 / 2^65 per slice (a collision
+makes two devices one, which only lowers what they may add).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ldp_marginals.ldp._checks import check_int
+
+_FNV_PRIME = np.uint64(0x100000001B3)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise on uint64 (wrapping arithmetic)."""
+    h = h ^ (h >> np.uint64(30))
+    h = h * _MIX_1
+    h = h ^ (h >> np.uint64(27))
+    h = h * _MIX_2
+    return h ^ (h >> np.uint64(31))
+
+
+def report_ranks(collection_key: int, device_keys: np.ndarray, packed: np.ndarray) -> np.ndarray:
+    """uint64 per report: the rank of report r, a hash of (collection key, its device key, its packed
+    bits): FNV-1a over the bits' bytes from a start mixed from the two keys, then mixed again."""
+    keys = np.asarray(device_keys, dtype=np.uint64)
+    packed = np.asarray(packed, dtype=np.uint8)
+    with np.errstate(over="ignore"):
+        h = _mix(keys ^ np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF))
+        for j in range(packed.shape[1]):
+            h = (h ^ packed[:, j].astype(np.uint64)) * _FNV_PRIME
+        return _mix(h)
+
+
+class DeviceTable:
+    """Data of one slice and key under a bound: ``devices`` uint64[k] (sorted device keys), ``seen``
+    int64[k] (reports each device sent), and the kept candidates ``owner`` uint64[c], ``rank``
+    uint64[c], ``bits`` uint8[c, n_bytes], sorted by (owner, rank, bits), at most the bound per
+    device."""
+
+    __slots__ = ("devices", "seen", "owner", "rank", "bits")
+
+    def __init__(self, n_bytes: int):
+        self.devices = np.zeros(0, dtype=np.uint64)
+        self.seen = np.zeros(0, dtype=np.int64)
+        self.owner = np.zeros(0, dtype=np.uint64)
+        self.rank = np.zeros(0, dtype=np.uint64)
+        self.bits = np.zeros((0, n_bytes), dtype=np.uint8)
+
+    def __getstate__(self):
+        return {"devices": self.devices, "seen": self.seen, "owner": self.owner, "rank": self.rank,
+                "bits": self.bits}
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            setattr(self, k, v)
+
+    @property
+    def n_devices(self) -> int:
+        return int(self.devices.size)
+
+    @property
+    def kept(self) -> int:
+        """Reports kept (at most the bound per device)."""
+        return int(self.owner.size)
+
+    @property
+    def over_bound(self) -> int:
+        """Reports sent beyond the bound (seen and not kept)."""
+        return int(self.seen.sum()) - self.kept
+
+
+def _bottom(owner: np.ndarray, rank: np.ndarray, bits: np.ndarray, bound: int) -> np.ndarray:
+    """Indices of the candidates kept, in (owner, rank, bits) order: per owner the ``bound`` smallest
+    by (rank, bits)."""
+    if owner.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = [bits[:, j] for j in range(bits.shape[1] - 1, -1, -1)] + [rank, owner]
+    order = np.lexsort(keys)
+    own = owner[order]
+    first = np.r_[True, own[1:] != own[:-1]]
+    starts = np.flatnonzero(first)
+    position = np.arange(own.size) - np.repeat(starts, np.diff(np.r_[starts, own.size]))
+    return order[position < bound]
+
+
+def table_of(device_keys, ranks, packed, bound: int) -> DeviceTable:
+    """The table of one batch of reports: each report's device key, rank and packed bits."""
+    bound = check_int("max_reports_per_device", bound, minimum=1)
+    packed = np.asarray(packed, dtype=np.uint8)
+    keys = np.asarray(device_keys, dtype=np.uint64)
+    ranks = np.asarray(ranks, dtype=np.uint64)
+    out = DeviceTable(packed.shape[1])
+    out.devices, counts = np.unique(keys, return_counts=True)
+    out.seen = counts.astype(np.int64)
+    keep = _bottom(keys, ranks, packed, bound)
+    out.owner, out.rank, out.bits = keys[keep], ranks[keep], packed[keep]
+    return out
+
+
+def merge_tables(tables, bound: int) -> DeviceTable:
+    """One table of the union of ``tables`` (new arrays; the inputs are not modified): reports seen
+    add up per device, candidates are the bottom ``bound`` of every table's candidates per device."""
+    tables = list(tables)
+    if len(tables) == 1:
+        return tables[0]
+    out = DeviceTable(tables[0].bits.shape[1])
+    devices = np.concatenate([t.devices for t in tables])
+    seen = np.concatenate([t.seen for t in tables])
+    out.devices, inverse = np.unique(devices, return_inverse=True)
+    out.seen = np.bincount(inverse.reshape(-1), weights=seen, minlength=out.devices.size).astype(np.int64)
+    owner = np.concatenate([t.owner for t in tables])
+    rank = np.concatenate([t.rank for t in tables])
+    bits = np.concatenate([t.bits for t in tables])
+    keep = _bottom(owner, rank, bits, bound)
+    out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
+    return out
