@@ -1,0 +1,125 @@
+"""``privacy.unit: device`` through the job, run as users run it (``ldp-marginals run`` on an Avro
+file): a device adds at most ``max_reports_per_device`` reports to a window and key (the bottom M by
+rank, the same whatever the files' order), ``min_reports`` counts devices, a report without a device
+token is a dead letter, the excess is counted in the summary and the manifest; and a collection that
+keeps ``unit: report`` publishes the rows it always did."""
+import json
+
+import fastavro
+import numpy as np
+import pytest
+import yaml
+
+from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.devices import report_ranks
+from ldp_marginals.ldp.tmdh import estimate_tmdh
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.pipelines.run import run
+from ldp_marginals.schemas import load_schema
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import MANIFEST_FILE, SUMMARY_FILE
+
+T0 = 1_767_225_600_000   # 2026-01-01, an hour boundary
+HOUR = 3_600_000
+DEVICE_CONFIG = {
+    "collection": "dev", "features": [{"name": n, "type": "boolean"} for n in ("a", "b", "c")],
+    "channel": {"p": 0.25, "q": 0.75}, "max_order": 2, "window": {"type": "fixed", "size_seconds": 3600},
+    "min_reports": 20, "privacy": {"unit": "device", "max_reports_per_device": 2}}
+
+
+def _reports(seed=0):
+    """Hour 0: 30 devices of 1 to 3 reports, one device of 300, 3 reports without a token. Hour 1: 19
+    devices of 10 reports each (190 reports, fewer than 20 devices)."""
+    rng = np.random.default_rng(seed)
+    out = []
+
+    def add(hour, token, n):
+        for _ in range(n):
+            out.append({"collection": "dev", "event_time": T0 + hour * HOUR + int(rng.integers(HOUR)),
+                        "bits": bytes([int(rng.integers(8))]), "dimensions": {}, "client": token})
+    for d in range(30):
+        add(0, f"tok-{d}", int(rng.integers(1, 4)))
+    add(0, "chatty", 300)
+    add(0, None, 3)
+    for d in range(19):
+        add(1, f"tok1-{d}", 10)
+    rng.shuffle(out)
+    return out
+
+
+def _kept(records, bound):
+    """Per hour, the kept reports by the definition: per token the ``bound`` smallest (rank, bits)."""
+    key = client_key("dev")
+    per = {}
+    for r in records:
+        if r["client"] is None:
+            continue
+        packed = np.frombuffer(r["bits"], dtype=np.uint8).reshape(1, -1)
+        rank = int(report_ranks(key, np.array([client_key(r["client"])], dtype=np.uint64), packed)[0])
+        per.setdefault(((r["event_time"] - T0) // HOUR, r["client"]), []).append((rank, r["bits"]))
+    kept = {}
+    for (hour, _), items in per.items():
+        kept.setdefault(hour, []).extend(b for _, b in sorted(items)[:bound])
+    return kept
+
+
+def _run(tmp_path, config, records, name):
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / name).mkdir()
+    with open(tmp_path / name / "r.avro", "wb") as fh:
+        fastavro.writer(fh, load_schema("noisy_report"), records)
+    out = tmp_path / f"out-{name}"
+    run(["--config", str(tmp_path / f"{name}.yaml"), "--input", str(tmp_path / name / "*.avro"), "--output", str(out),
+         "--progress-seconds", "0"])
+    return str(out)
+
+
+def test_a_device_adds_at_most_m_reports_min_reports_counts_devices_and_the_excess_is_counted(tmp_path):
+    records = _reports()
+    out = _run(tmp_path, DEVICE_CONFIG, records, "device")
+    cfg = parse_config(DEVICE_CONFIG)
+    kept = _kept(records, 2)
+    packed = np.frombuffer(b"".join(kept[0]), dtype=np.uint8).reshape(-1, 1)
+    est = estimate_tmdh(CooccurrenceAccumulator(cfg.family).add_packed(packed), cfg.channels)
+    rows = read_rows(out, "marginals", collection="dev")
+    assert {r["window_start"] for r in rows} == {T0}   # hour 1 has 190 reports of 19 devices: withheld
+    for r in rows:
+        i = cfg.family.index(tuple(r["columns"]))
+        assert r["n_reports"] == len(kept[0]) and r["estimate"] == pytest.approx(est.means[i], abs=1e-9)
+        assert r["variance"] == pytest.approx(est.variances[i], abs=1e-9)
+    held = read_rows(out, "withheld", collection="dev")
+    assert [(r["window_start"], r["n_reports"]) for r in held] == [(T0 + HOUR, 19 * 2)]
+    assert "fewer than min_reports=20 devices" in held[0]["reason"]
+    summary = json.loads((tmp_path / "out-device" / SUMMARY_FILE).read_text())
+    valid = len(records) - 3
+    assert summary["dead_letters_by_reason"] == {"no_device_token": 3}
+    assert summary["reports_counted"] == valid
+    assert summary["reports_over_device_bound"] == valid - len(kept[0]) - len(kept[1]) > 298
+    manifest = json.loads((tmp_path / "out-device" / MANIFEST_FILE).read_text())
+    assert manifest["summary"]["reports_over_device_bound"] == summary["reports_over_device_bound"]
+    letters = read_rows(out, "dead_letters")
+    assert {r["reason"] for r in letters} == {"no_device_token"} and all(r["client_length"] is None for r in letters)
+
+
+def test_the_choice_does_not_depend_on_the_order_of_the_reports(tmp_path):
+    records = _reports()
+    first = read_rows(_run(tmp_path, DEVICE_CONFIG, records, "one"), "marginals")
+    second = read_rows(_run(tmp_path, DEVICE_CONFIG, records[::-1], "two"), "marginals")
+    key = lambda r: (r["window_start"], r["columns"])   # noqa: E731
+    assert [(r["estimate"], r["n_reports"]) for r in sorted(first, key=key)] == \
+        [(r["estimate"], r["n_reports"]) for r in sorted(second, key=key)]
+
+
+def test_unit_report_is_the_default_and_publishes_what_it_always_did(tmp_path):
+    """The same reports under ``unit: report`` (explicit) and with no unit: identical rows, every report
+    counted, tokenless reports too, and hour 1 (190 reports) published."""
+    records = _reports()
+    plain = dict(DEVICE_CONFIG, privacy={"unit": "report"})
+    default = {k: v for k, v in DEVICE_CONFIG.items() if k != "privacy"}
+    assert parse_config(plain) == parse_config(default) and parse_config(default).device is None
+    a, b = (read_rows(_run(tmp_path, c, records, n), "marginals") for c, n in ((plain, "plain"), (default, "default")))
+    key = lambda r: (r["window_start"], r["columns"])   # noqa: E731
+    assert sorted(a, key=key) == sorted(b, key=key)
+    assert {(r["window_start"], r["n_reports"]) for r in a} == {(T0, 300 + 3 + sum(
+        1 for r in records if r["client"] and r["client"].startswith("tok-"))), (T0 + HOUR, 190)}
