@@ -1,0 +1,72 @@
+"""The device bound in the publication engine (no Beam): streaming partials of one slice stay open
+while pending and keep each device's bottom M over all of them, through the state's bytes; a pending
+increment is released on min_reports *devices*, and a released atom is settled (its windows' sums are
+plain sums of atoms). Batch and streaming publish the same rows when every report is on time."""
+import numpy as np
+
+from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PENDING, PaneEngine, Status, batch_window
+from ldp_marginals.transforms.publication.state import entry_from_bytes, entry_to_bytes
+from ldp_marginals.transforms.source import Partial
+
+CONFIG = {"collection": "dev", "features": [{"name": n, "type": "boolean"} for n in ("a", "b", "c", "d")],
+          "channel": {"mechanism": "symmetric", "flip": 0.2}, "max_order": 2,
+          "window": {"type": "fixed", "size_seconds": 60}, "min_reports": 10,
+          "privacy": {"unit": "device", "max_reports_per_device": 2}}
+
+
+def _batches(seed, devices=12, chatty=200, n_batches=6):
+    """Reports of ``devices`` devices (1 to 4 each) and one chatty device, cut into bundles."""
+    rng = np.random.default_rng(seed)
+    tokens = [f"d{seed}-{i}" for i in range(devices) for _ in range(int(rng.integers(1, 5)))] + ["chatty"] * chatty
+    keys = np.array([client_key(t) for t in tokens], dtype=np.uint64)
+    packed = rng.integers(0, 16, (keys.size, 1)).astype(np.uint8)
+    order = rng.permutation(keys.size)
+    return [(packed[idx], keys[idx]) for idx in np.array_split(order, n_batches)]
+
+
+def _partial(cfg, packed, keys):
+    agg = cfg.aggregator
+    return Partial(cfg.name, (), agg.add_devices(agg.create_open(), packed, keys))
+
+
+def _streaming(cfg, batches, through_bytes=True, now_us=END_OF_TIME_US):
+    engine, status, bag = PaneEngine(cfg), Status(), []
+    for packed, keys in batches:
+        step = engine.on_partial(status, 0, _partial(cfg, packed, keys), lambda: bag)
+        bag += step.append
+        if through_bytes:   # the state as Flink keeps it: every entry written and read back
+            bag = [entry_from_bytes(entry_to_bytes(e, cfg.aggregator), cfg.aggregator) for e in bag]
+    step = engine.on_watermark(status, now_us, lambda: bag)
+    return step.panes, (step.store if step.store is not None else bag)
+
+
+def test_streaming_bundles_keep_the_bottom_m_of_the_slice_and_equal_batch():
+    cfg = parse_config(CONFIG)
+    agg = cfg.aggregator
+    batches = _batches(1)
+    combined = agg.settle(agg.merge([agg.create_open()] + [_partial(cfg, *b).accumulator for b in batches]))
+    assert combined.n == sum(min(2, c) for c in np.unique(np.concatenate([k for _, k in batches]),
+                                                          return_counts=True)[1])
+    batch = batch_window(cfg, (0, 60_000), [(0, (), combined)])
+    panes, _ = _streaming(cfg, batches[::-1])
+    streaming = {f.kind: f.rows for f in panes}
+    assert streaming["marginals"] and streaming["marginals"] == batch["marginals"]
+    assert all(r["n_reports"] == combined.n for r in streaming["marginals"])
+
+
+def test_release_counts_devices_and_a_released_atom_is_settled():
+    cfg = parse_config(CONFIG)
+    rng = np.random.default_rng(2)
+    few = [(rng.integers(0, 16, (40, 1)).astype(np.uint8),
+            np.array([client_key(f"t{i % 9}") for i in range(40)], dtype=np.uint64))]   # 40 reports, 9 devices
+    panes, bag = _streaming(cfg, few)
+    assert not [f for f in panes if f.kind == "marginals"]
+    (held,) = [r for f in panes if f.kind == "withheld" for r in f.rows]
+    assert held["n_reports"] == 18 and all(e.atom == PENDING for e in bag)
+    more = few + [(rng.integers(0, 16, (1, 1)).astype(np.uint8), np.array([client_key("t9")], dtype=np.uint64))]
+    late = parse_config(dict(CONFIG, allowed_lateness_seconds=30))   # on time, the window stays open
+    panes, bag = _streaming(late, more, now_us=60_000 * 1000)
+    assert {r["n_reports"] for f in panes if f.kind == "marginals" for r in f.rows} == {19}
+    assert [e.atom for e in bag] == [0] and bag[0].acc.devices is None and bag[0].acc.n_devices == 10
