@@ -43,7 +43,7 @@ import numpy as np
 from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
-from ldp_marginals.ldp.devices import DeviceTable, merge_tables, report_ranks, table_of
+from ldp_marginals.ldp.devices import DeviceTable, kept_per_device, merge_tables, report_ranks, table_of, trimmed
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator, _factors
 from ldp_marginals.ldp.sets import SetFamily
@@ -80,7 +80,8 @@ class WindowAccumulator:
     bound (the counts of merged slices or atoms: ``device_count`` is then a sum over the parts, an
     upper bound of their distinct devices)."""
 
-    __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "devices", "device_count", "over_bound")
+    __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "devices", "device_count", "over_bound",
+                 "used_devices", "used_counts")
 
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
         self.cooc = cooc
@@ -90,14 +91,23 @@ class WindowAccumulator:
         self.devices = None
         self.device_count = 0
         self.over_bound = 0
+        # settled under a bound: each device's kept reports (what a later increment of the same slice
+        # and key may still add, streaming)
+        self.used_devices = np.zeros(0, dtype=np.uint64)
+        self.used_counts = np.zeros(0, dtype=np.int64)
 
     def __getstate__(self):
         return {"version": STATE_VERSION, "cooc": self.cooc, "extreme_sums": self.extreme_sums,
                 "clients": self.clients, "client_states": self.client_states, "devices": self.devices,
-                "device_count": self.device_count, "over_bound": self.over_bound}
+                "device_count": self.device_count, "over_bound": self.over_bound,
+                "used_devices": self.used_devices, "used_counts": self.used_counts}
 
     def __setstate__(self, state):
         self.devices, self.device_count, self.over_bound = None, 0, 0
+        self.used_devices = state.get("used_devices", np.zeros(0, dtype=np.uint64)) if isinstance(state, dict) \
+            else np.zeros(0, dtype=np.uint64)
+        self.used_counts = state.get("used_counts", np.zeros(0, dtype=np.int64)) if isinstance(state, dict) \
+            else np.zeros(0, dtype=np.int64)
         if isinstance(state, tuple):  # version 1: (cooc, extreme_sums, clients, client_states, held)
             self.cooc, self.extreme_sums, self.clients, states, _held = state
             self.client_states = _with_report_counts(states)
@@ -228,6 +238,24 @@ class ReportAggregator:
             else:
                 self.add_packed(out, table.bits)
         out.device_count, out.over_bound = table.n_devices, table.over_bound
+        out.used_devices, out.used_counts = kept_per_device(table)
+        return out
+
+    def within_slice(self, acc: WindowAccumulator, released: Sequence[WindowAccumulator]) -> WindowAccumulator:
+        """The open pending increment ``acc`` of a slice and key whose earlier increments ``released``
+        (settled) were published: a new accumulator in which each device keeps only what its bound
+        leaves after its reports in those, so the slice holds at most M of its reports in all
+        (streaming: an increment released before a device's later reports cannot take them back)."""
+        if acc.devices is None or not released:
+            return acc
+        used_d = np.concatenate([a.used_devices for a in released])
+        used_c = np.concatenate([a.used_counts for a in released])
+        if used_d.size == 0:
+            return acc
+        uniq, inverse = np.unique(used_d, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), weights=used_c, minlength=uniq.size).astype(np.int64)
+        out = self.create()
+        out.devices = trimmed(acc.devices, uniq, counts, self.device_bound)
         return out
 
     def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_keys: np.ndarray | None = None,
@@ -404,7 +432,9 @@ def accumulator_to_bytes(acc: WindowAccumulator, aggregator: "ReportAggregator")
     if aggregator.device_bound is not None:   # version 3: the device parts
         version, t = 3, acc.devices
         head.update(device_count=int(acc.device_count), over_bound=int(acc.over_bound), open=t is not None,
-                    n_devices=0 if t is None else t.n_devices, n_candidates=0 if t is None else t.kept)
+                    n_devices=0 if t is None else int(t.devices.size), n_candidates=0 if t is None else t.kept,
+                    n_used=int(acc.used_devices.size))
+        parts += [acc.used_devices.astype("<u8").tobytes(), acc.used_counts.astype("<i8").tobytes()]
         if t is not None:
             parts += [t.devices.astype("<u8").tobytes(), t.seen.astype("<i8").tobytes(),
                       t.owner.astype("<u8").tobytes(), t.rank.astype("<u8").tobytes(), t.bits.tobytes()]
@@ -429,8 +459,10 @@ def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> Windo
     n_ext, n_cext = len(aggregator.extremes), len(aggregator.client_extremes)
     arrays, at = [], _HEADER.size + size
     layout = [("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)]
-    n_dev, n_cand = header.get("n_devices", 0), header.get("n_candidates", 0)
+    n_dev, n_cand, n_used = header.get("n_devices", 0), header.get("n_candidates", 0), header.get("n_used", 0)
     n_bytes = (aggregator.family.n_bits + 7) // 8
+    if version >= 3:
+        layout += [("<u8", n_used), ("<i8", n_used)]
     if header.get("open"):
         layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_cand), ("<u8", n_cand), ("u1", n_cand * n_bytes)]
     for dtype, count in layout:
@@ -444,11 +476,13 @@ def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> Windo
     acc.clients = arrays[2].astype(np.uint64)
     acc.client_states = arrays[3].reshape(k, n_cext, STATE_WIDTH)
     acc.device_count, acc.over_bound = header.get("device_count", 0), header.get("over_bound", 0)
+    if version >= 3:
+        acc.used_devices, acc.used_counts = arrays[4].astype(np.uint64), arrays[5].astype(np.int64)
     if header.get("open"):
         t = acc.devices = DeviceTable(n_bytes)
-        t.devices, t.seen, t.owner, t.rank = (arrays[4].astype(np.uint64), arrays[5].astype(np.int64),
-                                              arrays[6].astype(np.uint64), arrays[7].astype(np.uint64))
-        t.bits = arrays[8].reshape(n_cand, n_bytes)
+        t.devices, t.seen, t.owner, t.rank = (arrays[6].astype(np.uint64), arrays[7].astype(np.int64),
+                                              arrays[8].astype(np.uint64), arrays[9].astype(np.uint64))
+        t.bits = arrays[10].reshape(n_cand, n_bytes)
     return acc
 
 

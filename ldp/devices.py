@@ -74,7 +74,8 @@ class DeviceTable:
 
     @property
     def n_devices(self) -> int:
-        return int(self.devices.size)
+        """Devices with a kept report."""
+        return int(np.count_nonzero(np.r_[True, self.owner[1:] != self.owner[:-1]])) if self.owner.size else 0
 
     @property
     def kept(self) -> int:
@@ -131,4 +132,31 @@ def merge_tables(tables, bound: int) -> DeviceTable:
     bits = np.concatenate([t.bits for t in tables])
     keep = _bottom(owner, rank, bits, bound)
     out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
+    return out
+
+
+def kept_per_device(table: DeviceTable) -> tuple:
+    """``(devices uint64, kept int64)``: each device with kept reports and how many it has."""
+    return np.unique(table.owner, return_counts=True)
+
+
+def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarray, bound: int) -> DeviceTable:
+    """``table`` (new arrays) with each device's candidates cut to what its bound leaves after
+    ``used_counts`` reports it already has elsewhere in the slice and key (released increments):
+    the smallest ``bound - used`` by rank. Reports seen are unchanged, so the cut ones count beyond
+    the bound."""
+    out = DeviceTable(table.bits.shape[1])
+    out.devices, out.seen = table.devices, table.seen
+    if table.owner.size == 0 or used_devices.size == 0:
+        out.owner, out.rank, out.bits = table.owner, table.rank, table.bits
+        return out
+    order = np.argsort(used_devices, kind="stable")
+    used_devices, used_counts = used_devices[order], used_counts[order]
+    at = np.minimum(np.searchsorted(used_devices, table.owner), used_devices.size - 1)
+    used = np.where(used_devices[at] == table.owner, used_counts[at], 0)
+    first = np.r_[True, table.owner[1:] != table.owner[:-1]]   # candidates are sorted by (owner, rank, bits)
+    starts = np.flatnonzero(first)
+    position = np.arange(table.owner.size) - np.repeat(starts, np.diff(np.r_[starts, table.owner.size]))
+    keep = position < bound - used
+    out.owner, out.rank, out.bits = table.owner[keep], table.rank[keep], table.bits[keep]
     return out

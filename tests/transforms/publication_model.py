@@ -85,6 +85,7 @@ class Scenario:
     payload: list = field(default_factory=list)   # per report, its noisy (a, b, m) bits
     channel: str = "symmetric"
     derived: bool = False     # also a numeric feature m, a table, a conditional and a conditional mean
+    device_bound: int | None = None   # privacy.unit: device with this max_reports_per_device (tokens: devices)
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -110,6 +111,9 @@ def config_of(s: Scenario, n_tracers: int):
                     conditional_alpha=0.3)
     if s.clients:
         spec["extremes"] += [{"name": n, "op": op, "bits": names[m], "over": "client"} for n, op, m in CLIENT_EXTREMES]
+    if s.device_bound is not None:   # one key (no dimensions: the key bound is not built)
+        del spec["dimensions"]
+        spec["privacy"] = {"unit": "device", "max_reports_per_device": s.device_bound}
     return parse_config(spec)
 
 
@@ -140,6 +144,8 @@ def _packed(cfg, s: Scenario, ids: list) -> tuple:
     tokens = [s.reports[j][2] for j in ids]
     keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
     named = np.array([t is not None for t in tokens])
+    if s.device_bound is not None:   # a reader's partial: open, each device's bottom M of the batch
+        return cfg.aggregator.add_devices(cfg.aggregator.create_open(), packed, keys)
     return cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named)
 
 
@@ -198,8 +204,9 @@ def run_batch(s: Scenario) -> tuple:
         slices.setdefault((_start(s, sl), value), []).append(j)
     windows = {}
     for (start, value), ids in sorted(slices.items()):
+        acc = cfg.aggregator.settle(_packed(cfg, s, ids))   # the combine's output (settled)
         for w in cfg.window.windows_of_slice(start):
-            windows.setdefault(w, []).append((start, (("k", value),), _packed(cfg, s, ids)))
+            windows.setdefault(w, []).append((start, (("k", value),), acc))
         for j in ids:
             out.accepted[j] = cfg.window.windows_of_slice(start)
     for w, parts in sorted(windows.items()):
@@ -546,6 +553,11 @@ def isolation(s: Scenario, stats: list) -> str | None:
             return f"a combination isolates reports {sorted(least)} (< min_reports={m})"
     party = {r: ("c", s.reports[r][2]) if s.reports[r][2] else ("r", r) for r in reports}
     parties = sorted(set(party.values()), key=repr)
+    if s.device_bound is not None:   # the unit is the device: nothing may depend on fewer than m of them
+        for chosen in itertools.combinations(parties, min(m - 1, len(parties))):
+            if _inside(full, cols(frozenset(r for r in reports if party[r] in chosen))):
+                return f"a combination depends only on devices {list(chosen)} (< min_reports={m})"
+        return None
     for chosen in itertools.combinations(parties, min(m - 1, len(parties))):
         inside = cols(frozenset(r for r in reports if party[r] in chosen))
         if _inside(full, inside) > _inside(lin, inside):
@@ -562,6 +574,7 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
         return f"reports neither accepted nor late, or both: {sorted(set(range(n)) ^ set(out.accepted) ^ out.late)}"
     if out.counted != len(out.accepted):
         return f"counted {out.counted}, accepted {len(out.accepted)}"
+    device = s.device_bound is not None   # reports past a device's bound are in no row: only counted
     glob = s.window == "global"
     latest, withheld = {}, {}
     for (w, pane, key), reports in holdings(s, cfg, out).items():
@@ -580,15 +593,32 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
     for w in windows | set(latest) | set(withheld):
         into = {j for j, ws in out.accepted.items() if (None if glob else w) in [None if glob else x for x in ws]}
         pub = set(latest.get(w, (0, {}))[1])
-        if not pub <= into or len(into) - len(pub) != withheld.get(w, 0):
+        unpublished = len(into) - len(pub)
+        if not pub <= into or (unpublished < withheld.get(w, 0) if device else unpublished != withheld.get(w, 0)):
             return f"window {w}: accepted {sorted(into)}, published {sorted(pub)}, withheld {withheld.get(w, 0)}"
     return None
 
 
+def over_bound(s: Scenario, cfg, out: Outcome) -> str | None:
+    """Under the device unit: a pane and key that holds more than ``device_bound`` reports of one device
+    in one slice; None when none does."""
+    if s.device_bound is None:
+        return None
+    for (w, pane, key), reports in holdings(s, cfg, out).items():
+        per = {}
+        for j in reports:
+            per[(s.reports[j][0], s.reports[j][2])] = per.get((s.reports[j][0], s.reports[j][2]), 0) + 1
+        worst = max(per.items(), key=lambda kv: kv[1], default=None)
+        if worst and worst[1] > s.device_bound:
+            return f"pane {pane} of {w} holds {worst[1]} reports of device {worst[0][1]} in slice {worst[0][0]}"
+    return None
+
+
 def violations(s: Scenario, batch: bool = False) -> tuple:
-    """``(isolation, accounting)`` of the scenario's streaming run (or its batch run)."""
+    """``(isolation, accounting)`` of the scenario's streaming run (or its batch run); accounting
+    includes the device bound."""
     cfg, out = (run_batch if batch else run)(s)
-    return isolation(s, statistics(s, cfg, out)), accounting(s, cfg, out)
+    return isolation(s, statistics(s, cfg, out)), accounting(s, cfg, out) or over_bound(s, cfg, out)
 
 
 def client_rows(s: Scenario, batch: bool = False) -> int:
@@ -725,3 +755,19 @@ def sliding_clients_scenario(rng) -> Scenario:
         events += ([("partial", ids)] if ids else []) + [("watermark", sl + 1)]
     return Scenario("sliding", m, 0, 1, True, reports, events, _payload(rng, len(reports)),
                     str(rng.choice(list(CHANNELS))))
+
+
+def device_scenario(rng) -> Scenario:
+    """``privacy.unit: device``: a few devices (the tokens), each sending 1 to 4 reports over the
+    slices of fixed, sliding or global windows, in partials with watermarks and early firings between
+    them; a bound of 1 or 2 reports per device, slice and key; min_reports 2 or 3 devices."""
+    window = str(rng.choice(["fixed", "sliding", "global"]))
+    reports = []
+    for d in range(int(rng.integers(1, 6))):
+        for _ in range(int(rng.integers(1, 5))):
+            reports.append((int(rng.integers(0, 3)) if window != "global" else 0, "x", f"d{d}"))
+    reports = reports[:12]
+    n = len(reports)
+    events = _events(rng, reports, [int(j) for j in rng.permutation(n)])
+    return Scenario(window, int(rng.choice([2, 3])), int(rng.choice([0, 60, 300])), 1, False, reports, events,
+                    _payload(rng, n), str(rng.choice(list(CHANNELS))), device_bound=int(rng.choice([1, 2])))

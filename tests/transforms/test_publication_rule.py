@@ -175,6 +175,31 @@ def test_the_checks_separate_what_the_rule_keeps_apart():
     check(s)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.device_scenario))
+def test_under_the_device_unit_nothing_depends_on_fewer_than_min_reports_devices(s):
+    """privacy.unit: device: no combination of published fields depends on fewer than min_reports
+    devices (all of their reports), no pane holds more than the bound of one device's reports in a
+    slice, and every published report was accepted, in streaming (bundles, late data, early panes)
+    and in batch."""
+    check(s)
+
+
+def test_the_device_scenarios_publish_rows_with_reports_past_the_bound_left_out():
+    """The device checks see published rows, and rows from which the bound left a device's reports out."""
+    rng = np.random.default_rng(38)
+    published = bounded = 0
+    for _ in range(60):
+        s = model.device_scenario(rng)
+        cfg, out = model.run(s)
+        held = model.holdings(s, cfg, out)
+        tokens = [s.reports[j][2] for reports in held.values() for j in reports]
+        published += bool(tokens)
+        bounded += any(sum(1 for r in s.reports if r[:1] + r[2:] == (s.reports[j][0], s.reports[j][2]))
+                       > s.device_bound for reports in held.values() for j in reports)
+    assert published > 20 and bounded > 10, (published, bounded)
+
+
 # -- mutations: each breaks the rule one way; the checks must catch every one ----------------------
 
 _publish = engine.publish
@@ -234,7 +259,19 @@ def _mixed(rng, n):
     return model.classes_scenario(rng) if n % 2 else model.random_scenario(rng)
 
 
+def _devices(rng, n):
+    return model.device_scenario(rng)
+
+
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
+    "devices: an increment released on min_reports reports, not devices": (
+        mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
+    "devices: no bound per device": (
+        mock.patch("ldp_marginals.ldp.devices._bottom", lambda owner, rank, bits, bound: np.argsort(
+            owner, kind="stable")), _devices, (False, True)),
+    "devices: a later increment of a slice not cut by what its released ones hold": (
+        mock.patch("ldp_marginals.ldp.aggregate.ReportAggregator.within_slice", lambda self, acc, released: acc),
+        _devices, (False,)),
     "an increment released at any size": (mock.patch.object(engine, "releasable", lambda c, a: a.n >= 1),
                                           _random, (False, True)),
     "batch windows guarded by their sum, not slice by slice": (

@@ -206,6 +206,9 @@ def compact(config, entries) -> list:
     for start, dims, atom in merged:
         following[(start, dims)] = max(following.get((start, dims), 0), atom + 1)
     for (start, dims, atom), acc in list(merged.items()):
+        if atom == PENDING:   # under a device bound: what the slice's released atoms leave each device
+            acc = merged[(start, dims, atom)] = aggregator.within_slice(acc, [
+                a for (s, d, n), a in merged.items() if (s, d) == (start, dims) and n != PENDING])
         if atom == PENDING and releasable(config, acc):
             number = following[(start, dims)]
             following[(start, dims)] = number + 1
