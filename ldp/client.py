@@ -53,7 +53,9 @@ CODES = (BAD_CONFIG, BAD_SECRET, MISSING_FEATURE, UNKNOWN_FEATURE, BAD_VALUE, OU
 
 
 class Refusal(ValueError):
-    """A client's refusal: ``code`` is one of :data:`CODES`, the message names the field and value."""
+    """A client's refusal: ``code`` is one of :data:`CODES`, the message names the field. A refusal of
+    a report never echoes what the device was asked to report (a feature's value, the values, the
+    dimensions): an application may log it, and the true value is what the randomizer protects."""
 
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
@@ -260,7 +262,7 @@ class DeviceClient:
         """Checks the values (refusals in layout order, after the keys); numeric ones' unit values."""
         layout = self.spec.layout
         if not isinstance(values, Mapping):
-            raise Refusal(BAD_VALUE, f"values must map feature names to values, got values={values!r}")
+            raise Refusal(BAD_VALUE, f"values must map feature names to values, got {type(values).__name__}")
         names = [f.name for f in layout.features]
         missing = [n for n in names if n not in values]
         if missing:
@@ -272,18 +274,22 @@ class DeviceClient:
         for f in layout.features:
             v = values[f.name]
             if f.kind == BOOLEAN and not isinstance(v, bool):
-                raise Refusal(BAD_VALUE, f"feature {f.name!r} is boolean: its value must be true or false, got {v!r}")
+                raise Refusal(BAD_VALUE, f"feature {f.name!r} is boolean: its value must be true or false, got "
+                                         f"{type(v).__name__}")
             if f.kind == CATEGORICAL and (not isinstance(v, str) or v not in f.values):
-                raise Refusal(BAD_VALUE, f"feature {f.name!r} must be one of {list(f.values)}, got {v!r}")
+                raise Refusal(BAD_VALUE, f"feature {f.name!r} must be one of its {len(f.values)} values, got "
+                                         f"{'another string' if isinstance(v, str) else type(v).__name__}")
             if f.kind == NUMERIC:
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise Refusal(BAD_VALUE, f"feature {f.name!r} is numeric: its value must be a number, got {v!r}")
+                    raise Refusal(BAD_VALUE, f"feature {f.name!r} is numeric: its value must be a number, got "
+                                             f"{type(v).__name__}")
                 try:
                     x = float(v)
                 except OverflowError:
                     x = math.inf
                 if not (math.isfinite(x) and f.low <= x <= f.high):
-                    raise Refusal(OUT_OF_RANGE, f"feature {f.name!r} must be in [{f.low:g}, {f.high:g}], got {v!r}")
+                    raise Refusal(OUT_OF_RANGE, f"feature {f.name!r} must be in [{f.low:g}, {f.high:g}], got a value "
+                                                f"outside it")
                 units[f.name] = (x - f.low) / (f.high - f.low)
         return units
 
@@ -293,5 +299,5 @@ def _dimensions(dims) -> dict:
     if not isinstance(dims, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str) and _is_text(k)
                                                 and _is_text(v) for k, v in dims.items()):
         raise Refusal(BAD_DIMENSIONS, f"dimensions must map non-empty strings to strings (well-formed Unicode), "
-                                      f"got dimensions={dims!r}")
+                                      f"got a {type(dims).__name__} that does not")
     return dict(sorted(dims.items(), key=lambda kv: kv[0].encode("utf-8")))

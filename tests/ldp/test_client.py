@@ -131,3 +131,21 @@ def test_effective_channel_is_rapport_formula():
     eff = ClientChannels.rappor(f, p, q, 1).effective[0]
     assert eff.p == pytest.approx(f * (p + q) / 2 + (1 - f) * p)
     assert eff.q == pytest.approx(f * (p + q) / 2 + (1 - f) * q)
+
+
+@pytest.mark.parametrize("values, dims, code", [
+    ({"a": "secret-a", "os": "x", "m": 1, "plain": True}, None, "bad_value"),            # a boolean's value
+    ({"a": True, "os": "secret-os", "m": 1, "plain": True}, None, "bad_value"),          # a category not offered
+    ({"a": True, "os": "x", "m": "secret-m", "plain": True}, None, "bad_value"),         # a numeric's type
+    ({"a": True, "os": "x", "m": 987654.321, "plain": True}, None, "out_of_range"),      # a numeric's value
+    ({"a": True, "os": "x", "m": 1, "plain": True}, {"k": 987654}, "bad_dimensions"),   # a dimension
+    ("secret-values", None, "bad_value"),
+])
+def test_a_refused_report_never_echoes_what_the_device_was_asked_to_report(values, dims, code):
+    from ldp_marginals.ldp.client import Refusal
+    client = DeviceClient(ClientSpec.from_json(CONFIG), hashlib.sha256(b"r").digest(), HmacDrbg(b"\0" * 32))
+    with pytest.raises(Refusal) as err:
+        client.report(values, 0, dims)
+    assert err.value.code == code
+    message = str(err.value)
+    assert "secret" not in message and "987654" not in message, message
