@@ -64,7 +64,8 @@ def from_config(args) -> list:
                             for label, c in zip(cfg.layout.labels, cfg.channels.channels)],
                "local_epsilon": local, "symmetric_flip": flip, "promise": promise, "promise_kept": None,
                "raise_min_reports_to": None, "min_reports": cfg.min_reports,
-               "epsilon": None, "eta": None, "sufficient_crowd": None}
+               "epsilon": None, "eta": None, "sufficient_crowd": None, "unit": cfg.unit,
+               "repeats": cfg.repeats_per_window, "epsilons": cfg.describe_epsilons()}
         if promise and promise["model"] == "local":
             row["promise_kept"] = promise["epsilon"] is None or local <= promise["epsilon"] + 1e-12
         elif promise:
@@ -73,8 +74,8 @@ def from_config(args) -> list:
                 row["raise_min_reports_to"] = promise["smallest_crowd"]
             row.update(epsilon=promise["epsilon"], eta=promise["eta"], sufficient_crowd=promise["smallest_crowd"])
         if args.epsilon is not None and flip > 0:   # the crowd at --epsilon, whatever the promise
-            row.update(epsilon=args.epsilon, eta=args.eta,
-                       sufficient_crowd=sufficient_crowd(cfg.layout, flip, args.epsilon, args.eta))
+            row.update(epsilon=args.epsilon, eta=args.eta, sufficient_crowd=sufficient_crowd(
+                cfg.layout, flip, args.epsilon, args.eta, cfg.repeats_per_window))
         out.append(row)
     return out
 
@@ -164,6 +165,7 @@ def render_config(rows: list) -> str:
                  else f"{len({(c['p'], c['q']) for c in r['channels']})} channels over {r['bits']} bits")
         lines += [f"collection {r['collection']}: {chans}",
                   f"  local epsilon of a whole report   {r['local_epsilon']:.4g}",
+                  "  " + epsilons_line(r["epsilons"]),
                   f"  symmetric flip the bits are held to (sufficient DP)   {r['symmetric_flip']:.4f}"]
         p = r["promise"]
         if p is None:
@@ -188,6 +190,17 @@ def render_config(rows: list) -> str:
             lines.append(f"  sufficient DP at --epsilon {r['epsilon']:g}, eta={r['eta']:g}: at least "
                          f"{_reports(crowd)} per published window (min_reports={r['min_reports']:,}: {enough})")
     return "\n".join(lines)
+
+
+def epsilons_line(e: dict) -> str:
+    """One line of a collection's epsilons over time (:meth:`CollectionConfig.describe_epsilons`)."""
+    def num(v):
+        return "infinite" if v is None else f"{v:.4g}"
+    line = f"epsilon_1 {num(e['epsilon_1'])}, epsilon_infinity {num(e['epsilon_infinity'])}"
+    if e["reports_per_day"] is not None:
+        line += (f"; at {e['reports_per_day']:g} reports a day: per day {num(e['epsilon_per_day'])}, "
+                 f"per month {num(e['epsilon_per_month'])}")
+    return line
 
 
 def main(args) -> dict:

@@ -102,7 +102,8 @@ def _privacy(cfg) -> dict:
     p = cfg.privacy
     return {"local_epsilon": float(local_dp_epsilon(cfg.layout, cfg.channels)),
             "promise": p.describe() if p else None,
-            "sufficient_crowd": p.smallest_crowd if p and p.model == "sufficient" else None}
+            "sufficient_crowd": p.smallest_crowd if p and p.model == "sufficient" else None,
+            "unit": cfg.unit, "epsilons": cfg.describe_epsilons()}
 
 
 def _precision(per_report: float, n, target, level) -> dict:
@@ -162,6 +163,8 @@ def render(out: dict) -> str:
         else:
             privacy += "; no promise stated (ldp-marginals calibrate --config gives the sufficient-DP crowd)"
         lines.append(privacy)
+        from ldp_marginals.pipelines.calibrate import epsilons_line
+        lines.append(f"unit: {pv['unit']}; {epsilons_line(pv['epsilons'])}")
         body = _collapsed(c["sets"], cols, with_n, with_target)
         extra = [(", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])), _figures(r, ["worst"], with_n,
                                                                                             with_target))

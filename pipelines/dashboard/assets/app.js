@@ -564,6 +564,18 @@
       p.smallest_crowd.toLocaleString("en-US") + " reports)";
   }
 
+  function epsilonsText(c) {
+    // epsilon over time (collections.json "epsilons"; absent in outputs of older releases)
+    const e = c.epsilons;
+    if (!e) return "";
+    const num = (v) => (v == null ? "∞" : fmt(v, 3));
+    let text = "ε₁ " + num(e.epsilon_1) + ", ε∞ " + num(e.epsilon_infinity);
+    if (e.reports_per_day != null) {
+      text += "; at " + e.reports_per_day + "/day: day " + num(e.epsilon_per_day) + ", month " + num(e.epsilon_per_month);
+    }
+    return text + " (unit: " + (c.unit || "report") + ")";
+  }
+
   function renderPrivacy(rows, windowStart) {
     const withheld = rows.filter(privacyHeld);
     const imprecise = rows.filter((r) => !privacyHeld(r) && r.window_start === windowStart);
@@ -572,9 +584,9 @@
       imprecise.map((r) => r.reason).join("; ") + "." : "";
     const c = info();
     fillTable($("privacy-table"), ["collection", "channels", "local ε (whole report)", "promise", "windows",
-      "min_reports"],
+      "min_reports", "ε over time (one device)"],
       c ? [[c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy), windowText(c.window),
-        String(c.min_reports)]] : []);
+        String(c.min_reports), epsilonsText(c)]] : []);
     const byFeature = c && new Set(c.labels.map((_, i) => bitChannel(c, i))).size > 1;
     $("channels-table").style.display = byFeature ? "" : "none";
     fillTable($("channels-table"), ["feature", "bits", "channel"], byFeature ? channelsByFeature(c) : []);
