@@ -14,6 +14,7 @@ import yaml
 from ldp_marginals import schemas
 from ldp_marginals.pipelines import compare
 from ldp_marginals.pipelines.dashboard import export
+from ldp_marginals.pipelines.demo_devices import DEVICE_CONFIG, print_devices, write_device_reports
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, true_counts, write_population
 from ldp_marginals.schemas.config import parse_config
@@ -58,8 +59,9 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     os.makedirs(out_dir, exist_ok=True)
     config_path = os.path.join(out_dir, "demo_config.yaml")
     with open(config_path, "w") as fh:
-        yaml.safe_dump(DEMO_CONFIG, fh, sort_keys=False)
+        yaml.safe_dump([DEMO_CONFIG, DEVICE_CONFIG], fh, sort_keys=False)
     cfg = parse_config(DEMO_CONFIG)
+    dev_cfg = parse_config(DEVICE_CONFIG)
     t0 = time.time()
     _step(f"simulating {reports:,} reports from two regions over 4 hourly windows, plus 500 in a fifth "
           "(below min_reports)")
@@ -77,18 +79,23 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
                 truth[((("region", region),), w["window_start"], m["feature"], tuple(m["given"]))] = m["mean"]
     small = simulate_population(cfg, 500, seed=seed + 1, start_ms=DEFAULT_START_MS + 4 * 3_600_000, span_seconds=3600)
     write_population(cfg, small, os.path.join(reports_dir, "reports-eu-late.avro"), dimensions={"region": "eu"})
+    devices = write_device_reports(dev_cfg, os.path.join(reports_dir, "reports-devices.avro"), DEFAULT_START_MS,
+                                   seed=seed)
+    _step(f"and {devices['reports']:,} reports of 4,000 memoizing devices (collection {dev_cfg.name}, 1 to 4 "
+          "reports per device and hour)")
     _step(f"simulated in {time.time() - t0:.1f}s; running the job on the DirectRunner")
     t1 = time.time()
     estimates_dir = os.path.join(out_dir, "estimates")
     summary = run(["--config", config_path, "--input", os.path.join(reports_dir, "*.avro"),
                    "--output", estimates_dir, "--runner", "DirectRunner"])
     _step(f"job finished in {time.time() - t1:.1f}s; outputs under {estimates_dir}")
-    rows = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "marginals", "*.avro")))
-            for r in schemas.read_avro(path, "marginal_estimate")]
+    all_rows = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "marginals", "*.avro")))
+                for r in schemas.read_avro(path, "marginal_estimate")]
+    rows = [r for r in all_rows if r["collection"] == cfg.name]
     # windows withheld whole below the privacy guard (not estimates held back as imprecise)
     withheld = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "withheld", "*.avro")))
                 for r in schemas.read_avro(path, "withheld_window")
-                if r["cause"] == "privacy" and r["statistic"] == "all"]
+                if r["cause"] == "privacy" and r["statistic"] == "all" and r["collection"] == cfg.name]
     def true_count(r):
         return truth[(tuple(sorted(r["dimensions"].items())), r["window_start"], tuple(r["columns"]))]
 
@@ -106,7 +113,7 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     print(f"\n{sum(covered)} of {len(covered)} estimates ({rate:.1%}) cover the truth; "
           f"{len(withheld)} window(s) withheld below min_reports={cfg.min_reports}")
     means = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "means", "*.avro")))
-             for r in schemas.read_avro(path, "mean_estimate")]
+             for r in schemas.read_avro(path, "mean_estimate") if r["collection"] == cfg.name]
     print("\nmean session minutes of the first window, region eu (numeric feature, one bit per report):")
     print(f"{'over':<16}{'estimate':>10}{'truth':>8}{'ci_low':>10}{'ci_high':>10}")
     for r in sorted(means, key=lambda r: (bool(r["given"]), r["given"])):
@@ -114,8 +121,9 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
             t = truth[(("region", "eu"),), first, r["feature"], tuple(r["given"])]
             print(f"{','.join(r['given']) or 'all reports':<16}{r['estimate']:>10.1f}{t:>8.1f}{r['ci_low']:>10.1f}"
                   f"{r['ci_high']:>10.1f}")
+    device_result = print_devices(dev_cfg, all_rows, devices["truth"], summary)
     moved = compare.compare(argparse.Namespace(
-        estimates=estimates_dir, collection=None, windows=None, dimension="region=eu,us", window=None,
+        estimates=estimates_dir, collection=cfg.name, windows=None, dimension="region=eu,us", window=None,
         kind="marginals", fdr=0.05, level=0.95))
     print(f"\nwhat differs between the regions in the last window (ldp-marginals compare --dimension "
           f"region=eu,us), largest of {moved['significant']} significant changes:")
@@ -123,7 +131,7 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     page = export.write(estimates_dir, os.path.join(out_dir, "dashboard.html"))
     print(f"\ndashboard: {os.path.abspath(page)}")
     result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld),
-              "means": len(means), "significant_changes": moved["significant"],
+              "means": len(means), "significant_changes": moved["significant"], "devices": device_result,
               "dashboard": os.path.abspath(page)}
     with open(os.path.join(out_dir, "demo_result.json"), "w") as fh:
         json.dump(result, fh, indent=2)
