@@ -14,7 +14,7 @@ import os
 import platform
 import tempfile
 
-from benchmarks import accuracy, e2e, flink, kernels, peers, startup, streaming, writing
+from benchmarks import accuracy, device_cost, e2e, flink, kernels, peers, startup, streaming, writing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -91,7 +91,8 @@ def main(argv=None):
         print("\n".join(f"{g['goal']}: {g['measured']} ({_met(g['met'])})" for g in goals))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        for step in (kernels.run, e2e.run, streaming.run, peers.run, startup.run, writing.run, flink.run):
+        for step in (kernels.run, e2e.run, device_cost.run, streaming.run, peers.run, startup.run, writing.run,
+                     flink.run):
             g, d = step(tmp, args.full)
             goals.extend(g)
             details.update(d)

@@ -156,12 +156,17 @@ class CollectionConfig:
             raise ValueError(f"collection {self.name!r}: privacy.unit 'device' with dimensions "
                              f"{[d.name for d in self.dimensions]} needs a bound on the keys a device adds to, "
                              "which this release does not enforce yet; drop the dimensions or use unit 'report'")
-        if self.device is not None and self.permanent and any(c is not None for c in self.permanent) \
-                and self.repeats_per_window > 1:
+        memoized = bool(self.permanent) and any(c is not None for c in self.permanent)
+        if memoized and self.device is None:
+            raise ValueError(f"collection {self.name!r}: memoized channels (memoize: true) correlate a device's "
+                             "reports, which only privacy.unit 'device' bounds and accounts for; set privacy.unit")
+        others = [name for name, on in (("groups", self.groups), ("conditionals", self.conditionals),
+                                        ("means", self.means), ("extremes", self.extremes)) if on]
+        if memoized and self.repeats_per_window > 1 and others:
             raise ValueError(f"collection {self.name!r}: memoized channels with up to {self.repeats_per_window} "
-                             "reports of one device per window and key correlate its reports, and this release "
-                             "does not yet widen the intervals for it (repeat_variance); use "
-                             "max_reports_per_device=1 on a fixed or global window")
+                             f"reports of one device per window and key correlate its reports; the marginals' "
+                             f"variances carry the correction (repeat_variance), {others} do not yet: drop them or "
+                             "use max_reports_per_device=1 on a fixed or global window")
         # checked here, so a job-wide --window override (dataclasses.replace) is checked too
         if self.client_extremes and self.window.overlapping:
             names = [e.name for e in self.client_extremes]
@@ -253,6 +258,15 @@ class CollectionConfig:
         w = self.window
         k = int(round(w.size_seconds / w.period_seconds)) if w.overlapping else 1
         return k * self.device.max_reports_per_device
+
+    @property
+    def shared_reports(self) -> int:
+        """``s`` of :func:`~ldp_marginals.ldp.memoized.repeat_variance`: how many other reports of its
+        device a report may share its permanent responses with in a window and key, ``k * M - 1``
+        (0 when no bit memoizes)."""
+        if not self.permanent or all(c is None for c in self.permanent):
+            return 0
+        return self.repeats_per_window - 1
 
     @property
     def client_channels(self) -> ClientChannels:

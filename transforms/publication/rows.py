@@ -16,12 +16,15 @@ as counts in ``[0, n]``), a conditional in [0, 1], a mean in ``[low, high]``.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
 from ldp_marginals.ldp.means import feature_mean
+from ldp_marginals.ldp.memoized import repeat_variance
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.schemas.arrow import TableRows, arrow_schema
@@ -181,6 +184,9 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
     counted = dict(base, n_reports=acc.n)
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
+        if config.shared_reports:   # memoized reports of one device share permanent responses (ldp/memoized.py)
+            est = replace(est, variances=est.variances + repeat_variance(est, config.client_channels,
+                                                                         config.shared_reports))
     if linear:
         yield MARGINALS, marginal_rows(config, est, counted)
         yield TABLES, table_rows(config, est, counted)

@@ -1,0 +1,86 @@
+"""Issue 38: the cost of the device unit's bound in throughput, batch on the DirectRunner: the same
+files (each report with a slice-scoped device token, about 4 reports per device and hour) run under
+``privacy.unit: report`` and ``privacy.unit: device`` (M = 1) in the same run, as a ratio of the
+time past the fixed cost (goal: at most 1.5x the time of ``unit: report``).
+
+    python -m benchmarks.device_cost [--full]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+
+import numpy as np
+import yaml
+
+from benchmarks.e2e import job_seconds
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
+
+D = 32
+REPEATS = 3
+HOUR_MS = 3_600_000
+REPORT_CONFIG = {
+    "collection": "bench", "features": [{"name": f"f{i}", "type": "boolean"} for i in range(D)],
+    "channel": {"mechanism": "symmetric", "epsilon": 1.0}, "max_order": 2,
+    "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 1}
+DEVICE_CONFIG = dict(REPORT_CONFIG, privacy={"unit": "device", "max_reports_per_device": 1})
+
+
+def make_files(folder: str, n_files: int, per_file: int, seed: int = 0) -> None:
+    """``n_files`` hourly files of ``per_file`` reports of ``per_file // 4`` devices (Poisson activity)."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n_files):
+        start = DEFAULT_START_MS + i * HOUR_MS
+        owners = rng.integers(0, max(per_file // 4, 1), per_file)
+        packed = rng.integers(0, 256, (per_file, D // 8), dtype=np.uint8)
+        times = start + rng.integers(0, HOUR_MS, per_file)
+        schemas.write_avro(os.path.join(folder, f"reports-{i:03d}.avro"), "noisy_report", (
+            {"collection": "bench", "event_time": int(times[r]), "bits": packed[r].tobytes(), "dimensions": {},
+             "client": f"{i}-{owners[r]:08x}"} for r in range(per_file)))
+
+
+def run(tmp, full):
+    n_files, per_file = (10, 1_000_000) if full else (2, 1_000_000)
+    folder = os.path.join(tmp, "device_cost")
+    make_files(os.path.join(folder, "files"), n_files, per_file)
+    make_files(os.path.join(folder, "tiny"), n_files, 1000, seed=1)
+    paths = {}
+    for name, cfg in (("report", REPORT_CONFIG), ("device", DEVICE_CONFIG)):
+        paths[name] = os.path.join(folder, f"{name}.yaml")
+        with open(paths[name], "w") as fh:
+            yaml.safe_dump(cfg, fh)
+    pattern, tiny = os.path.join(folder, "files", "*.avro"), os.path.join(folder, "tiny", "*.avro")
+    job_seconds(tiny, paths["device"], os.path.join(folder, "warm"))   # numba's cache, imports
+    seconds = {}
+    for name in ("report", "device"):   # interleaved runs would share the noise; medians of REPEATS each
+        start = statistics.median(job_seconds(tiny, paths[name], os.path.join(folder, f"{name}-tiny{i}"))
+                                  for i in range(REPEATS))
+        total = statistics.median(job_seconds(pattern, paths[name], os.path.join(folder, f"{name}-{i}"))
+                                  for i in range(REPEATS))
+        seconds[name] = (start, total)
+    n = n_files * per_file
+    work = {k: max(total - start, 1e-9) for k, (start, total) in seconds.items()}
+    ratio = work["device"] / work["report"]
+    goals = [{"goal": f"38. batch unit: device vs unit: report (d={D}, {n_files} files of {per_file:,}, ~4 reports "
+                      "per device and hour, M=1)",
+              "measured": f"{n / work['device']:,.0f} reports/s", "baseline": f"unit report {n / work['report']:,.0f} "
+              "reports/s", "ratio": ratio, "target": "<= 1.5x the time", "met": ratio <= 1.5}]
+    details = {"38 device unit": f"median of {REPEATS} runs each; fixed cost report {seconds['report'][0]:.1f} s, "
+                                 f"device {seconds['device'][0]:.1f} s; total report {seconds['report'][1]:.1f} s, "
+                                 f"device {seconds['device'][1]:.1f} s"}
+    return goals, details
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        goals, details = run(tmp, args.full)
+    for g in goals:
+        print(f"{g['goal']}: {g['measured']} vs {g['baseline']}: {g['ratio']:.2f}x (target {g['target']})")
+    print(details)
