@@ -4,8 +4,8 @@ chosen the same way whatever order the reports arrive in (Beam-free, numpy only)
 A collection with ``privacy.unit: device`` names a device in every report (the slice-scoped device
 token in ``client``, docs/client.md section 5). Per slice and key a device contributes at most
 ``M = max_reports_per_device`` reports: the M of its reports with the smallest *rank*, a 64-bit
-hash keyed by the collection of ``(token, report bits)`` (ties, identical ranks, broken by the bits
-themselves). Keeping the M smallest ranks per device is a *bottom-M*: the bottom-M of a union is
+hash keyed by the collection of ``(token, report bits)`` (two reports of a device with equal ranks
+have equal bits, but with probability 2^-64, and equal bits are interchangeable). Keeping the M smallest ranks per device is a *bottom-M*: the bottom-M of a union is
 the bottom-M of the parts' bottom-Ms, so tables merge in any order and any grouping (bundles,
 hot-key fanout, a combine's retries, a restored state) and give the same reports; and a table
 holds at most M candidates per device, so its size is bounded by the devices of the slice, never
@@ -52,7 +52,7 @@ def report_ranks(collection_key: int, device_keys: np.ndarray, packed: np.ndarra
 class DeviceTable:
     """Data of one slice and key under a bound: ``devices`` uint64[k] (sorted device keys), ``seen``
     int64[k] (reports each device sent), and the kept candidates ``owner`` uint64[c], ``rank``
-    uint64[c], ``bits`` uint8[c, n_bytes], sorted by (owner, rank, bits), at most the bound per
+    uint64[c], ``bits`` uint8[c, n_bytes], sorted by (owner, rank), at most the bound per
     device."""
 
     __slots__ = ("devices", "seen", "owner", "rank", "bits")
@@ -88,17 +88,22 @@ class DeviceTable:
         return int(self.seen.sum()) - self.kept
 
 
-def _bottom(owner: np.ndarray, rank: np.ndarray, bits: np.ndarray, bound: int) -> np.ndarray:
-    """Indices of the candidates kept, in (owner, rank, bits) order: per owner the ``bound`` smallest
-    by (rank, bits)."""
+def _sorted(owner: np.ndarray, rank: np.ndarray) -> tuple:
+    """``(order, starts)``: the candidates in (owner, rank) order, and where each owner's run starts."""
+    order = np.lexsort((rank, owner))
+    own = owner[order]
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
+    return order, starts
+
+
+def _bottom(owner: np.ndarray, rank: np.ndarray, bound: int, sorted_=None) -> np.ndarray:
+    """Indices of the candidates kept, in (owner, rank) order: per owner the ``bound`` smallest ranks.
+    Two reports of one device with equal ranks have equal bits (the rank hashes them) but with
+    probability 2^-64, and equal bits are interchangeable."""
     if owner.size == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = [bits[:, j] for j in range(bits.shape[1] - 1, -1, -1)] + [rank, owner]
-    order = np.lexsort(keys)
-    own = owner[order]
-    first = np.r_[True, own[1:] != own[:-1]]
-    starts = np.flatnonzero(first)
-    position = np.arange(own.size) - np.repeat(starts, np.diff(np.r_[starts, own.size]))
+    order, starts = sorted_ if sorted_ is not None else _sorted(owner, rank)
+    position = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
     return order[position < bound]
 
 
@@ -109,9 +114,10 @@ def table_of(device_keys, ranks, packed, bound: int) -> DeviceTable:
     keys = np.asarray(device_keys, dtype=np.uint64)
     ranks = np.asarray(ranks, dtype=np.uint64)
     out = DeviceTable(packed.shape[1])
-    out.devices, counts = np.unique(keys, return_counts=True)
-    out.seen = counts.astype(np.int64)
-    keep = _bottom(keys, ranks, packed, bound)
+    order, starts = _sorted(keys, ranks)   # one sort gives the devices, their counts and their bottom M
+    out.devices = keys[order[starts]]
+    out.seen = np.diff(np.r_[starts, keys.size]).astype(np.int64)
+    keep = _bottom(keys, ranks, bound, (order, starts))
     out.owner, out.rank, out.bits = keys[keep], ranks[keep], packed[keep]
     return out
 
@@ -120,8 +126,10 @@ def merge_tables(tables, bound: int) -> DeviceTable:
     """One table of the union of ``tables`` (new arrays; the inputs are not modified): reports seen
     add up per device, candidates are the bottom ``bound`` of every table's candidates per device."""
     tables = list(tables)
-    if len(tables) == 1:
-        return tables[0]
+    nonempty = [t for t in tables if t.devices.size]
+    if len(nonempty) <= 1:
+        return nonempty[0] if nonempty else tables[0]
+    tables = nonempty
     out = DeviceTable(tables[0].bits.shape[1])
     devices = np.concatenate([t.devices for t in tables])
     seen = np.concatenate([t.seen for t in tables])
@@ -130,7 +138,7 @@ def merge_tables(tables, bound: int) -> DeviceTable:
     owner = np.concatenate([t.owner for t in tables])
     rank = np.concatenate([t.rank for t in tables])
     bits = np.concatenate([t.bits for t in tables])
-    keep = _bottom(owner, rank, bits, bound)
+    keep = _bottom(owner, rank, bound)
     out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
     return out
 
@@ -154,7 +162,7 @@ def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarra
     used_devices, used_counts = used_devices[order], used_counts[order]
     at = np.minimum(np.searchsorted(used_devices, table.owner), used_devices.size - 1)
     used = np.where(used_devices[at] == table.owner, used_counts[at], 0)
-    first = np.r_[True, table.owner[1:] != table.owner[:-1]]   # candidates are sorted by (owner, rank, bits)
+    first = np.r_[True, table.owner[1:] != table.owner[:-1]]   # candidates are sorted by (owner, rank)
     starts = np.flatnonzero(first)
     position = np.arange(table.owner.size) - np.repeat(starts, np.diff(np.r_[starts, table.owner.size]))
     keep = position < bound - used

@@ -267,8 +267,8 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
     "devices: no bound per device": (
-        mock.patch("ldp_marginals.ldp.devices._bottom", lambda owner, rank, bits, bound: np.argsort(
-            owner, kind="stable")), _devices, (False, True)),
+        mock.patch("ldp_marginals.ldp.devices._bottom", lambda owner, rank, bound, sorted_=None: np.lexsort(
+            (rank, owner))), _devices, (False, True)),
     "devices: a later increment of a slice not cut by what its released ones hold": (
         mock.patch("ldp_marginals.ldp.aggregate.ReportAggregator.within_slice", lambda self, acc, released: acc),
         _devices, (False,)),
