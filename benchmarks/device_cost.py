@@ -55,13 +55,13 @@ def run(tmp, full):
             yaml.safe_dump(cfg, fh)
     pattern, tiny = os.path.join(folder, "files", "*.avro"), os.path.join(folder, "tiny", "*.avro")
     job_seconds(tiny, paths["device"], os.path.join(folder, "warm"))   # numba's cache, imports
-    seconds = {}
-    for name in ("report", "device"):   # interleaved runs would share the noise; medians of REPEATS each
-        start = statistics.median(job_seconds(tiny, paths[name], os.path.join(folder, f"{name}-tiny{i}"))
-                                  for i in range(REPEATS))
-        total = statistics.median(job_seconds(pattern, paths[name], os.path.join(folder, f"{name}-{i}"))
-                                  for i in range(REPEATS))
-        seconds[name] = (start, total)
+    runs = {(name, size): [] for name in ("report", "device") for size in ("tiny", "full")}
+    for i in range(REPEATS):   # interleaved, so both units meet the same load of a shared machine
+        for name in ("report", "device"):
+            for size, files in (("tiny", tiny), ("full", pattern)):
+                runs[(name, size)].append(job_seconds(files, paths[name], os.path.join(folder, f"{name}-{size}{i}")))
+    seconds = {name: (statistics.median(runs[(name, "tiny")]), statistics.median(runs[(name, "full")]))
+               for name in ("report", "device")}
     n = n_files * per_file
     work = {k: max(total - start, 1e-9) for k, (start, total) in seconds.items()}
     ratio = work["device"] / work["report"]

@@ -34,3 +34,10 @@ def count_sets(cols, members, out):
     from ldp_marginals.ldp import _kernels  # imports numba and loads (or compiles) the kernel
 
     _kernels.count_sets(cols, members, out)
+
+
+def bottom_per_owner(owner, rank, bound: int):
+    """:func:`ldp_marginals.ldp._kernels.bottom_per_owner` (compiled on first use; numba required:
+    callers check :data:`AVAILABLE`)."""
+    from ldp_marginals.ldp import _kernels
+    return _kernels.bottom_per_owner(owner, rank, bound)

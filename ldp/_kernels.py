@@ -46,3 +46,47 @@ def count_sets(cols, members, out):
         for w in range(w_count):
             s += _popcount(pre[w] & cols[last, w])
         out[r] += np.int64(s)
+
+
+@njit(cache=True, nogil=True)
+def bottom_per_owner(owner, rank, bound):
+    """Per distinct owner (uint64), its number of candidates and the indices of its ``bound``
+    smallest ranks, in one pass over an open-addressing table: ``(owners, counts, kept indices)``,
+    owners in table order, kept indices grouped by owner (ranks ascending within each)."""
+    n = owner.size
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    mask = np.uint64(cap - 1)
+    keys = np.zeros(cap, np.uint64)
+    used = np.zeros(cap, np.bool_)
+    seen = np.zeros(cap, np.int64)
+    best = np.full((cap, bound), -1, np.int64)
+    for i in range(n):
+        k = owner[i]
+        h = np.int64((k ^ (k >> np.uint64(29))) & mask)
+        while used[h] and keys[h] != k:
+            h = (h + 1) & (cap - 1)
+        if not used[h]:
+            used[h] = True
+            keys[h] = k
+        seen[h] += 1
+        r = rank[i]
+        p = 0   # where r goes: after every kept rank <= r
+        while p < bound and best[h, p] != -1 and rank[best[h, p]] <= r:
+            p += 1
+        if p == bound:
+            continue
+        for j in range(bound - 1, p, -1):
+            best[h, j] = best[h, j - 1]
+        best[h, p] = i
+    slots = np.flatnonzero(used)
+    kept = np.empty(slots.size * bound, np.int64)
+    m = 0
+    for s in slots:
+        for j in range(bound):
+            if best[s, j] == -1:
+                break
+            kept[m] = best[s, j]
+            m += 1
+    return keys[slots], seen[slots], kept[:m]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp._checks import check_int
 
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -88,23 +89,30 @@ class DeviceTable:
         return int(self.seen.sum()) - self.kept
 
 
-def _sorted(owner: np.ndarray, rank: np.ndarray) -> tuple:
-    """``(order, starts)``: the candidates in (owner, rank) order, and where each owner's run starts."""
+def _select(owner: np.ndarray, rank: np.ndarray, bound: int) -> tuple:
+    """``(devices, seen, keep)``: the distinct owners sorted, how many candidates each has, and the
+    indices of the candidates kept (per owner the ``bound`` smallest ranks) in (owner, rank) order.
+    Two reports of one device with equal ranks have equal bits (the rank hashes them) but with
+    probability 2^-64, and equal bits are interchangeable. One compiled pass when numba is installed
+    (an open-addressing table of the owners), else one sort."""
+    if owner.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.uint64), empty, empty
+    if _compiled.AVAILABLE:
+        devices, seen, keep = _compiled.bottom_per_owner(owner, rank, bound)
+        order = np.argsort(devices)
+        keep = keep[np.lexsort((rank[keep], owner[keep]))] if bound > 1 else keep[np.argsort(owner[keep])]
+        return devices[order], seen[order], keep
     order = np.lexsort((rank, owner))
     own = owner[order]
-    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
-    return order, starts
-
-
-def _bottom(owner: np.ndarray, rank: np.ndarray, bound: int, sorted_=None) -> np.ndarray:
-    """Indices of the candidates kept, in (owner, rank) order: per owner the ``bound`` smallest ranks.
-    Two reports of one device with equal ranks have equal bits (the rank hashes them) but with
-    probability 2^-64, and equal bits are interchangeable."""
-    if owner.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    order, starts = sorted_ if sorted_ is not None else _sorted(owner, rank)
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
     position = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
-    return order[position < bound]
+    return own[starts], np.diff(np.r_[starts, order.size]).astype(np.int64), order[position < bound]
+
+
+def _bottom(owner: np.ndarray, rank: np.ndarray, bound: int) -> np.ndarray:
+    """Indices of the candidates kept, in (owner, rank) order (:func:`_select`)."""
+    return _select(owner, rank, bound)[2]
 
 
 def table_of(device_keys, ranks, packed, bound: int) -> DeviceTable:
@@ -114,10 +122,7 @@ def table_of(device_keys, ranks, packed, bound: int) -> DeviceTable:
     keys = np.asarray(device_keys, dtype=np.uint64)
     ranks = np.asarray(ranks, dtype=np.uint64)
     out = DeviceTable(packed.shape[1])
-    order, starts = _sorted(keys, ranks)   # one sort gives the devices, their counts and their bottom M
-    out.devices = keys[order[starts]]
-    out.seen = np.diff(np.r_[starts, keys.size]).astype(np.int64)
-    keep = _bottom(keys, ranks, bound, (order, starts))
+    out.devices, out.seen, keep = _select(keys, ranks, bound)
     out.owner, out.rank, out.bits = keys[keep], ranks[keep], packed[keep]
     return out
 

@@ -119,3 +119,16 @@ def test_merge_tables_of_one_table_is_that_table():
     packed, owners = _reports(rng, n=20)
     t = table_of(owners, report_ranks(1, owners, packed), packed, 1)
     assert merge_tables([t], 1) is t
+
+
+@pytest.mark.parametrize("bound", [1, 3])
+def test_the_compiled_selection_equals_the_sort(bound, monkeypatch):
+    from ldp_marginals.ldp import _compiled, devices
+    rng = np.random.default_rng(9)
+    packed, owners = _reports(rng, n=3000, devices=500)
+    ranks = report_ranks(3, owners, packed)
+    compiled = devices._select(owners, ranks, bound)
+    monkeypatch.setattr(_compiled, "AVAILABLE", False)
+    plain = devices._select(owners, ranks, bound)
+    for a, b in zip(compiled, plain):
+        np.testing.assert_array_equal(a, b)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
+from ldp_marginals.ldp.devices import _select as _SELECT
 from ldp_marginals.transforms.publication import engine, release, rows
 from tests.transforms import publication_model as model
 
@@ -259,6 +260,12 @@ def _mixed(rng, n):
     return model.classes_scenario(rng) if n % 2 else model.random_scenario(rng)
 
 
+def _unbounded(owner, rank, bound):
+    """The device table's selection with no bound: every candidate kept."""
+    devices, seen, _ = _SELECT(owner, rank, bound)
+    return devices, seen, np.lexsort((rank, owner))
+
+
 def _devices(rng, n):
     return model.device_scenario(rng)
 
@@ -267,8 +274,7 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
     "devices: no bound per device": (
-        mock.patch("ldp_marginals.ldp.devices._bottom", lambda owner, rank, bound, sorted_=None: np.lexsort(
-            (rank, owner))), _devices, (False, True)),
+        mock.patch("ldp_marginals.ldp.devices._select", _unbounded), _devices, (False, True)),
     "devices: a later increment of a slice not cut by what its released ones hold": (
         mock.patch("ldp_marginals.ldp.aggregate.ReportAggregator.within_slice", lambda self, acc, released: acc),
         _devices, (False,)),
