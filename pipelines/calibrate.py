@@ -165,7 +165,6 @@ def render_config(rows: list) -> str:
                  else f"{len({(c['p'], c['q']) for c in r['channels']})} channels over {r['bits']} bits")
         lines += [f"collection {r['collection']}: {chans}",
                   f"  local epsilon of a whole report   {r['local_epsilon']:.4g}",
-                  "  " + epsilons_line(r["epsilons"]),
                   f"  symmetric flip the bits are held to (sufficient DP)   {r['symmetric_flip']:.4f}"]
         p = r["promise"]
         if p is None:
@@ -189,6 +188,7 @@ def render_config(rows: list) -> str:
             enough = "enough" if r["min_reports"] >= crowd else f"raise min_reports to {crowd:,} for it"
             lines.append(f"  sufficient DP at --epsilon {r['epsilon']:g}, eta={r['eta']:g}: at least "
                          f"{_reports(crowd)} per published window (min_reports={r['min_reports']:,}: {enough})")
+        lines.append(f"  one device over time (unit: {r['unit']}): " + epsilons_line(r["epsilons"]))
     return "\n".join(lines)
 
 

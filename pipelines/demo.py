@@ -79,9 +79,10 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
                 truth[((("region", region),), w["window_start"], m["feature"], tuple(m["given"]))] = m["mean"]
     small = simulate_population(cfg, 500, seed=seed + 1, start_ms=DEFAULT_START_MS + 4 * 3_600_000, span_seconds=3600)
     write_population(cfg, small, os.path.join(reports_dir, "reports-eu-late.avro"), dimensions={"region": "eu"})
+    n_devices = max(reports // 15, dev_cfg.min_reports)
     devices = write_device_reports(dev_cfg, os.path.join(reports_dir, "reports-devices.avro"), DEFAULT_START_MS,
-                                   seed=seed)
-    _step(f"and {devices['reports']:,} reports of 4,000 memoizing devices (collection {dev_cfg.name}, 1 to 4 "
+                                   devices=n_devices, seed=seed)
+    _step(f"and {devices['reports']:,} reports of {n_devices:,} memoizing devices (collection {dev_cfg.name}, 1 to 4 "
           "reports per device and hour)")
     _step(f"simulated in {time.time() - t0:.1f}s; running the job on the DirectRunner")
     t1 = time.time()
@@ -131,7 +132,8 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     page = export.write(estimates_dir, os.path.join(out_dir, "dashboard.html"))
     print(f"\ndashboard: {os.path.abspath(page)}")
     result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld),
-              "means": len(means), "significant_changes": moved["significant"], "devices": device_result,
+              "means": len(means), "significant_changes": moved["significant"],
+              "devices": dict(device_result, reports=devices["reports"]),
               "dashboard": os.path.abspath(page)}
     with open(os.path.join(out_dir, "demo_result.json"), "w") as fh:
         json.dump(result, fh, indent=2)

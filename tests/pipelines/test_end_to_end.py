@@ -210,7 +210,11 @@ def test_demo_writes_real_outputs(tmp_path):
     stdout = cli("demo", "--out", str(tmp_path / "demo"), "--reports", "20000")
     assert "cover the truth" in stdout and "withheld below min_reports" in stdout
     result = json.loads((tmp_path / "demo" / "demo_result.json").read_text())
-    assert result["summary"]["reports_counted"] == 20500 and result["withheld"] == 1
+    # the demo's app collection (20,500 reports) and its device-unit collection (1,333 devices)
+    devices = result["devices"]
+    assert result["summary"]["reports_counted"] == 20500 + devices["reports"] and result["withheld"] == 1
+    assert result["summary"]["reports_over_device_bound"] == devices["over_bound"] == devices["reports"] - 4 * 1333
+    assert "epsilon_1 1.009, epsilon_infinity 3.296, epsilon per month at 24 reports a day 3.296" in stdout
     assert result["coverage"] > 0.8
     assert glob.glob(str(tmp_path / "demo" / "estimates" / "marginals" / "*.avro"))
 

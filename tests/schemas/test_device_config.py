@@ -1,0 +1,84 @@
+"""The device unit and epsilon over time in the config: defaults, what each new key refuses (a
+ValueError naming the parameter and its value), the epsilons collections.json states, and the
+sufficient-DP crowd calibrated for k*M reports per person."""
+import math
+
+import pytest
+
+from ldp_marginals.schemas.config import parse_config
+
+BASE = {"collection": "d", "features": [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}],
+        "channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": True}, "max_order": 2,
+        "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 10,
+        "privacy": {"unit": "device", "reports_per_day": 24}}
+
+
+def test_the_default_unit_is_the_report_and_device_defaults_to_one_report():
+    plain = parse_config({k: v for k, v in BASE.items() if k != "privacy"} | {"channel": {"p": 0.25, "q": 0.75}})
+    assert (plain.unit, plain.device, plain.repeats_per_window, plain.shared_reports) == ("report", None, 1, 0)
+    cfg = parse_config(BASE)
+    assert (cfg.unit, cfg.device.max_reports_per_device, cfg.repeats_per_window, cfg.shared_reports) == (
+        "device", 1, 1, 0)
+
+
+def test_collections_json_states_the_epsilons_over_time():
+    described = parse_config(BASE).describe()
+    e = described["epsilons"]
+    # one memoized boolean (docs/client.md section 6): 0.336 / ln 3; two booleans add
+    assert e["epsilon_1"] == pytest.approx(2 * 0.33647, abs=1e-4)
+    assert e["epsilon_infinity"] == pytest.approx(2 * math.log(3))
+    assert e["epsilon_per_day"] <= e["epsilon_per_month"] <= e["epsilon_infinity"] + 1e-9
+    assert described["unit"] == "device" and described["memoized_bits"] == ["a", "b"]
+    plain = parse_config(dict(BASE, channel={"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75}))
+    assert plain.describe()["epsilons"]["epsilon_infinity"] is None   # not memoized: no bound for ever
+    assert plain.describe()["epsilons"]["epsilon_per_month"] == pytest.approx(720 * 2 * 0.33647, rel=1e-3)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"privacy": {"unit": "person"}}, r"privacy.unit must be one of \['report', 'device'\], got unit='person'"),
+    ({"privacy": {"unit": "device", "max_reports_per_device": 0}},
+     r"privacy.max_reports_per_device must be .*got .*0"),
+    ({"privacy": {"unit": "device", "reports_per_day": -1}}, r"privacy.reports_per_day must be a positive number, "
+                                                             r"got reports_per_day=-1"),
+    ({"privacy": {"max_reports_per_device": 2}}, r"privacy.max_reports_per_device is only for unit 'device', "
+                                                 r"got unit='report'"),
+    ({"privacy": {"unit": "device", "reports_per_day": 24, "model": "local", "epsilon_per_month": 2}},
+     r"privacy promises epsilon_per_month=2, but 720 reports a month \(reports_per_day=24\) give "
+     r"epsilon_per_month=2.197"),
+    ({"privacy": {"unit": "device", "model": "local", "epsilon_per_month": 5}},
+     r"privacy.epsilon_per_month needs privacy.reports_per_day"),
+    ({"privacy": {"unit": "device", "reports_per_day": 1, "model": "sufficient", "epsilon": 1,
+                  "epsilon_per_month": 5}}, r"privacy.epsilon_per_month is a local promise, got model='sufficient'"),
+    ({"privacy": None}, r"memoized channels \(memoize: true\) correlate a device's reports.*set privacy.unit"),
+    ({"dimensions": {"region": {}}}, r"privacy.unit 'device' with dimensions \['region'\] needs a bound on the keys"),
+    ({"privacy": {"unit": "device", "max_reports_per_device": 2}, "groups": [["a", "b"]]},
+     r"memoized channels with up to 2 reports of one device per window and key .*\['groups'\] do not yet"),
+    ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": "yes"}},
+     r"memoize must be true or false, got memoize='yes'"),
+])
+def test_each_mistake_is_one_error_naming_the_parameter(change, message):
+    spec = dict(BASE, **change)
+    if spec["privacy"] is None:
+        del spec["privacy"]
+    with pytest.raises(ValueError, match=message):
+        parse_config(spec)
+
+
+def test_a_kept_monthly_promise_and_the_marginals_correction_at_k_times_m():
+    cfg = parse_config(dict(BASE, privacy=dict(BASE["privacy"], model="local", epsilon_per_month=2.2)))
+    assert cfg.epsilons().per_month <= 2.2
+    sliding = parse_config(dict(BASE, window={"type": "sliding", "size_seconds": 3600, "period_seconds": 900},
+                                privacy={"unit": "device", "max_reports_per_device": 2}))
+    assert (sliding.repeats_per_window, sliding.shared_reports) == (8, 7)
+
+
+def test_the_sufficient_crowd_is_calibrated_for_k_times_m_reports_per_device():
+    spec = dict(BASE, channel={"p": 0.25, "q": 0.75}, min_reports=1,
+                features=[{"name": f"f{i}", "type": "boolean"} for i in range(4)])
+    one = parse_config(dict(spec, privacy={"unit": "device", "model": "sufficient", "epsilon": 1.0}),
+                       check_promise=False).privacy.smallest_crowd
+    three = parse_config(dict(spec, privacy={"unit": "device", "max_reports_per_device": 3, "model": "sufficient",
+                                             "epsilon": 1.0}), check_promise=False).privacy.smallest_crowd
+    report = parse_config(dict(spec, privacy={"model": "sufficient", "epsilon": 1.0}),
+                          check_promise=False).privacy.smallest_crowd
+    assert one == report and three > one
