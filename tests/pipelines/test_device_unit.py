@@ -123,3 +123,28 @@ def test_unit_report_is_the_default_and_publishes_what_it_always_did(tmp_path):
     assert sorted(a, key=key) == sorted(b, key=key)
     assert {(r["window_start"], r["n_reports"]) for r in a} == {(T0, 300 + 3 + sum(
         1 for r in records if r["client"] and r["client"].startswith("tok-"))), (T0 + HOUR, 190)}
+
+
+def test_records_and_messages_take_the_same_bound_as_files(tmp_path):
+    """The per-record path (dicts and single-report messages, in shards the runner merges) keeps the
+    same reports as the file reader, and dead-letters the same tokenless reports."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from ldp_marginals import schemas
+    from ldp_marginals.pipelines.job import JobOptions, build
+    from tests.pipelines.test_job_batch import Shards
+
+    records = _reports(seed=4)
+    files = read_rows(_run(tmp_path, DEVICE_CONFIG, records, "files"), "marginals")
+    want = sorted((r["window_start"], tuple(r["columns"]), round(r["estimate"], 9), r["n_reports"]) for r in files)
+    inputs = [schemas.encode_message("noisy_report", r) if i % 2 else r for i, r in enumerate(records)]
+    cfg = parse_config(DEVICE_CONFIG)
+    with TestPipeline() as p:
+        outs = build(p, Shards(inputs, 5), None, JobOptions({cfg.name: cfg}))
+        assert_that(outs["marginals"] | beam.Map(lambda r: (r["window_start"], tuple(r["columns"]),
+                                                            round(r["estimate"], 9), r["n_reports"])),
+                    equal_to(want), label="marginals")
+        assert_that(outs["dead_letters"] | beam.Map(lambda r: r["reason"]), equal_to(["no_device_token"] * 3),
+                    label="dead letters")
