@@ -1,7 +1,7 @@
 """The per-window accumulator of one collection and key, and the logic that fills it from packed
 reports. Combiners contain logic, accumulators contain data: :class:`ReportAggregator` holds the
 parameters (counted sets, channels, extremes) and :class:`WindowAccumulator` only the numbers, so
-the accumulator stays small when Beam pickles it across a shuffle.
+the accumulator stays small when it crosses a shuffle.
 
 What a window keeps, per key:
 
@@ -24,18 +24,14 @@ What a window keeps, per key:
 
 Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
 
-State that outlives a process (a streaming job's state, a Flink savepoint, a Dataflow update) is
-written with :func:`accumulator_to_bytes`: a versioned format of its own, with named parts and the
-shape it was written for, never a positional pickle. :func:`accumulator_from_bytes` reads every
-earlier version (version 1 was Beam's pickle of a positional tuple) and refuses, naming both, a
-state whose shape is not the configuration's.
+State that outlives a process (a streaming job's state, a Flink savepoint, a Dataflow update) and
+what crosses a shuffle is written as a versioned record with named parts and the shape it was
+written for, never a positional pickle (:mod:`ldp_marginals.ldp.versioned`, which reads every
+earlier version and refuses, naming both, a state whose shape is not the configuration's).
 """
 from __future__ import annotations
 
-import json
 import math
-import pickle
-import struct
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -96,11 +92,10 @@ class WindowAccumulator:
         self.used_devices = np.zeros(0, dtype=np.uint64)
         self.used_counts = np.zeros(0, dtype=np.int64)
 
-    def __getstate__(self):
-        return {"version": STATE_VERSION, "cooc": self.cooc, "extreme_sums": self.extreme_sums,
-                "clients": self.clients, "client_states": self.client_states, "devices": self.devices,
-                "device_count": self.device_count, "over_bound": self.over_bound,
-                "used_devices": self.used_devices, "used_counts": self.used_counts}
+    def __getstate__(self):   # a pickle (what crosses the wire is the versioned record instead)
+        return {"cooc": self.cooc, "extreme_sums": self.extreme_sums, "clients": self.clients,
+                "client_states": self.client_states, "devices": self.devices, "device_count": self.device_count,
+                "over_bound": self.over_bound, "used_devices": self.used_devices, "used_counts": self.used_counts}
 
     def __setstate__(self, state):
         self.devices, self.device_count, self.over_bound = None, 0, 0
@@ -403,15 +398,10 @@ def client_groups(atoms: Sequence[WindowAccumulator]) -> tuple:
     return clients, total[first]
 
 
-# -- state that outlives a process ------------------------------------------------------------
-STATE_VERSION = 3          # 3: a device-unit collection's device parts (written only for those: others
-#                            still write version 2); 1: Beam's pickle of a positional tuple, 6 columns per client state
-_MAGIC = b"LDPA"
-_HEADER = struct.Struct("<4sBI")   # magic, version, header length
-
-
+# -- state that outlives a process: the versioned bytes of ldp_marginals.ldp.versioned -------------
 def accumulator_shape(aggregator: "ReportAggregator") -> dict:
-    """What a state must match to be read by ``aggregator``: the counted sets and the extremes."""
+    """What a state must match to be read by ``aggregator``: the counted sets, the extremes and (under
+    ``privacy.unit: device``) the bound."""
     fam = aggregator.family
     shape = {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
              "extremes": [[op, list(bits)] for op, bits in aggregator.extremes],
@@ -419,102 +409,3 @@ def accumulator_shape(aggregator: "ReportAggregator") -> dict:
     if aggregator.device_bound is not None:
         shape["max_reports_per_device"] = aggregator.device_bound
     return shape
-
-
-def accumulator_to_bytes(acc: WindowAccumulator, aggregator: "ReportAggregator") -> bytes:
-    """``acc`` in the versioned format: magic, version, a JSON header (the shape, array sizes), then
-    the arrays little-endian (counts int64, extreme sums float64, client keys uint64, client states
-    float64)."""
-    head = {"shape": accumulator_shape(aggregator), "n_sets": int(acc.cooc.counts.size), "n_clients": acc.n_clients}
-    parts = [acc.cooc.counts.astype("<i8").tobytes(), acc.extreme_sums.astype("<f8").tobytes(),
-             acc.clients.astype("<u8").tobytes(), acc.client_states.astype("<f8").tobytes()]
-    version = 2
-    if aggregator.device_bound is not None:   # version 3: the device parts
-        version, t = 3, acc.devices
-        head.update(device_count=int(acc.device_count), over_bound=int(acc.over_bound), open=t is not None,
-                    n_devices=0 if t is None else int(t.devices.size), n_candidates=0 if t is None else t.kept,
-                    n_used=int(acc.used_devices.size))
-        parts += [acc.used_devices.astype("<u8").tobytes(), acc.used_counts.astype("<i8").tobytes()]
-        if t is not None:
-            parts += [t.devices.astype("<u8").tobytes(), t.seen.astype("<i8").tobytes(),
-                      t.owner.astype("<u8").tobytes(), t.rank.astype("<u8").tobytes(), t.bits.tobytes()]
-    header = json.dumps(head, separators=(",", ":")).encode()
-    return b"".join([_HEADER.pack(_MAGIC, version, len(header)), header] + parts)
-
-
-def accumulator_from_bytes(data: bytes, aggregator: "ReportAggregator") -> WindowAccumulator:
-    """An accumulator written by :func:`accumulator_to_bytes` (any version, including version 1's
-    pickle) for ``aggregator``; ``ValueError`` naming both shapes when the state was written for
-    other counted sets or extremes (a config change that alters the state's shape)."""
-    data = bytes(data)
-    if data[:4] != _MAGIC:  # version 1: a pickled WindowAccumulator (positional tuple)
-        return checked_accumulator(pickle.loads(data), aggregator)
-    _, version, size = _HEADER.unpack_from(data)
-    if version > STATE_VERSION:
-        raise ValueError(f"state version must be <= {STATE_VERSION} (this code), got version={version}: the state "
-                         "was written by a newer release")
-    header = json.loads(data[_HEADER.size:_HEADER.size + size])
-    _check_shape(header["shape"], aggregator)
-    n_sets, k = header["n_sets"], header["n_clients"]
-    n_ext, n_cext = len(aggregator.extremes), len(aggregator.client_extremes)
-    arrays, at = [], _HEADER.size + size
-    layout = [("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)]
-    n_dev, n_cand, n_used = header.get("n_devices", 0), header.get("n_candidates", 0), header.get("n_used", 0)
-    n_bytes = (aggregator.family.n_bits + 7) // 8
-    if version >= 3:
-        layout += [("<u8", n_used), ("<i8", n_used)]
-    if header.get("open"):
-        layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_cand), ("<u8", n_cand), ("u1", n_cand * n_bytes)]
-    for dtype, count in layout:
-        arrays.append(np.frombuffer(data, dtype=dtype, count=count, offset=at).copy())
-        at += count * np.dtype(dtype).itemsize
-    if at != len(data):
-        raise ValueError(f"state must be {at} bytes for its header, got {len(data)}")
-    acc = aggregator.create()
-    acc.cooc.counts = arrays[0]
-    acc.extreme_sums = arrays[1].reshape(n_ext, 2)
-    acc.clients = arrays[2].astype(np.uint64)
-    acc.client_states = arrays[3].reshape(k, n_cext, STATE_WIDTH)
-    acc.device_count, acc.over_bound = header.get("device_count", 0), header.get("over_bound", 0)
-    if version >= 3:
-        acc.used_devices, acc.used_counts = arrays[4].astype(np.uint64), arrays[5].astype(np.int64)
-    if header.get("open"):
-        t = acc.devices = DeviceTable(n_bytes)
-        t.devices, t.seen, t.owner, t.rank = (arrays[6].astype(np.uint64), arrays[7].astype(np.int64),
-                                              arrays[8].astype(np.uint64), arrays[9].astype(np.uint64))
-        t.bits = arrays[10].reshape(n_cand, n_bytes)
-    return acc
-
-
-def checked_accumulator(acc, aggregator: "ReportAggregator") -> WindowAccumulator:
-    """``acc`` (unpickled from a state of version 1) if it fits ``aggregator``, else ``ValueError``."""
-    if not isinstance(acc, WindowAccumulator):
-        raise ValueError(f"state must be a window accumulator, got {type(acc).__name__}")
-    _check_shape(_shape_of(acc), aggregator)
-    return acc
-
-
-def _shape_of(acc: WindowAccumulator) -> dict:
-    fam = acc.cooc.family
-    return {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
-            "n_extremes": int(acc.extreme_sums.shape[0]), "n_client_extremes": int(acc.client_states.shape[1])}
-
-
-def _check_shape(shape: dict, aggregator: "ReportAggregator") -> None:
-    want = accumulator_shape(aggregator)
-    if "extremes" not in shape:  # version 1 records only the numbers of extremes
-        want = dict({k: want[k] for k in ("n_bits", "max_order", "extra")},
-                    n_extremes=len(want["extremes"]), n_client_extremes=len(want["client_extremes"]))
-    if shape != want:
-        raise ValueError(f"the saved state was written for another collection shape ({shape_changes(shape, want)}); "
-                         "start without the savepoint, or with the config that wrote it")
-
-
-def shape_changes(saved: dict, want: dict) -> str:
-    """What differs between two shapes (of :func:`accumulator_shape`, or any flat dict), for an error:
-    ``"max_order changed: saved max_order=2; this config has max_order=3"``; empty if nothing does."""
-    changed = sorted(k for k in set(want) | set(saved) if saved.get(k) != want.get(k))
-    if not changed:
-        return ""
-    return (f"{', '.join(changed)} changed: saved {', '.join(f'{k}={saved.get(k)!r}' for k in changed)}; "
-            f"this config has {', '.join(f'{k}={want.get(k)!r}' for k in changed)}")

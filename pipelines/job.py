@@ -11,7 +11,7 @@ from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
 from ldp_marginals.transforms.estimate import EstimateCollection
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.reports import ValidateReportsFn
-from ldp_marginals.transforms.source import PARTIALS, RECORDS, as_source
+from ldp_marginals.transforms.source import PARTIALS, RECORDS, Partial, as_source
 
 # The command's default watermark delay (``ldp-marginals run --watermark-delay-seconds``): a collector
 # may hold reports for up to 60 s, from devices whose clocks run a few seconds behind, and none is
@@ -65,17 +65,20 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     read = pipeline | "ReadReports" >> source
     # col : records or messages, optionally (record, source label)
     checked = read[RECORDS] | "ValidateReports" >> beam.ParDo(
-        ValidateReportsFn(options.configs, count_valid=not options.streaming)).with_outputs(
+        ValidateReportsFn(options.configs, count_valid=not options.streaming)).with_output_types(Partial).with_outputs(
         DEAD_LETTERS, main=PARTIALS)
     dead = [read[DEAD_LETTERS], checked[DEAD_LETTERS]]
     # col : Partial, timestamped with its window slice's start
     partials = checked[PARTIALS]
     if PARTIALS in source.given:  # a reader that pre-aggregates (streaming sources do not)
-        partials = (read[PARTIALS], partials) | "AllPartials" >> beam.Flatten()
+        read[PARTIALS].element_type = Partial   # a tagged output has no type hint: declared here, so its coder is ours
+        partials = (read[PARTIALS], partials) | "AllPartials" >> beam.Flatten().with_output_types(Partial)
 
     names = sorted(options.configs)
     index = {name: i for i, name in enumerate(names)}
     parts = partials | "SplitByCollection" >> beam.Partition(lambda p, n: index[p.collection], len(names))
+    for part in parts:
+        part.element_type = Partial   # Partition's outputs carry no type hint
     kinds = ESTIMATE_KINDS + (PANES,)
     per_kind = {kind: [] for kind in kinds}
     for i, name in enumerate(names):

@@ -18,7 +18,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions, StandardOptions
 
-from ldp_marginals.ldp.aggregate import accumulator_shape, shape_changes
+from ldp_marginals.ldp.aggregate import accumulator_shape
+from ldp_marginals.ldp.versioned import shape_changes
 from ldp_marginals.pipelines.cli import EXIT_CODES
 from ldp_marginals.pipelines.inputs import check_report_files
 from ldp_marginals.pipelines.job import WATERMARK_DELAY_SECONDS, JobOptions, build
@@ -45,6 +46,7 @@ from ldp_marginals.schemas.dead_letters import (
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, MANIFEST_FILE, STATE_SHAPE_FILE, SUMMARY_FILE, new_run_id
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
 from ldp_marginals.transforms.manifest import abandon_run, finish_run, start_run, write_dir
+from ldp_marginals.transforms.publication.state import LAYOUTS, STATE_LAYOUT
 from ldp_marginals.transforms.sinks import FileSink, Sinks
 
 
@@ -158,10 +160,11 @@ class FlinkJobOptions(PipelineOptions):
 
 
 def state_shapes(configs: dict) -> dict:
-    """What a streaming job's state must match to be resumed, by collection: the counted sets and
-    extremes (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`) and the window (its slices and
-    statuses are keyed by window bounds)."""
-    return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe())
+    """What a streaming job's state must match to be resumed, by collection: the layout of its state
+    (:data:`~ldp_marginals.transforms.publication.state.STATE_LAYOUT`), the counted sets and extremes
+    (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`) and the window (its slices and statuses
+    are keyed by window bounds)."""
+    return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe(), layout=STATE_LAYOUT)
             for name, cfg in sorted(configs.items())}
 
 
@@ -190,6 +193,15 @@ def check_resumable(output_dir: str, configs: dict, savepoint: str) -> None:
                          "a collection added or removed changes the job's state; start without --savepoint_path "
                          "(into a new --output), or with the config that wrote it")
     for name in sorted(want):
+        layout = saved[name].get("layout", 1)
+        if layout != STATE_LAYOUT:
+            raise ValueError(f"collection {name!r} cannot resume from --savepoint_path={savepoint}: the savepoint's "
+                             f"job kept its streaming state in layout {layout} ({LAYOUTS.get(layout, 'unknown')}), "
+                             f"this release keeps it in layout {STATE_LAYOUT} ({LAYOUTS[STATE_LAYOUT]}), and "
+                             "Flink cannot map the one onto the other. Stop the running job with a drain (flink stop "
+                             "--drain: every open window closes and publishes), then start this release without "
+                             "--savepoint_path into a new --output, reading the stream from where the drained job "
+                             "stopped")
         changes = shape_changes(saved[name], want[name])
         if changes:
             raise ValueError(f"collection {name!r} cannot resume from --savepoint_path={savepoint}: its state has "

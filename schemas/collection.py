@@ -28,7 +28,6 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DIMENSION_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 DEFAULT_MAX_VALUES = 100     # distinct values of one dimension per window and collection
 DEFAULT_MAX_LENGTH = 64      # characters of one dimension value
-OTHER = "__other__"          # the value that counts a dimension's values past max_values in a window
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,8 @@ class Extreme:
 @dataclass(frozen=True)
 class Dimension:
     """A public dimension reports may carry: at most ``max_values`` distinct values per window (the
-    rest are counted under :data:`OTHER`) of at most ``max_length`` characters."""
+    rest are counted under ``__other__`` by the publication engine's cap,
+    :mod:`ldp_marginals.transforms.publication.cap`) of at most ``max_length`` characters."""
 
     name: str
     max_values: int = DEFAULT_MAX_VALUES
@@ -194,26 +194,6 @@ class CollectionConfig:
                 return (DIMENSION_TOO_LONG, f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
                         f"over max_length={limits[key].max_length}")
         return None
-
-    def cap_dimension_values(self, weights: dict) -> dict:
-        """``{dims: capped dims}`` for the keys of one window, given each key's weight (reports, or
-        clients): per dimension, the ``max_values`` values of largest total weight are kept (ties by
-        value) and the others become :data:`OTHER`, so a window never lists more than ``max_values``
-        (+1) values of a dimension."""
-        mapping = {dims: dict(dims) for dims in weights}
-        for dim in self.dimensions:
-            totals = {}
-            for dims, weight in weights.items():
-                value = dict(dims).get(dim.name)
-                if value is not None:
-                    totals[value] = totals.get(value, 0) + weight
-            if len(totals) <= dim.max_values:
-                continue
-            kept = {v for v, _ in sorted(totals.items(), key=lambda vw: (-vw[1], vw[0]))[:dim.max_values]}
-            for dims, capped in mapping.items():
-                if dim.name in capped and capped[dim.name] not in kept:
-                    capped[dim.name] = OTHER
-        return {dims: tuple(sorted(capped.items())) for dims, capped in mapping.items()}
 
     @cached_property
     def family(self) -> SetFamily:

@@ -9,15 +9,18 @@ readers and the dashboard all use it).
     DIR/collections.json                   each collection's bits, channels, epsilon, min_reports
     DIR/state_shape.json                   each collection's counted sets, extremes and window: what a
                                            streaming job resumed from a savepoint must match
-    DIR/<kind>/<stem>.avro                 the rows of one window, collection (or file group) and pane:
-                                           the contract (Avro schemas in this folder)
+    DIR/<kind>/<stem>.avro                 the rows of one window, collection (or file group), capped key
+                                           and pane: the contract (Avro schemas in this folder)
     DIR/parquet/<kind>/<group>/<stem>.parquet   the same rows as Parquet, one folder per collection
     DIR/_runs/<run id>/<kind>/<stem>.json  one entry per file set written: its files and row count
     DIR/_staging/<run id>/                 a batch run's own outputs (the same layout) while it runs
 
-A stem is ``<window start>_<window end>_<collection>_pane<NNN>`` with UTC times such as
-``20260101T000000000Z`` (fixed width, so names sort by window), or ``global_<collection>_pane<NNN>``
-for the global window. Panes of one window accumulate in streaming: a reader takes the latest.
+A stem is ``<window start>_<window end>_<collection>_<key>_pane<NNN>`` with UTC times such as
+``20260101T000000000Z`` (fixed width, so names sort by window), or ``global_<collection>_<key>_pane<NNN>``
+for the global window. ``<key>`` names the capped key (the rows' dimensions): ``k`` and 12 hex digits
+of a hash of it (:func:`key_id`); a collection without dimensions has one key and no ``_<key>`` part.
+Each window and capped key is published apart (its own files), so no writer holds a collection's
+every key. Panes of one window and key accumulate in streaming: a reader takes the latest.
 
 **A run owns its outputs.** Every file is written under a temporary name and renamed, and then its
 entry is written the same way, so an entry names only whole files. A batch run writes everything
@@ -34,6 +37,7 @@ error that names it.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 
@@ -68,9 +72,20 @@ def stamp(ms: int) -> str:
     return f"{t:%Y%m%dT%H%M%S}{ms % 1000:03d}Z"
 
 
-def file_stem(window: tuple | None, group: str, pane: int) -> str:
+def key_id(key) -> str:
+    """The file-name part of a capped key (sorted ``(name, value)`` pairs, or a dict): ``""`` for the
+    key without dimensions, else ``k`` and 12 hex digits of the SHA-256 of its canonical JSON."""
+    pairs = sorted(dict(key).items())
+    if not pairs:
+        return ""
+    return "k" + hashlib.sha256(json.dumps(pairs, separators=(",", ":")).encode()).hexdigest()[:12]
+
+
+def file_stem(window: tuple | None, group: str, pane: int, key=()) -> str:
     """The stem of one window's files: ``window`` is ``(start_ms, end_ms)``, or None for the global
-    window; ``group`` is the collection (or a dead-letter file group)."""
+    window; ``group`` is the collection (or a dead-letter file group); ``key`` the capped key."""
+    part = key_id(key)
+    group = f"{group}_{part}" if part else group
     if window is None:
         return f"global_{group}_pane{pane:03d}"
     start, end = window
@@ -105,11 +120,11 @@ def new_run_id(now_ms: int | None = None) -> str:
     return f"{stamp(now_ms)}-{os.urandom(4).hex()}"
 
 
-def make_entry(kind: str, group: str, window: tuple | None, pane: int, rows: int) -> dict:
-    """The entry of one file set: what it holds, its files, its row count."""
-    stem = file_stem(window, group, pane)
+def make_entry(kind: str, group: str, window: tuple | None, pane: int, rows: int, key=()) -> dict:
+    """The entry of one file set: what it holds (its capped ``key`` as a dict), its files, its row count."""
+    stem = file_stem(window, group, pane, key)
     return {"kind": kind, "group": group, "window_start": None if window is None else window[0],
-            "window_end": None if window is None else window[1], "pane": pane, "rows": rows,
+            "window_end": None if window is None else window[1], "key": dict(key), "pane": pane, "rows": rows,
             "files": file_paths(kind, group, stem)}
 
 
@@ -176,17 +191,19 @@ def load_manifest(output_dir: str) -> dict:
 
 
 def manifest_files(manifest: dict, kind: str) -> list:
-    """The entries of ``kind`` a reader reads, sorted by window and group: of the estimates, the
-    latest pane of each window and group (a pane holds the window's estimate so far); of the dead
-    letters, every pane (a streaming job writes the letters gathered since its last pane)."""
+    """The entries of ``kind`` a reader reads, sorted by window, group and key: of the estimates, the
+    latest pane of each window, group and capped key (a pane holds the window and key's estimate so
+    far); of the dead letters, every pane (a streaming job writes the letters gathered since its last
+    pane). Entries of runs before keys were published apart have no ``key``: one per window and group."""
     check_kind(kind)
     entries = [e for e in manifest["files"] if e["kind"] == kind]
     if kind != DEAD_LETTERS:
         best = {}
         for e in entries:
-            key = (e["window_start"], e["window_end"], e["group"])
+            key = (e["window_start"], e["window_end"], e["group"], key_id(e.get("key") or {}))
             if key not in best or e["pane"] > best[key]["pane"]:
                 best[key] = e
         entries = list(best.values())
-    return sorted(entries, key=lambda e: (e["window_start"] is not None, e["window_start"] or 0, e["group"], e["pane"]))
+    return sorted(entries, key=lambda e: (e["window_start"] is not None, e["window_start"] or 0, e["group"],
+                                          key_id(e.get("key") or {}), e["pane"]))
 

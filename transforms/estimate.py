@@ -1,25 +1,44 @@
 """The windowed estimation composite of one collection: the Beam side of the publication engine.
 
-Batch: partials are combined per slice and key (hot keys spread over intermediate keys), then each
-window's slices, every key of the collection together, go to the engine's
-:func:`~ldp_marginals.transforms.publication.engine.batch_window`, which releases slices, caps
-dimension values and builds every row. Streaming: the engine's pane state machine
-(:mod:`~ldp_marginals.transforms.panes`). Both publish through the same engine path.
+Publication is keyed by (collection, capped key), so no worker holds a collection's every key.
+
+Batch: partials are combined per slice and key (hot keys spread over intermediate keys). The cap of
+each window is a small side computation on the values' weights alone (reports per value,
+:mod:`~ldp_marginals.transforms.publication.cap`); each slice is then routed to its capped key, as
+released or held (:func:`~ldp_marginals.transforms.publication.engine.batch_route`), and the slices
+of each window and capped key are combined into two accumulators (released, held) before the one
+step that makes their rows (:func:`~ldp_marginals.transforms.publication.engine.batch_key`).
+Streaming: the engine's three keyed state machines (:mod:`~ldp_marginals.transforms.panes`). Both
+publish through the same engine path.
 """
 from __future__ import annotations
 
 import time
+import typing
 
 import apache_beam as beam
 
+from ldp_marginals.ldp.aggregate import WindowAccumulator
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.dead_letters import FILES_PLANNED, OVER_DEVICE_BOUND, REPORTS_PUBLISHED
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
-from ldp_marginals.transforms.combiners import CollectionCombineFn
+from ldp_marginals.transforms import coders
+from ldp_marginals.transforms.combiners import (
+    CollectionCombineFn,
+    CombineWithHotKeyFanout,
+    ReleasedHeldCombineFn,
+    WeightsCombineFn,
+)
 from ldp_marginals.transforms.dead_letters import count, count_withheld
 from ldp_marginals.transforms.panes import PANES
-from ldp_marginals.transforms.publication.engine import PaneFile, batch_window
+from ldp_marginals.transforms.publication.cap import decide, value_weights
+from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
+
+KEY = typing.Tuple[str, coders.Dims]   # (collection, dimensions) or (collection, capped key)
+SliceEntry = typing.Tuple[str, typing.Tuple[int, coders.Dims, WindowAccumulator]]
+Routed = typing.Tuple[typing.Tuple[KEY, bool], WindowAccumulator]
+Flagged = typing.Tuple[KEY, typing.Tuple[bool, WindowAccumulator]]
 
 
 def window_bounds_ms(w) -> tuple:
@@ -39,42 +58,47 @@ def _slice_entry(kv, w=beam.DoFn.WindowParam):
     return beam.window.TimestampedValue((collection, (start, dims, acc)), start / 1000.0)
 
 
-class PublishWindowFn(beam.DoFn):
-    """``(collection, [(slice start, dims, accumulator), ...])`` of one window -> its rows, tagged by
-    kind (:func:`~ldp_marginals.transforms.publication.engine.batch_window`), and for each kind with
-    rows one :class:`PaneFile` (tag ``panes``): what its file holds, so that the file sink writes it
-    as it is instead of shuffling the rows one by one to regroup them. With ``row_outputs`` False the
-    rows go out only in their pane files (the kinds' outputs stay empty)."""
+def _weights(kv):
+    """A slice entry -> ``(collection, {name: {value: reports}})``: all the cap reads of it."""
+    collection, (_, dims, acc) = kv
+    return collection, value_weights([(dims, acc.n)])
+
+
+class PublishKeyFn(beam.DoFn):
+    """``((collection, capped key), (released, held))`` of one window -> its rows, tagged by kind
+    (:func:`~ldp_marginals.transforms.publication.engine.batch_key`), and for each kind with rows one
+    :class:`PaneFile` (tag ``panes``): what its file holds, so that the file sink writes it as it is
+    instead of shuffling the rows one by one to regroup them. With ``row_outputs`` False the rows go
+    out only in their pane files (the kinds' outputs stay empty)."""
 
     def __init__(self, config, row_outputs: bool = True):
         self.config = config
         self.row_outputs = row_outputs
 
     def process(self, element, w=beam.DoFn.WindowParam):
-        collection, slices = element
-        slices = list(slices)
+        (collection, key), (released, held) = element
         window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
-        by_kind = batch_window(self.config, window_bounds_ms(w), slices)
-        # the guard's counters: the window's reports are published or held back whole
-        published = sum(acc.n for _, _, acc in slices) - count_withheld(by_kind.get(WITHHELD, ()))
-        if published:
-            count(REPORTS_PUBLISHED, published)
+        by_kind = batch_key(self.config, window_bounds_ms(w), key, released, held)
+        # the guard's counters: the key's released slices are published, its held ones held back
+        count_withheld(by_kind.get(WITHHELD, ()))
+        if released is not None and released.n:
+            count(REPORTS_PUBLISHED, released.n)
         for kind, rows in by_kind.items():
             if self.row_outputs:
                 for row in rows:
                     yield beam.pvalue.TaggedOutput(kind, row)
-            if rows:
+            if len(rows):
                 count(FILES_PLANNED)   # the progress line's "of N" while the files are written
-                yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows))
+                yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows, key))
 
 
-HOT_KEY_FANOUT = 16  # intermediate keys per (collection, dimensions, slice) in the batch combine
+HOT_KEY_FANOUT = 16  # shards per (collection, dimensions, slice) and per capped key in the batch combines
 
 
 class EstimateCollection(beam.PTransform):
     """Timestamped :class:`~ldp_marginals.transforms.source.Partial` s of one collection -> per
-    window and key (collection, public dimensions): rows of every kind. Returns a dict of PCollections
-    by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
+    window and capped key (collection, public dimensions): rows of every kind. Returns a dict of
+    PCollections by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
     def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True,
                  watermark_delay_seconds: float = 0.0):
@@ -94,14 +118,35 @@ class EstimateCollection(beam.PTransform):
         # col : ((collection, dims), accumulator) per slice
         slices = (partials
                   | "Slices" >> beam.WindowInto(slice_window_fn(cfg.window))
-                  | "KeyBySlice" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator))
-                  | "CombineSlices" >> beam.CombinePerKey(CollectionCombineFn(cfg)).with_hot_key_fanout(
-                      HOT_KEY_FANOUT))
+                  | "KeyBySlice" >> beam.Map(lambda p: ((p.collection, p.dimensions), p.accumulator)).with_output_types(
+                      coders.KeyedAccumulator)
+                  | "CombineSlices" >> (
+                      # under a device bound a slice and key's open partials meet in one round (see
+                      # CollectionCombineFn); otherwise spread over shards first
+                      beam.CombinePerKey(CollectionCombineFn(cfg)).with_output_types(coders.KeyedAccumulator)
+                      if cfg.device is not None else CombineWithHotKeyFanout(CollectionCombineFn(cfg), HOT_KEY_FANOUT, KEY)))
         # col : (collection, (slice start, dims, accumulator)), timestamped at the slice's start
-        keyed = slices | "KeyByCollection" >> beam.Map(_slice_entry)
+        entries = slices | "KeyByCollection" >> beam.Map(_slice_entry).with_output_types(SliceEntry)
         if cfg.window.overlapping:  # a slice goes to each of its windows
-            keyed = keyed | "Windows" >> beam.WindowInto(window_fn(cfg.window))
-        outs = (keyed
-                | "GroupWindow" >> beam.GroupByKey()
-                | "Publish" >> beam.ParDo(PublishWindowFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES))
+            entries = entries | "Windows" >> beam.WindowInto(window_fn(cfg.window))
+        # col : (collection, {name: kept values}) per window: the cap, from the values' weights alone
+        caps = (entries
+                | "Weights" >> beam.Map(_weights)
+                | "SumWeights" >> beam.CombinePerKey(WeightsCombineFn())
+                | "Cap" >> beam.Map(lambda kv: (kv[0], decide(cfg, {}, kv[1]))))
+        # col : (((collection, capped key), released), accumulator) per slice and key
+        routed = entries | "Route" >> beam.Map(_route, cfg, beam.pvalue.AsDict(caps)).with_output_types(Routed)
+        # col : ((collection, capped key), (released, held)) per window: two accumulators
+        keys = (routed
+                | "CombineKeys" >> CombineWithHotKeyFanout(CollectionCombineFn(cfg, open_partials=False), HOT_KEY_FANOUT,
+                                                           typing.Tuple[KEY, bool])
+                | "Unflag" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1]))).with_output_types(Flagged)
+                | "ReleasedHeld" >> beam.CombinePerKey(ReleasedHeldCombineFn(cfg)))
+        outs = keys | "Publish" >> beam.ParDo(PublishKeyFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES)
         return {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}
+
+
+def _route(kv, cfg, caps):
+    collection, (_, dims, acc) = kv
+    key, released = batch_route(cfg, caps[collection], dims, acc)
+    return ((collection, key), released), acc

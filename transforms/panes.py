@@ -1,47 +1,46 @@
-"""Streaming windows and panes as keyed state: the Beam adapter of the publication engine's pane state
-machine (:class:`~ldp_marginals.transforms.publication.engine.PaneEngine`).
+"""Streaming windows and panes as keyed state: the Beam adapters of the publication engine's three
+streaming engines, keyed apart so that no worker holds a collection's every key
+(:mod:`ldp_marginals.transforms.publication.messages` draws how they talk):
 
-Why a state machine of our own: Beam's windowed GroupByKey drops the elements of an expired window
-without a trace, and a step placed before it cannot know whether an element of a key it has never
-seen is already behind the watermark. So in streaming the job does not window with Beam: one stateful
-step per collection, in the global window (which never expires, so Beam drops nothing), hands each
-partial, each watermark timer and each early firing to the engine, which says what to publish, what
-is late and when to wake up next.
+- ``Clock`` (:class:`ClockFn`, keyed by collection, in the global window, which never expires, so Beam
+  drops nothing): every partial's weight; lateness, the dimension cap and the panes' timing
+  (:class:`~ldp_marginals.transforms.publication.clock.Clock`);
+- ``Atoms`` (:class:`AtomsFn`, keyed by (collection, dimensions)): a key's accumulators, released into
+  atoms at the clock's commands (:class:`~ldp_marginals.transforms.publication.atoms.Atoms`);
+- ``Panes`` (:class:`PanesFn`, keyed by (collection, capped key)): the panes of the keys a window
+  publishes under one capped key, their rows and pane files
+  (:class:`~ldp_marginals.transforms.publication.panes.Panes`).
 
-The adapter only moves state in and out and sets timers. State, per collection key:
+Each adapter only moves state in and out and sets timers. Every state cell and every message holds
+versioned records (:mod:`ldp_marginals.transforms.publication.state`), so the state of a running job
+survives a code upgrade that keeps this layout. The clock knows the watermark has passed ``T`` when
+its own event-time timer for ``T`` fires (set on the next whole millisecond: Java runners keep timers
+in milliseconds). The clock, the atoms and the panes see partials (one per bundle, collection,
+dimensions and slice), never reports.
 
-- ``entries``: a bag of the engine's entries (released and pending parts of open slices), each in the
-  versioned format of :mod:`~ldp_marginals.transforms.publication.state` (stored as bytes, so the
-  state of a running job survives a code upgrade; version-1 pickles are still read);
-- ``windows``: the open windows' statuses (versioned the same way);
-- ``through_us``: how far the watermark is known to have passed (the latest event timer that fired);
-- ``early_set``: whether an early firing is pending.
-
-Besides ``reports.valid`` and the late dead letters it counts, per window at its close, the guard's
-work: ``reports.published``, ``reports.withheld`` and ``windows.withheld``
+Besides ``reports.valid`` (the clock) and the late dead letters, the panes count per window and capped
+key at its close the guard's work: ``reports.published``, ``reports.withheld`` and ``windows.withheld``
 (:mod:`~ldp_marginals.transforms.dead_letters`).
-
-The step knows the watermark has passed ``T`` when its own event-time timer for ``T`` fires (set on
-the next whole millisecond: Java runners keep timers in milliseconds). It sees
-partials (one per bundle, collection, dimensions and slice), never reports.
 
 The watermark delay. A source's watermark follows the newest record times it has read, and the
 wall clock once it has caught up (Kafka IO's ``CreateTime`` policy, which Beam's Python
 ``ReadFromKafka`` sets with no delay; Pub/Sub's publish or attribute times). A collector that holds
 reports for up to a batching delay, from devices whose clocks run behind, sends reports that are
-already that far behind the watermark. The adapter therefore tells the engine the watermark is
-``watermark_delay_seconds`` earlier than it is: it sets each timer the engine asks for that much
-later and hands the engine the fired time less the delay. A window's on-time pane and its close
+already that far behind the watermark. The clock's adapter therefore tells the clock the watermark is
+``watermark_delay_seconds`` earlier than it is: it sets each timer the clock asks for that much
+later and hands the clock the fired time less the delay. A window's on-time pane and its close
 come that much later; early firings (processing time) are not moved. This is ``withCreateTime(maxDelay)``
 of Kafka IO's Java API, applied where the job's only watermark-driven step reads it, for every source.
 """
 from __future__ import annotations
 
+import itertools
+import json
 import time
-import typing
+import uuid
 
 import apache_beam as beam
-from apache_beam.coders import BooleanCoder, BytesCoder, PickleCoder
+from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
@@ -49,112 +48,49 @@ from apache_beam.utils.timestamp import Timestamp
 
 from ldp_marginals.schemas.dead_letters import NAMESPACE, REPORTS_PUBLISHED, VALID
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
+from ldp_marginals.transforms import coders
 from ldp_marginals.transforms.dead_letters import TAG, count, count_withheld, late_batch
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, NEVER, PaneEngine, PaneFile, Status
-from ldp_marginals.transforms.publication.state import (
-    entry_from_bytes,
-    entry_to_bytes,
-    windows_from_bytes,
-    windows_to_bytes,
-)
+from ldp_marginals.transforms.publication import state
+from ldp_marginals.transforms.publication.atoms import Atoms, KeyStatus
+from ldp_marginals.transforms.publication.clock import Clock, ClockStatus
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile
+from ldp_marginals.transforms.publication.messages import Arrival, Weight
+from ldp_marginals.transforms.publication.panes import Panes, PanesStatus
 
-PANES = "panes"   # the output of pane files: one PaneFile per kind, window and pane
-__all__ = ["PANES", "PaneFile", "StreamingPanes", "WindowPanesFn"]
+PANES = "panes"   # the output of pane files: one PaneFile per kind, window, capped key and pane
+ARRIVALS = "arrivals"
+TO_KEYS, TO_CAPPED = "to_keys", "to_capped"
+__all__ = ["PANES", "PaneFile", "StreamingPanes"]
 
 
-class WindowPanesFn(beam.DoFn):
-    """``(collection, (slice start ms, Partial))`` -> rows by kind (tagged), pane files (``panes``)
-    and late dead letters, as the engine decides."""
+def key_name(collection: str, dims: tuple) -> str:
+    """The state key of a (collection, dimensions) or (collection, capped key): a string, so that every
+    runner has a deterministic key coder."""
+    return json.dumps([collection, [list(kv) for kv in dims]], separators=(",", ":"))
 
-    ENTRIES = BagStateSpec("entries", BytesCoder())
-    WINDOWS = ReadModifyWriteStateSpec("windows", BytesCoder())
-    THROUGH = ReadModifyWriteStateSpec("through_us", PickleCoder())   # a plain int
-    EARLY_SET = ReadModifyWriteStateSpec("early_set", BooleanCoder())
-    EVENT = TimerSpec("event", TimeDomain.WATERMARK)
-    EARLY = TimerSpec("early", TimeDomain.REAL_TIME)
 
-    def __init__(self, config, clock=time.time, row_outputs: bool = True, watermark_delay_seconds: float = 0.0):
-        self.config = config
-        self.clock = clock   # processing time for early firings (tests pass the runner's test clock's origin)
-        self.row_outputs = row_outputs   # False: rows only in their pane files (the kinds' outputs stay empty)
-        self.delay_us = delay_us(watermark_delay_seconds)
+def key_of(name: str) -> tuple:
+    """``(collection, dims)`` of a :func:`key_name`."""
+    collection, dims = json.loads(name)
+    return collection, tuple(tuple(kv) for kv in dims)
+
+
+class SplitPartialFn(beam.DoFn):
+    """A partial -> its weight, to its collection's clock (main output, ``(collection, bytes)``), and
+    its accumulator, to its key's atoms (``arrivals``, ``(key, bytes)``), both under one new id."""
 
     def setup(self):
-        self._valid = Metrics.counter(NAMESPACE, VALID)
-        self._engine = PaneEngine(self.config)
+        self._prefix = uuid.uuid4().hex[:12]   # an identifier, not a random draw: unique per worker
+        self._count = itertools.count()
 
-    def process(self, element, entries=beam.DoFn.StateParam(ENTRIES), windows=beam.DoFn.StateParam(WINDOWS),
-                through=beam.DoFn.StateParam(THROUGH), early_set=beam.DoFn.StateParam(EARLY_SET),
-                event=beam.DoFn.TimerParam(EVENT), early=beam.DoFn.TimerParam(EARLY)):
-        _, (start, partial) = element
-        status = self._status(windows, through, early_set)
-        step = self._engine.on_partial(status, start, partial, lambda: self._entries(entries))
-        if step.counted:
-            count(VALID, int(step.counted), self._valid)
-        yield from self._apply(step, status, entries, windows, through, early_set, event, early)
-
-    @on_timer(EVENT)
-    def on_event(self, fired=beam.DoFn.TimestampParam, entries=beam.DoFn.StateParam(ENTRIES),
-                 windows=beam.DoFn.StateParam(WINDOWS), through=beam.DoFn.StateParam(THROUGH),
-                 early_set=beam.DoFn.StateParam(EARLY_SET), event=beam.DoFn.TimerParam(EVENT),
-                 early=beam.DoFn.TimerParam(EARLY)):
-        status = self._status(windows, through, early_set)
-        open_before = dict(status.windows)
-        step = self._engine.on_watermark(status, engine_us(fired.micros, self.delay_us), lambda: self._entries(entries))
-        # the windows that closed: what their last pane published (the engine updates each window's
-        # status in place, then drops it)
-        published = sum(ws.published for w, ws in open_before.items() if w not in status.windows)
-        if published:
-            count(REPORTS_PUBLISHED, published)
-        yield from self._apply(step, status, entries, windows, through, early_set, event, early)
-
-    @on_timer(EARLY)
-    def on_early(self, entries=beam.DoFn.StateParam(ENTRIES), windows=beam.DoFn.StateParam(WINDOWS),
-                 through=beam.DoFn.StateParam(THROUGH), early_set=beam.DoFn.StateParam(EARLY_SET),
-                 event=beam.DoFn.TimerParam(EVENT), early=beam.DoFn.TimerParam(EARLY)):
-        status = self._status(windows, through, early_set)
-        step = self._engine.on_early(status, lambda: self._entries(entries))
-        yield from self._apply(step, status, entries, windows, through, early_set, event, early)
-
-    # -- state in and out ----------------------------------------------------------------------------
-    @staticmethod
-    def _status(windows, through, early_set) -> Status:
-        stored = windows.read()
-        passed = through.read()
-        return Status(NEVER if passed is None else passed, windows_from_bytes(stored) if stored else {},
-                      bool(early_set.read()))
-
-    def _entries(self, entries) -> list:
-        aggregator = self.config.aggregator
-        return [entry_from_bytes(data, aggregator) for data in entries.read()]
-
-    def _apply(self, step, status, entries, windows, through, early_set, event, early):
-        aggregator = self.config.aggregator
-        if step.store is not None:
-            entries.clear()
-            for entry in step.store:
-                entries.add(entry_to_bytes(entry, aggregator))
-        for entry in step.append:
-            entries.add(entry_to_bytes(entry, aggregator))
-        windows.write(windows_to_bytes(status.windows))
-        if status.through_us != NEVER:
-            through.write(status.through_us)
-        early_set.write(status.early_set)
-        if step.event_us is not None:
-            event.set(Timestamp(micros=_whole_ms(timer_us(step.event_us, self.delay_us))))
-        if step.arm_early:
-            early.set(Timestamp.of(self.clock() + self.config.early_firing_seconds))
-        if step.disarm_early:
-            early.clear()
-        for batch in step.late:
-            yield late_batch(batch, self.delay_us / 1_000_000)
-        for pane in step.panes:
-            if pane.kind == WITHHELD:
-                count_withheld(pane.rows)
-            if self.row_outputs:
-                for row in pane.rows:
-                    yield beam.pvalue.TaggedOutput(pane.kind, row)
-            yield beam.pvalue.TaggedOutput(PANES, pane)
+    def process(self, element, ts=beam.DoFn.TimestampParam):
+        partial = element
+        pid = f"{self._prefix}-{next(self._count)}"
+        start = int(ts.micros // 1000)
+        acc = partial.accumulator
+        yield partial.collection, state.message_to_bytes(Weight(pid, partial.dimensions, start, acc.received))
+        yield beam.pvalue.TaggedOutput(ARRIVALS, (key_name(partial.collection, partial.dimensions),
+                                                  state.message_to_bytes(Arrival(pid, start, acc))))
 
 
 def delay_us(watermark_delay_seconds: float) -> int:
@@ -164,13 +100,13 @@ def delay_us(watermark_delay_seconds: float) -> int:
 
 
 def timer_us(event_us: int, delay: int) -> int:
-    """When to set the timer for the engine's ``event_us``: ``delay`` later, at most the end of time
+    """When to set the timer for the clock's ``event_us``: ``delay`` later, at most the end of time
     (the global window's close, which only a drained or finished stream reaches)."""
     return min(event_us + delay, END_OF_TIME_US)
 
 
 def engine_us(fired_us: int, delay: int) -> int:
-    """What the engine is told of a timer fired at ``fired_us``: the watermark less ``delay``; at the
+    """What the clock is told of a timer fired at ``fired_us``: the watermark less ``delay``; at the
     end of time, the end of time (every input has been read, no delay is owed)."""
     return fired_us if fired_us >= END_OF_TIME_US - delay else fired_us - delay
 
@@ -183,8 +119,175 @@ def _whole_ms(micros: int) -> int:
     return -(-micros // 1000) * 1000
 
 
-def _key_with_slice(partial, ts=beam.DoFn.TimestampParam):
-    return partial.collection, (int(ts.micros // 1000), partial)
+class ClockFn(beam.DoFn):
+    """``(collection, weight)`` -> commands to keys (``to_keys``), expectations to capped keys
+    (``to_capped``), both ``(key, bytes)``, and late dead letters."""
+
+    STATUS = ReadModifyWriteStateSpec("clock", BytesCoder())
+    WEIGHTS = BagStateSpec("weights", BytesCoder())
+    BOOK = ReadModifyWriteStateSpec("book", BytesCoder())
+    EVENT = TimerSpec("event", TimeDomain.WATERMARK)
+    EARLY = TimerSpec("early", TimeDomain.REAL_TIME)
+
+    def __init__(self, config, clock=time.time, watermark_delay_seconds: float = 0.0):
+        self.config = config
+        self.clock = clock   # processing time for early firings (tests pass the runner's test clock's origin)
+        self.delay_us = delay_us(watermark_delay_seconds)
+
+    def setup(self):
+        self._valid = Metrics.counter(NAMESPACE, VALID)
+        self._engine = Clock(self.config)
+
+    def process(self, element, status=beam.DoFn.StateParam(STATUS), weights=beam.DoFn.StateParam(WEIGHTS),
+                book=beam.DoFn.StateParam(BOOK), event=beam.DoFn.TimerParam(EVENT),
+                early=beam.DoFn.TimerParam(EARLY)):
+        now = self._status(status)
+        step = self._engine.on_weight(now, state.message_from_bytes(element[1]), self._book(book),
+                                      self._weights(weights))
+        if step.counted:
+            count(VALID, int(step.counted), self._valid)
+        yield from self._apply(step, now, status, weights, book, event, early)
+
+    @on_timer(EVENT)
+    def on_event(self, fired=beam.DoFn.TimestampParam, status=beam.DoFn.StateParam(STATUS),
+                 weights=beam.DoFn.StateParam(WEIGHTS), book=beam.DoFn.StateParam(BOOK),
+                 event=beam.DoFn.TimerParam(EVENT), early=beam.DoFn.TimerParam(EARLY)):
+        now = self._status(status)
+        step = self._engine.on_watermark(now, engine_us(fired.micros, self.delay_us), self._book(book),
+                                         self._weights(weights))
+        yield from self._apply(step, now, status, weights, book, event, early)
+
+    @on_timer(EARLY)
+    def on_early(self, status=beam.DoFn.StateParam(STATUS), weights=beam.DoFn.StateParam(WEIGHTS),
+                 book=beam.DoFn.StateParam(BOOK), event=beam.DoFn.TimerParam(EVENT),
+                 early=beam.DoFn.TimerParam(EARLY)):
+        now = self._status(status)
+        step = self._engine.on_early(now, self._book(book), self._weights(weights))
+        yield from self._apply(step, now, status, weights, book, event, early)
+
+    @staticmethod
+    def _status(cell) -> ClockStatus:
+        stored = cell.read()
+        return state.clock_from_bytes(stored) if stored else ClockStatus()
+
+    @staticmethod
+    def _book(cell):
+        def read():
+            stored = cell.read()
+            return state.book_from_bytes(stored) if stored else None
+        return read
+
+    @staticmethod
+    def _weights(bag):
+        return lambda: [state.message_from_bytes(data) for data in bag.read()]
+
+    def _apply(self, step, now, status, weights, book, event, early):
+        name = self.config.name
+        if step.clear:
+            weights.clear()
+        for w in step.append:
+            weights.add(state.message_to_bytes(w))
+        if step.book is not None:
+            book.write(state.book_to_bytes(step.book))
+        status.write(state.clock_to_bytes(now))
+        if step.event_us is not None:
+            event.set(Timestamp(micros=_whole_ms(timer_us(step.event_us, self.delay_us))))
+        if step.arm_early:
+            early.set(Timestamp.of(self.clock() + self.config.early_firing_seconds))
+        if step.disarm_early:
+            early.clear()
+        for batch in step.late:
+            yield late_batch(batch, self.delay_us / 1_000_000)
+        for dims, message in step.to_keys:
+            yield beam.pvalue.TaggedOutput(TO_KEYS, (key_name(name, dims), state.message_to_bytes(message)))
+        for key, message in step.to_capped:
+            yield beam.pvalue.TaggedOutput(TO_CAPPED, (key_name(name, key), state.message_to_bytes(message)))
+
+
+class AtomsFn(beam.DoFn):
+    """``(key, arrival | command | drop)`` -> contributions ``(capped key, bytes)`` to the panes."""
+
+    STATUS = ReadModifyWriteStateSpec("key", BytesCoder())
+    ARRIVED = BagStateSpec("arrived", BytesCoder())
+    INBOX = BagStateSpec("inbox", BytesCoder())
+    ENTRIES = BagStateSpec("entries", BytesCoder())
+
+    def __init__(self, config):
+        self.config = config
+
+    def process(self, element, status=beam.DoFn.StateParam(STATUS), arrived=beam.DoFn.StateParam(ARRIVED),
+                inbox=beam.DoFn.StateParam(INBOX), entries=beam.DoFn.StateParam(ENTRIES)):
+        name, data = element
+        agg = self.config.aggregator
+        dims = key_of(name)[1]
+        stored = status.read()
+        now = state.key_from_bytes(stored) if stored else KeyStatus()
+        message = state.message_from_bytes(data, agg)
+        engine = Atoms(self.config, dims)
+
+        def read():
+            return ([state.message_from_bytes(d, agg) for d in arrived.read()],
+                    [state.message_from_bytes(d, agg) for d in inbox.read()],
+                    [state.entry_from_bytes(d, agg) for d in entries.read()])
+        step = (engine.on_arrival if isinstance(message, Arrival) else engine.on_message)(now, message, read)
+        if step.append_arrival is not None:
+            arrived.add(data)
+        if step.append_message is not None:
+            inbox.add(data)
+        for bag, new, write in ((arrived, step.arrived, state.message_to_bytes),
+                                (inbox, step.inbox, state.message_to_bytes),
+                                (entries, step.entries, state.entry_to_bytes)):
+            if new is not None:
+                bag.clear()
+                for item in new:
+                    bag.add(write(item, agg))
+        status.write(state.key_to_bytes(now))
+        for route, contribution in step.contributions:
+            yield key_name(self.config.name, route), state.message_to_bytes(contribution, agg)
+
+
+class PanesFn(beam.DoFn):
+    """``(capped key, expectation | contribution)`` -> rows by kind (tagged) and pane files (``panes``)."""
+
+    STATUS = ReadModifyWriteStateSpec("panes", BytesCoder())
+    INBOX = BagStateSpec("inbox", BytesCoder())
+    ATOMS = BagStateSpec("atoms", BytesCoder())
+
+    def __init__(self, config, row_outputs: bool = True):
+        self.config = config
+        self.row_outputs = row_outputs   # False: rows only in their pane files (the kinds' outputs stay empty)
+
+    def process(self, element, status=beam.DoFn.StateParam(STATUS), inbox=beam.DoFn.StateParam(INBOX),
+                atoms=beam.DoFn.StateParam(ATOMS)):
+        name, data = element
+        agg = self.config.aggregator
+        key = key_of(name)[1]
+        stored = status.read()
+        now = state.panes_from_bytes(stored) if stored else PanesStatus()
+
+        def read():
+            return ([state.message_from_bytes(d, agg) for d in inbox.read()],
+                    [state.entry_from_bytes(d, agg) for d in atoms.read()])
+        step = Panes(self.config, key).on_message(now, state.message_from_bytes(data, agg), read)
+        if step.append_message is not None:
+            inbox.add(data)
+        for bag, new, write in ((inbox, step.inbox, state.message_to_bytes), (atoms, step.atoms, state.entry_to_bytes)):
+            if new is not None:
+                bag.clear()
+                for item in new:
+                    bag.add(write(item, agg))
+        for entry in step.append_atoms:
+            atoms.add(state.entry_to_bytes(entry, agg))
+        status.write(state.panes_to_bytes(now))
+        if step.closed:
+            count(REPORTS_PUBLISHED, step.closed)
+        for pane in step.panes:
+            if pane.kind == WITHHELD:
+                count_withheld(pane.rows)
+            if self.row_outputs:
+                for row in pane.rows:
+                    yield beam.pvalue.TaggedOutput(pane.kind, row)
+            yield beam.pvalue.TaggedOutput(PANES, pane)
 
 
 class StreamingPanes(beam.PTransform):
@@ -199,13 +302,22 @@ class StreamingPanes(beam.PTransform):
         self.watermark_delay_seconds = watermark_delay_seconds
 
     def expand(self, partials):
-        outs = (partials
-                # a string key: state needs a deterministic key coder on every runner
-                | "KeyByCollection" >> beam.Map(_key_with_slice).with_output_types(typing.Tuple[str, typing.Any])
-                | "WindowPanes" >> beam.ParDo(WindowPanesFn(self.config, self.clock, self.row_outputs,
-                                                       self.watermark_delay_seconds)).with_outputs(
-                    *ESTIMATE_KINDS, PANES, TAG))
+        cfg = self.config
+        # col : (collection, weight) and (key, arrival), versioned records under string keys
+        split = partials | "SplitPartials" >> beam.ParDo(SplitPartialFn()).with_output_types(
+            coders.KeyedBytes).with_outputs(ARRIVALS, main="weights")
+        clock = split["weights"] | "Clock" >> beam.ParDo(
+            ClockFn(cfg, self.clock, self.watermark_delay_seconds)).with_outputs(TO_KEYS, TO_CAPPED, TAG)
+        for tagged in (split[ARRIVALS], clock[TO_KEYS], clock[TO_CAPPED]):
+            tagged.element_type = coders.KeyedBytes   # tagged outputs carry no type hint
+        # col : (key, arrival | command | drop)
+        keyed = (split[ARRIVALS], clock[TO_KEYS]) | "ToKeys" >> beam.Flatten().with_output_types(coders.KeyedBytes)
+        contributions = keyed | "Atoms" >> beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes)
+        # col : (capped key, expectation | contribution)
+        capped = ((clock[TO_CAPPED], contributions) | "ToCappedKeys" >> beam.Flatten().with_output_types(
+            coders.KeyedBytes))
+        outs = capped | "Panes" >> beam.ParDo(PanesFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES)
         result = {kind: outs[kind] for kind in ESTIMATE_KINDS}
         result[PANES] = outs[PANES]
-        result[TAG] = outs[TAG]
+        result[TAG] = clock[TAG]
         return result

@@ -56,37 +56,37 @@ class WriteWindowFilesFn(beam.DoFn):
         self.plan = plan
 
     def process(self, element, w=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
-        if isinstance(element, PaneFile):  # streaming: the panes state machine says where it belongs
-            kind, group, window, index, rows = (element.kind, element.group, element.window, element.pane,
-                                                element.rows)
+        if isinstance(element, PaneFile):  # the publication step says where it belongs
+            kind, group, window, index, rows, key = (element.kind, element.group, element.window, element.pane,
+                                                     element.rows, element.key)
         else:
             (kind, group), rows = element
-            index = pane.index if pane is not None else 0
+            index, key = pane.index if pane is not None else 0, ()
             window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         if self.plan:
             count(FILES_PLANNED)
-        entry = write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows)
+        entry = write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows, key)
         count(FILES_WRITTEN)
         count(ROWS_WRITTEN, entry["rows"])
         yield entry
 
 
 def write_file_set(output_dir: str, run_id: str | None, kind: str, group: str, window: tuple | None, pane: int,
-                   rows) -> dict:
-    """One window's (or the global window's) rows of ``kind`` for ``group`` and ``pane`` -> their Avro
+                   rows, key=()) -> dict:
+    """One window's (or the global window's) rows of ``kind`` for ``group``, capped ``key`` and ``pane`` -> their Avro
     and Parquet files and then, when ``run_id`` is given, the run's entry for them; returns the entry.
     The rows are written column by column (an Arrow table, then Avro and Parquet from its columns,
     :mod:`ldp_marginals.schemas.avro_columns`), both files in the order of the rows' Avro encodings:
     the files' contents depend only on the rows, not on the order they came in."""
     table = table_of(SCHEMA_OF[kind], rows)
     avro, order = write_container(SCHEMA_OF[kind], table)
-    entry = make_entry(kind, group, window, pane, table.num_rows)
+    entry = make_entry(kind, group, window, pane, table.num_rows, key)
     _write_atomic(output_dir, entry["files"]["avro"], avro)
     buf = pa.BufferOutputStream()
     pq.write_table(table.take(order), buf, compression="zstd")
     _write_atomic(output_dir, entry["files"]["parquet"], buf.getvalue().to_pybytes())
     if run_id is not None:
-        _write_atomic(output_dir, entry_path(run_id, kind, file_stem(window, group, pane)),
+        _write_atomic(output_dir, entry_path(run_id, kind, file_stem(window, group, pane, key)),
                       json.dumps(entry, sort_keys=True).encode())
     return entry
 

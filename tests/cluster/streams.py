@@ -117,23 +117,24 @@ def reports_in_latest_panes(out: str) -> int:
     return sum(per_key.values())
 
 
-def panes_of(output: str, kind: str, collection: str, window: tuple) -> list:
-    """The pane indices written for one kind, collection and window (Avro files; sorted)."""
-    stem = file_stem(window, collection, 0).rpartition("_pane")[0]
+def panes_of(output: str, kind: str, collection: str, window: tuple) -> dict:
+    """``{stem without the pane: sorted pane indices}`` of the Avro files written for one kind,
+    collection and window: one stem per capped key (empty: nothing written yet)."""
+    prefix = file_stem(window, collection, 0).rpartition("_pane")[0]
     folder = kind_dir(output, kind)
     if not os.path.isdir(folder):
-        return []
-    out = []
+        return {}
+    out = {}
     for name in os.listdir(folder):
         parts = split_pane(name)
-        if parts and parts[0] == stem and name.endswith(AVRO):
-            out.append(parts[1])
-    return sorted(out)
+        if parts and name.endswith(AVRO) and (parts[0] == prefix or parts[0].startswith(prefix + "_k")):
+            out.setdefault(parts[0], []).append(parts[1])
+    return {stem: sorted(panes) for stem, panes in out.items()}
 
 
-def rows_of(output: str, kind: str, collection: str, window: tuple, pane: int) -> list:
-    return schemas.read_avro(os.path.join(kind_dir(output, kind), file_stem(window, collection, pane) + AVRO),
-                             SCHEMA_OF[kind])
+def rows_of(output: str, kind: str, stem: str, pane: int) -> list:
+    """The rows of one pane file (``stem`` from :func:`panes_of`)."""
+    return schemas.read_avro(os.path.join(kind_dir(output, kind), f"{stem}_pane{pane:03d}{AVRO}"), SCHEMA_OF[kind])
 
 
 @contextlib.contextmanager

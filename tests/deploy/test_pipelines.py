@@ -33,7 +33,10 @@ STABLE_FILE_STAGES = [s for k in KINDS for s in (["PaneDeadLetters"] if k == "de
                                                  else [f"Panes[{k}]", f"Stage[{k}]"]) + [f"Write[{k}]"]]
 BIGQUERY_STAGES = [f"BigQuery[{k}]" for k in KINDS]
 # stage -> key coder of every stage of the job that holds state or timers (sinks excluded)
-OUR_STATE = {"Estimate[app]/Panes/WindowPanes/ParDo(WindowPanesFn)": "beam:coder:string_utf8:v1"}
+# the job's stateful stages, each keyed by a string: the clock by collection, the atoms by key, the
+# panes by capped key (transforms/panes.py); they see pre-aggregated partials, never reports
+OUR_STATE = {f"Estimate[app]/Panes/{stage}": "beam:coder:string_utf8:v1"
+             for stage in ("Clock/ParDo(ClockFn)", "Atoms", "Panes/ParDo(PanesFn)")}
 
 
 def stages_under(proto, parent: str) -> list:
@@ -131,7 +134,6 @@ def test_dataflow_pipeline_from_the_launch_command(config_file):
         assert f"WriteAll/WriteBigQuery/BigQuery[{kind}]/WriteRefused" in names  # refused rows are written
     # streaming estimates are written pane by pane, without regrouping; dead letters in processing-time panes
     assert names["WriteAll/WriteFiles/Write[dead_letters]/GroupByFile"].spec.urn == "beam:transform:group_by_key:v1"
-    # the one stateful stage of the job: keyed by collection, it sees pre-aggregated partials
     assert stateful_stages(proto, "WriteAll") == OUR_STATE
     # every stage is named by us or by a class: no names that move with line numbers
     assert not [n for n in names if "<lambda" in n or re.search(r"\.py:\d+", n)]

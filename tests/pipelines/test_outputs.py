@@ -67,7 +67,8 @@ def test_the_manifest_lists_every_file_with_its_rows_and_parquet_holds_the_avro_
         avro = schemas.read_avro(out / e["files"]["avro"], SCHEMA_OF[e["kind"]])
         table = pq.read_table(out / e["files"]["parquet"])
         assert len(avro) == table.num_rows == e["rows"]
-        parquet = ldp_marginals.read_rows(str(out), e["kind"], collection=e["group"], windows=e["window_start"])
+        parquet = ldp_marginals.read_rows(str(out), e["kind"], collection=e["group"], windows=e["window_start"],
+                                          dimensions=e["key"])
         assert sorted(map(schemas.to_json_line, parquet)) == sorted(map(schemas.to_json_line, avro))
 
 
@@ -102,9 +103,10 @@ def test_a_rerun_owns_the_directory_and_earlier_files_never_mix_in(tmp_path):
     after = ldp_marginals.read_rows(str(tmp_path / "out"), "marginals")
     assert len(before) == 4 and len({r["window_start"] for r in after}) == 2
     assert sum(r["n_reports"] for r in after if r["columns"] == [0]) == 1000   # the rerun's reports, no more
-    # the earlier run's two extra windows are gone from the directory, not only from the manifest
-    assert len(list((tmp_path / "out" / "marginals").glob("*.avro"))) == 2
-    assert len(list((tmp_path / "out" / "parquet" / "marginals" / "app").glob("*.parquet"))) == 2
+    # the earlier run's two extra windows are gone from the directory, not only from the manifest: two
+    # windows of two keys (regions) each, a file per window and key
+    assert len(list((tmp_path / "out" / "marginals").glob("*.avro"))) == 4
+    assert len(list((tmp_path / "out" / "parquet" / "marginals" / "app").glob("*.parquet"))) == 4
 
 
 def test_before_any_run_has_finished_readers_refuse_and_say_why(tmp_path):
@@ -116,8 +118,8 @@ def test_before_any_run_has_finished_readers_refuse_and_say_why(tmp_path):
 def test_a_changed_or_damaged_file_is_an_error_naming_it_and_the_dashboard_shows_the_rest(tmp_path):
     job(tmp_path, "four", 4)
     out = tmp_path / "out"
-    files = sorted((out / "parquet" / "marginals" / "app").glob("*.parquet"))
-    changed, damaged = files[0], files[1]
+    files = sorted((out / "parquet" / "marginals" / "app").glob("*.parquet"))   # by window, then key
+    changed, damaged = files[0], files[2]   # a key of the first window, a key of the second
     table = pq.read_table(changed)
     pq.write_table(table.slice(0, table.num_rows - 1), changed)      # a row short of its entry
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
@@ -129,7 +131,12 @@ def test_a_changed_or_damaged_file_is_an_error_naming_it_and_the_dashboard_shows
     assert ldp_marginals.read(str(out), "marginals", windows=DEFAULT_START_MS + 2 * HOUR).num_rows > 0
     data = view(str(out), parse_selection({}), FileCache(str(out)))
     assert len(data["problems"]) == 2 and str(changed) in data["problems"][0] and str(damaged) in data["problems"][1]
-    assert {r["window_start"] for r in data["marginals"]} == {DEFAULT_START_MS + 2 * HOUR, DEFAULT_START_MS + 3 * HOUR}
+    # a damaged file costs its window and key only: the dashboard's key is shown wherever its own file is whole
+    keys = {e["files"]["parquet"]: e["key"] for e in load_manifest(str(out))["files"]}
+    lost = {(w, json.dumps(keys[os.path.relpath(f, out)])) for w, f in ((DEFAULT_START_MS, changed),
+                                                                      (DEFAULT_START_MS + HOUR, damaged))}
+    shown = {(r["window_start"], json.dumps(r["dimensions"])) for r in data["marginals"]}
+    assert not shown & lost and {w for w, _ in shown} >= {DEFAULT_START_MS + 2 * HOUR, DEFAULT_START_MS + 3 * HOUR}
     assert data["summary"]["reports_counted"] == 2000
     # the window of the damaged file chosen: its problem named, the other kinds of the window shown
     data = view(str(out), dict(parse_selection({}), window=DEFAULT_START_MS + HOUR), FileCache(str(out)))

@@ -80,3 +80,17 @@ def test_run_checks_before_building_and_refuses_a_savepoint_in_batch(tmp_path):
 def test_writers_wait_for_checkpoints_only_when_streaming_on_flink_with_checkpoints(argv, beam_args, stable):
     args, _ = run_parser().parse_known_args(["--config", "c.json", "--output", "o"] + argv)
     assert needs_stable_input(args, PipelineOptions(beam_args)) is stable
+
+
+def test_a_savepoint_of_the_earlier_state_layout_is_refused_with_what_to_do(tmp_path):
+    """The previous release kept a collection's streaming state in one panes step keyed by collection;
+    this one keys it by collection, key and capped key. A savepoint of the first cannot restore into
+    the second: refused before submitting, saying how to move over (drain, then start afresh)."""
+    write_collections(str(tmp_path), configs())
+    path = tmp_path / STATE_SHAPE_FILE
+    earlier = {name: {k: v for k, v in shape.items() if k != "layout"}   # what the previous release recorded
+               for name, shape in json.loads(path.read_text()).items()}
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(ValueError, match=r"collection 'app' cannot resume .*layout 1 \(one panes step per "
+                                         r"collection.*layout 2 .*flink stop --drain"):
+        check_resumable(str(tmp_path), configs(), SAVEPOINT)

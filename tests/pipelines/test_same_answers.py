@@ -64,13 +64,13 @@ def run_batch(source, config):
 
 
 def latest_panes(got) -> dict:
-    """The rows of each window's latest pane, by kind (the streaming job's answer at the end)."""
+    """The rows of each window and capped key's latest pane, by kind (the streaming job's answer at the end)."""
     latest = {}
     for f in got["panes"]:
-        key = (f.kind, f.window)
+        key = (f.kind, f.window, f.key)
         if key not in latest or f.pane > latest[key].pane:
             latest[key] = f
-    return {kind: [r for (k, _), f in latest.items() if k == kind for r in f.rows] for kind in ESTIMATE_KINDS}
+    return {kind: [r for (k, _, _), f in latest.items() if k == kind for r in f.rows] for kind in ESTIMATE_KINDS}
 
 
 def test_batch_files_messages_containers_and_streaming_agree(tmp_path):

@@ -52,9 +52,9 @@ import numpy as np
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneEngine, PaneFile, Status, batch_window
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile, batch_window
 from ldp_marginals.transforms.publication.rows import window_rows
-from ldp_marginals.transforms.source import Partial
+from tests.transforms.local_stream import LocalStream
 
 PERIOD_MS = 60_000
 BASE_MS = 1_767_225_600_000
@@ -86,6 +86,7 @@ class Scenario:
     channel: str = "symmetric"
     derived: bool = False     # also a numeric feature m, a table, a conditional and a conditional mean
     device_bound: int | None = None   # privacy.unit: device with this max_reports_per_device (tokens: devices)
+    delivery: int = 0         # the seed of the order the engines' messages are delivered in
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -154,49 +155,39 @@ def _start(s: Scenario, sl: int) -> int:
 
 
 def run(s: Scenario) -> tuple:
-    """Drive the streaming engine through the scenario; ``(config, Outcome)``."""
+    """Drive the streaming engines through the scenario (the clock, each key's atoms, each capped key's
+    panes, wired as the Beam adapter wires them; messages delivered in an order drawn from
+    ``s.delivery``, a share of them after each event and the rest at the end); ``(config, Outcome)``."""
     cfg = config_of(s, max(len(s.reports), 1))
-    engine, status, bag, out = PaneEngine(cfg), Status(), [], Outcome()
-    timer = [None]
-
-    def apply(step):
-        nonlocal bag
-        if step.store is not None:
-            bag = list(step.store)
-        bag += step.append
-        if step.event_us is not None:
-            timer[0] = step.event_us
-        out.panes += step.panes
-        out.counted += step.counted
-        return step
-
-    def advance(to_us):
-        while timer[0] is not None and timer[0] <= to_us:
-            fired, timer[0] = timer[0], None
-            apply(engine.on_watermark(status, fired, lambda: list(bag)))
-
-    for event in s.events + [("watermark", None)]:
+    stream, out = LocalStream(cfg, np.random.default_rng(s.delivery)), Outcome()
+    for i, event in enumerate(s.events + [("watermark", None)]):
         if event[0] == "partial":
             ids = event[1]
             sl, value, _ = s.reports[ids[0]]
             start = _start(s, sl)
-            acc = _packed(cfg, s, ids)
-            open_before = [w for w in cfg.window.windows_of_slice(start) if engine.close_us(w) > status.through_us]
-            step = apply(engine.on_partial(status, start, Partial("g", (("k", value),), acc), lambda: list(bag)))
+            open_before = [w for w in cfg.window.windows_of_slice(start)
+                           if stream.clock.close_us(w) > stream.status.through_us]
+            step = stream.partial(start, (("k", value),), _packed(cfg, s, ids), f"p{i}")
             if step.late:
                 out.late |= set(ids)
             else:
                 for j in ids:
                     out.accepted[j] = open_before
         elif event[0] == "watermark":
-            advance(END_OF_TIME_US if event[1] is None else (BASE_MS + event[1] * PERIOD_MS) * 1000)
-        elif status.early_set:   # an early firing, as the processing-time timer the engine armed
-            apply(engine.on_early(status, lambda: list(bag)))
+            stream.advance(END_OF_TIME_US if event[1] is None else (BASE_MS + event[1] * PERIOD_MS) * 1000)
+        else:   # an early firing, as the processing-time timer the clock armed
+            stream.early()
+        stream.deliver(everything=False)
+    stream.deliver()
+    if not stream.idle():
+        raise AssertionError("messages wait for others that never came")
+    out.panes, out.counted = stream.panes, stream.counted
     return cfg, out
 
 
 def run_batch(s: Scenario) -> tuple:
-    """The batch job over the scenario's reports: each window's complete slices to ``batch_window``."""
+    """The batch job over the scenario's reports: each window's complete slices to ``batch_window``
+    (which caps, routes and publishes each capped key apart, as the job's steps do)."""
     cfg = config_of(s, max(len(s.reports), 1))
     out = Outcome()
     slices = {}
@@ -210,9 +201,10 @@ def run_batch(s: Scenario) -> tuple:
         for j in ids:
             out.accepted[j] = cfg.window.windows_of_slice(start)
     for w, parts in sorted(windows.items()):
-        for kind, rows in batch_window(cfg, w, parts).items():
-            if len(rows):
-                out.panes.append(PaneFile(kind, "g", None if s.window == "global" else w, 0, "on_time", rows))
+        for key, kinds in batch_window(cfg, w, parts).items():
+            for kind, rows in kinds.items():
+                if len(rows):
+                    out.panes.append(PaneFile(kind, "g", None if s.window == "global" else w, 0, "on_time", rows, key))
     out.counted = len(s.reports)
     return cfg, out
 
@@ -576,23 +568,24 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
         return f"counted {out.counted}, accepted {len(out.accepted)}"
     device = s.device_bound is not None   # reports past a device's bound are in no row: only counted
     glob = s.window == "global"
-    latest, withheld = {}, {}
+    latest, withheld = {}, {}   # (window, key) -> (its latest pane, its reports); window -> reports withheld
     for (w, pane, key), reports in holdings(s, cfg, out).items():
-        if w not in latest or pane > latest[w][0]:
-            latest[w] = (pane, {})
-        if pane == latest[w][0]:
-            for j in reports:
-                if j in latest[w][1]:
-                    return f"report {j} is in two keys of pane {pane} of window {w}"
-                latest[w][1][j] = key
+        if (w, key) not in latest or pane > latest[(w, key)][0]:
+            latest[(w, key)] = (pane, reports)
+    published = {}   # window -> {report: key}
+    for (w, key), (_, reports) in sorted(latest.items(), key=repr):
+        for j in reports:
+            if j in published.setdefault(w, {}):
+                return f"report {j} is in the latest panes of two keys of window {w}"
+            published[w][j] = key
     for f in out.panes:
         if f.kind == "withheld":
             withheld[f.window] = withheld.get(f.window, 0) + sum(
                 r["n_reports"] for r in f.rows if r["statistic"] == "all")
     windows = {None if glob else w for ws in out.accepted.values() for w in ws}
-    for w in windows | set(latest) | set(withheld):
+    for w in windows | set(published) | set(withheld):
         into = {j for j, ws in out.accepted.items() if (None if glob else w) in [None if glob else x for x in ws]}
-        pub = set(latest.get(w, (0, {}))[1])
+        pub = set(published.get(w, {}))
         unpublished = len(into) - len(pub)
         if not pub <= into or (unpublished < withheld.get(w, 0) if device else unpublished != withheld.get(w, 0)):
             return f"window {w}: accepted {sorted(into)}, published {sorted(pub)}, withheld {withheld.get(w, 0)}"
@@ -681,7 +674,8 @@ def random_scenario(rng, n_max: int = 12) -> Scenario:
                for j in range(n)]
     events = _events(rng, reports, [int(j) for j in rng.permutation(n)])
     return Scenario(window, int(rng.choice([2, 2, 3, 4])), int(rng.choice([0, 60, 300])), int(rng.integers(1, 4)),
-                    bool(clients), reports, events, _payload(rng, n), str(rng.choice(list(CHANNELS))))
+                    bool(clients), reports, events, _payload(rng, n), str(rng.choice(list(CHANNELS))),
+                    delivery=int(rng.integers(0, 1000)))
 
 
 def classes_scenario(rng) -> Scenario:
@@ -727,7 +721,7 @@ def classes_scenario(rng) -> Scenario:
         events += [("partial", rest[:take])] + ([("watermark", 2)] if rng.random() < 0.5 else [])
         rest = rest[take:]
     return Scenario(str(rng.choice(["fixed", "global"])), m, 300, 1, True, reports, events, _payload(rng, n),
-                    str(rng.choice(list(CHANNELS))))
+                    str(rng.choice(list(CHANNELS))), delivery=int(rng.integers(0, 1000)))
 
 
 def derived_scenario(rng) -> Scenario:
@@ -754,7 +748,7 @@ def sliding_clients_scenario(rng) -> Scenario:
         ids = [j for j, r in enumerate(reports) if r[0] == sl]
         events += ([("partial", ids)] if ids else []) + [("watermark", sl + 1)]
     return Scenario("sliding", m, 0, 1, True, reports, events, _payload(rng, len(reports)),
-                    str(rng.choice(list(CHANNELS))))
+                    str(rng.choice(list(CHANNELS))), delivery=int(rng.integers(0, 1000)))
 
 
 def device_scenario(rng) -> Scenario:
@@ -770,4 +764,5 @@ def device_scenario(rng) -> Scenario:
     n = len(reports)
     events = _events(rng, reports, [int(j) for j in rng.permutation(n)])
     return Scenario(window, int(rng.choice([2, 3])), int(rng.choice([0, 60, 300])), 1, False, reports, events,
-                    _payload(rng, n), str(rng.choice(list(CHANNELS))), device_bound=int(rng.choice([1, 2])))
+                    _payload(rng, n), str(rng.choice(list(CHANNELS))), device_bound=int(rng.choice([1, 2])),
+                    delivery=int(rng.integers(0, 1000)))

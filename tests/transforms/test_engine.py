@@ -1,6 +1,8 @@
 """The publication engine's rows, without Beam: one out-of-range policy for every estimate kind, the
-two causes of holding back told apart, and batch and streaming publishing through one path."""
+two causes of holding back told apart, batch and streaming publishing through one path, each capped
+key apart, and the streaming engines' panes independent of the order Beam delivers their messages."""
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -8,10 +10,14 @@ import pytest
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.pipelines.simulate import simulate_population
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneEngine, Status, batch_window
+from ldp_marginals.transforms.publication import messages, panes
+from ldp_marginals.transforms.publication.clock import Clock, ClockStatus
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, Entry, batch_window
+from ldp_marginals.transforms.publication.messages import Weight
 from ldp_marginals.transforms.publication.rows import window_rows
-from ldp_marginals.transforms.source import Partial
 from tests.configs import SMALL_CONFIG
+from tests.transforms import publication_model as model
+from tests.transforms.local_stream import LocalStream
 
 RICH = dict(SMALL_CONFIG, min_reports=0, channel={"mechanism": "symmetric", "epsilon": 0.4},
             features=SMALL_CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0, "high": 60}],
@@ -67,16 +73,16 @@ def test_precision_and_privacy_holdbacks_are_told_apart():
     assert all(r["n_reports"] == 12 for r in rows)
     assert any(r["cause"] == "precision" for r in rows)
     # the guard: a window below min_reports is one privacy row that counts its reports
-    out = batch_window(cfg, (0, 60_000), [(0, (), accumulator(cfg, 3, 2))])
+    out = batch_window(cfg, (0, 60_000), [(0, (), accumulator(cfg, 3, 2))])[()]
     (held,) = out["withheld"]
     assert (held["cause"], held["statistic"], held["n_reports"], held["reason"]) == (
         "privacy", "all", 3, "3 reports < min_reports=5")
-    assert not any(out[k] for k in out if k != "withheld")
+    assert not any(len(out[k]) for k in out if k != "withheld")
 
 
 def test_batch_and_streaming_publish_the_same_rows_through_one_path():
-    """The same slices: batch's one pane per window, and the streaming engine's on-time pane (final,
-    lateness 0) after every partial arrived on time, give identical rows of every kind."""
+    """The same slices: batch's one pane per window and capped key, and the streaming engines' on-time
+    pane (final, lateness 0) after every partial arrived on time, give identical rows of every kind."""
     cfg = parse_config(dict(SMALL_CONFIG, min_reports=20, window={"type": "fixed", "size_seconds": 60},
                             dimensions={"region": {"max_values": 1}}))
     # the cap merges us and ap into __other__; every client sent two reports, so the client rule
@@ -84,19 +90,22 @@ def test_batch_and_streaming_publish_the_same_rows_through_one_path():
     slices = [(0, (("region", r),), accumulator(cfg, n, seed, per_client=2)) for seed, (r, n) in
               enumerate([("eu", 150), ("us", 60), ("ap", 10)])]
     batch = batch_window(cfg, (0, 60_000), slices)
-    engine, status, bag = PaneEngine(cfg), Status(), []
-    for start, dims, acc in slices:
-        step = engine.on_partial(status, start, Partial(cfg.name, dims, cfg.aggregator.copy(acc)), lambda: bag)
-        bag += step.append
-    panes = engine.on_watermark(status, END_OF_TIME_US, lambda: bag).panes
-    assert {f.timing for f in panes} == {"on_time"} and len({f.pane for f in panes}) == 1
-    streaming = {f.kind: f.rows for f in panes}
-    assert {k for k, rows in batch.items() if rows} == set(streaming)
-    for kind, rows in streaming.items():
-        assert _canonical(rows) == _canonical(batch[kind]), kind
-    assert {tuple(sorted(r["dimensions"].items())) for r in batch["marginals"]} == {
-        (("region", "eu"),), (("region", "__other__"),)}
-    assert any(r["name"] == "active_client" for r in batch["extremes"])
+    stream = LocalStream(cfg, np.random.default_rng(5))
+    for i, (start, dims, acc) in enumerate(slices):
+        stream.partial(start, dims, cfg.aggregator.copy(acc), f"p{i}")
+    stream.advance(END_OF_TIME_US)
+    stream.deliver()
+    assert stream.idle() and {f.timing for f in stream.panes} == {"on_time"} and {f.pane for f in stream.panes} == {0}
+    streaming = {}
+    for f in stream.panes:
+        streaming.setdefault(f.key, {})[f.kind] = f.rows
+    assert set(batch) == set(streaming) == {(("region", "eu"),), (("region", "__other__"),)}
+    for key, kinds in streaming.items():
+        assert {k for k, rows in batch[key].items() if len(rows)} == set(kinds)
+        for kind, rows in kinds.items():
+            assert _canonical(rows) == _canonical(batch[key][kind]), (key, kind)
+            assert {tuple(sorted(r["dimensions"].items())) for r in rows} == {key}   # a file per capped key
+    assert any(r["name"] == "active_client" for rows in batch.values() for r in rows["extremes"])
 
 
 def _canonical(rows):
@@ -110,15 +119,19 @@ def test_early_firing_is_disarmed_once_no_window_can_use_it():
     processing-time timer and never fires it."""
     cfg = parse_config(dict(SMALL_CONFIG, min_reports=20, window={"type": "fixed", "size_seconds": 60},
                             early_firing_seconds=5))
-    engine, status, bag = PaneEngine(cfg), Status(), []
-    acc = accumulator(cfg, 100, 1)
-    for start in (0, 60_000):
-        step = engine.on_partial(status, start, Partial(cfg.name, (), cfg.aggregator.copy(acc)), lambda: bag)
-        bag += step.append
+    clock, status, bag, book = Clock(cfg), ClockStatus(), [], [None]
+
+    def apply(step):
+        nonlocal bag
+        bag = [] if step.clear else bag + step.append
+        book[0] = step.book or book[0]
+        return step
+    for i, start in enumerate((0, 60_000)):
+        step = apply(clock.on_weight(status, Weight(f"p{i}", (), start, 100), lambda: book[0], lambda: bag))
         assert step.arm_early == (start == 0) and status.early_set
-    step = engine.on_watermark(status, 60_000_000 - 1, lambda: bag)   # the first window is on time
-    assert not step.disarm_early and status.early_set                # the second still has early data
-    step = engine.on_watermark(status, 120_000_000 - 1, lambda: bag)
+    step = apply(clock.on_watermark(status, 60_000_000 - 1, lambda: book[0], lambda: bag))   # the first on time
+    assert not step.disarm_early and status.early_set                                        # the second still early
+    step = apply(clock.on_watermark(status, 120_000_000 - 1, lambda: book[0], lambda: bag))
     assert step.disarm_early and not status.early_set
 
 
@@ -138,19 +151,86 @@ def test_a_windows_latest_pane_of_each_kind_holds_every_row_batch_publishes():
     cfg = parse_config(dict(RICH, conditional_alpha=0.001, min_reports=5, allowed_lateness_seconds=30,
                             window={"type": "fixed", "size_seconds": 60}))
     slices = [(0, (), accumulator(cfg, 12, 1, per_client=2))]
-    batch = batch_window(cfg, (0, 60_000), slices)
+    batch = batch_window(cfg, (0, 60_000), slices)[()]
     assert any(r["cause"] == "precision" for r in batch["withheld"])
-    engine, status, bag = PaneEngine(cfg), Status(), []
-    for start, dims, acc in slices:
-        step = engine.on_partial(status, start, Partial(cfg.name, dims, cfg.aggregator.copy(acc)), lambda: bag)
-        bag += step.append
-    panes = engine.on_watermark(status, 60_000 * 1000, lambda: bag).panes
-    panes += engine.on_watermark(status, END_OF_TIME_US, lambda: bag).panes
-    assert [f.timing for f in panes if f.kind == "withheld"][-1] == "closed"
+    stream = LocalStream(cfg, np.random.default_rng(3))
+    for i, (start, dims, acc) in enumerate(slices):
+        stream.partial(start, dims, cfg.aggregator.copy(acc), f"p{i}")
+    stream.advance(60_000 * 1000)
+    stream.deliver()
+    stream.advance(END_OF_TIME_US)
+    stream.deliver()
+    assert stream.idle()
+    assert [f.timing for f in stream.panes if f.kind == "withheld"][-1] == "closed"
     latest = {}
-    for f in panes:
+    for f in stream.panes:
         if f.kind not in latest or f.pane > latest[f.kind].pane:
             latest[f.kind] = f
     assert {k for k, rows in batch.items() if rows} == set(latest)
     for kind, f in latest.items():
         assert _canonical(f.rows) == _canonical(batch[kind]), kind
+
+
+# -- the streaming engines' protocol ---------------------------------------------------------------------
+
+def _published(s, delivery: int) -> list:
+    """The pane files of the scenario's streaming run with its messages delivered in order ``delivery``."""
+    s.delivery = delivery
+    _, out = model.run(s)
+    return sorted((f.kind, repr(f.window), f.key, f.pane, f.timing, _canonical(list(f.rows))) for f in out.panes)
+
+
+def _order_matters(make, n: int = 120) -> bool:
+    rng = np.random.default_rng(31)
+    for _ in range(n):
+        s = make(rng)
+        if _published(s, 1) != _published(s, 2) or _published(s, 1) != _published(s, 3):
+            return True
+    return False
+
+
+def test_the_panes_depend_only_on_the_clock_not_on_the_order_messages_arrive_in():
+    """Beam orders no element: the same scenario with its messages delivered in three orders publishes
+    the same pane files, row for row (random and client-group scenarios)."""
+    assert not _order_matters(model.random_scenario)
+    assert not _order_matters(model.classes_scenario, 60)
+
+
+def test_a_capped_key_that_takes_contributions_as_they_arrive_is_caught():
+    """The mutation the test above exists for: a capped key that adds a contribution's atoms when it
+    arrives, instead of at its expectation in the clock's order, publishes what the delivery order
+    gives."""
+    apply = panes.Panes._apply
+
+    def eager(self, status, inbox, atoms_):
+        early = [m for m in inbox if isinstance(m, messages.Contribution)]
+        for c in early:
+            ws = status.windows.setdefault(c.window, panes.PaneState())
+            atoms_ += [Entry(start, c.dims, atom, acc) for start, atom, acc in c.atoms]
+            ws.members.add(c.dims)
+        inbox = [m._replace(atoms=()) if isinstance(m, messages.Contribution) else m for m in inbox]
+        return apply(self, status, inbox, atoms_)
+
+    def on_message(self, status, message, read):
+        inbox, atoms_ = read()
+        return eager(self, status, list(inbox) + [message], list(atoms_))
+    with mock.patch.object(panes.Panes, "on_message", on_message):
+        assert _order_matters(model.random_scenario)
+
+
+def test_a_partial_of_a_key_never_seen_after_its_windows_closed_is_a_dead_letter_and_let_go():
+    """The clock alone knows the watermark: a partial of a new key behind every window of its slice is
+    one late dead letter, and the key's atoms let its accumulator go when the drop arrives, whichever
+    comes first."""
+    cfg = parse_config(dict(SMALL_CONFIG, min_reports=0, window={"type": "fixed", "size_seconds": 60},
+                            dimensions={"region": {}}))
+    for seed in range(4):
+        stream = LocalStream(cfg, np.random.default_rng(seed))
+        stream.partial(0, (("region", "eu"),), accumulator(cfg, 5, 1), "a")
+        stream.advance(END_OF_TIME_US)
+        stream.deliver()
+        step = stream.partial(0, (("region", "us"),), accumulator(cfg, 3, 2), "b")   # long after the close
+        stream.deliver()
+        assert [b.reports for b in step.late] == [3] and stream.counted == 5
+        assert stream.idle() and stream.keys[(("region", "us"),)][1:] == [[], [], []]
+        assert {f.key for f in stream.panes} == {(("region", "eu"),)}

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.ldp.devices import _select as _SELECT
-from ldp_marginals.transforms.publication import engine, release, rows
+from ldp_marginals.transforms.publication import atoms, engine, messages, panes, release, rows
 from tests.transforms import publication_model as model
 
 
@@ -203,20 +203,41 @@ def test_the_device_scenarios_publish_rows_with_reports_past_the_bound_left_out(
 
 # -- mutations: each breaks the rule one way; the checks must catch every one ----------------------
 
-_publish = engine.publish
+_batch_key = engine.batch_key
 
 
-def _derived_with_pending(config, window, released, pending, *, linear, final, atoms=None):
-    """Tables, conditionals and means made from the released and the pending reports together."""
-    out = _publish(config, window, released, pending, linear=linear, final=final, atoms=atoms)
-    both = {dims: _merged(config, [acc] + ([pending[dims]] if dims in pending else []))
-            for dims, acc in released.items()}
-    wider = _publish(config, window, both, {}, linear=linear, final=False)
+def _derived_with_pending(config, window, key, released, pending):
+    """Batch: tables, conditionals and means made from the released and the pending reports together."""
+    out = _batch_key(config, window, key, released, pending)
+    if released is None or not released.n:
+        return out
+    both = _merged(config, [released] + ([pending] if pending is not None else []))
+    wider = engine.key_rows(config, window, key, both, 0, linear=True, final=False)
     for kind in model.LINEAR_KINDS:
         out[kind] = wider[kind]
     out["withheld"] = [r for r in out["withheld"] if r["cause"] != "precision"] + [
         r for r in wider["withheld"] if r["cause"] == "precision"]
     return out
+
+
+_contribute = atoms.Atoms._contribute
+
+
+def _pending_contributed(self, step, status, cmd, entries):
+    """Streaming: a key's pending parts sent to its capped key as if they were atoms."""
+    entries = [e if e.released else e._replace(atom=1000 + i) for i, e in enumerate(entries)]
+    return _contribute(self, step, status, cmd, entries)
+
+
+_apply_panes = panes.Panes._apply
+
+
+def _impatient(self, status, inbox, atoms_):
+    """Streaming: a capped key publishes an event's pane without waiting for every contribution."""
+    have = {(c.event, c.dims) for c in inbox if isinstance(c, messages.Contribution)}
+    inbox = [m._replace(members=tuple(d for d in m.members if (m.event, d) in have))
+             if isinstance(m, messages.Expect) else m for m in inbox]
+    return _apply_panes(self, status, inbox, atoms_)
 
 
 def _merged(config, atoms):
@@ -243,9 +264,8 @@ def _rule(unnamed=lambda config, atoms: atoms, groups=lambda config, atoms: atom
 def _batch_guarded_by_window(config, window, slices):
     """Batch sliding windows released by the window's sum instead of slice by slice."""
     whole = sum(acc.n for _, _, acc in slices) >= max(1, config.min_reports)
-    entries = [engine.Entry(start, dims, 0 if whole else engine.PENDING, acc) for start, dims, acc in slices]
-    released, pending, _ = engine.sums(config, window, entries)
-    return engine.publish(config, window, released, pending, linear=True, final=True)
+    with mock.patch.object(engine, "releasable", lambda c, a: whole):
+        return engine.batch_window(config, window, slices)
 
 
 def _random(rng, n):
@@ -288,8 +308,12 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
         mock.patch("ldp_marginals.schemas.collection.CollectionConfig.__post_init__", lambda self: None),
         lambda rng, n: model.sliding_clients_scenario(rng), (False, True)),
     "tables, conditionals and means from released and pending reports": (
-        mock.patch.object(engine, "publish", _derived_with_pending), lambda rng, n: model.derived_scenario(rng),
-        (False, True)),
+        mock.patch.object(engine, "batch_key", _derived_with_pending), lambda rng, n: model.derived_scenario(rng),
+        (True,)),
+    "a key's pending increments sent to its capped key as atoms": (
+        mock.patch.object(atoms.Atoms, "_contribute", _pending_contributed), _random, (False,)),
+    "a capped key's pane published without waiting for every contribution": (
+        mock.patch.object(panes.Panes, "_apply", _impatient), _random, (False,)),
     "held reports not reported": (
         mock.patch.object(engine, "held_row", lambda c, b, held, done: rows.withheld_row(c, b, 0, "")), _random,
         (False, True)),

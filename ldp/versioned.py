@@ -1,0 +1,200 @@
+"""Saved state as versioned bytes: the one header and the one version number of everything the job
+keeps across a process (a streaming job's state, a Flink savepoint, a Dataflow ``--update``) or sends
+across a shuffle (partials, accumulators, the publication engine's messages), and the accumulator's
+own record.
+
+A record is ``magic (4 bytes) | version (1 byte) | header length (uint32, little-endian) | header
+(JSON) | tail`` (:func:`pack`, :func:`unpack`). The magic names what the record holds (``LDPA`` an
+accumulator; the publication engine's records are in
+:mod:`ldp_marginals.transforms.publication.state`), the version is :data:`VERSION` for every record a
+release writes, and the tail holds arrays, little-endian, or nested records, each prefixed by its
+length. Readers accept every earlier version:
+
+- 1: Beam's pickles of positional tuples (no magic; an accumulator's client states had 6 columns);
+- 2: accumulators ``LDPA`` with named parts and the shape they were written for; entries ``LDPE``
+  with a released flag; window statuses ``LDPS``;
+- 3: entries numbered by atom (accumulators still wrote version 2);
+- 4: one version for every record; the keyed publication's records (partials, the clock's book, a
+  key's atoms, a capped key's panes, their messages). Accumulators are laid out as in version 2.
+
+An accumulator's header holds the shape it was written for (counted sets, extremes), so it decodes
+on its own (:func:`accumulator_from_bytes` without an aggregator, as a Beam coder must) or against a
+configuration, which refuses another shape naming what changed.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+
+import numpy as np
+
+from ldp_marginals.ldp.aggregate import STATE_WIDTH, WindowAccumulator, accumulator_shape
+from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
+from ldp_marginals.ldp.devices import DeviceTable
+from ldp_marginals.ldp.sets import family_from_spec
+
+VERSION = 4
+FIRST_RECORD_VERSION = 2   # the first version that wrote records (magic, version, header)
+HEAD = struct.Struct("<4sBI")   # magic, version, length of the JSON header
+LENGTH = struct.Struct("<I")    # the length prefix of a nested record
+ACCUMULATOR = b"LDPA"
+
+
+def pack(magic: bytes, header: dict, tail: bytes = b"") -> bytes:
+    """A record of this release: ``magic``, :data:`VERSION`, the JSON ``header``, then ``tail``."""
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return HEAD.pack(magic, VERSION, len(text)) + text + tail
+
+
+def unpack(magic: bytes, data: bytes) -> tuple | None:
+    """``(version, header, tail)`` of a record of kind ``magic``, or None when ``data`` does not start
+    with it (a version-1 pickle); ``ValueError`` for a record of a newer release."""
+    if data[:4] != magic:
+        return None
+    _, version, size = HEAD.unpack_from(data)
+    if version > VERSION:
+        raise ValueError(f"state version must be <= {VERSION} (this code), got version={version}: the state was "
+                         "written by a newer release")
+    if version < FIRST_RECORD_VERSION:
+        raise ValueError(f"state version must be >= {FIRST_RECORD_VERSION} for a record {magic.decode()} (version 1 "
+                         f"wrote pickles, without a magic), got version={version}: the state is damaged")
+    start = HEAD.size
+    return version, json.loads(data[start:start + size]), memoryview(data)[start + size:]
+
+
+def join(records) -> bytes:
+    """Records (bytes) one after the other, each prefixed by its length: a record's tail of records."""
+    return b"".join(LENGTH.pack(len(r)) + r for r in records)
+
+
+def split(tail) -> list:
+    """The records :func:`join` wrote."""
+    out, at, data = [], 0, memoryview(tail)
+    while at < len(data):
+        (size,) = LENGTH.unpack_from(data, at)
+        at += LENGTH.size
+        out.append(bytes(data[at:at + size]))
+        at += size
+    if at != len(data):
+        raise ValueError(f"records must fill their tail exactly, got {len(data)} bytes for {at}")
+    return out
+
+
+# -- accumulators ------------------------------------------------------------------------------------
+
+def accumulator_to_bytes(acc: WindowAccumulator, aggregator=None) -> bytes:
+    """``acc`` as a record: a JSON header (its shape, array sizes), then the arrays little-endian
+    (counts int64, extreme sums float64, client keys uint64, client states float64). The shape is the
+    aggregator's when given, else read from ``acc`` (its counted sets and numbers of extremes, with
+    the extremes' operations and bits unknown)."""
+    shape = accumulator_shape(aggregator) if aggregator is not None else _shape_of(acc)
+    header = {"shape": shape, "n_sets": int(acc.cooc.counts.size), "n_clients": acc.n_clients}
+    parts = [acc.cooc.counts.astype("<i8").tobytes(), acc.extreme_sums.astype("<f8").tobytes(),
+             acc.clients.astype("<u8").tobytes(), acc.client_states.astype("<f8").tobytes()]
+    t = acc.devices
+    if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound:
+        # privacy.unit: device: the settled counts, the devices the slice's released atoms used, and
+        # (an open accumulator) each device's kept candidates
+        header["devices"] = dict(device_count=int(acc.device_count), over_bound=int(acc.over_bound),
+                                 open=t is not None, n_devices=0 if t is None else int(t.devices.size),
+                                 n_candidates=0 if t is None else int(t.kept), n_used=int(acc.used_devices.size))
+        parts += [acc.used_devices.astype("<u8").tobytes(), acc.used_counts.astype("<i8").tobytes()]
+        if t is not None:
+            parts += [t.devices.astype("<u8").tobytes(), t.seen.astype("<i8").tobytes(),
+                      t.owner.astype("<u8").tobytes(), t.rank.astype("<u8").tobytes(), t.bits.tobytes()]
+    return pack(ACCUMULATOR, header, b"".join(parts))
+
+
+def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
+    """An accumulator written by :func:`accumulator_to_bytes` (any version, including version 1's
+    pickle). With ``aggregator``, the state must have been written for its shape (``ValueError``
+    naming both otherwise: a config change that alters the state's shape); without, it is built from
+    the shape in its header."""
+    data = bytes(data)
+    parsed = unpack(ACCUMULATOR, data)
+    if parsed is None:   # version 1: a pickled WindowAccumulator (positional tuple)
+        acc = pickle.loads(data)
+        return checked_accumulator(acc, aggregator) if aggregator is not None else acc
+    _, header, tail = parsed
+    shape = header["shape"]
+    if aggregator is not None:
+        check_shape(shape, aggregator)
+        acc = aggregator.create()
+    else:
+        family = family_from_spec(shape["n_bits"], shape["max_order"], tuple(tuple(s) for s in shape["extra"]))
+        acc = WindowAccumulator(CooccurrenceAccumulator(family), _count(shape, "extremes"),
+                                _count(shape, "client_extremes"))
+    n_sets, k = header["n_sets"], header["n_clients"]
+    n_ext, n_cext = acc.extreme_sums.shape[0], acc.client_states.shape[1]
+    layout = [("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)]
+    dev = header.get("devices")
+    n_bytes = (acc.cooc.family.n_bits + 7) // 8
+    if dev is not None:
+        layout += [("<u8", dev["n_used"]), ("<i8", dev["n_used"])]
+        if dev["open"]:
+            n_dev, n_cand = dev["n_devices"], dev["n_candidates"]
+            layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_cand), ("<u8", n_cand), ("u1", n_cand * n_bytes)]
+    arrays, at = [], 0
+    for dtype, count in layout:
+        arrays.append(np.frombuffer(tail, dtype=dtype, count=count, offset=at).copy())
+        at += count * np.dtype(dtype).itemsize
+    if at != len(tail):
+        raise ValueError(f"state must be {len(data) - len(tail) + at} bytes for its header, got {len(data)}")
+    if arrays[0].size != len(acc.cooc.family):
+        raise ValueError(f"state must hold {len(acc.cooc.family)} counts for its shape, got {arrays[0].size}")
+    acc.cooc.counts = arrays[0]
+    acc.extreme_sums = arrays[1].reshape(n_ext, 2)
+    acc.clients = arrays[2].astype(np.uint64)
+    acc.client_states = arrays[3].reshape(k, n_cext, STATE_WIDTH)
+    if dev is not None:
+        acc.device_count, acc.over_bound = dev["device_count"], dev["over_bound"]
+        acc.used_devices, acc.used_counts = arrays[4].astype(np.uint64), arrays[5].astype(np.int64)
+        if dev["open"]:
+            t = acc.devices = DeviceTable(n_bytes)
+            t.devices, t.seen, t.owner, t.rank = (arrays[6].astype(np.uint64), arrays[7].astype(np.int64),
+                                                  arrays[8].astype(np.uint64), arrays[9].astype(np.uint64))
+            t.bits = arrays[10].reshape(dev["n_candidates"], n_bytes)
+    return acc
+
+
+def _count(shape: dict, name: str) -> int:
+    """The number of extremes of a shape (a list of them, or version 1's ``n_<name>``)."""
+    return len(shape[name]) if name in shape else int(shape[f"n_{name}"])
+
+
+def checked_accumulator(acc, aggregator) -> WindowAccumulator:
+    """``acc`` (unpickled from a state of version 1) if it fits ``aggregator``, else ``ValueError``."""
+    if not isinstance(acc, WindowAccumulator):
+        raise ValueError(f"state must be a window accumulator, got {type(acc).__name__}")
+    check_shape(_shape_of(acc), aggregator)
+    return acc
+
+
+def _shape_of(acc: WindowAccumulator) -> dict:
+    fam = acc.cooc.family
+    return {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
+            "n_extremes": int(acc.extreme_sums.shape[0]), "n_client_extremes": int(acc.client_states.shape[1])}
+
+
+def check_shape(shape: dict, aggregator) -> None:
+    """``ValueError`` naming what changed unless a state of ``shape`` fits ``aggregator`` (a shape that
+    records only the numbers of extremes is compared on those)."""
+    want = accumulator_shape(aggregator)
+    if "extremes" not in shape:   # version 1, or a shape read from an accumulator: the numbers of extremes
+        want = dict({k: want[k] for k in ("n_bits", "max_order", "extra")},
+                    n_extremes=len(want["extremes"]), n_client_extremes=len(want["client_extremes"]))
+    if shape != want:
+        raise ValueError(f"the saved state was written for another collection shape ({shape_changes(shape, want)}); "
+                         "start without the savepoint, or with the config that wrote it")
+
+
+def shape_changes(saved: dict, want: dict) -> str:
+    """What differs between two shapes (of :func:`~ldp_marginals.ldp.aggregate.accumulator_shape`, or any
+    flat dict), for an error: ``"max_order changed: saved max_order=2; this config has max_order=3"``;
+    empty if nothing does."""
+    changed = sorted(k for k in set(want) | set(saved) if saved.get(k) != want.get(k))
+    if not changed:
+        return ""
+    return (f"{', '.join(changed)} changed: saved {', '.join(f'{k}={saved.get(k)!r}' for k in changed)}; "
+            f"this config has {', '.join(f'{k}={want.get(k)!r}' for k in changed)}")
