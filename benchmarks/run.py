@@ -14,7 +14,7 @@ import os
 import platform
 import tempfile
 
-from benchmarks import accuracy, device_cost, e2e, flink, kernels, peers, startup, streaming, writing
+from benchmarks import accuracy, device_cost, e2e, flink, kernels, keys, peers, startup, streaming, writing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,6 +30,10 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}"
 
 
+def _ratio(r: float) -> str:
+    return "n/a" if r != r else f"{r:.2f}x"   # NaN: a baseline that could not be measured
+
+
 def _met(met) -> str:
     return "n/a" if met is None else ("yes" if met else "NO")
 
@@ -38,7 +42,7 @@ def render(results: dict) -> str:
     lines = [f"# Benchmarks ({results['mode']})", "", f"Machine: {results['machine']}", "",
              "| goal | measured | baseline | ratio | target | met |", "|---|---|---|---|---|---|"]
     for g in results["goals"]:
-        lines.append(f"| {g['goal']} | {g['measured']} | {g['baseline']} | {g['ratio']:.2f}x | {g['target']} | "
+        lines.append(f"| {g['goal']} | {g['measured']} | {g['baseline']} | {_ratio(g['ratio'])} | {g['target']} | "
                      f"{_met(g['met'])} |")
     lines += ["", "Details:", ""]
     for k, v in results["details"].items():
@@ -92,7 +96,7 @@ def main(argv=None):
         return
     with tempfile.TemporaryDirectory() as tmp:
         for step in (kernels.run, e2e.run, device_cost.run, streaming.run, peers.run, startup.run, writing.run,
-                     flink.run):
+                     flink.run, keys.run):
             g, d = step(tmp, args.full)
             goals.extend(g)
             details.update(d)
