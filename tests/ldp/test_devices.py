@@ -4,7 +4,8 @@ by the devices."""
 import numpy as np
 import pytest
 
-from ldp_marginals.ldp.aggregate import ReportAggregator, accumulator_from_bytes, accumulator_to_bytes
+from ldp_marginals.ldp.aggregate import ReportAggregator
+from ldp_marginals.ldp.versioned import ACCUMULATOR, accumulator_from_bytes, accumulator_to_bytes, unpack
 from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.devices import merge_tables, report_ranks, table_of
 from ldp_marginals.ldp.sets import SetFamily
@@ -100,10 +101,13 @@ def test_an_open_accumulator_survives_its_state_bytes_and_pickle():
     assert back.devices is None and (back.n_devices, back.over_bound) == (settled.n_devices, settled.over_bound)
 
 
-def test_without_a_bound_the_state_bytes_are_the_previous_version():
+def test_without_a_bound_the_state_bytes_carry_no_device_section():
     agg = ReportAggregator(SetFamily(N_BITS, 2), ChannelSet.uniform(Channel(0.25, 0.75), N_BITS))
-    data = accumulator_to_bytes(agg.create(), agg)
-    assert data[4] == 2 and agg.create_open().devices is None
+    _, header, _ = unpack(ACCUMULATOR, accumulator_to_bytes(agg.create(), agg))
+    assert "devices" not in header and agg.create_open().devices is None
+    bound = _aggregator(1)
+    _, header, _ = unpack(ACCUMULATOR, accumulator_to_bytes(bound.create_open(), bound))
+    assert header["devices"]["open"] and header["shape"]["max_reports_per_device"] == 1
 
 
 def test_open_and_settled_do_not_mix_silently():

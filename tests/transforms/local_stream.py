@@ -30,7 +30,7 @@ class LocalStream:
         """A partial: its weight to the clock now, its accumulator in flight to its key. Returns the
         clock's step."""
         self.queue.append(("key", dims, state.message_to_bytes(Arrival(pid, start, acc))))
-        return self._clock(self.clock.on_weight(self.status, Weight(pid, dims, start, acc.n), self._book,
+        return self._clock(self.clock.on_weight(self.status, Weight(pid, dims, start, acc.received), self._book,
                                                 lambda: list(self.bag)))
 
     def advance(self, to_us: int) -> None:

@@ -6,9 +6,9 @@ import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.config import parse_config
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PENDING, PaneEngine, Status, batch_window
-from ldp_marginals.transforms.publication.state import entry_from_bytes, entry_to_bytes
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PENDING, batch_window
 from ldp_marginals.transforms.source import Partial
+from tests.transforms.local_stream import LocalStream
 
 CONFIG = {"collection": "dev", "features": [{"name": n, "type": "boolean"} for n in ("a", "b", "c", "d")],
           "channel": {"mechanism": "symmetric", "flip": 0.2}, "max_order": 2,
@@ -31,15 +31,17 @@ def _partial(cfg, packed, keys):
     return Partial(cfg.name, (), agg.add_devices(agg.create_open(), packed, keys))
 
 
-def _streaming(cfg, batches, through_bytes=True, now_us=END_OF_TIME_US):
-    engine, status, bag = PaneEngine(cfg), Status(), []
-    for packed, keys in batches:
-        step = engine.on_partial(status, 0, _partial(cfg, packed, keys), lambda: bag)
-        bag += step.append
-        if through_bytes:   # the state as Flink keeps it: every entry written and read back
-            bag = [entry_from_bytes(entry_to_bytes(e, cfg.aggregator), cfg.aggregator) for e in bag]
-    step = engine.on_watermark(status, now_us, lambda: bag)
-    return step.panes, (step.store if step.store is not None else bag)
+def _streaming(cfg, batches, now_us=END_OF_TIME_US):
+    """The streaming engines (every message and the keys' entries through their state's bytes, as
+    Flink keeps them) fed ``batches`` as partials of slice 0, then the watermark at ``now_us`` ->
+    ``(pane files, the key's entries)``."""
+    stream = LocalStream(cfg, np.random.default_rng(7))
+    for i, (packed, keys) in enumerate(batches):
+        stream.partial(0, (), _partial(cfg, packed, keys).accumulator, f"p{i}")
+        stream.deliver()
+    stream.advance(now_us)
+    stream.deliver()
+    return stream.panes, stream.keys[()][3]
 
 
 def test_streaming_bundles_keep_the_bottom_m_of_the_slice_and_equal_batch():
@@ -49,7 +51,7 @@ def test_streaming_bundles_keep_the_bottom_m_of_the_slice_and_equal_batch():
     combined = agg.settle(agg.merge([agg.create_open()] + [_partial(cfg, *b).accumulator for b in batches]))
     assert combined.n == sum(min(2, c) for c in np.unique(np.concatenate([k for _, k in batches]),
                                                           return_counts=True)[1])
-    batch = batch_window(cfg, (0, 60_000), [(0, (), combined)])
+    batch = batch_window(cfg, (0, 60_000), [(0, (), combined)])[()]
     panes, _ = _streaming(cfg, batches[::-1])
     streaming = {f.kind: f.rows for f in panes}
     assert streaming["marginals"] and streaming["marginals"] == batch["marginals"]
