@@ -208,5 +208,122 @@ def consistent_intervals(lower, upper, point):
     return lo, hi
 
 
+def _group_constraints(shapes: tuple) -> tuple:
+    """``(A, b)`` of the affine set of consistent group tables: each table sums to one, and two tables
+    that share features have the same marginal on them. ``shapes``: per table, ``((feature, n_values),
+    ...)`` in the table's axis order (cells stacked table after table, C order)."""
+    sizes = [int(np.prod([n for _, n in shape])) for shape in shapes]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    rows, b = [], []
+    for g, size in enumerate(sizes):
+        row = np.zeros(offsets[-1])
+        row[offsets[g]:offsets[g + 1]] = 1.0
+        rows.append(row)
+        b.append(1.0)
+    cells = [np.indices([n for _, n in shape]).reshape(len(shape), -1).T for shape in shapes]   # values per cell
+    for g in range(len(shapes)):
+        for h in range(g + 1, len(shapes)):
+            names_g, names_h = [f for f, _ in shapes[g]], [f for f, _ in shapes[h]]
+            shared = [f for f in names_g if f in names_h]
+            if not shared:
+                continue
+            ag, ah = [names_g.index(f) for f in shared], [names_h.index(f) for f in shared]
+            for value in np.ndindex(*[dict(shapes[g])[f] for f in shared]):
+                row = np.zeros(offsets[-1])
+                row[offsets[g] + np.flatnonzero((cells[g][:, ag] == value).all(axis=1))] = 1.0
+                row[offsets[h] + np.flatnonzero((cells[h][:, ah] == value).all(axis=1))] -= 1.0
+                rows.append(row)
+                b.append(0.0)
+    return np.array(rows), np.array(b), offsets
+
+
+_AFFINE: dict = {}
+
+
+def project_group_tables(tables, shapes, *, tol: float = 1e-10, max_iter: int = 100000):
+    """Dykstra's Euclidean projection of feature-group tables (frequencies, each flattened in C order of
+    its ``shapes`` entry, ``((feature, n_values), ...)``) onto tables that are non-negative, each sum to
+    one and agree on the marginals of the features they share. A feature is any categorical or
+    boolean one (a categorical's values are one axis), so the constraints are those of the true
+    tables (one value per feature per report). Returns ``(tables, iterations)``; the affine step is
+    ``x - A^+ (A x - b)`` with ``A^+`` computed once per shape (``tables * cells^2`` per iteration).
+    """
+    shapes = tuple(tuple((str(f), int(n)) for f, n in shape) for shape in shapes)
+    if not shapes:
+        return [], 0
+    cached = _AFFINE.get(shapes)
+    if cached is None:
+        a, b, offsets = _group_constraints(shapes)
+        cached = _AFFINE[shapes] = (a, b, np.linalg.pinv(a), offsets)
+    a, b, pinv, offsets = cached
+    x = np.concatenate([np.asarray(t, dtype=np.float64).reshape(-1) for t in tables])
+    if x.size != offsets[-1]:
+        raise ValueError(f"tables must hold {offsets[-1]} cells in all (their shapes), got {x.size}")
+
+    def onto_consistent(t):
+        return t - pinv @ (a @ t - b)
+
+    q = np.zeros_like(x)
+    it = 0
+    for it in range(1, max_iter + 1):
+        y = onto_consistent(x)
+        x = np.maximum(y + q, 0.0)
+        q = y + q - x
+        if np.max(np.abs(a @ x - b)) <= tol:
+            break
+    return [x[offsets[g]:offsets[g + 1]] for g in range(len(shapes))], it
+
+
+@dataclass(frozen=True)
+class ConsistentGroups:
+    """Consistent tables of a window's feature groups: ``tables[g]`` the frequencies of group g's
+    cells in :func:`~ldp_marginals.ldp.tables.group_cells` order; ``method`` ``"joint-mle"`` or
+    ``"projection"``."""
+
+    method: str
+    tables: list
+    iterations: int
+
+
+def consistent_group_tables(est, layout, groups, frequencies) -> ConsistentGroups:
+    """Consistent tables of the feature ``groups`` (the unbiased group tables' ``frequencies``, one
+    array per group in ``group_cells`` order) of a window (``est``).
+
+    - ``joint-mle``: when every feature is boolean and the window counted every order of its
+      ``d <=`` :data:`JOINT_MAX_BITS` bits, the exact maximum likelihood over the 2^d joint
+      (:func:`joint_mle`); each group's cells are marginals of it. Its input, the noisy histogram of
+      all d bits, is then an invertible function of the published marginals (every set is one).
+    - ``projection`` otherwise (and should the fit miss its KKT check): :func:`project_group_tables`
+      of the unbiased group tables themselves.
+    Both are functions of the window's published rows only.
+    """
+    from ldp_marginals.ldp.encoding import BOOLEAN
+    from ldp_marginals.ldp.tables import group_cells
+
+    groups = [tuple(g) for g in groups]
+    if len(frequencies) != len(groups):
+        raise ValueError(f"frequencies must give one table per group ({len(groups)}), got {len(frequencies)}")
+    fam, d = est.family, est.family.n_bits
+    if groups and fam.max_order == d and d <= JOINT_MAX_BITS and all(f.kind == BOOLEAN for f in layout.features):
+        every = tuple(range(d))
+        try:
+            joint, it = joint_mle({every: noisy_histogram(est, every)}, lambda i: est.channels[i].matrix(), d)
+        except RuntimeError:
+            joint = None
+        if joint is not None:
+            tables = []
+            for g in groups:
+                cells = group_cells(layout, g)
+                cols = tuple(sorted(cells[0][1] + cells[0][2]))
+                table = marginal_of_joint(joint, d, cols)
+                tables.append(np.array([table[sum(1 << j for j, c in enumerate(cols) if c in ones)]
+                                        for _, ones, _ in cells]))
+            return ConsistentGroups("joint-mle", tables, it)
+    shapes = [[(f, len(layout.feature(f).values) if layout.feature(f).kind != BOOLEAN else 2) for f in g]
+              for g in groups]
+    tables, it = project_group_tables(frequencies, shapes)
+    return ConsistentGroups("projection", tables, it)
+
+
 def all_sets(d: int, order: int) -> list:
     return list(combinations(range(d), order))

@@ -22,8 +22,8 @@ import fastavro
 from fastavro.validation import validate as _validate
 
 SCHEMA_DIR = Path(__file__).resolve().parent
-NAMES = ("noisy_report", "marginal_estimate", "extreme_estimate", "table_cell", "conditional_estimate",
-         "mean_estimate", "withheld_window", "dead_letter")
+NAMES = ("noisy_report", "marginal_estimate", "extreme_estimate", "table_cell", "consistent_table_cell",
+         "conditional_estimate", "mean_estimate", "withheld_window", "dead_letter")
 
 
 @lru_cache(maxsize=None)

@@ -43,10 +43,12 @@ import os
 
 MARGINALS, TABLES, EXTREMES, WITHHELD, DEAD_LETTERS = "marginals", "tables", "extremes", "withheld", "dead_letters"
 CONDITIONALS, MEANS = "conditionals", "means"
-ESTIMATE_KINDS = (MARGINALS, TABLES, EXTREMES, CONDITIONALS, MEANS, WITHHELD)   # rows per window and key
+CONSISTENT_TABLES = "consistent_tables"   # beside each window's tables: non-negative, consistent, summing to one
+ESTIMATE_KINDS = (MARGINALS, TABLES, CONSISTENT_TABLES, EXTREMES, CONDITIONALS, MEANS, WITHHELD)   # rows per window and key
 KINDS = ESTIMATE_KINDS + (DEAD_LETTERS,)
 # each kind's Avro schema (schemas/<name>.avsc)
-SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", EXTREMES: "extreme_estimate",
+SCHEMA_OF = {MARGINALS: "marginal_estimate", TABLES: "table_cell", CONSISTENT_TABLES: "consistent_table_cell",
+             EXTREMES: "extreme_estimate",
              CONDITIONALS: "conditional_estimate", MEANS: "mean_estimate", WITHHELD: "withheld_window",
              DEAD_LETTERS: "dead_letter"}
 COLLECTIONS_FILE = "collections.json"

@@ -7,7 +7,8 @@ import pytest
 
 from ldp_marginals.ldp import Channel, ChannelSet, CooccurrenceAccumulator, SetFamily, estimate_tmdh, marginal_table
 from ldp_marginals.ldp.consistent import (
-    consistent_intervals, consistent_tables, joint_mle, lower_from_tables, marginal_of_joint, project_tables,
+    consistent_group_tables, consistent_intervals, consistent_tables, joint_mle, lower_from_tables, marginal_of_joint,
+    project_group_tables, project_tables,
 )
 from ldp_marginals.ldp.randomizer import randomize_bits
 from ldp_marginals.ldp.tables import noisy_histogram
@@ -152,3 +153,75 @@ def test_intervals_of_consistent_tables_cover_at_their_level():
         assert (lo <= fixed).all() and (fixed <= hi).all()
         covered.append((lo <= truth) & (truth <= hi))
     assert_coverage(np.array(covered).ravel(), 0.95)
+
+
+def _shared_marginals(tables, shapes):
+    """Per pair of tables sharing features: both tables' marginals on them (C-order cells)."""
+    out = []
+    for g in range(len(shapes)):
+        for h in range(g + 1, len(shapes)):
+            fg, fh = [f for f, _ in shapes[g]], [f for f, _ in shapes[h]]
+            shared = [f for f in fg if f in fh]
+            if not shared:
+                continue
+            views = []
+            for t, names, shape in ((tables[g], fg, shapes[g]), (tables[h], fh, shapes[h])):
+                arr = np.asarray(t).reshape([n for _, n in shape])
+                arr = arr.sum(axis=tuple(i for i, f in enumerate(names) if f not in shared))
+                order = [f for f in names if f in shared]
+                views.append(np.transpose(arr, [order.index(f) for f in shared]).reshape(-1))
+            out.append(views)
+    return out
+
+
+SHAPES = ((("os", 3), ("plan", 2)), (("os", 3), ("dark", 2)), (("plan", 2), ("beta", 2), ("sync", 2)), (("x", 4),))
+
+
+def test_group_projection_leaves_valid_tables_alone_and_makes_noisy_ones_consistent():
+    rng = np.random.default_rng(4)
+    joint = rng.dirichlet(np.ones(3 * 2 * 2 * 2 * 2)).reshape(3, 2, 2, 2, 2)   # os, plan, dark, beta, sync
+    truth = [joint.sum(axis=(2, 3, 4)), joint.sum(axis=(1, 3, 4)), joint.sum(axis=(0, 2)), rng.dirichlet(np.ones(4))]
+    same, _ = project_group_tables([t.reshape(-1) for t in truth], SHAPES)
+    for a, b in zip(same, truth):
+        np.testing.assert_allclose(a, b.reshape(-1), atol=1e-12)
+    noisy = [t.reshape(-1) + rng.normal(0, 0.08, t.size) for t in truth]
+    assert min(t.min() for t in noisy) < 0
+    fixed, it = project_group_tables(noisy, SHAPES)
+    assert it < 100000
+    for t in fixed:
+        assert (t >= 0).all()
+        assert t.sum() == pytest.approx(1.0, abs=1e-9)
+    views = _shared_marginals(fixed, SHAPES)
+    assert len(views) == 2                                            # os, and plan, are shared
+    for a, b in views:
+        np.testing.assert_allclose(a, b, atol=1e-9)
+    # the projection onto a convex set holding the truth moves no farther from it
+    assert np.linalg.norm(np.concatenate(fixed) - np.concatenate([t.reshape(-1) for t in truth])) <= \
+        np.linalg.norm(np.concatenate(noisy) - np.concatenate([t.reshape(-1) for t in truth]))
+    with pytest.raises(ValueError, match="tables must hold 24 cells in all"):
+        project_group_tables([t[:-1] for t in noisy], SHAPES)
+
+
+def test_group_tables_of_a_boolean_window_counted_whole_are_marginals_of_the_joint_mle():
+    from ldp_marginals.ldp.encoding import Feature, Layout
+    from ldp_marginals.ldp.tables import group_table
+
+    bits = population(3000, d=4, seed=5)
+    layout = Layout(tuple(Feature.boolean(n) for n in "abcd"))
+    groups = [("a", "b"), ("b", "c", "d")]
+    for top, method in ((4, "joint-mle"), (3, "projection")):
+        _, est = _raw(bits, 0.7, seed=9, top=top)
+        raw = [group_table(est, layout, g).estimate / est.n for g in groups]
+        out = consistent_group_tables(est, layout, groups, raw)
+        assert out.method == method
+        for t in out.tables:
+            assert (t >= 0).all() and t.sum() == pytest.approx(1.0, abs=1e-9)
+        shapes = [[(f, 2) for f in g] for g in groups]
+        (a, b), = _shared_marginals(out.tables, shapes)
+        np.testing.assert_allclose(a, b, atol=1e-8)
+        if method == "joint-mle":
+            joint, _ = joint_mle({(0, 1, 2, 3): noisy_histogram(est, (0, 1, 2, 3))}, lambda i: est.channels[i].matrix(), 4)
+            # cells in group_cells order: first feature slowest, false before true
+            want = joint.reshape(2, 2, 2, 2)                           # axes: d, c, b, a
+            np.testing.assert_allclose(out.tables[0], want.sum(axis=(0, 1)).T.reshape(-1), atol=1e-12)
+            np.testing.assert_allclose(out.tables[1], want.sum(axis=3).transpose(2, 1, 0).reshape(-1), atol=1e-12)

@@ -22,13 +22,16 @@ import numpy as np
 import pyarrow as pa
 
 from ldp_marginals.ldp.conditional import conditional
+from ldp_marginals.ldp.consistent import consistent_group_tables, consistent_intervals
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
 from ldp_marginals.ldp.means import feature_mean
 from ldp_marginals.ldp.memoized import repeat_variance
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.schemas.arrow import TableRows, arrow_schema
-from ldp_marginals.schemas.outputs import CONDITIONALS, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD
+from ldp_marginals.schemas.outputs import (
+    CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD,
+)
 from ldp_marginals.transforms.publication.release import client_rule
 
 MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
@@ -117,19 +120,48 @@ def _published_sets(config) -> tuple:
     return cached[1], cached[2]
 
 
-def table_rows(config, est, base) -> list:
-    """TableCell rows of every configured feature group; a group with ``interval: simultaneous``
-    gets intervals that hold for all its cells together at the level (Sidak)."""
-    rows = []
+def group_tables(config, est) -> list:
+    """``(group, interval, table, low, high)`` of every configured feature group: its unbiased table
+    and the cells' intervals (a group with ``interval: simultaneous`` gets intervals that hold for all
+    its cells together at the level, Sidak)."""
+    out = []
     intervals = config.group_intervals or ("per_cell",) * len(config.groups)
     for group, interval in zip(config.groups, intervals):
         table = group_table(est, config.layout, group)
         level = sidak_level(config.level, len(table.cells)) if interval == "simultaneous" else config.level
-        low, high = table.intervals(level)
+        out.append((group, interval, table, *table.intervals(level)))
+    return out
+
+
+def table_rows(config, est, base, groups: list | None = None) -> list:
+    """TableCell rows of every configured feature group (``groups``: :func:`group_tables`)."""
+    rows = []
+    for group, interval, table, low, high in group_tables(config, est) if groups is None else groups:
         for cell, cols, e, v, lo, hi in zip(table.cells, table.columns, table.estimate, table.variances, low, high):
             rows.append(dict(base, group=list(group), cell=list(cell), columns=list(cols), estimate=float(e),
                              variance=float(v), ci_low=float(lo), ci_high=float(hi), interval=interval,
                              **_frequency_fields(e, lo, hi, est.n)))
+    return rows
+
+
+def consistent_table_rows(config, est, base, groups: list | None = None) -> list:
+    """ConsistentTableCell rows of every configured feature group, one per cell of its unbiased table
+    (``groups``: :func:`group_tables`): :func:`~ldp_marginals.ldp.consistent.consistent_group_tables`
+    of the window's unbiased tables, and the unbiased intervals clipped to [0, 1] and stretched to hold
+    them (:func:`~ldp_marginals.ldp.consistent.consistent_intervals`)."""
+    groups = group_tables(config, est) if groups is None else groups
+    if not groups:
+        return []
+    n = float(est.n)
+    fixed = consistent_group_tables(est, config.layout, [g for g, *_ in groups],
+                                    [table.estimate / n for _, _, table, _, _ in groups])
+    rows = []
+    for (group, interval, table, low, high), freq in zip(groups, fixed.tables):
+        lo, hi = consistent_intervals(np.asarray(low) / n, np.asarray(high) / n, freq)
+        for cell, cols, f, a, b in zip(table.cells, table.columns, freq, lo, hi):
+            rows.append(dict(base, group=list(group), cell=list(cell), columns=list(cols), method=fixed.method,
+                             iterations=int(fixed.iterations), frequency=float(f), frequency_low=float(a),
+                             frequency_high=float(b), interval=interval))
     return rows
 
 
@@ -171,7 +203,7 @@ def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True,
 def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True,
                   atoms: list | None = None):
     """``(kind, rows)`` of the estimates of one window and key from ``acc``, its released content
-    (at least one report): marginals, tables, extremes over reports, conditionals and means
+    (at least one report): marginals, tables and their consistent tables, extremes over reports, conditionals and means
     (``linear``), and in the window's ``final`` pane the extremes over clients, or their withheld row
     (:func:`~ldp_marginals.transforms.publication.release.client_rule` over ``atoms``, the parts of
     ``acc`` that rows were published from apart; None: ``acc`` is one part). A pane that is
@@ -189,7 +221,9 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
                                                                          config.shared_reports))
     if linear:
         yield MARGINALS, marginal_rows(config, est, counted)
-        yield TABLES, table_rows(config, est, counted)
+        groups = group_tables(config, est)
+        yield TABLES, table_rows(config, est, counted, groups)
+        yield CONSISTENT_TABLES, consistent_table_rows(config, est, counted, groups)
     if linear or (final and config.client_extremes):
         yield EXTREMES, [extreme_row(base, ext, acc.n, total, var, config.level)
                          for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums)]
