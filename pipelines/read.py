@@ -8,6 +8,8 @@ skipped or read in part.
     >>> t = ldp_marginals.read("out/demo", "marginals", collection="app",
     ...                        windows=("2026-01-01T00:00", "2026-01-01T12:00"), dimensions={})
     >>> t.to_pandas()   # where pandas is installed
+    >>> ldp_marginals.read("out/demo", "tables")                         # consistent tables (default)
+    >>> ldp_marginals.read("out/demo", "tables", estimator="unbiased")   # the unbiased cells
 """
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ import pyarrow.parquet as pq
 from ldp_marginals.schemas.arrow import arrow_schema, to_rows
 from ldp_marginals.schemas.outputs import (
     COLLECTIONS_FILE,
+    CONSISTENT_TABLES,
     DEAD_LETTERS,
     SCHEMA_OF,
+    TABLES,
     OutputError,
     check_kind,
     load_manifest,
@@ -82,10 +86,40 @@ def read_file(output_dir: str, entry: dict) -> pa.Table:
     return table
 
 
-def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: dict | None = None) -> pa.Table:
+CONSISTENT, UNBIASED = "consistent", "unbiased"
+ESTIMATORS = {CONSISTENT: CONSISTENT_TABLES, UNBIASED: TABLES}   # read(kind="tables", estimator=...) -> the kind read
+
+
+def _table_kind(kind: str, estimator) -> tuple:
+    """``(kind read, estimator)``: ``tables`` are the consistent tables unless ``estimator`` is
+    ``unbiased``; ``consistent_tables`` are the consistent ones; no other kind takes an estimator."""
+    if estimator is not None and estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got estimator={estimator!r}")
+    if kind == TABLES:
+        estimator = estimator or CONSISTENT
+        return ESTIMATORS[estimator], estimator
+    if kind == CONSISTENT_TABLES:
+        if estimator not in (None, CONSISTENT):
+            raise ValueError(f"kind {kind!r} holds the consistent tables, got estimator={estimator!r}; read kind "
+                             f"'tables' with estimator='unbiased' for the unbiased ones")
+        return kind, CONSISTENT
+    if estimator is not None:
+        raise ValueError(f"estimator applies to kind 'tables' only, got kind={kind!r}, estimator={estimator!r}")
+    return kind, None
+
+
+def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: dict | None = None,
+         estimator: str | None = None) -> pa.Table:
     """The rows of ``kind`` (marginals, tables, extremes, conditionals, means, withheld, dead_letters)
     in the run that owns ``output_dir``, as a :class:`pyarrow.Table` of the kind's schema (the Avro
     contract's fields; times as UTC millisecond timestamps).
+
+    ``tables`` are the consistent tables by default (kind ``consistent_tables``: non-negative, each
+    group's cells summing to one, groups agreeing on shared features), the unbiased cells with
+    ``estimator="unbiased"`` (kind ``tables``, with their variances); either way the rows gain a column
+    ``estimator`` (``consistent`` or ``unbiased``) that says which they are. A run written before
+    consistent tables existed has none: reading its tables without ``estimator="unbiased"`` is an
+    error that says so.
 
     ``collection``: a name or a list of names (default: all). ``windows``: one window start, or a
     ``(first, last)`` pair of starts, inclusive (ISO strings in UTC, datetimes or int milliseconds;
@@ -93,11 +127,16 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     (``{}``: the rows over all reports; default: every key). Of a window's panes only the latest is
     read (it holds the window's estimate so far)."""
     check_kind(kind)
+    kind, which = _table_kind(kind, estimator)
     names = None if collection is None else ({collection} if isinstance(collection, str) else set(collection))
     span = _window_range(windows)
     if dimensions is not None and not isinstance(dimensions, dict):
         raise ValueError(f"dimensions must be a dict of key -> value, got dimensions={dimensions!r}")
-    entries = manifest_files(load_manifest(output_dir), kind)
+    manifest = load_manifest(output_dir)
+    entries = manifest_files(manifest, kind)
+    if kind == CONSISTENT_TABLES and not entries and manifest_files(manifest, TABLES):
+        raise OutputError(f"{output_dir} holds unbiased tables but no consistent ones (a run written before "
+                          "they were published): read kind 'tables' with estimator='unbiased'")
     if names is not None and kind != DEAD_LETTERS:   # dead letters are grouped by writer, not collection
         entries = [e for e in entries if e["group"] in names]
     if span is not None:
@@ -109,6 +148,8 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
         table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
     if dimensions is not None:
         table = table.filter(key_mask(table, dimensions))
+    if which is not None:
+        table = table.append_column("estimator", pa.repeat(pa.scalar(which, pa.string()), table.num_rows))
     return table
 
 

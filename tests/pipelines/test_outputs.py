@@ -67,8 +67,9 @@ def test_the_manifest_lists_every_file_with_its_rows_and_parquet_holds_the_avro_
         avro = schemas.read_avro(out / e["files"]["avro"], SCHEMA_OF[e["kind"]])
         table = pq.read_table(out / e["files"]["parquet"])
         assert len(avro) == table.num_rows == e["rows"]
-        parquet = ldp_marginals.read_rows(str(out), e["kind"], collection=e["group"], windows=e["window_start"],
-                                          dimensions=e["key"])
+        which = {"estimator": "unbiased"} if e["kind"] == "tables" else {}
+        parquet = [{k: v for k, v in r.items() if k != "estimator"} for r in ldp_marginals.read_rows(
+            str(out), e["kind"], collection=e["group"], windows=e["window_start"], dimensions=e["key"], **which)]
         assert sorted(map(schemas.to_json_line, parquet)) == sorted(map(schemas.to_json_line, avro))
 
 
@@ -94,6 +95,41 @@ def test_read_selects_by_collection_window_range_and_dimensions_with_typed_colum
             ldp_marginals.read(out, "marginals", **bad)
     with pytest.raises(ValueError, match="kind must be one of"):
         ldp_marginals.read(out, "marginal")
+
+
+def test_read_gives_the_consistent_tables_by_default_and_the_unbiased_ones_on_request(first, tmp_path):
+    import shutil
+    out = str(first / "out")
+    default = ldp_marginals.read_rows(out, "tables")
+    unbiased = ldp_marginals.read_rows(out, "tables", estimator="unbiased")
+    assert default and {r["estimator"] for r in default} == {"consistent"}
+    assert {r["estimator"] for r in unbiased} == {"unbiased"} and "variance" in unbiased[0]
+    assert default == ldp_marginals.read_rows(out, "consistent_tables")
+    assert default == ldp_marginals.read_rows(out, "tables", estimator="consistent")
+    assert {r["method"] for r in default} == {"projection"}
+
+    def cell(r):
+        return r["window_start"], r["dimensions"]["region"], tuple(r["group"]), tuple(r["cell"])
+    assert sorted(map(cell, default)) == sorted(map(cell, unbiased))   # the same cells, every window and key
+    assert all(0 <= r["frequency_low"] <= r["frequency"] <= r["frequency_high"] <= 1 for r in default)
+    eu = ldp_marginals.read_rows(out, "tables", dimensions={"region": "eu"}, windows=DEFAULT_START_MS)
+    assert len(eu) == 4 and sum(r["frequency"] for r in eu) == pytest.approx(1.0, abs=1e-9)
+    for bad, message in (({"estimator": "raw"}, "estimator must be one of"),):
+        with pytest.raises(ValueError, match=message):
+            ldp_marginals.read(out, "tables", **bad)
+    with pytest.raises(ValueError, match="estimator applies to kind 'tables' only"):
+        ldp_marginals.read(out, "marginals", estimator="unbiased")
+    with pytest.raises(ValueError, match="holds the consistent tables"):
+        ldp_marginals.read(out, "consistent_tables", estimator="unbiased")
+    # a run written before consistent tables were published: its tables only on request
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    manifest = json.loads((old / MANIFEST_FILE).read_text())
+    manifest["files"] = [e for e in manifest["files"] if e["kind"] != "consistent_tables"]
+    (old / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(OutputError, match="estimator='unbiased'"):
+        ldp_marginals.read(str(old), "tables")
+    assert ldp_marginals.read(str(old), "tables", estimator="unbiased").num_rows == len(unbiased)
 
 
 def test_a_rerun_owns_the_directory_and_earlier_files_never_mix_in(tmp_path):

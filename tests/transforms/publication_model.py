@@ -373,7 +373,7 @@ def statistics(s: Scenario, cfg, out: Outcome) -> list:
     return stats
 
 
-LINEAR_KINDS = ("tables", "conditionals", "means")
+LINEAR_KINDS = ("tables", "consistent_tables", "conditionals", "means")
 
 
 def cross_check_linear(s: Scenario, cfg, out: Outcome, held: dict) -> None:
