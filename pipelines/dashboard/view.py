@@ -6,7 +6,7 @@ one, :func:`~ldp_marginals.pipelines.read.latest_complete`), the marginals chart
 (default: every 1-way marginal), the number of windows the charts span, ending at the selected
 window, and what the change table compares the selection with (``previous``: the previous window
 that shares no report with it; or ``DIM=VALUE``: another value of one of the key's dimensions in
-the same window). A view holds only that: the charted series over the span, the window's tables,
+the same window). A view holds only that: the charted series over the span, the window's tables (consistent and unbiased),
 correlations, changes and precision, and the lists the page's pickers offer. Files are opened by the manifest's index (the collection's
 folder, the span's windows), each one at most once while it is unchanged (:class:`FileCache`).
 
@@ -32,6 +32,7 @@ from ldp_marginals.pipelines.read import key_mask, latest_complete, read_collect
 from ldp_marginals.schemas.arrow import to_rows
 from ldp_marginals.schemas.outputs import (
     CONDITIONALS,
+    CONSISTENT_TABLES,
     ESTIMATE_KINDS,
     EXTREMES,
     MARGINALS,
@@ -313,7 +314,7 @@ def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
 
     # the window itself and the previous one: every key (the pickers, the comparisons between values)
     now = {kind: _rows(_read(cache, entries(kind, start, start), problems))
-           for kind in (MARGINALS, TABLES, CONDITIONALS, MEANS, EXTREMES, WITHHELD)}
+           for kind in (MARGINALS, TABLES, CONSISTENT_TABLES, CONDITIONALS, MEANS, EXTREMES, WITHHELD)}
     keys = sorted({_key_json(r["dimensions"]) for rows in now.values() for r in rows})
     # by default the first key with estimates in the window (a key withheld whole there shows nothing)
     shown = sorted({_key_json(r["dimensions"]) for kind, rows in now.items() if kind != WITHHELD for r in rows})
@@ -339,6 +340,7 @@ def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
         last = starts[-1] if kind == WITHHELD else span[-1]
         out[kind] = _rows(_read(cache, entries(kind, span[0], last), problems), dims)
     out[TABLES] = mine[TABLES]
+    out[CONSISTENT_TABLES] = mine[CONSISTENT_TABLES]   # shown by default; the unbiased cells on request
     phi = correlations(mine[MARGINALS])
     out["correlations"] = [phi] if phi else []
     out["changes"] = changes(now, earlier, dims, start, before, info or {"collection": collection})

@@ -174,7 +174,8 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
     browser.save_screenshot(str(tmp_path / "dashboard.png"))
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
-    marginals, tables = rows_of(estimates, "marginals"), rows_of(estimates, "tables")
+    marginals, tables = rows_of(estimates, "marginals"), read_rows(estimates, "tables", estimator="unbiased")
+    consistent = rows_of(estimates, "tables")   # read's default: the consistent tables
     extremes, withheld = rows_of(estimates, "extremes"), rows_of(estimates, "withheld")
     (info,) = json.loads((out / "estimates" / "collections.json").read_text())
 
@@ -213,8 +214,19 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
                 else:
                     assert heat["z"][a][b] == pytest.approx(phi_from_frequencies(freq[(a,)], freq[(b,)],
                                                                                  freq[(a, b)]), rel=1e-12)
-        # the (os, plan) table of the latest window, with its intervals
+        # the (os, plan) table of the latest window: the consistent one by default, labelled, then the unbiased
         (bars,) = traces(browser, "chart-tables", "table")
+        fixed = sorted((r for r in shown(consistent, region) if r["window_start"] == latest),
+                       key=lambda r: ",".join(r["cell"]))
+        assert bars["meta"]["estimator"] == "consistent" and bars["y"] == [r["frequency"] for r in fixed]
+        assert len(fixed) == 6 and sum(bars["y"]) == pytest.approx(1.0, abs=1e-9) and min(bars["y"]) >= 0
+        assert bars["err"][1] == pytest.approx([r["frequency"] - r["frequency_low"] for r in fixed])
+        assert browser.find_element("id", "tables-label").text.startswith("Consistent tables (projection):")
+        assert [row[-1] for row in table_rows(browser, "table-cells")] == ["projection"] * 6
+        select(browser, "tables-estimator", "unbiased")
+        assert browser.find_element("id", "tables-label").text.startswith("Unbiased estimates:")
+        (bars,) = traces(browser, "chart-tables", "table")
+        assert bars["meta"]["estimator"] == "unbiased"
         cells = sorted((r for r in shown(tables, region) if r["window_start"] == latest),
                        key=lambda r: ",".join(r["cell"]))
         assert len(bars["x"]) == len(cells) == 6 and bars["y"] == [r["display_frequency"] for r in cells]
@@ -222,6 +234,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
         # intervals are labelled: the marginals per estimate, the demo's table simultaneous (Sidak)
         assert {r["interval"] for r in cells} == {"simultaneous"}
         assert [row[-1] for row in table_rows(browser, "table-cells")] == ["95% simultaneous (Šidák)"] * 6
+        select(browser, "tables-estimator", "consistent")
         assert browser.find_element("id", "marginal-interval").text == "Bands: 95% per estimate intervals."
         # conditionals and means: a series per estimate over time, equal to the files; the window's table
         conds = shown(rows_of(estimates, "conditionals"), region)
@@ -315,8 +328,8 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
     first = min(r["window_start"] for r in shown(marginals, "us"))
     select(browser, "window-filter", first)
     (bars,) = traces(browser, "chart-tables", "table")
-    assert bars["y"] == [r["display_frequency"] for r in sorted(
-        (r for r in shown(tables, "us") if r["window_start"] == first), key=lambda r: ",".join(r["cell"]))]
+    assert bars["y"] == [r["frequency"] for r in sorted(
+        (r for r in shown(consistent, "us") if r["window_start"] == first), key=lambda r: ",".join(r["cell"]))]
     # the first window has no previous one: only the other region to compare with
     options = browser.execute_script("return Array.from(document.getElementById('compare-with').options)"
                                      ".map(o => [o.value, o.textContent])")

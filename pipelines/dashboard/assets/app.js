@@ -8,7 +8,8 @@
 (function () {
   "use strict";
   const boot = window.LDP_BOOT;
-  const state = { data: null, collection: null, dims: null, window: "", sets: null, span: null, versus: "previous" };
+  const state = { data: null, collection: null, dims: null, window: "", sets: null, span: null, versus: "previous",
+    tablesEstimator: "consistent" };
   window.dashboardReady = false;
   window.dashboardRenders = 0;
   window.dashboardQueries = 0;
@@ -452,10 +453,26 @@
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
 
-  function renderTables(tables) {
+  // which tables the panel shows: the consistent ones by default (the run's, when it published them)
+  const TABLE_LABELS = {
+    consistent: (method) => "Consistent tables (" + method + "): non-negative, each table sums to one and " +
+      "tables agree on the features they share; intervals: the unbiased ones clipped to [0, 1].",
+    unbiased: () => "Unbiased estimates: each cell's estimate with its closed-form variance; cells can fall " +
+      "below 0 (shown projected into [0, 1], marked *).",
+    missing: () => "Unbiased estimates: this run published no consistent tables.",
+  };
+
+  function renderTables(unbiased, consistent) {
     const c0 = info();
-    const none = c0 && c0.groups && !c0.groups.length && !tables.length;
+    const none = c0 && c0.groups && !c0.groups.length && !unbiased.length && !consistent.length;
     $("table-cells").style.display = none ? "none" : "";
+    const wanted = state.tablesEstimator;
+    const which = wanted === "consistent" && !consistent.length && unbiased.length ? "missing" : wanted;
+    const tables = which === "consistent" ? consistent : unbiased;
+    const isConsistent = which === "consistent";
+    $("tables-estimator").value = wanted;
+    $("tables-label").textContent = none ? "" : TABLE_LABELS[which](
+      Array.from(new Set(consistent.map((r) => r.method))).sort().join(", ") || "none");
     if (absent("chart-tables", none ? "This collection has no feature groups: add groups: [[feature_a, feature_b]] " +
       "to its config to publish their joint tables." : null)) return;
     const groups = new Map();
@@ -468,24 +485,32 @@
     const rows = [];
     const c = info();
     const level = c ? c.level : 0.95;
+    const shownY = isConsistent ? (r) => r.frequency : frequencyShown;
+    const lowOf = isConsistent ? (r) => r.frequency_low : frequencyLow;
+    const highOf = isConsistent ? (r) => r.frequency_high : frequencyHigh;
     Array.from(groups.keys()).sort().forEach((g, gi) => {
       const cells = groups.get(g).sort((a, b) => a.cell.join().localeCompare(b.cell.join()));
       const x = cells.map((r) => r.cell.map((v, i) => r.group[i] + "=" + v).join(", "));
-      const y = cells.map(frequencyShown);
+      const y = cells.map(shownY);
       const st = styleOf(gi);   // bars past the palette take a fill pattern as well
-      traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g, style: st },
+      traces.push({ type: "bar", name: g, x, y, meta: { role: "table", group: g, style: st,
+        estimator: isConsistent ? "consistent" : "unbiased" },
         marker: { color: st.color, pattern: { shape: st.pattern } },
-        error_y: { type: "data", array: cells.map((r, i) => frequencyHigh(r) - y[i]),
-          arrayminus: cells.map((r, i) => y[i] - frequencyLow(r)) } });
-      cells.forEach((r, i) => rows.push([x[i], fmt(r.estimate, 1), fmt(y[i], 4) + mark(r),
-        fmt(frequencyLow(r), 4) + " – " + fmt(frequencyHigh(r), 4),
-        intervalText(r.interval || "per_cell", level)]));
+        error_y: { type: "data", array: cells.map((r, i) => highOf(r) - y[i]),
+          arrayminus: cells.map((r, i) => y[i] - lowOf(r)) } });
+      cells.forEach((r, i) => rows.push(isConsistent ?
+        [x[i], fmt(y[i], 4), fmt(lowOf(r), 4) + " – " + fmt(highOf(r), 4),
+          intervalText(r.interval || "per_cell", level), r.method] :
+        [x[i], fmt(r.estimate, 1), fmt(y[i], 4) + mark(r), fmt(lowOf(r), 4) + " – " + fmt(highOf(r), 4),
+          intervalText(r.interval || "per_cell", level)]));
     });
-    plot("chart-tables", traces, layoutOf({ yaxis: { title: { text: "estimated frequency" } },
+    plot("chart-tables", traces, layoutOf({ yaxis: { title: { text: isConsistent ? "consistent frequency" :
+      "estimated frequency" } },
       barmode: "group", showlegend: traces.length > 1,
       annotations: traces.length ? [] : [{ text: "no feature groups in this selection", showarrow: false,
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
-    fillTable($("table-cells"), ["cell", "estimate", "frequency", "interval", "interval kind"], rows);
+    fillTable($("table-cells"), isConsistent ? ["cell", "frequency", "interval", "interval kind", "method"] :
+      ["cell", "estimate", "frequency", "interval", "interval kind"], rows);
   }
 
   function renderExtremes(extremes) {
@@ -628,7 +653,8 @@
     const windowStart = currentWindow();
     renderMarginals(marginals);
     renderCorrelations(windowStart);
-    renderTables(state.data.tables.filter((r) => selected(r) && r.window_start === windowStart));
+    const inWindow = (r) => selected(r) && r.window_start === windowStart;
+    renderTables(state.data.tables.filter(inWindow), (state.data.consistent_tables || []).filter(inWindow));
     renderExtremes(state.data.extremes.filter(selected));
     renderConditionals(state.data.conditionals.filter(selected), windowStart);
     renderMeans(state.data.means.filter(selected), windowStart);
@@ -661,6 +687,7 @@
     $("span-filter").addEventListener("change", (e) => { state.span = Number(e.target.value); load(); });
     $("marginal-search").addEventListener("input", (e) => { filterSets(e.target.value); });
     $("compare-with").addEventListener("change", (e) => { state.versus = e.target.value; render(); });
+    $("tables-estimator").addEventListener("change", (e) => { state.tablesEstimator = e.target.value; render(); });
     $("marginal-filter").addEventListener("change", (e) => {
       state.sets = Array.from(e.target.selectedOptions).map((o) => o.value);
       if (boot.viewUrl) load(); else render();
