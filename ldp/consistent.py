@@ -246,7 +246,9 @@ def project_group_tables(tables, shapes, *, tol: float = 1e-10, max_iter: int = 
     one and agree on the marginals of the features they share. A feature is any categorical or
     boolean one (a categorical's values are one axis), so the constraints are those of the true
     tables (one value per feature per report). Returns ``(tables, iterations)``; the affine step is
-    ``x - A^+ (A x - b)`` with ``A^+`` computed once per shape (``tables * cells^2`` per iteration).
+    ``x - A^+ (A x - b)``, held as ``(I - A^+ A) x + A^+ b`` computed once per shapes (``cells^2`` per
+    iteration); it stops when the tables are within ``tol`` of consistent (they are non-negative
+    after every step).
     """
     shapes = tuple(tuple((str(f), int(n)) for f, n in shape) for shape in shapes)
     if not shapes:
@@ -254,14 +256,15 @@ def project_group_tables(tables, shapes, *, tol: float = 1e-10, max_iter: int = 
     cached = _AFFINE.get(shapes)
     if cached is None:
         a, b, offsets = _group_constraints(shapes)
-        cached = _AFFINE[shapes] = (a, b, np.linalg.pinv(a), offsets)
-    a, b, pinv, offsets = cached
+        pinv = np.linalg.pinv(a)
+        cached = _AFFINE[shapes] = (np.eye(offsets[-1]) - pinv @ a, pinv @ b, offsets)
+    keep, shift, offsets = cached                   # the affine projection is x -> keep @ x + shift
     x = np.concatenate([np.asarray(t, dtype=np.float64).reshape(-1) for t in tables])
     if x.size != offsets[-1]:
         raise ValueError(f"tables must hold {offsets[-1]} cells in all (their shapes), got {x.size}")
 
     def onto_consistent(t):
-        return t - pinv @ (a @ t - b)
+        return keep @ t + shift
 
     q = np.zeros_like(x)
     it = 0
@@ -269,7 +272,7 @@ def project_group_tables(tables, shapes, *, tol: float = 1e-10, max_iter: int = 
         y = onto_consistent(x)
         x = np.maximum(y + q, 0.0)
         q = y + q - x
-        if np.max(np.abs(a @ x - b)) <= tol:
+        if np.max(np.abs(onto_consistent(x) - x)) <= tol:
             break
     return [x[offsets[g]:offsets[g + 1]] for g in range(len(shapes))], it
 

@@ -162,7 +162,7 @@ def test_the_readmes_list_every_bigquery_table_the_job_writes():
     from ldp_marginals.schemas.outputs import KINDS
     for readme in (ROOT / "README.md", DEPLOY / "dataflow" / "README.md"):
         text = " ".join(readme.read_text().split())
-        sentence = re.search(r"(?:the seven tables|seven tables,) (.*?)\(", text)
+        sentence = re.search(r"(?:the eight tables|eight tables,) (.*?)\(", text)
         assert sentence, readme
         assert sorted(re.findall(r"`([a-z_]+)`", sentence.group(1))) == sorted(KINDS), readme
     assert "JSON-lines" not in (DEPLOY / "dataflow" / "metadata.json").read_text()
