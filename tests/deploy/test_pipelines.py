@@ -19,7 +19,7 @@ from tests.deploy.kafka_standin import KAFKA_URN, KafkaExpansionStandIn, decode_
 
 DATAFLOW_README = DEPLOY / "dataflow" / "README.md"
 METADATA = json.loads((DEPLOY / "dataflow" / "metadata.json").read_text())
-KINDS = ("marginals", "tables", "extremes", "conditionals", "means", "withheld", "dead_letters")
+KINDS = ("marginals", "tables", "consistent_tables", "extremes", "conditionals", "means", "withheld", "dead_letters")
 
 # The top-level stage names, in order. A Dataflow update or a Flink savepoint maps state by these
 # names: changing one breaks in-place updates of running jobs (Dataflow then needs
