@@ -10,20 +10,22 @@ from ldp_marginals.transforms.sinks import write_file_set
 
 
 def write_run(output_dir, file_sets) -> dict:
-    """``file_sets``: ``(kind, group, window or None, pane, rows)``; written as one finished batch run
-    under ``output_dir``; returns its manifest."""
+    """``file_sets``: ``(kind, group, window or None, pane, rows[, capped key])``; written as one
+    finished batch run under ``output_dir``; returns its manifest."""
     run_id = new_run_id()
-    for kind, group, window, pane, rows in file_sets:
-        write_file_set(write_dir(str(output_dir), run_id, False), run_id, kind, group, window, pane, rows)
+    for kind, group, window, pane, rows, *key in file_sets:
+        write_file_set(write_dir(str(output_dir), run_id, False), run_id, kind, group, window, pane, rows, *key)
     return finish_run(str(output_dir), run_id)
 
 
 def file_sets(output_dir) -> list:
-    """The file sets of the run that owns ``output_dir``, as :func:`write_run` takes them."""
+    """The file sets of the run that owns ``output_dir``, as :func:`write_run` takes them (each with its
+    capped key: a window's keys are files of their own)."""
     out = []
     for e in load_manifest(str(output_dir))["files"]:
         window = None if e["window_start"] is None else (e["window_start"], e["window_end"])
-        out.append((e["kind"], e["group"], window, e["pane"], to_rows(read_file(str(output_dir), e))))
+        out.append((e["kind"], e["group"], window, e["pane"], to_rows(read_file(str(output_dir), e)),
+                    tuple(sorted(e.get("key", {}).items()))))
     return out
 
 
@@ -38,8 +40,8 @@ def write_streaming_run(output_dir, file_sets) -> str:
 
 def add_file_sets(output_dir, run_id: str, file_sets) -> None:
     """More file sets of the streaming run ``run_id``, as its writers add them."""
-    for kind, group, window, pane, rows in file_sets:
-        write_file_set(str(output_dir), run_id, kind, group, window, pane, rows)
+    for kind, group, window, pane, rows, *key in file_sets:
+        write_file_set(str(output_dir), run_id, kind, group, window, pane, rows, *key)
 
 
 HOUR_MS = 3_600_000

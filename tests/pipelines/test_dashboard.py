@@ -30,8 +30,8 @@ pytestmark = pytest.mark.browser   # the slow part of the suite: Chromium and th
 CHARTS = ("chart-marginals", "chart-correlations", "chart-tables", "chart-extremes", "chart-reports")
 
 
-def rows_of(estimates, kind):
-    return read_rows(estimates, kind)
+def rows_of(estimates, kind, **selection):
+    return read_rows(estimates, kind, **selection)
 
 
 @pytest.fixture(scope="module")
@@ -174,10 +174,14 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
     browser.save_screenshot(str(tmp_path / "dashboard.png"))
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
-    marginals, tables = rows_of(estimates, "marginals"), read_rows(estimates, "tables", estimator="unbiased")
+    marginals = rows_of(estimates, "marginals", collection="demo_app")
+    tables = read_rows(estimates, "tables", collection="demo_app", estimator="unbiased")
     consistent = rows_of(estimates, "tables")   # read's default: the consistent tables
-    extremes, withheld = rows_of(estimates, "extremes"), rows_of(estimates, "withheld")
-    (info,) = json.loads((out / "estimates" / "collections.json").read_text())
+    extremes = rows_of(estimates, "extremes", collection="demo_app")
+    withheld = rows_of(estimates, "withheld", collection="demo_app")
+    # the page opens on the first collection, the demo's app (beside it the device-unit collection)
+    (info,) = [c for c in json.loads((out / "estimates" / "collections.json").read_text())
+               if c["collection"] == "demo_app"]
 
     def shown(rows, region):
         return [r for r in rows if r["dimensions"] == {"region": region}]
@@ -344,7 +348,7 @@ def test_demo_dashboard_in_chromium_matches_the_estimate_files(demo, browser, se
     latest = max(r["window_start"] for r in shown(marginals, "us"))
     expected = []
     for kind in ("marginals", "conditionals", "means"):
-        res = compare(argparse.Namespace(estimates=estimates, collection=None, windows=None, dimension="region=eu,us",
+        res = compare(argparse.Namespace(estimates=estimates, collection="demo_app", windows=None, dimension="region=eu,us",
                                          window=iso(latest)[:-1], kind=kind, fdr=0.05, level=0.95))
         expected += [(kind, c) for c in res["changes"]]
     check_changes(browser, expected, "differ significantly from region=eu in this window")
@@ -389,11 +393,12 @@ def test_projected_values_are_marked_and_precision_holdbacks_stay_out_of_the_pri
                  "statistic": "conditional"}
     held_before = privacy_held([r for r in rows_of(str(estimates), "withheld") if r["dimensions"] == row["dimensions"]])
     # the run rewritten with the projected conditional and the imprecise one held back
+    key = tuple(sorted(row["dimensions"].items()))   # the row's capped key: its own files
     sets = [(kind, group, window, pane, [projected if r == row else r for r in rows]
-             + ([imprecise] if kind == "withheld" and window[0] == latest else []))
-            for kind, group, window, pane, rows in sets]
-    if not any(kind == "withheld" and window[0] == latest for kind, _, window, _, _ in sets):
-        sets.append(("withheld", row["collection"], (latest, row["window_end"]), 0, [imprecise]))
+             + ([imprecise] if kind == "withheld" and window[0] == latest and k == key else []), k)
+            for kind, group, window, pane, rows, k in sets]
+    if not any(kind == "withheld" and window[0] == latest and k == key for kind, _, window, _, _, k in sets):
+        sets.append(("withheld", row["collection"], (latest, row["window_end"]), 0, [imprecise], key))
     write_run(estimates, sets)
     page = export.write(str(estimates), str(tmp_path / "page.html"))
     browser.get(Path(page).as_uri())
@@ -429,7 +434,7 @@ def test_served_page_picks_up_a_new_window(demo, browser, tmp_path):
         x_before = traces(browser, "chart-marginals", "estimate")[0]["x"]
         new_start = DEFAULT_START_MS + 5 * 3_600_000
         # the streaming job writes a new hourly window of region us (its rows made by a batch run)
-        config = parse_config(yaml.safe_load((out / "demo_config.yaml").read_text()))
+        config = parse_config(yaml.safe_load((out / "demo_config.yaml").read_text())[0])   # the app collection
         pop = simulate_population(config, 3000, seed=11, start_ms=new_start, span_seconds=3600)
         write_population(config, pop, str(tmp_path / "new.avro"), dimensions={"region": "us"})
         run(["--config", str(out / "demo_config.yaml"), "--input", str(tmp_path / "new.avro"),
@@ -490,9 +495,10 @@ def test_compare_command_on_the_demo(demo, capsys):
 
     from ldp_marginals.pipelines.cli import main
     out, _ = demo
-    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,us", "--json"]) == 0
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--dimension",
+                 "region=eu,us", "--json"]) == 0
     res = json_mod.loads(capsys.readouterr().out)
-    rows = read_rows(str(out / "estimates"), "marginals")
+    rows = read_rows(str(out / "estimates"), "marginals", collection="demo_app")
     latest = max(r["window_start"] for r in rows)
     side = {r["dimensions"]["region"]: r for r in rows
             if r["window_start"] == latest and r["labels"] == ["plan=pro"]}
@@ -507,18 +513,19 @@ def test_compare_command_on_the_demo(demo, capsys):
     assert res["significant"] == sum(c["significant"] for c in res["changes"]) > 0
     starts = sorted({r["window_start"] for r in rows})
     iso = [dt.datetime.fromtimestamp(t / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M") for t in starts[:2]]
-    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso, "--json"]) == 0
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--windows", *iso,
+                 "--json"]) == 0
     between = json_mod.loads(capsys.readouterr().out)
     # in the table a person reads, each change names its dimensions key (two regions, the same sets)
-    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso]) == 0
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--windows", *iso]) == 0
     human = capsys.readouterr().out
     assert "dark_mode [region=eu]" in human and "dark_mode [region=us]" in human
     assert human.splitlines()[0] == f"demo_app: window {iso[0]}:00Z against window {iso[1]}:00Z (UTC)"
     assert between["compared"] == len({(tuple(r["columns"]), r["dimensions"]["region"]) for r in rows
                                        if r["window_start"] == starts[0]})
     # the demo's conditional P(beta_search | plan=pro), between the regions
-    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,us",
-                 "--kind", "conditionals", "--json"]) == 0
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--dimension",
+                 "region=eu,us", "--kind", "conditionals", "--json"]) == 0
     (cond,) = json_mod.loads(capsys.readouterr().out)["changes"]
     crows = read_rows(str(out / "estimates"), "conditionals")
     by_region = {r["dimensions"]["region"]: r for r in crows if r["window_start"] == latest}
@@ -528,20 +535,24 @@ def test_compare_command_on_the_demo(demo, capsys):
         (r["given_count"] * r["variance"] + r["estimate"] * (1 - r["estimate"])) / (r["given_count"] - 1)
         for r in by_region.values())))
     # by default: the latest complete window against the previous one sharing no report with it
-    assert main(["compare", "--estimates", str(out / "estimates"), "--json"]) == 0
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--json"]) == 0
     default = json_mod.loads(capsys.readouterr().out)
     assert default["window_starts"] == starts[-2:]
     # what is wrong is named: a time that is no window start, a misspelt key, a value not there
-    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", iso[0], "2026-01-01T00:30"]) == 2
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--windows", iso[0], "2026-01-01T00:30"]) == 2
     err = capsys.readouterr().err
     assert "--windows 2026-01-01T00:30: not a window start of collection 'demo_app' (UTC); the nearest are" in err
-    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "regoin=eu,us"]) == 2
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--dimension", "regoin=eu,us"]) == 2
     assert "no dimension 'regoin' in the outputs; the dimensions are ['region'] (did you mean 'region'?)" in (
         capsys.readouterr().err)
-    assert main(["compare", "--estimates", str(out / "estimates"), "--dimension", "region=eu,uss"]) == 2
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--dimension", "region=eu,uss"]) == 2
     assert "no published rows with region='uss' in window" in capsys.readouterr().err
-    assert main(["compare", "--estimates", str(out / "estimates"), "--windows", *iso, "--window", iso[0]]) == 2
+    assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--windows", *iso,
+                 "--window", iso[0]]) == 2
     assert "got --windows with --window" in capsys.readouterr().err
+    # two collections in the outputs (the demo's app and devices): which one is asked, never guessed
+    assert main(["compare", "--estimates", str(out / "estimates"), "--json"]) == 2
+    assert "--collection must be one of ['demo_app', 'demo_devices'], got --collection=None" in capsys.readouterr().err
 
 
 def test_many_groups_keep_distinct_bars(browser, tmp_path):
