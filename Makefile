@@ -19,7 +19,7 @@ env: $(STAMP)
 $(STAMP): pyproject.toml $(PINS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c $(PINS) -e ".[test]"
+	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect]"
 	touch $(STAMP)
 
 # The dashboard test drives Debian's Chromium through chromedriver (no browser downloads here).
@@ -85,7 +85,7 @@ demo: $(STAMP)
 
 # the peer libraries of goal 6 go into the same environment, only for `make bench`
 $(BENCH): $(STAMP)
-	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,bench]"
+	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,bench]"
 	touch $(BENCH)
 
 bench: $(BENCH) jvm

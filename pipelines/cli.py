@@ -1,4 +1,4 @@
-"""The ``ldp-marginals`` command: run, simulate, produce, calibrate, plan, compare, demo, dashboard."""
+"""The ``ldp-marginals`` command: run, simulate, produce, collect, calibrate, plan, compare, demo, dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -97,6 +97,14 @@ def build_parser() -> tuple:
                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     from ldp_marginals.pipelines.produce import add_produce_arguments
     add_produce_arguments(prod)
+    col = sub.add_parser("collect", help="serve HTTP for devices' reports and send them to Kafka (docs/collector.md)",
+                         description="Serve POST /v1/reports for the devices' reports (one report's Avro bytes, or "
+                                     "an Avro container of many): authenticate the app by its key, screen the "
+                                     "reports with the job's checks, bound the requests per device token, and "
+                                     "answer 200 once Kafka acknowledged them. Needs aiohttp and kafka-python "
+                                     "(pip install 'ldp-marginals[collect]').")
+    from ldp_marginals.pipelines.collect import add_collect_arguments
+    add_collect_arguments(col)
     cal = sub.add_parser("calibrate", help="noise calibration: local DP vs sufficient DP",
                          description="The privacy calculator for symmetric bit flips: the flip probability local "
                                      "DP needs for L bits at epsilon, and the one sufficient DP (Zhilyaev & Zeber) "
@@ -163,6 +171,9 @@ def main(argv=None) -> int:
         elif args.command == "produce":
             from ldp_marginals.pipelines.produce import main as produce_main
             produce_main(args)
+        elif args.command == "collect":
+            from ldp_marginals.pipelines.collect import main as collect_main
+            collect_main(args)
         elif args.command == "calibrate":
             calibrate_cmd.main(args)
         elif args.command == "plan":

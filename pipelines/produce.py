@@ -115,19 +115,24 @@ class KafkaReportProducer:
     containers while no report comes. ``close`` (or leaving the ``with`` block) sends what is held and
     waits for the broker's acknowledgements.
 
-    ``producer_config``: kafka-python's ``KafkaProducer`` options (security, ``acks``, ...)."""
+    ``producer_config``: kafka-python's ``KafkaProducer`` options (security, ``acks``, ...);
+    ``kafka_producer``: an object with its ``send``, ``flush`` and ``close`` in its place (the tests'
+    failing broker). A subclass that must know when each container is acknowledged (the collector,
+    :mod:`ldp_marginals.pipelines.collect`) overrides :meth:`_record`."""
 
     def __init__(self, bootstrap_servers: str, topic: str, max_reports: int = DEFAULT_MAX_REPORTS,
                  max_seconds: float = DEFAULT_MAX_SECONDS, max_message_bytes: int = DEFAULT_MAX_BYTES,
-                 clock=time.time, **producer_config):
-        from kafka import KafkaProducer
+                 clock=time.time, kafka_producer=None, **producer_config):
         if not isinstance(max_message_bytes, int) or max_message_bytes < 1024 + KAFKA_FRAMING:
             raise ValueError(f"max_message_bytes must be an integer >= {1024 + KAFKA_FRAMING}, "
                              f"got max_message_bytes={max_message_bytes!r}")
         self.topic = topic
         self.batcher = ContainerBatcher(max_reports, max_seconds, max_message_bytes - KAFKA_FRAMING, clock)
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers, batch_size=0,
-                                       max_request_size=max(max_message_bytes, 1 << 20), **producer_config)
+        if kafka_producer is None:
+            from kafka import KafkaProducer
+            kafka_producer = KafkaProducer(bootstrap_servers=bootstrap_servers, batch_size=0,
+                                           max_request_size=max(max_message_bytes, 1 << 20), **producer_config)
+        self._producer = kafka_producer
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.sent_records = 0
@@ -137,9 +142,14 @@ class KafkaReportProducer:
 
     def _send(self, batch: list) -> None:
         for c in batch:
-            self._producer.send(self.topic, value=c.value, timestamp_ms=c.timestamp_ms)
+            self._record(c)
             self.sent_records += 1
             self.sent_reports += c.reports
+
+    def _record(self, container: Container):
+        """Send one container as one Kafka record (called in order, under the lock) -> kafka-python's
+        future of the broker's acknowledgement."""
+        return self._producer.send(self.topic, value=container.value, timestamp_ms=container.timestamp_ms)
 
     def _age(self) -> None:
         period = min(1.0, self.batcher.max_seconds / 4)

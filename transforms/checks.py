@@ -5,7 +5,7 @@ Two views implement the same few columns: :class:`BlockView`, the rows of one co
 decoded Avro block (vectorized, the batch and message paths), and :class:`RecordView`, one record
 dict that already has the contract's types (the per-record path; a record of the wrong shape is a
 ``bad_field`` or ``bad_timestamp`` dead letter before it gets here, see
-:func:`~ldp_marginals.transforms.reports.record_view`). :func:`screen` runs :data:`CHECKS` in order on
+:func:`~ldp_marginals.transforms.screening.record_view`). :func:`screen` runs :data:`CHECKS` in order on
 the rows still passing, so a report's first fault, its reason and its detail are the same whichever
 reader found it.
 """

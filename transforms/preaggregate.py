@@ -12,7 +12,8 @@ batch they arrived in.
 
 Malformed reports become dead letters: both this vectorized path and the per-record path of
 :class:`ldp_marginals.transforms.reports.ValidateReportsFn` run the one table of checks of
-:mod:`ldp_marginals.transforms.checks`, so they give identical results.
+:mod:`ldp_marginals.transforms.checks` through :mod:`ldp_marginals.transforms.screening` (Beam-free,
+which the collector runs too), so they give identical results.
 """
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ import apache_beam as beam
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
-from ldp_marginals.schemas.dead_letters import UNDECODABLE, UNKNOWN_COLLECTION, VALID
-from ldp_marginals.transforms.avro_blocks import distinct_ids
-from ldp_marginals.transforms.avro_kernels import COLLECTION_LEN, COLLECTION_OFF, DIMS_END, DIMS_OFF, EVENT_MS
-from ldp_marginals.transforms.checks import BlockView, block_meta, collection_detail, keeps_clients, screen
+from ldp_marginals.schemas.dead_letters import VALID
+from ldp_marginals.transforms.avro_kernels import EVENT_MS
+from ldp_marginals.transforms.checks import block_meta, keeps_clients
 from ldp_marginals.transforms.dead_letters import count, dead_letter
+from ldp_marginals.transforms.screening import Fault, screen_rows
 from ldp_marginals.transforms.source import Partial
 
 FLUSH_ROWS = 1 << 20     # buffered reports counted in one go (~32 MiB of packed bits at d = 256)
@@ -108,58 +109,17 @@ def timestamped_partials(pre: Preaggregator, valid_counter=None):
         yield beam.window.TimestampedValue(partial, start / 1000.0)
 
 
-def _undecodable(block, coll_ids, coll_first, dims_ids, dims_first):
-    """Rows whose strings are not UTF-8 (collection, dimension map or client), as the per-record
-    path finds them when it builds each record; and each distinct dimension map, decoded once
-    (None where it is not UTF-8)."""
-    bad = ~block.client_utf8_ok()
-    f = block.fields
-    for cid, first in enumerate(coll_first):
-        try:
-            block.text(f[first, COLLECTION_OFF], f[first, COLLECTION_LEN])
-        except UnicodeDecodeError:
-            bad |= coll_ids == cid
-    dims_of = []
-    for did, first in enumerate(dims_first):
-        try:
-            dims_of.append(block.dimensions(int(first)))
-        except (UnicodeDecodeError, ValueError):
-            dims_of.append(None)
-            bad |= dims_ids == did
-    return np.flatnonzero(bad), dims_of
-
-
 def screen_block(block, configs: dict, pre: Preaggregator, source_of):
     """The reports of a decoded block (contract writer schema) -> valid ones into ``pre``, a dead
-    letter (yielded) for every other one: strings that are not UTF-8, an unknown collection, then
-    the checks of :data:`~ldp_marginals.transforms.checks.CHECKS`. ``source_of(i)`` names record i's
-    source."""
+    letter (yielded) for every other one, screened by
+    :func:`~ldp_marginals.transforms.screening.screen_rows` (the collector's screening too).
+    ``source_of(i)`` names record i's source."""
     f = block.fields
-    coll_ids, coll_first = distinct_ids(block, COLLECTION_OFF, length_col=COLLECTION_LEN)
-    dims_ids, dims_first = distinct_ids(block, DIMS_OFF, end_col=DIMS_END)
-    bad, dims_of = _undecodable(block, coll_ids, coll_first, dims_ids, dims_first)
-    if bad.size:
-        for i in bad:
-            yield dead_letter(UNDECODABLE, block.fault(i), source_of(i), block_meta(block, i, configs))
-        coll_ids = coll_ids.copy()
-        coll_ids[bad] = -1  # screened out of every collection below
-    for cid, first in enumerate(coll_first):
-        rows = np.flatnonzero(coll_ids == cid)
-        if not rows.size:
+    for item in screen_rows(block, configs):
+        if isinstance(item, Fault):
+            yield dead_letter(item.reason, item.detail, source_of(item.row), block_meta(block, item.row, configs))
             continue
-        name = block.text(f[first, COLLECTION_OFF], f[first, COLLECTION_LEN])
-        cfg = configs.get(name)
-        if cfg is None:
-            for i in rows:
-                yield dead_letter(UNKNOWN_COLLECTION, collection_detail(name), source_of(i),
-                                  block_meta(block, i, configs))
-            continue
-        view = BlockView(block, rows, cfg, dims_ids, dims_of)
-        passed, faults = screen(view)
-        for j, reason, detail in faults:
-            yield dead_letter(reason, detail, source_of(rows[j]), block_meta(block, rows[j], configs))
-        if not passed.any():
-            continue
+        name, cfg, view, rows, passed, dims_of = item
         packed = view.packed(passed)
         clients = view.clients(passed) if keeps_clients(cfg) else None
         kept = rows[passed]

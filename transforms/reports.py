@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import io
-import numbers
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -13,20 +12,14 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from ldp_marginals import schemas
-from ldp_marginals.schemas.dead_letters import (
-    BAD_FIELD,
-    BAD_TIMESTAMP,
-    NAMESPACE,
-    UNDECODABLE,
-    UNKNOWN_COLLECTION,
-    VALID,
-)
+from ldp_marginals.schemas.dead_letters import NAMESPACE, UNDECODABLE, VALID
 from ldp_marginals.transforms.avro_blocks import iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
 from ldp_marginals.transforms.avro_messages import decode_messages
-from ldp_marginals.transforms.checks import RecordView, block_meta, collection_detail, keeps_clients, report_meta, screen
+from ldp_marginals.transforms.checks import block_meta, keeps_clients, report_meta
 from ldp_marginals.transforms.dead_letters import TAG, damaged, dead_letter
 from ldp_marginals.transforms.preaggregate import FLUSH_ROWS, Preaggregator, screen_block, timestamped_partials
+from ldp_marginals.transforms.screening import screen_record
 from ldp_marginals.transforms.source import RECORDS, ReportSource
 
 
@@ -184,11 +177,7 @@ class ValidateReportsFn(beam.DoFn):
 
     def _validated(self, record, source: str, length: int | None = None):
         """One record on the per-record path: into the pre-aggregation, or its dead letter."""
-        view, reason, detail = record_view(record, self._configs)
-        if view is not None:
-            passed, faults = screen(view)
-            if faults:
-                _, reason, detail = faults[0]
+        view, reason, detail = screen_record(record, self._configs)
         if reason:
             yield dead_letter(reason, detail, source, report_meta(record, self._configs, length))
             return
@@ -196,35 +185,6 @@ class ValidateReportsFn(beam.DoFn):
         client = record.get("client") if keeps_clients(cfg) else None   # elsewhere dropped at the door
         self._pre.add_report(cfg.name, tuple(sorted((record.get("dimensions") or {}).items())),
                              int(view.event_ms[0]), bytes(record["bits"]), client)
-
-
-def record_view(record, configs: dict) -> tuple:
-    """``(view, reason, detail)``: a :class:`~ldp_marginals.transforms.checks.RecordView` of a record
-    of the contract's types and a known collection, or the fault of its shape. Values are checked by
-    the shared table afterwards; a detail names types, never a field's value."""
-    if not isinstance(record, dict):
-        return None, UNDECODABLE, f"expected a record, got {type(record).__name__}"
-    name = record.get("collection")
-    if not isinstance(name, str):
-        return None, BAD_FIELD, f"collection must be a string, got {type(name).__name__}"
-    if name not in configs:
-        return None, UNKNOWN_COLLECTION, collection_detail(name)
-    event = schemas._to_millis(record.get("event_time"))
-    if event is None:
-        return None, BAD_TIMESTAMP, "event_time is missing"
-    if isinstance(event, bool) or not isinstance(event, numbers.Integral):
-        return None, BAD_TIMESTAMP, f"event_time must be int millis, got {type(event).__name__}"
-    if not isinstance(record.get("bits"), (bytes, bytearray)):
-        return None, BAD_FIELD, f"bits must be bytes, got {type(record.get('bits')).__name__}"
-    dims = record.get("dimensions") or {}
-    if not isinstance(dims, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in dims.items()):
-        return None, BAD_FIELD, "dimensions must map strings to strings"
-    client = record.get("client")
-    if keeps_clients(configs[name]) and client is not None and not isinstance(client, str):
-        return None, BAD_FIELD, f"client must be a string or null, got {type(client).__name__}"
-    return RecordView(record, int(event), configs[name]), None, None
-
-
 
 
 class ReadNoisyReportFiles(ReportSource):

@@ -1,0 +1,270 @@
+"""The collector (``ldp-marginals collect``) without a broker: its app keys, its refusals (the job's
+own reasons, no report content in them), its bound per device token, and that it answers 200 only
+once Kafka acknowledged every report, over a stub of kafka-python's producer that acknowledges,
+fails or holds each record as a test says. The real broker: tests/cluster/test_collector.py."""
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import threading
+
+import fastavro
+import pytest
+
+from ldp_marginals import schemas
+from ldp_marginals.pipelines.admission import AppKeys, TokenRate, screen_body
+from ldp_marginals.pipelines.collect import Collector, make_app
+from ldp_marginals.pipelines.ledger import HEADER, AckingProducer, Ledger
+from ldp_marginals.schemas.config import parse_config
+from tests.configs import SMALL_CONFIG
+from tests.pipelines.test_same_answers import reports as population
+
+KEY = "k3y-" + "0123456789abcdef" * 2          # the test app's key
+OTHER = "other-" + "fedcba9876543210" * 2
+CFG = parse_config(SMALL_CONFIG)
+CONFIGS = {CFG.name: CFG}
+GOOD = population(CFG)[:-6]
+FAULTS = population(CFG)[-6:]   # one of each fault, in this order:
+FAULT_REASONS = ["unknown_collection", "wrong_length", "bad_timestamp", "padding_bits", "undeclared_dimension",
+                 "bad_field"]
+
+
+class StubKafka:
+    """kafka-python's ``KafkaProducer`` as the collector uses it: ``send`` returns a future that this
+    stub settles as ``mode`` says: ``"ack"`` at once, ``"fail"`` with a timeout error, ``"hold"``
+    until :meth:`release`; ``plan`` overrides the mode record by record."""
+
+    def __init__(self, mode: str = "ack", plan: list | None = None):
+        self.mode, self.plan = mode, list(plan or [])
+        self.records, self.acked, self.held = [], [], []
+        self.lock = threading.Lock()
+
+    def send(self, topic, value, timestamp_ms, headers):
+        from kafka.errors import KafkaTimeoutError
+        from kafka.future import Future
+        future = Future()
+        mode = self.plan.pop(0) if self.plan else self.mode
+        with self.lock:
+            self.records.append((value, dict(headers)))
+        if mode == "ack":
+            self.acked.append(value)
+            future.success(None)
+        elif mode == "fail":
+            future.failure(KafkaTimeoutError("stub broker: no answer"))
+        else:
+            self.held.append((future, value))
+        return future
+
+    def release(self):
+        for future, value in self.held:
+            self.acked.append(value)
+            future.success(None)
+        self.held = []
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def acked_reports(stub) -> list:
+    return [r for value in stub.acked for r in fastavro.reader(io.BytesIO(value))]
+
+
+def container(records) -> bytes:
+    buf = io.BytesIO()
+    fastavro.writer(buf, schemas.load_schema("noisy_report"), records, codec="null")
+    return buf.getvalue()
+
+
+def single(record) -> bytes:
+    return schemas.encode_message("noisy_report", record)
+
+
+class Run:
+    """A collector over a stub, served by aiohttp's test server; ``post`` returns ``(status, json,
+    headers)``."""
+
+    def __init__(self, stub=None, ack_seconds=5.0, batch_reports=500, batch_seconds=0.01, rate=None):
+        self.stub = stub or StubKafka()
+        self.producer = AckingProducer("stub:9092", "t", max_reports=batch_reports, max_seconds=batch_seconds,
+                                       kafka_producer=self.stub)
+        self.collector = Collector(CONFIGS, AppKeys({"app": KEY, "other": OTHER}), self.producer,
+                                   rate if rate is not None else TokenRate(6, 20), Ledger(3600, 1000), ack_seconds, 100_000)
+
+    async def __aenter__(self):
+        from aiohttp.test_utils import TestClient, TestServer
+        self.client = TestClient(TestServer(make_app(self.collector, 1 << 16)))
+        await self.client.start_server()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.client.close()
+        self.collector.close()
+
+    async def post(self, body: bytes, key: str | None = KEY, request_id: str | None = "req-0001",
+                   content_type: str = "application/octet-stream"):
+        headers = {"Content-Type": content_type}
+        if key is not None:
+            headers["Authorization"] = key if key.startswith("Basic ") else f"Bearer {key}"
+        if request_id is not None:
+            headers["Idempotency-Key"] = request_id
+        resp = await self.client.post("/v1/reports", data=body, headers=headers)
+        return resp.status, await resp.json(), resp.headers
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_only_a_known_app_key_is_let_in_and_no_key_is_ever_logged(caplog):
+    async def go():
+        async with Run() as c:
+            assert (await c.post(single(GOOD[0]), key=None))[0] == 401
+            assert (await c.post(single(GOOD[0]), key=KEY[:-1] + "X"))[:2][0] == 401
+            status, body, headers = await c.post(single(GOOD[0]), key="Basic " + KEY)
+            assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+            assert (await c.post(single(GOOD[0]), key=OTHER, request_id="req-other"))[0] == 200
+            assert (await c.post(single(GOOD[0])))[0] == 200
+            return c.stub
+    caplog.set_level(logging.DEBUG, logger="ldp_marginals")
+    caplog.set_level(logging.DEBUG, logger="aiohttp")
+    stub = run(go())
+    assert len(acked_reports(stub)) == 2
+    assert KEY not in caplog.text and OTHER not in caplog.text
+    # a key is refused without being quoted; the keys parse from app=key lines
+    with pytest.raises(ValueError, match="of 9 characters") as err:
+        AppKeys.parse("app=short-key", "--keys f")
+    assert "short-key" not in str(err.value)
+    assert AppKeys.parse(f"# keys\napp={KEY}\nother = {OTHER}", "x").app_of(f"Bearer {OTHER}") == "other"
+    with pytest.raises(ValueError, match="not app=key"):
+        AppKeys.parse(KEY, "--keys f")
+
+
+def test_a_request_needs_an_idempotency_key_and_avro_bytes():
+    async def go():
+        async with Run() as c:
+            status, body, _ = await c.post(single(GOOD[0]), request_id=None)
+            assert status == 400 and body["error"] == "bad_idempotency_key"
+            assert (await c.post(single(GOOD[0]), request_id="short"))[0] == 400
+            assert (await c.post(single(GOOD[0]), request_id="has space in"))[0] == 400
+            assert (await c.post(single(GOOD[0]), content_type="application/json"))[0] == 415
+            assert (await c.post(b""))[:2][1]["error"] == "empty_body"
+            status, body, _ = await c.post(b"\x00" * (1 << 17))
+            assert status == 413 and body["error"] == "body_too_large"
+            assert not c.stub.records
+    run(go())
+
+
+def test_each_fault_is_refused_with_the_jobs_reason_and_no_report_content():
+    async def go():
+        async with Run() as c:
+            answers = [await c.post(single(r), request_id=f"fault-{i:04d}") for i, r in enumerate(FAULTS)]
+            undecodable = await c.post(b"\x02\x00not avro at all", request_id="fault-junk")
+            return c.stub, answers, undecodable
+    stub, answers, undecodable = run(go())
+    assert [(s, b["error"], [r["reason"] for r in b["refused"]]) for s, b, _ in answers] == [
+        (400, "invalid_reports", [reason]) for reason in FAULT_REASONS]
+    assert undecodable[0] == 400 and undecodable[1]["refused"][0]["reason"] == "undecodable"
+    assert not stub.records   # nothing refused goes to Kafka
+    for (_, body, _), record in zip(answers, FAULTS):
+        text = str(body)
+        assert str(record["event_time"]) not in text and record["client"] not in text
+        assert repr(record["bits"]) not in text and "mars" not in text
+    # the same reasons as the job's own screening (one table): the collector calls it
+    assert [r.reason for r in screen_body(container(FAULTS), CONFIGS)[1]] == FAULT_REASONS
+
+
+def test_a_batch_sends_its_valid_reports_and_lists_the_others_by_index():
+    batch = GOOD[:40] + [FAULTS[1]] + GOOD[40:60] + [FAULTS[3]]
+
+    body = container(batch)
+
+    async def go():
+        async with Run() as c:
+            return c.stub, await c.post(body)
+    stub, (status, answer, _) = run(go())
+    assert status == 200 and answer["accepted"] == 60 and answer["refused_count"] == 2
+    assert [(r["index"], r["reason"]) for r in answer["refused"]] == [(40, "wrong_length"), (61, "padding_bits")]
+    assert [schemas.normalize("noisy_report", r) for r in acked_reports(stub)] == GOOD[:60]
+    # every record names the request and the positions it holds
+    assert [h[HEADER] for _, h in stub.records] == [b"app/req-0001 " + _digest(body) + b" 60 0-59"]
+
+
+def _digest(body: bytes) -> bytes:
+    import hashlib
+    return hashlib.sha256(body).hexdigest()[:16].encode()
+
+
+def test_requests_per_device_token_are_bounded():
+    now = [0.0]
+    rate = TokenRate(per_minute=6, burst=3, clock=lambda: now[0])
+    token = GOOD[0]["client"]
+    same = [r for r in GOOD if r["client"] == token][:1] * 5
+    other = next(r for r in GOOD if r["client"] != token)
+
+    async def go():
+        async with Run(rate=rate) as c:
+            got = [(await c.post(single(dict(same[0], event_time=same[0]["event_time"] + i)),
+                                 request_id=f"tok-{i:04d}")) for i in range(4)]
+            got.append(await c.post(single(other), request_id="tok-other"))
+            now[0] += 10.0   # one request a 10 s at 6 a minute
+            got.append(await c.post(single(dict(same[0], event_time=same[0]["event_time"] + 9)), request_id="tok-0009"))
+            return got
+    got = run(go())
+    assert [s for s, _, _ in got] == [200, 200, 200, 429, 200, 200]
+    assert got[3][1]["error"] == "rate_limited" and got[3][2]["Retry-After"] == "10"
+
+
+def test_nothing_is_acknowledged_before_kafka_acknowledges_it():
+    async def go():
+        async with Run(stub=StubKafka("fail")) as c:
+            failed = await c.post(container(GOOD[:100]))
+        async with Run(stub=StubKafka("hold")) as c:
+            task = asyncio.ensure_future(c.post(container(GOOD[:100])))
+            await asyncio.sleep(0.5)
+            waiting = not task.done() and len(c.stub.held) == 1
+            c.stub.release()
+            return failed, waiting, await task, c.collector.counters.values
+    failed, waiting, held, counters = run(go())
+    assert failed[0] == 503 and failed[1]["error"] == "kafka_unavailable" and failed[2]["Retry-After"] == "1"
+    assert waiting and held[0] == 200 and held[1]["accepted"] == 100
+    assert counters["accepted_reports_total"] == 100
+
+
+def test_a_retry_sends_only_what_kafka_does_not_hold():
+    # containers of 40: the first acknowledged, the second lost, the third acknowledged; the retry
+    # (same Idempotency-Key and body) sends the lost 40 only, and a third try is answered from memory
+    stub = StubKafka(plan=["ack", "fail", "ack"])
+    body = container(GOOD[:120])
+
+    async def go():
+        async with Run(stub=stub, batch_reports=40) as c:
+            first = await c.post(body)
+            retry = await c.post(body)
+            again = await c.post(body)
+            other = await c.post(container(GOOD[:5]))
+            return first, retry, again, other
+    first, retry, again, other = run(go())
+    assert [first[0], retry[0], again[0]] == [503, 200, 200] and again[1]["replayed"]
+    assert other[0] == 409 and other[1]["error"] == "idempotency_key_reused"
+    got = [schemas.normalize("noisy_report", r) for r in acked_reports(stub)]
+    assert len(got) == 120 and sorted(map(repr, got)) == sorted(map(repr, GOOD[:120]))
+
+
+def test_a_retry_while_kafka_has_not_answered_waits_for_the_first_send():
+    stub = StubKafka("hold")
+    body = container(GOOD[:50])
+
+    async def go():
+        async with Run(stub=stub, ack_seconds=0.3) as c:
+            first = await c.post(body)              # no answer from Kafka within 0.3 s: 503
+            retry = asyncio.ensure_future(c.post(body))
+            await asyncio.sleep(0.1)
+            stub.release()                          # the first send's acknowledgement comes
+            return first, await retry
+    first, retry = run(go())
+    assert first[0] == 503 and retry[0] == 200
+    assert len(stub.records) == 1 and len(acked_reports(stub)) == 50   # sent once
