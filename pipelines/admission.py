@@ -68,8 +68,9 @@ class AppKeys:
     def parse(cls, text: str, where: str) -> AppKeys:
         """``app=key`` pairs, one per line or separated by commas; ``#`` starts a comment."""
         keys = {}
-        for n, line in enumerate(re.split(r"[\n,]", text), 1):
-            line = line.split("#", 1)[0].strip()
+        entries = [e for line in text.splitlines() for e in line.split("#", 1)[0].split(",")]
+        for n, line in enumerate(entries, 1):
+            line = line.strip()
             if not line:
                 continue
             app, eq, key = line.partition("=")
@@ -101,7 +102,8 @@ def check_idempotency_key(value: str | None) -> str | None:
 
 class TokenRate:
     """Requests per device token (the reports' ``client`` field), a token bucket each: ``burst``
-    requests at once, then ``per_minute`` a minute. A request takes one from the bucket of every
+    requests at once, then ``per_minute`` a minute (the collector charges a request's first attempt,
+    not its retries under the same ``Idempotency-Key``). A request takes one from the bucket of every
     token it carries, or none if any of them is empty. Buckets that have refilled are dropped every
     minute, so memory follows the tokens active in the last ``burst / per_minute`` minutes."""
 

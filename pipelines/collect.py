@@ -106,7 +106,7 @@ class Collector:
         if not reports:
             return self.answer(400, dict(listed, error="invalid_reports", accepted=0))
         tokens = {r["client"] for r in reports if r.get("client") is not None}
-        wait = self.rate.take(tokens) if tokens else 0.0
+        wait = self.rate.take(tokens) if tokens and entry is None else 0.0   # a retry is not a new request
         if wait:
             return self.answer(429, {"error": "rate_limited", "detail": f"over {self.rate.burst} requests at once "
                                      f"or {self.rate.rate * 60:g} a minute for a device token"},

@@ -224,6 +224,13 @@ class Cluster:
         if os.path.exists(state):
             os.remove(state)
 
+    def start_kafka(self) -> None:
+        """Start the broker again (after :meth:`kill`) on its port and log directory: what it had
+        acknowledged is there."""
+        if "kafka" in self.pids:
+            raise ValueError("start_kafka needs a stopped broker (kill('kafka') first)")
+        _start_kafka(self, fresh=False)
+
     def kill(self, part: str) -> None:
         """Kill one part at once (SIGKILL): a crash, for the tests."""
         if part not in self.pids:
@@ -346,19 +353,31 @@ def _spawn(cmd: list, log: str, cluster: Cluster, env: dict | None = None) -> su
     return proc
 
 
-def _start_kafka(cluster: Cluster) -> None:
+def _start_kafka(cluster: Cluster, fresh: bool = True) -> None:
+    """Start the broker: ``fresh``, on a new log directory; else again on the one it had (a restart
+    that keeps every record)."""
     lib = lib_dir(cluster.jvm_dir, "kafka")
     folder = os.path.join(cluster.run_dir, "kafka")
+    props = os.path.join(folder, "server.properties")
+    cp = os.path.join(lib, "*")
+    log = os.path.join(cluster.run_dir, "kafka.log")
+    if fresh:
+        _format_kafka(folder, props, cluster.kafka_port, cp)
+    proc = _spawn([_java(), "-Xmx512m", "-cp", cp, BROKER_MAIN, props], log, cluster)
+    cluster.pids["kafka"] = proc.pid
+    _wait_port(cluster.kafka_port, proc, "the Kafka broker", log)
+
+
+def _format_kafka(folder: str, props: str, kafka_port: int, cp: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)   # a fresh log each start: the controller's port is new
     os.makedirs(folder, exist_ok=True)
     controller = free_port()
-    props = os.path.join(folder, "server.properties")
     with open(props, "w") as fh:
         fh.write("\n".join([
             "process.roles=broker,controller", "node.id=1",
             f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
-            f"listeners=PLAINTEXT://127.0.0.1:{cluster.kafka_port},CONTROLLER://127.0.0.1:{controller}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{cluster.kafka_port}",
+            f"listeners=PLAINTEXT://127.0.0.1:{kafka_port},CONTROLLER://127.0.0.1:{controller}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{kafka_port}",
             "controller.listener.names=CONTROLLER",
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             f"log.dirs={os.path.join(folder, 'data')}", "num.partitions=2",
@@ -368,16 +387,11 @@ def _start_kafka(cluster: Cluster) -> None:
             # keep every message: reports stamped in the past (CreateTime months ago, as the bench's
             # are) would otherwise be deleted by the 7-day retention within minutes, silently
             "log.retention.ms=-1", ""]))
-    cp = os.path.join(lib, "*")
-    log = os.path.join(cluster.run_dir, "kafka.log")
     fmt = subprocess.run([_java(), "-cp", cp, STORAGE_MAIN, "format", "--standalone", "-t", uuid_for_kafka(),
                           "-c", props], capture_output=True, text=True)
     if fmt.returncode != 0:
         lines = [line for line in (fmt.stderr + fmt.stdout).splitlines() if line.strip() and not line[:1].isspace()]
         raise ClusterError(f"formatting Kafka's log directory failed: {lines[-1] if lines else fmt.returncode}")
-    proc = _spawn([_java(), "-Xmx512m", "-cp", cp, BROKER_MAIN, props], log, cluster)
-    cluster.pids["kafka"] = proc.pid
-    _wait_port(cluster.kafka_port, proc, "the Kafka broker", log)
 
 
 def uuid_for_kafka() -> str:
