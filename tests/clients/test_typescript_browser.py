@@ -30,6 +30,7 @@ PAGE = ('<!doctype html><html><head><meta charset="utf-8"><script type="importma
 class Handler(SimpleHTTPRequestHandler):
     """Files under clients/, the page at /, the config at /config.json; POST /collect keeps the body."""
     received: list
+    posts: list
 
     def do_GET(self):
         if self.path in ("/", "/config.json"):
@@ -43,9 +44,18 @@ class Handler(SimpleHTTPRequestHandler):
         super().do_GET()
 
     def do_POST(self):
-        self.received.append(self.rfile.read(int(self.headers["Content-Length"])))
-        self.send_response(204)
+        """As the collector: the first attempt of each request answered 503 (Kafka away), its retry 200."""
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.posts.append((self.headers["Authorization"], self.headers["Idempotency-Key"], body))
+        retry = sum(p[1] == self.headers["Idempotency-Key"] for p in self.posts) > 1
+        if retry:
+            self.received.append(body)
+        answer = b'{"accepted": 1}' if retry else b'{"error": "kafka_unavailable"}'
+        self.send_response(200 if retry else 503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
+        self.wfile.write(answer)
 
     def log_message(self, *args):
         pass
@@ -55,12 +65,12 @@ class Handler(SimpleHTTPRequestHandler):
 def site():
     if not (CLIENTS / "typescript" / "dist" / "index.js").exists():
         pytest.fail("clients/typescript/dist is missing: `make clients-ts` builds it")
-    received = []
-    handler = type("SiteHandler", (Handler,), {"received": received})
+    received, posts = [], []
+    handler = type("SiteHandler", (Handler,), {"received": received, "posts": posts})
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(CLIENTS)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", received   # a secure context: WebCrypto works
+    yield f"http://127.0.0.1:{server.server_address[1]}", received, posts   # a secure context: WebCrypto works
     server.shutdown()
     server.server_close()
 
@@ -120,7 +130,7 @@ def test_the_built_module_reproduces_every_vector_in_chromium(page):
 SEND = """
 const [values, done] = arguments;
 import("/typescript/examples/report.js")
-  .then((m) => m.sendReport("/config.json", "/collect", values, {app: "web"}))
+  .then((m) => m.sendReport("/config.json", "/collect", "web-app-key", values, {app: "web"}))
   .then(done, (err) => done("error: " + err));
 """
 
@@ -136,8 +146,8 @@ import("/typescript/dist/index.js").then(async (m) => {
 
 
 def test_the_web_snippet_keeps_one_secret_across_page_loads_and_posts_decodable_reports(site, page):
-    url, received = site
-    before = len(received)
+    url, received, posts = site
+    before, posts_before = len(received), len(posts)
     start_ms = int(time.time() * 1000)
     tokens = []
     for _ in range(2):   # two page loads share the key stored in IndexedDB
@@ -148,6 +158,10 @@ def test_the_web_snippet_keeps_one_secret_across_page_loads_and_posts_decodable_
         assert start_ms <= report["event_time"] <= int(time.time() * 1000) and len(report["bits"]) == 1
         tokens.append(report["client"])
     assert len(received) == before + 2
+    # each report posted twice (a 503, then its retry) with the app's key and one request id
+    ids = [p[1] for p in posts[posts_before:]]
+    assert [p[0] for p in posts[posts_before:]] == ["Bearer web-app-key"] * 4
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2] and len(ids[0]) == 36
     assert len(tokens[0]) == 22 and tokens[0] == tokens[1]   # the global window: one token per device
     assert page.execute_async_script(KEY) == {"extractable": False, "exported": "refused", "algorithm": "HMAC"}
     page.get_log("browser")   # drop what came before
