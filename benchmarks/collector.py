@@ -135,24 +135,20 @@ async def closed_loop(url, key, payloads: list, devices: int, seconds: float, pe
     return load.summary(took, per)
 
 
-async def open_loop(url, key, payloads: list, rate: float, per: int, retry: bool = False, during=None) -> dict:
-    """Request i launched at ``i / rate`` s (its latency counted from then); ``during(elapsed)`` is
-    called every 0.1 s (the broker's kill and restart)."""
+async def open_loop(url, key, payloads: list, rate: float, per: int, retry: bool = False) -> dict:
+    """Request i launched at ``i / rate`` s (its latency counted from then)."""
     import aiohttp
     load = Load()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        start, tasks, i, last, side = time.perf_counter(), [], 0, 0.0, []
+        start, tasks, i = time.perf_counter(), [], 0
         while i < len(payloads):
             now = time.perf_counter()
             due = int((now - start) * rate) + 1
             while i < min(due, len(payloads)):
                 tasks.append(asyncio.ensure_future(_one(session, url, payloads[i], key, load, start + i / rate, retry)))
                 i += 1
-            if during is not None and now - last >= 0.1:   # in a thread: the schedule goes on meanwhile
-                last = now
-                side.append(asyncio.get_running_loop().run_in_executor(None, during, now - start))
             await asyncio.sleep(0.001)
-        await asyncio.gather(*tasks, *side)
+        await asyncio.gather(*tasks)
         took = time.perf_counter() - start
     return load.summary(took, per)
 
@@ -246,27 +242,38 @@ def restart_run(cluster, config, run_dir, reports: Reports, key, args) -> dict:
     batches, singles = bodies(reports, 2_000, 100), bodies(reports, 20_000, 1)
     sent = {collectors.identity(r) for body in batches for r in _reports_of(body)} | {
         collectors.identity(schemas.decode_message("noisy_report", b)) for b in singles}
-    events, lock = {}, threading.Lock()
-
-    def during(elapsed):
-        with lock:   # one call at a time: a restart takes seconds
-            if elapsed >= 5 and "killed" not in events:
-                cluster.kill("kafka")
-                events["killed"] = round(elapsed, 1)
-            elif elapsed >= 12 and "killed" in events and "started" not in events:
-                cluster.start_kafka()
-                events["started"] = round(elapsed, 1)
+    events, outcome = {}, {}
 
     async def both(url):
-        return await asyncio.gather(open_loop(url, key, batches, 100, 100, retry=True, during=during),
+        return await asyncio.gather(open_loop(url, key, batches, 100, 100, retry=True),
                                     open_loop(url, key, singles, 1000, 1, retry=True))
 
-    with collectors.running(config, cluster.bootstrap, topic, run_dir, "--ack-seconds", "3", *args) as c:
+    def devices(url):
         try:
-            b, s = asyncio.run(both(c.url + "/v1/reports"))
+            outcome["loads"] = asyncio.run(both(url))
+        except BaseException as err:  # noqa: BLE001 - raised again in the main thread
+            outcome["error"] = err
+
+    with collectors.running(config, cluster.bootstrap, topic, run_dir, "--ack-seconds", "3", *args) as c:
+        # the devices in a thread; the broker killed and started from this one (a broker started from a
+        # thread that ends is ended with it: the cluster's parts die with the thread that started them)
+        thread = threading.Thread(target=devices, args=(c.url + "/v1/reports",))
+        start = time.perf_counter()
+        thread.start()
+        try:
+            time.sleep(5)
+            cluster.kill("kafka")
+            events["killed"] = round(time.perf_counter() - start, 1)
+            time.sleep(7)
+            cluster.start_kafka()
+            events["started"] = round(time.perf_counter() - start, 1)
         finally:
             if "kafka" not in cluster.pids:
                 cluster.start_kafka()
+            thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    b, s = outcome["loads"]
     got = [collectors.identity(r) for rs, _ in collectors.read_topic(cluster.bootstrap, topic, timeout_s=300) for r in rs]
     return {"batches": b, "singles": s, "events": events, "acknowledged": b["accepted_reports"] + s["accepted_reports"],
             "on_topic": len(got), "distinct_on_topic": len(set(got)), "lost": len(sent - set(got)),

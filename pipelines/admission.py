@@ -18,9 +18,11 @@ import time
 from typing import NamedTuple
 
 from ldp_marginals import schemas
+from ldp_marginals.pipelines.produce import Encoded
 from ldp_marginals.schemas.dead_letters import BAD_TIMESTAMP, DAMAGED_BLOCK, REASONS, UNDECODABLE
 from ldp_marginals.transforms.avro_blocks import iter_report_batches
 from ldp_marginals.transforms.avro_container import MAGIC, Damage
+from ldp_marginals.transforms.avro_kernels import CLIENT_LEN, CLIENT_OFF, EVENT_MS, RECORD_END, RECORD_START
 from ldp_marginals.transforms.avro_messages import decode_messages
 from ldp_marginals.transforms.screening import Fault, screen_record, screen_rows
 
@@ -159,33 +161,54 @@ class Refusal(NamedTuple):
 
 
 def screen_body(body: bytes, configs: dict) -> tuple:
-    """A request's body -> ``(reports, refusals)``: the NoisyReport dicts that pass the job's checks
-    (in the body's order) and a :class:`Refusal` for every other one. The body is one report's Avro
+    """A request's body -> ``(reports, refusals)``: the reports that pass the job's checks
+    (:class:`~ldp_marginals.pipelines.produce.Encoded`, in the body's order) and a :class:`Refusal` for every other one. The body is one report's Avro
     bytes (docs/client.md, section 3) or an Avro object container of reports (a batch); a container
     with a damaged byte range is refused whole (``damaged_block``: which reports it held is unknown)."""
     if body[:4] == MAGIC:
         return _screen_container(body, configs)
-    block, failed = decode_messages([body], [0])
+    return screen_singles([body], configs)[0]
+
+
+def screen_singles(bodies: list, configs: dict) -> list:
+    """Single-report bodies (of many requests) screened together, as the job screens a batch of
+    messages: one compiled decode and one vectorized screen for all -> ``(reports, refusals)`` per
+    body, each of index 0."""
+    out = [([], []) for _ in bodies]
+    block, failed = decode_messages(list(bodies), list(range(len(bodies))))
     if block is not None:
-        return _screen_block(block, configs, 0)
-    try:
-        record = schemas.decode_message("noisy_report", body)
-    except Exception as err:  # noqa: BLE001 - named by type only: its message may quote the bytes
-        return [], [Refusal(0, UNDECODABLE, f"a body of {len(body):,} bytes is not a NoisyReport "
-                                            f"({type(err).__name__})")]
-    return _screen_records([record], configs, 0)
+        for row, got in _screen_block(block, configs):
+            i = block.labels[row]
+            if isinstance(got, Refusal):
+                out[i][1].append(got._replace(index=0))
+            else:
+                out[i][0].append(got)
+    for i, body, _ in failed:
+        try:
+            record = schemas.decode_message("noisy_report", body)
+        except Exception as err:  # noqa: BLE001 - named by type only: its message may quote the bytes
+            out[i][1].append(Refusal(0, UNDECODABLE, f"a body of {len(body):,} bytes is not a NoisyReport "
+                                                     f"({type(err).__name__})"))
+            continue
+        out[i] = _screen_records([record], configs, 0)
+    return out
 
 
-def _screen_block(block, configs: dict, first: int) -> tuple:
-    refusals, passed = [], []
+def _screen_block(block, configs: dict) -> list:
+    """``(row, Encoded report or Refusal)`` for every row of a decoded block, in row order; a passing
+    report keeps its bytes as the client wrote them."""
+    got = []
     for item in screen_rows(block, configs):
         if isinstance(item, Fault):
-            refusals.append(Refusal(first + item.row, item.reason, item.detail))
-        else:
-            passed.extend(int(i) for i in item.rows[item.passed])
-    passed.sort()
-    refusals.sort(key=lambda r: r.index)
-    return [block.record(i) for i in passed], refusals
+            got.append((item.row, Refusal(item.row, item.reason, item.detail)))
+            continue
+        f = block.fields
+        for row in item.rows[item.passed]:
+            r = f[row]
+            got.append((int(row), Encoded(block.buf[r[RECORD_START]:r[RECORD_END]].tobytes(), int(r[EVENT_MS]),
+                                          None if r[CLIENT_OFF] < 0 else block.text(r[CLIENT_OFF], r[CLIENT_LEN]))))
+    got.sort(key=lambda pair: pair[0])
+    return got
 
 
 def _screen_records(records: list, configs: dict, first: int) -> tuple:
@@ -198,7 +221,9 @@ def _screen_records(records: list, configs: dict, first: int) -> tuple:
         if reason:
             refusals.append(Refusal(first + i, reason, detail))
         else:
-            reports.append(schemas.normalize("noisy_report", record))
+            record = schemas.normalize("noisy_report", record)
+            reports.append(Encoded(schemas.encode_message("noisy_report", record), record["event_time"],
+                                   record.get("client")))
     return reports, refusals
 
 
@@ -217,7 +242,12 @@ def _screen_container(body: bytes, configs: dict) -> tuple:
                     records.append(ValueError(item.fault(i) or "a string is not UTF-8"))
             got, refused = _screen_records(records, configs, first)
         else:
-            got, refused = _screen_block(item, configs, first)
+            got, refused = [], []
+            for row, one in _screen_block(item, configs):
+                if isinstance(one, Refusal):
+                    refused.append(one._replace(index=first + row))
+                else:
+                    got.append(one)
         reports += got
         refusals += refused
         first += len(item)

@@ -21,9 +21,10 @@ import hashlib
 import logging
 import time
 
-from ldp_marginals.pipelines.admission import AppKeys, TokenRate, check_idempotency_key, screen_body
+from ldp_marginals.pipelines.admission import AppKeys, TokenRate, check_idempotency_key, screen_body, screen_singles
 from ldp_marginals.pipelines.ledger import AckingProducer, Entry, Ledger, Submission, new_future, read_back
 from ldp_marginals.pipelines.produce import DEFAULT_MAX_BYTES
+from ldp_marginals.transforms.avro_container import MAGIC
 
 log = logging.getLogger("ldp_marginals.collect")
 
@@ -32,7 +33,7 @@ CONTENT_TYPES = ("application/octet-stream", "application/avro", "avro/binary", 
 MAX_LISTED = 100   # refusals listed in one answer (refused_count says how many in all)
 DEFAULTS = dict(host="127.0.0.1", port=8088, max_body_bytes=1 << 20, ack_seconds=10.0, batch_reports=500,
                 batch_seconds=0.05, token_per_minute=6.0, token_burst=20, dedupe_seconds=86_400.0,
-                dedupe_entries=1_000_000, read_back_records=10_000, max_in_flight=500_000)
+                dedupe_entries=1_000_000, read_back_records=10_000, max_in_flight=500_000, backlog=4096)
 
 
 class Counters:
@@ -63,6 +64,48 @@ class Collector:
         self.ack_seconds, self.max_in_flight = ack_seconds, max_in_flight
         self.counters = Counters()
         self._sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ldp-collector-kafka")
+        self._singles = []    # (body, future) of single-report requests waiting for this loop pass's screening
+        self._outbox = []     # submissions waiting for this loop pass's hand-over to the producer's thread
+
+    async def _screen(self, body: bytes) -> tuple:
+        """``(reports, refusals)`` of a body. Single-report bodies that arrive in one pass of the event
+        loop are screened together (one compiled decode and screen, as the job screens messages)."""
+        if body[:4] == MAGIC:
+            return screen_body(body, self.configs)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._singles.append((body, future))
+        if len(self._singles) == 1:
+            loop.call_soon(self._screen_singles)
+        return await future
+
+    def _screen_singles(self) -> None:
+        waiting, self._singles = self._singles, []
+        try:
+            results = screen_singles([body for body, _ in waiting], self.configs)
+        except Exception as err:  # noqa: BLE001 - a bug must not leave the requests hanging
+            for _, future in waiting:
+                future.set_exception(err)
+            return
+        for (_, future), result in zip(waiting, results):
+            future.set_result(result)
+
+    def _ship(self, submission: Submission) -> None:
+        """Hand ``submission`` to the producer's thread, with the others of this loop pass."""
+        self._outbox.append(submission)
+        if len(self._outbox) == 1:
+            asyncio.get_running_loop().call_soon(self._ship_all)
+
+    def _ship_all(self) -> None:
+        subs, self._outbox = self._outbox, []
+        self._sender.submit(self._submit_all, subs)
+
+    def _submit_all(self, subs: list) -> None:
+        for sub in subs:
+            try:
+                self.producer.submit(sub)
+            except Exception as err:  # noqa: BLE001 - those reports fail, their request answers 503
+                sub.loop.call_soon_threadsafe(_fail, sub.entry.future, type(err).__name__)
 
     def close(self) -> None:
         self._sender.shutdown(wait=True)
@@ -99,13 +142,13 @@ class Collector:
             if entry.complete:
                 self.counters.add("replayed_total")
                 return self.answer(200, dict(entry.answer or {"accepted": entry.total}, replayed=True))
-        reports, refusals = screen_body(body, self.configs)
+        reports, refusals = await self._screen(body)
         for r in refusals:
             self.counters.add(f"refused_total:reason=\"{r.reason}\"")
         listed = {"refused": [r.public() for r in refusals[:MAX_LISTED]], "refused_count": len(refusals)}
         if not reports:
             return self.answer(400, dict(listed, error="invalid_reports", accepted=0))
-        tokens = {r["client"] for r in reports if r.get("client") is not None}
+        tokens = {r.client for r in reports if r.client is not None}
         wait = self.rate.take(tokens) if tokens and entry is None else 0.0   # a retry is not a new request
         if wait:
             return self.answer(429, {"error": "rate_limited", "detail": f"over {self.rate.burst} requests at once "
@@ -121,7 +164,7 @@ class Collector:
         loop = asyncio.get_running_loop()
         submission = Submission(f"{app}/{key}", entry, missing, [reports[i] for i in missing], loop)
         new_future(entry, loop)
-        await loop.run_in_executor(self._sender, self.producer.submit, submission)
+        self._ship(submission)
         return await self._wait(entry)
 
     async def _wait(self, entry: Entry):
@@ -135,6 +178,11 @@ class Collector:
         self.counters.add(f"kafka_failures_total:error=\"{failed}\"")
         return self.answer(503, {"error": "kafka_unavailable", "detail": "Kafka has not acknowledged the reports: "
                                  "retry with the same Idempotency-Key"}, {"Retry-After": "1"})
+
+
+def _fail(future, error: str) -> None:
+    if not future.done():
+        future.set_result(error)
 
 
 def make_app(collector: Collector, max_body_bytes: int):
@@ -177,6 +225,9 @@ def add_collect_arguments(parser) -> None:
     parser.add_argument("--host", default=d["host"], help="the address to serve on (default %(default)s: this "
                                                            "machine only; a TLS proxy in front serves devices)")
     parser.add_argument("--port", type=int, default=d["port"], help="the port (default %(default)s)")
+    parser.add_argument("--backlog", type=int, default=d["backlog"],
+                        help="connections waiting to be accepted (the kernel caps it at net.core.somaxconn; default "
+                             "%(default)s: thousands of devices connecting at once)")
     parser.add_argument("--keys", help="a file of app=key lines (keys of at least 32 characters); default: the "
                                        "environment variable LDP_COLLECTOR_KEYS")
     parser.add_argument("--max-body-bytes", type=int, default=d["max_body_bytes"],
@@ -240,7 +291,7 @@ def main(args) -> None:
     started = time.time()
     print(f"collecting for apps {', '.join(collector.keys.apps)} on http://{args.host}:{args.port}{PATH} "
           f"into {args.topic} at {args.kafka}", flush=True)
-    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None,
+    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, backlog=args.backlog,
                 shutdown_timeout=args.ack_seconds + 1)
     print(f"collector stopped after {time.time() - started:.0f} s: " +
           ", ".join(f"{k} {v:,}" for k, v in sorted(collector.counters.values.items())), flush=True)

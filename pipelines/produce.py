@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+import zlib
 from typing import NamedTuple
 
 # Kafka's defaults: a broker takes record batches of up to message.max.bytes = 1,048,588 bytes and a
@@ -25,6 +26,16 @@ DEFAULT_MAX_REPORTS = 500
 DEFAULT_MAX_SECONDS = 10.0
 
 
+class Encoded(NamedTuple):
+    """A NoisyReport already in Avro binary (as the clients write it, docs/client.md section 3): its
+    bytes, and the fields a producer reads from it (its event time, ms) and a collector bounds (its
+    device token). Containers of them are framed around the bytes as they are, not re-encoded."""
+
+    datum: bytes
+    event_time: int
+    client: str | None = None
+
+
 class Container(NamedTuple):
     """One Kafka record's worth: an Avro container, its record timestamp and how many reports it holds."""
 
@@ -34,18 +45,42 @@ class Container(NamedTuple):
 
 
 def encode_container(reports: list, codec: str = "deflate") -> bytes:
-    """NoisyReport records -> the bytes of one Avro object container."""
+    """NoisyReport records (dicts, or all :class:`Encoded`) -> the bytes of one Avro object container."""
     import fastavro
 
     from ldp_marginals import schemas
     buf = io.BytesIO()
+    if reports and isinstance(reports[0], Encoded):
+        # fastavro writes the header (schema, codec, sync marker); the one block is framed here around
+        # the reports' bytes: its count and size (Avro longs), the data (raw deflate), the sync marker
+        fastavro.writer(buf, schemas.load_schema("noisy_report"), [], codec=codec)
+        header = buf.getvalue()
+        data = b"".join(r.datum for r in reports)
+        if codec == "deflate":
+            packer = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+            data = packer.compress(data) + packer.flush()
+        elif codec != "null":
+            raise ValueError(f"codec must be 'deflate' or 'null' for encoded reports, got codec={codec!r}")
+        return header + _long(len(reports)) + _long(len(data)) + data + header[-16:]
     fastavro.writer(buf, schemas.load_schema("noisy_report"), reports, codec=codec)
     return buf.getvalue()
+
+
+def _long(n: int) -> bytes:
+    """A non-negative Avro long: zigzag (2n), then 7 bits a byte, low first."""
+    z, out = n << 1, bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
 
 
 def earliest_ms(reports: list) -> int:
     """The record timestamp of a container: its earliest event time (ms), so that none of its reports
     is behind the record's own time."""
+    if isinstance(reports[0], Encoded):
+        return min(r.event_time for r in reports)
     return min(int(r["event_time"]) for r in reports)
 
 

@@ -226,7 +226,8 @@ class Cluster:
 
     def start_kafka(self) -> None:
         """Start the broker again (after :meth:`kill`) on its port and log directory: what it had
-        acknowledged is there."""
+        acknowledged is there. Like every part, the broker ends with the thread that starts it (unless
+        ``detached``): call this from a thread that outlives its use."""
         if "kafka" in self.pids:
             raise ValueError("start_kafka needs a stopped broker (kill('kafka') first)")
         _start_kafka(self, fresh=False)
