@@ -1,7 +1,8 @@
 """From the device to the outputs: devices made by the JVM client (clients/java, the specification's
-seeded generator) post their reports to ``ldp-marginals collect`` (half one by one, half in batches
-of 100), which sends them to Kafka; the streaming job on the local Flink reads the topic and
-publishes the window. Every report the collector accepted is counted, and the window's estimates
+seeded generator) post their reports to ``ldp-marginals collect`` (600 one by one, the others in
+batches of 100), which sends them to Kafka; the streaming job on the local Flink reads the topic and
+publishes the window (early panes every 2 s; the reports are stamped minutes ahead, so none is
+late however long the devices take). Every report the collector accepted is counted, and the window's estimates
 cover the devices' true counts at their nominal rate. About a minute and a half.
 
 Needs the client's test classes (``make clients-java``, which ``make test`` runs first; built here
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THR
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAVA = os.path.join(ROOT, "clients", "java")
 DEVICES = 3000
+SINGLES = 600   # devices that post alone, one after another (about 20 ms each); the others in batches
 WINDOW_S = 20
 FEATURES = [{"name": "dark", "type": "boolean"}, {"name": "os", "type": "categorical", "values": ["mac", "win", "linux"]},
             {"name": "beta", "type": "boolean"}]
@@ -78,14 +80,16 @@ def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(own_c
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", "devices",
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
             "--kafka-expansion-service", cluster.expansion_service, "--output", out] + cluster.pipeline_args()
-    t0 = streams.next_start_ms(WINDOW_S, 45)   # the window opens once the job reads and the devices have posted
+    t0 = streams.next_start_ms(WINDOW_S, 300)   # the window's early panes count the reports as they come
     lines, truth_bits = devices(t0)
     (tmp_path / "devices.txt").write_text("\n".join(lines) + "\n")
-    with collectors.running(str(tmp_path / "c.json"), cluster.bootstrap, "devices", str(tmp_path)) as c, \
+    with collectors.running(str(tmp_path / "c.json"), cluster.bootstrap, "devices", str(tmp_path),
+                            "--batch-seconds", "0.01") as c, \
             streams.running_job(argv):
         sent = subprocess.run(["java", "-cp", classpath, "ldp_marginals.client.CollectorSender", c.url + "/v1/reports",
                                str(tmp_path / "app.key"), str(tmp_path / "client.json"),
-                               os.path.join(ROOT, "schemas", "noisy_report.avsc"), str(tmp_path / "devices.txt")],
+                               os.path.join(ROOT, "schemas", "noisy_report.avsc"), str(tmp_path / "devices.txt"),
+                               str(SINGLES)],
                               capture_output=True, text=True, timeout=300)
         assert sent.returncode == 0, sent.stderr[-2000:]
         assert sent.stdout.split() == ["accepted", str(DEVICES)]

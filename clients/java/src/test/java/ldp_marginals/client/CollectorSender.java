@@ -23,7 +23,7 @@ import org.apache.avro.generic.GenericDatumWriter;
  * Devices made by this client posting their reports to the collector (`ldp-marginals collect`), as
  * docs/collector.md tells an Android app to: {@link #send} is the page's snippet, between its
  * markers. {@link #main} is the end-to-end test's devices (tests/cluster/test_collector_end_to_end.py):
- * one report each, made with the specification's seeded generator, the first half sent one by one,
+ * one report each, made with the specification's seeded generator, the first ones sent one by one,
  * the rest in batches of 100 (Avro containers written with Apache Avro's {@code appendEncoded}).
  */
 public final class CollectorSender {
@@ -97,8 +97,9 @@ public final class CollectorSender {
 
     /**
      * Arguments: the collector's URL, a file holding the app key, the client config (JSON), the
-     * NoisyReport schema, and the devices: one a line, {@code secret-hex seed-hex event-ms values-json}.
-     * Prints the reports the collector accepted.
+     * NoisyReport schema, the devices (one a line, {@code secret-hex seed-hex event-ms values-json}),
+     * and how many of them post their report alone (the others in batches of 100). Prints the reports
+     * the collector accepted.
      */
     @SuppressWarnings("unchecked")
     public static void main(String[] args) throws Exception {
@@ -113,7 +114,7 @@ public final class CollectorSender {
             Map<String, Object> values = (Map<String, Object>) Json.parse(f[3]);
             reports.add(client.report(values, Long.parseLong(f[2]), Collections.<String, Object>emptyMap()).toAvro());
         }
-        int half = reports.size() / 2;
+        int half = Math.min(reports.size(), Integer.parseInt(args[5]));
         long accepted = 0;
         for (byte[] report : reports.subList(0, half)) {
             accepted += accepted(send(collector, appKey, report));
