@@ -123,9 +123,12 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
 
     ``collection``: a name or a list of names (default: all). ``windows``: one window start, or a
     ``(first, last)`` pair of starts, inclusive (ISO strings in UTC, datetimes or int milliseconds;
-    default: every window). ``dimensions``: the key, as a dict the rows' dimensions must equal
-    (``{}``: the rows over all reports; default: every key). Of a window's panes only the latest is
-    read (it holds the window's estimate so far)."""
+    default: every window). ``dimensions``: a dict of dimension values: the rows of every key that
+    holds them (``{"region": "eu"}`` selects ``region=eu`` whatever the key's other dimensions);
+    ``{}``: the key without dimensions (the rows over all reports); default: every key. A
+    ``dimensions`` that matches no key of the selected collections and windows is a ValueError
+    naming the keys there are; a key that exists but was withheld gives no rows (``withheld`` says
+    why). Of a window's panes only the latest is read (it holds the window's estimate so far)."""
     check_kind(kind)
     kind, which = _table_kind(kind, estimator)
     names = None if collection is None else ({collection} if isinstance(collection, str) else set(collection))
@@ -147,16 +150,43 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     if names is not None and kind == DEAD_LETTERS:
         table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
     if dimensions is not None:
-        table = table.filter(key_mask(table, dimensions))
+        selected = table.filter(key_mask(table, dimensions, partial=bool(dimensions)))
+        if selected.num_rows == 0:
+            _check_some_key_matches(dimensions, _keys_there(manifest, table, names, span))
+        table = selected
     if which is not None:
         table = table.append_column("estimator", pa.repeat(pa.scalar(which, pa.string()), table.num_rows))
     return table
 
 
-def key_mask(table: pa.Table, dimensions: dict) -> pa.Array:
-    """Which rows' ``dimensions`` equal ``dimensions`` (a dict), computed on the columns: a row
-    matches when it has as many entries and each of its entries is one of the wanted ones (a map's
-    keys are distinct)."""
+def _keys_there(manifest: dict, table: pa.Table, names: set | None, span: tuple | None) -> list:
+    """The keys (dicts) of the selected collections and windows: of the manifest's entries of every
+    estimate kind and of the withheld rows (a key withheld in every window has no estimate file), and
+    of ``table``'s rows (a run from before keys were written apart names no key in its entries)."""
+    keys = {json.dumps(sorted(e["key"].items())) for e in manifest["files"]
+            if e["kind"] != DEAD_LETTERS and e.get("key") is not None
+            and (names is None or e["group"] in names)
+            and (span is None or (e["window_start"] is not None and span[0] <= e["window_start"] <= span[1]))}
+    column = table.column("dimensions").to_pylist() if "dimensions" in table.column_names else []
+    keys |= {json.dumps(sorted(dict(d or []).items())) for d in column}
+    return [dict(json.loads(k)) for k in sorted(keys)]
+
+
+def _check_some_key_matches(dimensions: dict, keys: list) -> None:
+    """A ValueError when ``dimensions`` selects none of ``keys`` (and there are keys to select)."""
+    want = {str(k): str(v) for k, v in dimensions.items()}
+    if not keys or any((want.items() <= key.items()) if want else not key for key in keys):
+        return
+    shown = ", ".join("{" + ", ".join(f"{k}={v}" for k, v in sorted(key.items())) + "}" for key in keys[:20])
+    more = f" and {len(keys) - 20} more" if len(keys) > 20 else ""
+    raise ValueError(f"dimensions={dimensions!r} matches no key of the selected collections and windows; "
+                     f"the keys are {shown}{more}")
+
+
+def key_mask(table: pa.Table, dimensions: dict, partial: bool = False) -> pa.Array:
+    """Which rows' ``dimensions`` equal ``dimensions`` (a dict), or with ``partial`` hold every entry
+    of it (and maybe others), computed on the columns: a row matches when it holds each wanted entry
+    (a map's keys are distinct) and, unless ``partial``, no other."""
     want = {str(k): str(v) for k, v in dimensions.items()}
     column = table.column("dimensions").combine_chunks()
     if isinstance(column, pa.ChunkedArray):   # no rows
@@ -169,7 +199,8 @@ def key_mask(table: pa.Table, dimensions: dict) -> pa.Array:
     hits = np.concatenate([[0], np.cumsum(hit)])
     found = hits[offsets[1:]] - hits[offsets[:-1]]
     valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    return pa.array((counts == len(want)) & (found == len(want)) & (valid | (len(want) == 0)))
+    same_size = np.ones(len(counts), dtype=bool) if partial else counts == len(want)
+    return pa.array(same_size & (found == len(want)) & (valid | (len(want) == 0)))
 
 
 def read_collections(output_dir: str) -> list:

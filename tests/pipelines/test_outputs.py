@@ -86,7 +86,8 @@ def test_read_selects_by_collection_window_range_and_dimensions_with_typed_colum
     us = ldp_marginals.read_rows(out, "marginals", dimensions={"region": "us"})
     assert eu and {r["dimensions"]["region"] for r in eu} == {"eu"}
     assert len(eu) + len(us) == every.num_rows   # every key of this job names a region
-    assert ldp_marginals.read(out, "marginals", dimensions={}).num_rows == 0
+    with pytest.raises(ValueError, match=r"dimensions=\{\} matches no key .* the keys are \{region=eu\}, \{region=us\}"):
+        ldp_marginals.read(out, "marginals", dimensions={})   # no key without dimensions here
     assert ldp_marginals.read(out, "marginals", collection="other").num_rows == 0
     for bad, message in (({"windows": "yesterday"}, "windows must be UTC times"),
                          ({"windows": (starts[2], starts[1])}, "first <= last"),
