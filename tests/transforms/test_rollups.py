@@ -1,0 +1,103 @@
+"""Complementary suppression over rollups (``transforms/publication/rollups.py``): the published rows'
+span holds no nonzero vector on cells of fewer than ``min_reports`` reports, checked by brute force
+over every such set of cells on random grids; a rollup is published where a small key is withheld."""
+import itertools
+
+import numpy as np
+import pytest
+
+from ldp_marginals.transforms.publication.rollups import rows_of, suppress
+
+ROLLUPS = [("region",), ("version",), ()]
+
+
+def grid(counts: dict) -> dict:
+    """``{(region, version): n}`` -> cells keyed by sorted ``(name, value)`` pairs."""
+    return {(("region", r), ("version", v)): n for (r, v), n in counts.items()}
+
+
+def smallest_isolated(cells: dict, rows: list) -> int | None:
+    """The fewest reports of a set of cells that some nonzero vector of the rows' span lies on (None:
+    no vector lies on fewer than all cells), by every subset: ``dim(V n W_T) = rank(R) - rank(R
+    without T's columns)``."""
+    order = sorted(cells)
+    if not rows:
+        return None
+    matrix = np.array([[1.0 if c in row else 0.0 for c in order] for row in rows])
+    rank = np.linalg.matrix_rank(matrix)
+    best = None
+    for size in range(1, len(order) + 1):
+        for t in itertools.combinations(range(len(order)), size):
+            rest = [i for i in range(len(order)) if i not in t]
+            if rank - (np.linalg.matrix_rank(matrix[:, rest]) if rest else 0) > 0:
+                weight = sum(cells[order[i]] for i in t)
+                best = weight if best is None else min(best, weight)
+    return best
+
+
+def test_random_grids_keep_the_promise_by_every_set_of_cells():
+    rng = np.random.default_rng(37)
+    for _ in range(120):
+        regions, versions = rng.integers(1, 4), rng.integers(1, 4)
+        counts = {(f"r{i}", f"v{j}"): int(rng.choice([rng.integers(1, 30), rng.integers(30, 120)]))
+                  for i in range(regions) for j in range(versions)}
+        cells = grid(counts)
+        rollups = [r for r in ROLLUPS if rng.random() < 0.7]
+        published = suppress(cells, rollups, 50)
+        rows = rows_of(cells, rollups)
+        least = smallest_isolated(cells, [rows[r] for r in published])
+        assert least is None or least >= 50, (counts, rollups, sorted(published))
+        # nothing below the guard is published as it is
+        assert all(sum(cells[c] for c in rows[r]) >= 50 for r in published)
+
+
+def test_a_rollup_is_published_where_a_small_key_is_withheld_with_one_more_key():
+    cells = grid({("eu", "1"): 10, ("eu", "2"): 100, ("eu", "3"): 120, ("us", "1"): 200})
+    published = suppress(cells, [("region",)], 50)
+    eu = ("rollup", ("region",), (("region", "eu"),))
+    assert eu in published
+    keys = {r[1] for r in published if r[0] == "key"}
+    # eu, 1 is withheld, and so is eu, 2 (the smallest of eu's): eu minus its published keys holds 110
+    assert keys == {(("region", "eu"), ("version", "3")), (("region", "us"), ("version", "1"))}
+
+
+@pytest.mark.parametrize("min_reports", [45, 50])   # 50: rows of exactly min_reports are published
+def test_crossed_rollups_are_suppressed_where_each_rollup_alone_looks_safe(min_reports):
+    # every rollup row and every rollup minus its published keys holds 50, but eu - v2 = (eu,1) - (us,2)
+    # holds 20 reports
+    cells = grid({("eu", "1"): 10, ("eu", "2"): 40, ("us", "1"): 40, ("us", "2"): 10})
+    rows = rows_of(cells, [("region",), ("version",)])
+    assert smallest_isolated(cells, [rows[r] for r in rows if r[0] == "rollup"]) == 20
+    published = suppress(cells, [("region",), ("version",)], min_reports)
+    # one direction of rollups stays (its two rows hold 50 each and share no cell)
+    assert published == {("rollup", ("version",), (("version", "1"),)), ("rollup", ("version",), (("version", "2"),))}
+    assert smallest_isolated(cells, [rows[r] for r in published]) == 50
+
+
+@pytest.mark.parametrize("small", [5, 40])   # 40 small keys: more than EXACT_CELLS, merged as one
+def test_a_rollup_of_small_keys_only_is_published_and_none_of_its_keys(small):
+    cells = grid({("eu", str(i)): 15 for i in range(small)} | {("us", "1"): 80})
+    published = suppress(cells, [("region",), ()], 50)
+    assert published == {("key", (("region", "us"), ("version", "1"))), ("rollup", (), ()),
+                         ("rollup", ("region",), (("region", "eu"),)), ("rollup", ("region",), (("region", "us"),))}
+
+
+@pytest.mark.parametrize("rollups", [[], [("region",)]])
+def test_without_small_keys_or_rollups_every_key_of_min_reports_is_published(rollups):
+    cells = grid({("eu", "1"): 60, ("eu", "2"): 10, ("us", "1"): 70})
+    published = suppress(cells, [], 50)
+    assert published == {("key", c) for c, n in cells.items() if n >= 50}
+    cells = grid({("eu", "1"): 60, ("eu", "2"): 55, ("us", "1"): 70})
+    assert {r for r in suppress(cells, rollups, 50) if r[0] == "key"} == {("key", c) for c in cells}
+
+
+def test_light_keys_that_only_differ_together_by_min_reports_leave_the_rollups_published():
+    # (eu,1) and (us,2) are light and apart in the rows, but every combination of the four rollups on
+    # them is (eu,1) - (us,2): 25 + 25 reports, exactly min_reports. The heavy keys go (each would
+    # isolate a light one: eu - (eu,2) = (eu,1)), the rollups stay.
+    cells = grid({("eu", "1"): 25, ("eu", "2"): 100, ("us", "1"): 100, ("us", "2"): 25})
+    rollups = [("region",), ("version",)]
+    published = suppress(cells, rollups, 50)
+    assert published == {r for r in rows_of(cells, rollups) if r[0] == "rollup"}
+    rows = rows_of(cells, rollups)
+    assert smallest_isolated(cells, [rows[r] for r in published]) == 50

@@ -1,0 +1,98 @@
+"""Rollups and complementary suppression: which of a window's keys and rollup keys may be published
+together (issue 37, item 2; not yet wired into the engine or the config).
+
+A *cell* is a window's capped key with its count ``n`` (reports, or devices under ``privacy.unit:
+device``). A rollup over dimensions ``S`` has one row per value of ``S``: the sum of the cells whose
+key agrees with it on ``S`` (a cell counts in one row of each rollup). Each published row is, over the
+cells, an indicator vector; a reader can form any linear combination of them, so what the published
+rows reveal is their span ``V``. The promise: no nonzero vector of ``V`` is supported on cells that
+hold fewer than ``min_reports`` together.
+
+Any such vector lies on *light* cells only (``n < min_reports``: a heavy cell alone holds enough);
+``dim(V n W_T) = rank(R) - rank(R without T's columns)`` for the rows ``R`` says whether one lies on
+a set ``T``. :func:`isolates` merges the cells that lie in the same rows (the span cannot tell them
+apart: many small keys only in their rollups are one), then checks every light set of the light cells
+the span touches when they are few (:data:`EXACT_CELLS`), else conservatively any vector on light
+cells; :func:`suppress` withholds rows until nothing is isolated.
+Per-rollup checks are not enough once two rollups cross: cells a, b (region eu), c, d (us) with
+versions 1 (a, c) and 2 (b, d), counts 10, 40, 40, 10 and ``min_reports`` 45: every rollup row and
+every rollup minus its published cells holds 50, yet ``eu - v2 = a - d`` holds 20 reports.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+
+def rollup_key(key: tuple, over: tuple) -> tuple:
+    """The rollup row of ``key`` (sorted ``(name, value)`` pairs) over the dimensions ``over``."""
+    return tuple((name, value) for name, value in key if name in over)
+
+
+def rows_of(cells: dict, rollups: list) -> dict:
+    """``{row: set of cells}``: each cell's own row and its row of each rollup (dimension tuples)."""
+    out = {("key", cell): {cell} for cell in cells}
+    for over in rollups:
+        for cell in cells:
+            out.setdefault(("rollup", tuple(sorted(over)), rollup_key(cell, over)), set()).add(cell)
+    return out
+
+
+EXACT_CELLS = 12   # light cells up to which every small set of them is checked; past it, conservative
+
+
+def _rank(matrix: np.ndarray, columns: list) -> int:
+    return int(np.linalg.matrix_rank(matrix[:, columns])) if columns and len(matrix) else 0
+
+
+def on_cells(matrix: np.ndarray, cells: list) -> int:
+    """``dim(V n W_T)``: the independent vectors of the rows' span (``matrix``) on the columns
+    ``cells`` only, ``rank(R) - rank(R without those columns)``."""
+    rest = [i for i in range(matrix.shape[1]) if i not in set(cells)]
+    return _rank(matrix, list(range(matrix.shape[1]))) - _rank(matrix, rest)
+
+
+def isolates(rows: list, cells: dict, min_reports: int) -> bool:
+    """Whether the span of ``rows`` (sets of cells) holds a nonzero vector on cells of fewer than
+    ``min_reports`` reports. Cells in the same rows are one (a vector of the span gives them one
+    coefficient), with their reports summed; a vector on few reports lies on light merged cells
+    (each below ``min_reports``) that some vector of the span on light cells touches (``touched``);
+    every set of them lighter than ``min_reports`` is checked when there are at most
+    :data:`EXACT_CELLS`, else any vector on light cells counts as isolating (conservative)."""
+    if not rows:
+        return False
+    merged = {}
+    for c in sorted(cells):
+        column = tuple(c in row for row in rows)
+        merged[column] = merged.get(column, 0) + cells[c]
+    columns = list(merged)
+    matrix = np.array(columns, dtype=float).T
+    light = [i for i, col in enumerate(columns) if merged[col] < min_reports]
+    base = on_cells(matrix, light)
+    if base == 0:
+        return False
+    touched = [i for i in light if on_cells(matrix, [j for j in light if j != i]) < base]
+    weight = {i: merged[columns[i]] for i in touched}
+    if sum(weight.values()) < min_reports or len(touched) > EXACT_CELLS:
+        return True
+    for size in range(1, len(touched) + 1):
+        for t in itertools.combinations(touched, size):
+            if sum(weight[i] for i in t) < min_reports and on_cells(matrix, list(t)) > 0:
+                return True
+    return False
+
+
+def suppress(cells: dict, rollups: list, min_reports: int) -> set:
+    """The rows (of :func:`rows_of`) published: at first every row of at least ``min_reports``; then,
+    while their span isolates fewer than ``min_reports`` reports (:func:`isolates`), the first
+    published row (cells before rollup rows, smallest first, ties by row) whose withholding ends it,
+    else the first, is withheld. Ends: each step withholds a row, and no row isolates nothing."""
+    rows = rows_of(cells, rollups)
+    size = {row: sum(cells[c] for c in members) for row, members in rows.items()}
+    published = {row for row in rows if size[row] >= min_reports}
+    while isolates([rows[r] for r in published], cells, min_reports):
+        order = sorted(published, key=lambda r: (r[0] != "key", size[r], repr(r)))
+        ends = [r for r in order if not isolates([rows[o] for o in published if o != r], cells, min_reports)]
+        published.discard((ends or order)[0])
+    return published
