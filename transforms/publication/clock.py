@@ -41,12 +41,13 @@ class ClockStatus:
 
 @dataclass
 class WindowBook:
-    """One open window: its values' weights, the cap's decisions so far, and each key's route (None
-    until decided)."""
+    """One open window: its values' weights, the cap's decisions so far, each key's route (None
+    until decided), and the keys with partials in the window since its last event."""
 
     weights: dict = field(default_factory=dict)    # {name: {value: reports}}
     decided: dict = field(default_factory=dict)    # {name: {value: kept}}
     routes: dict = field(default_factory=dict)     # {dims: capped key or None}
+    fresh: set = field(default_factory=set)        # {dims} with new partials in this window
 
 
 @dataclass
@@ -189,14 +190,19 @@ class Clock:
                     wb = book.windows.setdefault(window, WindowBook())
                     add_weights(wb.weights, value_weights([(w.dims, w.n)]))
                     wb.routes.setdefault(w.dims, None)
+                    wb.fresh.add(w.dims)
             book.ids.setdefault(w.dims, []).append(w.id)
         return book
 
     def _event(self, step: ClockStep, book: Book, status: ClockStatus, window: tuple, timing: str,
                final: bool = False) -> None:
         """Event ``timing`` of ``window``: decide the cap for the values seen since its last event, then
-        command its keys (all of them on time and at the close; those with new partials otherwise) and
-        tell each of their capped keys whom to expect."""
+        command its keys (all of them on time and at the close; otherwise those with new partials in the
+        window since its last event) and tell each of their capped keys whom to expect.
+
+        A key's partials accepted since its last command (``book.ids``) go with its first command, for
+        whichever window; its commands for the other windows its partials fall in carry none, yet
+        release and contribute what the partials hold to those windows' panes too."""
         wb = book.windows.get(window)
         if wb is None:   # a window that only ever held late partials of closed slices: nothing to publish
             return
@@ -207,7 +213,8 @@ class Clock:
         book.event += 1
         event = book.event
         everyone = final or timing == ON_TIME
-        members = sorted(d for d in wb.routes if everyone or book.ids.get(d))
+        members = sorted(d for d in wb.routes if everyone or d in wb.fresh)
+        wb.fresh = set()
         by_route = {}
         for dims in members:
             route = wb.routes[dims]

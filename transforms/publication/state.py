@@ -169,7 +169,8 @@ def book_to_bytes(book: Book) -> bytes:
             wb.routes.items(), key=lambda kv: kv[0])]
     return pack(BOOK, {
         "event": book.event,
-        "windows": [[w[0], w[1], wb.weights, wb.decided, routes(wb)] for w, wb in sorted(book.windows.items())],
+        "windows": [[w[0], w[1], wb.weights, wb.decided, routes(wb), sorted([list(kv) for kv in d] for d in wb.fresh)]
+                    for w, wb in sorted(book.windows.items())],
         "ids": [[[list(kv) for kv in d], list(ids)] for d, ids in sorted(book.ids.items())],
         "prev": [[[list(kv) for kv in d], e] for d, e in sorted(book.prev.items())],
         "prev_capped": [[[list(kv) for kv in k], e] for k, e in sorted(book.prev_capped.items())]})
@@ -178,8 +179,10 @@ def book_to_bytes(book: Book) -> bytes:
 def book_from_bytes(data: bytes) -> Book:
     _, h, _ = _parsed(BOOK, data)
     windows = {}
-    for w0, w1, weights, decided, routes in h["windows"]:
-        windows[(w0, w1)] = WindowBook(weights, decided, {_dims(d): None if r is None else _dims(r) for d, r in routes})
+    for w0, w1, weights, decided, routes, *fresh in h["windows"]:
+        routes = {_dims(d): None if r is None else _dims(r) for d, r in routes}
+        # a book written before ``fresh`` was kept: every key of the window is commanded at its next event
+        windows[(w0, w1)] = WindowBook(weights, decided, routes, {_dims(d) for d in fresh[0]} if fresh else set(routes))
     return Book(h["event"], windows, {_dims(d): list(ids) for d, ids in h["ids"]},
                 {_dims(d): e for d, e in h["prev"]}, {_dims(k): e for k, e in h["prev_capped"]})
 
