@@ -234,3 +234,22 @@ def test_a_partial_of_a_key_never_seen_after_its_windows_closed_is_a_dead_letter
         assert [b.reports for b in step.late] == [3] and stream.counted == 5
         assert stream.idle() and stream.keys[(("region", "us"),)][1:] == [[], [], []]
         assert {f.key for f in stream.panes} == {(("region", "eu"),)}
+
+
+def test_a_late_pane_takes_no_report_from_the_next_early_pane_of_another_window():
+    """A late partial publishes its window's late pane at once, its key's command taking every partial
+    the clock holds, of other windows too: the next early firing still commands the key in each open
+    window it has new partials in (tests/transforms/test_early_panes.py: the early and on-time cases)."""
+    cfg = parse_config(dict(SMALL_CONFIG, min_reports=0, window={"type": "fixed", "size_seconds": 60},
+                            allowed_lateness_seconds=30, early_firing_seconds=10))
+    for seed in range(4):
+        stream = LocalStream(cfg, np.random.default_rng(seed))
+        stream.partial(0, (), accumulator(cfg, 2, 1), "a")
+        stream.advance(60_000 * 1000)                          # [0, 60) on time
+        stream.partial(60_000, (), accumulator(cfg, 3, 2), "b")   # [60, 120): in the clock's bag
+        stream.partial(0, (), accumulator(cfg, 1, 3), "c")        # [0, 60) late: a late pane at once
+        stream.early()
+        stream.deliver()
+        assert stream.idle()
+        assert [(f.window[0], f.timing, max(r["n_reports"] for r in f.rows)) for f in stream.panes
+                if f.kind == "marginals"] == [(0, "on_time", 2), (0, "late", 3), (60_000, "early", 3)]
