@@ -18,8 +18,9 @@ watermark has passed ``T`` when its own event timer for ``T`` fires. So it alone
 
 State: a small :class:`ClockStatus` read at every partial (the watermark passed, the open windows,
 whether an early firing is pending), a bag of the weights counted since the last event (appended),
-and the :class:`Book` (per window the values' weights, the cap's decisions and each key's route; per
-key and capped key its last event, kept for the job's life: a few bytes per key ever seen, so that
+and the :class:`Book` (per window the values' weights, the cap's decisions, each key's route and the
+keys with partials in it since its last event; per key the partials since its last command; per key
+and capped key its last event, kept for the job's life: a few bytes per key ever seen, so that
 a key's messages stay ordered across its windows), read and rewritten at events only.
 """
 from __future__ import annotations
