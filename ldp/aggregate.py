@@ -408,4 +408,5 @@ def accumulator_shape(aggregator: "ReportAggregator") -> dict:
              "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
     if aggregator.device_bound is not None:
         shape["max_reports_per_device"] = aggregator.device_bound
+    shape.update(getattr(aggregator, "shape_extra", {}))   # a channel kind's parameters (ldp/hadamard_reports.py)
     return shape

@@ -18,6 +18,7 @@ from ldp_marginals.ldp.planning import (
     reports_for_half_width,
 )
 from ldp_marginals.ldp.tables import group_cells
+from ldp_marginals.pipelines.plan_kinds import advice_lines, kind_precision, mechanism_advice
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +60,12 @@ def plan(args) -> dict:
                              f"{sorted(numeric)}")
     out["target_mean_half_width"] = mean_targets
     for name, cfg in sorted(configs.items()):
+        if cfg.sampling is not None:   # a channel kind (pipelines/plan_kinds.py)
+            rows, cells = kind_precision(cfg, n, target, frequencies, _precision)
+            out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
+                                       "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
+                                       "means": [], "privacy": _privacy(cfg), "mechanism": mechanism_advice(cfg)})
+            continue
         labels, chan = cfg.layout.labels, cfg.channels
         published = [list(s) for s in cfg.published_sets]   # as the job's marginal rows
         level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
@@ -91,7 +98,7 @@ def plan(args) -> dict:
                           **_precision(per_report, n, mean_targets.get(f.name), cfg.level)})
         out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                    "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
-                                   "means": means, "privacy": _privacy(cfg)})
+                                   "means": means, "privacy": _privacy(cfg), "mechanism": mechanism_advice(cfg)})
     return out
 
 
@@ -100,6 +107,10 @@ def _privacy(cfg) -> dict:
     and the sufficient-DP crowd the job checks ``min_reports`` against (``calibrate --config``)."""
     from ldp_marginals.ldp.privacy import local_dp_epsilon
     p = cfg.privacy
+    if cfg.sampling is not None:   # a channel kind: its epsilon is the whole report's
+        described = cfg.describe()
+        return {"local_epsilon": described["local_epsilon"], "promise": p.describe() if p else None,
+                "sufficient_crowd": None, "unit": cfg.unit, "epsilons": described["epsilons"]}
     return {"local_epsilon": float(local_dp_epsilon(cfg.layout, cfg.channels)),
             "promise": p.describe() if p else None,
             "sufficient_crowd": p.smallest_crowd if p and p.model == "sufficient" else None,
@@ -165,6 +176,7 @@ def render(out: dict) -> str:
         lines.append(privacy)
         from ldp_marginals.pipelines.calibrate import epsilons_line
         lines.append(f"unit: {pv['unit']}; {epsilons_line(pv['epsilons'])}")
+        lines += advice_lines(c["mechanism"])
         body = _collapsed(c["sets"], cols, with_n, with_target)
         extra = [(", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])), _figures(r, ["worst"], with_n,
                                                                                             with_target))

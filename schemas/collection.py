@@ -150,6 +150,7 @@ class CollectionConfig:
     mechanisms: tuple = ()   # per bit: the channel's mechanism as configured (symmetric, optimized_unary, ..., or p/q)
     device: DeviceUnit | None = None   # privacy.unit: device (None: the unit is the report)
     permanent: tuple = ()   # per bit: the permanent channel of a bit that memoizes (rappor, memoize), or None
+    sampling: object = None   # channel kind hadamard: its HadamardSampling (ldp/hadamard_reports.py); None: per bit
 
     def __post_init__(self):
         if self.device is not None and self.dimensions:
@@ -221,9 +222,26 @@ class CollectionConfig:
         """Fills this collection's per-window accumulators: the counted sets, per-report and per-client
         extremes, and under ``privacy.unit: device`` the bound per device."""
         from ldp_marginals.ldp.aggregate import client_key
+        if self.sampling is not None:
+            from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
+            return HadamardAggregator(self.sampling)
         bound = self.device.max_reports_per_device if self.device is not None else None
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name))
+
+    @property
+    def channel_kind(self) -> str:
+        """``per_bit`` (randomized response bit by bit) or ``hadamard`` (Hadamard sampling)."""
+        return "per_bit" if self.sampling is None else "hadamard"
+
+    @cached_property
+    def wire(self):
+        """What a report's ``bits`` hold: the layout's bits (per bit), or the sampled coefficients
+        (:class:`~ldp_marginals.ldp.hadamard_reports.HadamardFormat`); both have ``n_bits`` and ``n_bytes``."""
+        if self.sampling is None:
+            return self.layout
+        from ldp_marginals.ldp.hadamard_reports import HadamardFormat
+        return HadamardFormat(self.sampling)
 
     @property
     def unit(self) -> str:
@@ -302,6 +320,9 @@ class CollectionConfig:
     def describe(self) -> dict:
         """What a reader of the outputs needs to know about the collection (JSON-safe): the bits, the
         channels and the local-DP epsilon they give a whole report, the window and the guard."""
+        if self.sampling is not None:
+            from ldp_marginals.schemas.channel_kinds import describe_kind
+            return describe_kind(self)
         return {"collection": self.name, "labels": list(self.layout.labels),
                 "p": [float(c.p) for c in self.channels.channels], "q": [float(c.q) for c in self.channels.channels],
                 "mechanisms": list(self.mechanisms),

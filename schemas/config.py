@@ -59,6 +59,8 @@ from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
+from ldp_marginals.ldp.hadamard_reports import KIND
+from ldp_marginals.schemas.channel_kinds import check_config, is_kind, parse_kind
 from ldp_marginals.schemas.collection import (
     INTERVALS,
     NAME_PATTERN,
@@ -285,6 +287,23 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check
 
 
 
+def _kind_privacy(spec, sampling, check: bool = True) -> Privacy | None:
+    """The promise of a collection whose channel is a kind: ``local``, at an epsilon no smaller than the
+    channel's (the whole report's); the kind's config check refused every other model and unit."""
+    if spec is None or "model" not in spec:
+        if spec is not None and ("epsilon" in spec or "eta" in spec):
+            raise ValueError(f"privacy must have 'model' with epsilon or eta, got keys={sorted(spec)}")
+        return None
+    _mapping(spec, "privacy", ("model", "epsilon") + _UNIT_KEYS)
+    epsilon = spec.get("epsilon")
+    if epsilon is not None:
+        check_positive("privacy.epsilon", epsilon)
+        if check and sampling.epsilon > epsilon + 1e-12:
+            raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channel gives a whole "
+                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon")
+    return Privacy("local", epsilon)
+
+
 def _label_bit(layout: Layout, label: str, where: str) -> int:
     """The bit of ``label``; an unknown label is an error naming the field and the closest labels."""
     try:
@@ -366,10 +385,15 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     if not feats:
         raise ValueError("features must list at least one feature, got features=[]")
     layout = Layout(tuple(feats))
-    channels = _channels(_require(spec, "channel", "config"), layout)
+    chan_spec = _require(spec, "channel", "config")
+    kind = is_kind(chan_spec)   # a channel kind (schemas/channel_kinds.py) randomizes the whole report
+    # a kind's collection has no per-bit channels; the noiseless placeholder is never inverted (its rows,
+    # plan and calibrate branch on cfg.sampling)
+    channels = ChannelSet.uniform(Channel(0.0, 1.0), layout.n_bits) if kind else _channels(chan_spec, layout)
     max_order = check_int("max_order", _require(spec, "max_order", "config"), minimum=1)
     if max_order > layout.n_bits:
         raise ValueError(f"max_order must be <= the {layout.n_bits} bits of the layout, got max_order={max_order}")
+    sampling = parse_kind(chan_spec, layout, max_order) if kind else None
     window = _window(_require(spec, "window", "config"))
     min_reports = check_int("min_reports", _require(spec, "min_reports", "config"), minimum=0)
     sets = tuple(_bits_of(layout, s, f"sets[{i}]") for i, s in enumerate(_list(spec.get("sets", []), "sets")))
@@ -428,7 +452,11 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     if device is not None:   # the most reports of one device in a window and key: k * M
         repeats = device.max_reports_per_device * (int(round(window.size_seconds / window.period_seconds))
                                                    if window.overlapping else 1)
-    privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise, repeats)
+    if kind:
+        check_config(spec, sampling, tuple(groups), max_order)
+        privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)
+    else:
+        privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise, repeats)
     conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
     sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
     means = tuple(sources)
@@ -441,8 +469,9 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
                            float(lateness), early, tuple(extremes), dimensions, privacy, conditionals,
                            tuple(group_intervals), means, marginal_interval, alpha,
-                           mechanisms=_mechanisms(spec["channel"], layout), device=device,
-                           permanent=_permanent(spec["channel"], layout))
+                           mechanisms=(KIND,) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
+                           device=device, permanent=() if kind else _permanent(spec["channel"], layout),
+                           sampling=sampling)
     if check_promise:
         _check_month(spec.get("privacy"), cfg)
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [

@@ -34,6 +34,7 @@ DAMAGED_BLOCK = "damaged_block"
 UNKNOWN_COLLECTION = "unknown_collection"
 WRONG_LENGTH = "wrong_length"
 PADDING_BITS = "padding_bits"
+BAD_COEFFICIENT = "bad_coefficient"
 BAD_TIMESTAMP = "bad_timestamp"
 BAD_FIELD = "bad_field"
 UNDECLARED_DIMENSION = "undeclared_dimension"
@@ -51,6 +52,8 @@ REASONS = types.MappingProxyType({
     UNKNOWN_COLLECTION: "no config names the report's collection",
     WRONG_LENGTH: "bits has another length than the collection's layout",
     PADDING_BITS: "a bit past the layout's last bit is set",
+    BAD_COEFFICIENT: "a report of a Hadamard-sampling collection (channel kind hadamard) names a coefficient "
+                     "index outside 1..T, the coefficients its collection counts",
     BAD_TIMESTAMP: "event_time is missing, not int millis, or outside [1970, 2100)",
     BAD_FIELD: "a field has the wrong type (collection, bits, dimensions, client) or a client token is "
                "longer than 128 characters",

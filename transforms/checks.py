@@ -20,7 +20,7 @@ from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.collection import NAME_PATTERN
-from ldp_marginals.schemas.dead_letters import BAD_FIELD, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH
+from ldp_marginals.schemas.dead_letters import BAD_COEFFICIENT, BAD_FIELD, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH
 from ldp_marginals.transforms.avro_kernels import (
     BITS_LEN,
     BITS_OFF,
@@ -46,6 +46,11 @@ def length_detail(name: str, got: int, n_bits: int, n_bytes: int) -> str:
 
 def padding_detail(n_bits: int) -> str:
     return f"a bit past bit {n_bits - 1} is set"
+
+
+def coefficient_detail(cfg) -> str:
+    return (f"a slot names no coefficient of collection {cfg.name!r} (channel kind hadamard: indices 1.."
+            f"{cfg.sampling.n_coefficients})")
 
 
 def collection_detail(name) -> str:
@@ -86,9 +91,11 @@ def _fixed(reason: str) -> Callable:
 CHECKS = (
     Check(lambda v, alive: (v.event_ms < MIN_EVENT_MS) | (v.event_ms >= MAX_EVENT_MS),
           _fixed(BAD_TIMESTAMP), lambda v, i: time_detail(int(v.event_ms[i]))),
-    Check(lambda v, alive: v.bits_len != v.cfg.layout.n_bytes, _fixed(WRONG_LENGTH),
-          lambda v, i: length_detail(v.cfg.name, int(v.bits_len[i]), v.cfg.layout.n_bits, v.cfg.layout.n_bytes)),
-    Check(lambda v, alive: v.padded(alive), _fixed(PADDING_BITS), lambda v, i: padding_detail(v.cfg.layout.n_bits)),
+    Check(lambda v, alive: v.bits_len != v.cfg.wire.n_bytes, _fixed(WRONG_LENGTH),
+          lambda v, i: length_detail(v.cfg.name, int(v.bits_len[i]), v.cfg.wire.n_bits, v.cfg.wire.n_bytes)),
+    Check(lambda v, alive: v.padded(alive), _fixed(PADDING_BITS), lambda v, i: padding_detail(v.cfg.wire.n_bits)),
+    Check(lambda v, alive: v.bad_coefficient(alive), _fixed(BAD_COEFFICIENT),
+          lambda v, i: coefficient_detail(v.cfg)),
     Check(lambda v, alive: v.dimension_faulty(alive), lambda v, i: v.dimension_fault(i)[0],
           lambda v, i: v.dimension_fault(i)[1]),
     Check(lambda v, alive: v.client_too_long(alive), _fixed(BAD_FIELD), lambda v, i: client_detail(v.client_chars(i))),
@@ -125,11 +132,17 @@ class BlockView:
 
     def packed(self, mask: np.ndarray) -> np.ndarray:
         """The bits of the masked rows (all of the layout's length) as a contiguous (n, n_bytes) array."""
-        return gather_bytes(self.block.buf, self.block.fields[self.rows[mask], BITS_OFF], self.cfg.layout.n_bytes)
+        return gather_bytes(self.block.buf, self.block.fields[self.rows[mask], BITS_OFF], self.cfg.wire.n_bytes)
 
     def padded(self, alive: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n, dtype=bool)
-        out[alive] = padding_mask(self.packed(alive), self.cfg.layout.n_bits)
+        out[alive] = padding_mask(self.packed(alive), self.cfg.wire.n_bits)
+        return out
+
+    def bad_coefficient(self, alive: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        if self.cfg.sampling is not None:
+            out[alive] = self.cfg.wire.bad_index(self.packed(alive))
         return out
 
     def dimension_faulty(self, alive: np.ndarray) -> np.ndarray:
@@ -189,9 +202,16 @@ class RecordView:
         self.bits_len = np.array([len(record["bits"])], dtype=np.int64)
         self._fault = None
 
+    def _bits(self) -> np.ndarray:
+        return np.frombuffer(bytes(self.record["bits"]), dtype=np.uint8).reshape(1, -1)
+
     def padded(self, alive: np.ndarray) -> np.ndarray:
-        bits = np.frombuffer(bytes(self.record["bits"]), dtype=np.uint8).reshape(1, -1)
-        return padding_mask(bits, self.cfg.layout.n_bits)
+        return padding_mask(self._bits(), self.cfg.wire.n_bits)
+
+    def bad_coefficient(self, alive: np.ndarray) -> np.ndarray:
+        if self.cfg.sampling is None:
+            return np.zeros(1, dtype=bool)
+        return self.cfg.wire.bad_index(self._bits())
 
     def dimension_faulty(self, alive: np.ndarray) -> np.ndarray:
         self._fault = self.cfg.dimension_fault(self.record.get("dimensions") or {})

@@ -83,7 +83,7 @@ class Preaggregator:
             parts, keys, named = list(buf.packed), list(buf.keys), list(buf.named)
             if buf.singles:
                 parts.append(np.frombuffer(b"".join(b for b, _, _ in buf.singles), dtype=np.uint8).reshape(
-                    len(buf.singles), cfg.layout.n_bytes))
+                    len(buf.singles), cfg.wire.n_bytes))
                 keys.append(np.array([k for _, k, _ in buf.singles], dtype=np.uint64))
                 named.append(np.array([m for _, _, m in buf.singles], dtype=bool))
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -32,6 +32,7 @@ from ldp_marginals.schemas.arrow import TableRows, arrow_schema
 from ldp_marginals.schemas.outputs import (
     CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD,
 )
+from ldp_marginals.transforms.publication.hadamard_rows import hadamard_estimates
 from ldp_marginals.transforms.publication.release import client_rule
 
 MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
@@ -214,6 +215,12 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         raise ValueError("acc must hold released reports, got n=0")
     base = base_row(config.name, window, dims)
     counted = dict(base, n_reports=acc.n)
+    if config.sampling is not None:   # channel kind hadamard: marginals and tables, in linear panes only
+        if linear:
+            marginals, groups = hadamard_estimates(config, acc)
+            yield MARGINALS, marginal_rows(config, marginals, counted)
+            yield TABLES, table_rows(config, marginals, counted, groups)
+        return
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
         if config.shared_reports:   # memoized reports of one device share permanent responses (ldp/memoized.py)

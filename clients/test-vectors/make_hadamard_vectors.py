@@ -1,0 +1,108 @@
+"""Writes hadamard.json beside this file from the Python reference client of Hadamard-sampling
+collections (ldp/hadamard_client.py; docs/client.md section 11). Run from the repository:
+`.venv/bin/python clients/test-vectors/make_hadamard_vectors.py`.
+
+tests/ldp/test_hadamard_client.py checks that the Python client still reproduces them. Regenerate only
+when the specification changes on purpose, and say so in the commit.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ldp_marginals.ldp.client import Refusal
+from ldp_marginals.ldp.coins import HmacDrbg
+from ldp_marginals.ldp.hadamard import HadamardSampling
+from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
+from ldp_marginals.ldp.windows import Window
+from ldp_marginals.schemas import encode_message
+
+HERE = Path(__file__).resolve().parent
+SECRET = bytes(range(32)).hex()
+SEED = bytes(range(100, 132)).hex()
+T0 = 1_767_225_600_000
+
+
+def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey") -> dict:
+    mech = HadamardSampling(d, k, epsilon, slots, weights)
+    return HadamardClientSpec.of(name, [f"q{i}" for i in range(d)], Window("fixed", 3600.0), mech).to_json()
+
+
+def values(d: int, pattern: int) -> dict:
+    return {f"q{i}": bool(pattern >> i & 1) for i in range(d)}
+
+
+CASES = [
+    {"name": "7 answers, 3-way tables, whole report epsilon 1: one slot, sqrt weights", "config": spec(7, 3, 1.0),
+     "reports": [(values(7, p), T0 + i, {} if i % 2 else {"region": "eu"}) for i, p in enumerate((0, 127, 0b1010101,
+                                                                                                  0b0110011, 5, 64))]},
+    {"name": "5 answers, 2-way tables, whole report epsilon 8: four slots at 2 each", "config": spec(5, 2, 8.0),
+     "reports": [(values(5, p), T0 + 3_600_000 + i, {}) for i, p in enumerate((0, 31, 0b10110, 0b01001))]},
+    {"name": "InpHT: one slot, uniform weights, 12 answers up to 3-way (298 coefficients, 9 index bits)",
+     "config": spec(12, 3, 2.0, slots=1, weights="uniform", name="inpht"),
+     "reports": [(values(12, p), T0 + i, {}) for i, p in enumerate((0, 4095, 0b101100111000))]},
+]
+
+
+def reports() -> dict:
+    cases = []
+    for case in CASES:
+        client = HadamardDeviceClient(HadamardClientSpec.from_json(case["config"]), bytes.fromhex(SECRET),
+                                      HmacDrbg(bytes.fromhex(SEED)))
+        out = []
+        for v, t, dims in case["reports"]:
+            record, trace = client.report_with_trace(v, t, dims)
+            out.append({"values": v, "event_ms": t, "dimensions": dims,
+                        "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
+                                   "indices": list(trace.indices), "parities": list(trace.parities),
+                                   "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
+        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
+    return cases
+
+
+def _refusal(make) -> str:
+    try:
+        make()
+    except Refusal as err:
+        return err.code
+    raise AssertionError("expected a refusal")
+
+
+def refusals() -> list:
+    base = spec(5, 2, 1.0)
+    bad_configs = [
+        ("a categorical feature", dict(base, features=[{"name": "os", "type": "categorical"}] + base["features"][1:])),
+        ("weights that do not sum to 1", dict(base, hadamard=dict(base["hadamard"], weights=[0.1, 0.1]))),
+        ("one weight per order missing", dict(base, hadamard=dict(base["hadamard"], weights=[0.2]))),
+        ("keep at most one half", dict(base, hadamard=dict(base["hadamard"], keep=0.5))),
+        ("max_order above the features", dict(base, hadamard=dict(base["hadamard"], max_order=6))),
+        ("slots zero", dict(base, hadamard=dict(base["hadamard"], slots=0))),
+        ("an unknown key", dict(base, channels=[])),
+    ]
+    out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
+           for n, c in bad_configs]
+    good = dict(values(5, 3))
+    bad_reports = [("a missing feature", {k: v for k, v in good.items() if k != "q4"}, T0),
+                   ("an unknown feature", dict(good, q9=True), T0),
+                   ("a boolean given as 1", dict(good, q2=1), T0),
+                   ("an event time before 1970", good, -1)]
+    for n, v, t in bad_reports:
+        client = HadamardDeviceClient(HadamardClientSpec.from_json(base), bytes.fromhex(SECRET),
+                                      HmacDrbg(bytes.fromhex(SEED)))
+        out.append({"name": n, "config": base, "input": {"values": v, "event_ms": t, "dimensions": {}},
+                    "refusal": _refusal(lambda v=v, t=t: client.report(v, t, {}))})
+    return out
+
+
+def main() -> None:
+    data = {"about": "Hadamard-sampling client vectors (docs/client.md section 11): per case one HMAC_DRBG "
+                     "instantiated with the seed makes the reports in order; expect holds the drawn coins, the true "
+                     "bits, each slot's coefficient index and sent parity, the packed bits and the Avro bytes of the "
+                     "NoisyReport. refusals: a config refused when read (input null) or one report refused, with its "
+                     "code.",
+            "cases": reports(), "refusals": refusals()}
+    (HERE / "hadamard.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""The reference client of a Hadamard-sampling collection (``channel: {kind: hadamard}``), byte for byte as
+docs/client.md section 11 specifies (test vectors: ``clients/test-vectors/hadamard.json``).
+
+The client config a device receives (its numbers final: no client computes an exponential or a root)::
+
+    {"collection": "survey", "features": [{"name": "q0", "type": "boolean"}, ...],
+     "window": {"type": "fixed", "size_seconds": 3600},
+     "hadamard": {"max_order": 3, "slots": 1, "keep": 0.8807970779778823,
+                  "weights": [0.0116..., 0.0087..., 0.0067...]}}
+
+``weights[j-1]``: the probability of each coefficient of order j (every coefficient of one order has
+the same); ``keep``: the probability that a slot sends its true parity, ``e^e' / (1 + e^e')`` at
+``e' = epsilon / slots``. Features are boolean (the collection config refuses others).
+
+One report:
+
+1. check the input as the per-bit client does (``bad_event_time``, ``bad_dimensions``,
+   ``missing_feature``, ``unknown_feature``, ``bad_value``), drawing no coin on a refusal;
+2. draw ``8 * slots`` bytes in one request: per slot two coins, the index coin then the parity coin;
+3. encode the features to bits (a boolean is its bit, in layout order);
+4. per slot: the coefficient ``a`` is the first (in family order: the sets of order 1, then 2, ...,
+   each order in lexicographic order of its bit indices; ``a`` counts from 1) whose threshold
+   ``units(S_a)`` is above the index coin's value, ``S_a`` the running sum of the weights of
+   coefficients 1..a in doubles, left to right (the last threshold is ``2^32``, so some coefficient
+   always is); the true parity is the number of 1 bits of the set, mod 2; the sent parity is the
+   true one if ``decide(parity coin, keep)``, else flipped;
+5. pack the slots as the job reads them (:mod:`~ldp_marginals.ldp.hadamard_reports`): per slot the
+   index in ``B = T.bit_length()`` bits, least significant first, then the parity bit; ``client`` null.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Mapping
+
+import numpy as np
+
+from ldp_marginals.ldp.client import (
+    BAD_CONFIG,
+    BAD_EVENT_TIME,
+    BAD_SECRET,
+    BAD_VALUE,
+    MISSING_FEATURE,
+    UNKNOWN_FEATURE,
+    Refusal,
+    _dimensions,
+    _is_text,
+    _keys,
+    _window,
+)
+from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
+from ldp_marginals.ldp.device import check_secret
+from ldp_marginals.ldp.hadamard import HadamardSampling
+from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, Window
+
+
+@dataclass(frozen=True)
+class HadamardClientSpec:
+    """What a device is told about a Hadamard-sampling collection (module docstring)."""
+
+    collection: str
+    features: tuple          # boolean feature names, in layout (bit) order
+    window: Window
+    max_order: int
+    slots: int
+    keep: float
+    weights: tuple           # per order 1..max_order: each coefficient's probability
+
+    def __post_init__(self):
+        if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
+            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
+                                      f"got collection={self.collection!r}")
+        d = len(self.features)
+        if not 1 <= d <= 62:
+            raise Refusal(BAD_CONFIG, f"features must list 1 to 62 boolean features, got {d}")
+        for name, value, low in (("max_order", self.max_order, 1), ("slots", self.slots, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise Refusal(BAD_CONFIG, f"hadamard.{name} must be an integer >= {low}, got {name}={value!r}")
+        if self.max_order > d:
+            raise Refusal(BAD_CONFIG, f"hadamard.max_order must be <= the {d} features, got max_order={self.max_order}")
+        if 2 * self.slots * COIN_BYTES > MAX_REQUEST_BYTES:
+            raise Refusal(BAD_CONFIG, f"hadamard.slots draws too many coins, got slots={self.slots}")
+        if not _probability(self.keep) or not self.keep > 0.5:
+            raise Refusal(BAD_CONFIG, f"hadamard.keep must be a number in (0.5, 1], got keep={self.keep!r}")
+        if len(self.weights) != self.max_order or not all(_probability(w) and w > 0 for w in self.weights):
+            raise Refusal(BAD_CONFIG, f"hadamard.weights must hold {self.max_order} probabilities in (0, 1], one per "
+                                      f"order, got weights={list(self.weights)!r}")
+        total = sum(math.comb(d, j + 1) * w for j, w in enumerate(self.weights))
+        if abs(total - 1.0) > 1e-9:
+            raise Refusal(BAD_CONFIG, f"hadamard.weights must sum to 1 over the coefficients, got {total!r}")
+
+    @classmethod
+    def of(cls, collection: str, features, window: Window, mechanism: HadamardSampling) -> "HadamardClientSpec":
+        """The spec the server publishes for a collection's mechanism."""
+        first = mechanism.family.offset(1)
+        weights = tuple(float(mechanism.probabilities[mechanism.family.offset(j) - first])
+                        for j in range(1, mechanism.max_order + 1))
+        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights)
+
+    @classmethod
+    def from_json(cls, spec) -> "HadamardClientSpec":
+        _keys(spec, "config", ("collection", "features", "window", "hadamard"))
+        feats = spec["features"]
+        if not isinstance(feats, list) or not feats:
+            raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
+        names = []
+        for i, f in enumerate(feats):
+            _keys(f, f"features[{i}]", ("name", "type"))
+            if f["type"] != "boolean" or not isinstance(f["name"], str) or not f["name"] or not _is_text(f["name"]):
+                raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean feature with a name, got {f!r}")
+            names.append(f["name"])
+        if len(set(names)) != len(names):
+            raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
+        h = _keys(spec["hadamard"], "hadamard", ("max_order", "slots", "keep", "weights"))
+        if not isinstance(h["weights"], list):
+            raise Refusal(BAD_CONFIG, f"hadamard.weights must be a list, got weights={h['weights']!r}")
+        return cls(spec["collection"], tuple(names), _window(spec["window"]), h["max_order"], h["slots"], h["keep"],
+                   tuple(h["weights"]))
+
+    def to_json(self) -> dict:
+        window = {"type": self.window.type}
+        if self.window.type != "global":
+            window["size_seconds"] = self.window.size_seconds
+        if self.window.type == "sliding":
+            window["period_seconds"] = self.window.period_seconds
+        return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
+                "window": window, "hadamard": {"max_order": self.max_order, "slots": self.slots, "keep": self.keep,
+                                               "weights": list(self.weights)}}
+
+    @property
+    def masks(self) -> list:
+        """Bit mask of each coefficient's set, family order (index a at position a - 1)."""
+        d = len(self.features)
+        return [sum(1 << i for i in s) for j in range(1, self.max_order + 1) for s in combinations(range(d), j)]
+
+    @property
+    def thresholds(self) -> list:
+        """``units(S_a)`` per coefficient (module docstring, step 4); the last is ``2^32``."""
+        d, out, total = len(self.features), [], 0.0
+        for j, w in enumerate(self.weights, start=1):
+            for _ in range(math.comb(d, j)):
+                total += w
+                out.append(units(min(total, 1.0)))
+        out[-1] = 1 << 32
+        return out
+
+    @property
+    def index_bits(self) -> int:
+        return len(self.masks).bit_length()
+
+
+def _probability(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0
+
+
+@dataclass(frozen=True)
+class HadamardTrace:
+    coins: bytes        # the bytes drawn
+    encoded: tuple      # the true bits
+    indices: tuple      # per slot, the coefficient's family index (1..T)
+    parities: tuple     # per slot, the sent parity
+
+
+class HadamardDeviceClient:
+    """One device's client for one Hadamard-sampling collection: ``report(values, event_ms)``."""
+
+    def __init__(self, spec: HadamardClientSpec, secret: bytes, coins):
+        try:
+            self.secret = check_secret(secret)
+        except ValueError as err:
+            raise Refusal(BAD_SECRET, str(err)) from None
+        self.spec = spec
+        self.coins = coins
+        self._masks, self._thresholds = spec.masks, spec.thresholds
+
+    def report(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None) -> dict:
+        return self.report_with_trace(values, event_ms, dimensions)[0]
+
+    def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
+        spec = self.spec
+        if isinstance(event_ms, bool) or not isinstance(event_ms, int) or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
+            raise Refusal(BAD_EVENT_TIME, f"event_ms must be an integer in [{MIN_EVENT_MS}, {MAX_EVENT_MS}), "
+                                          f"got event_ms={event_ms!r}")
+        dims = _dimensions({} if dimensions is None else dimensions)
+        bits = self._bits(values)
+        drawn = self.coins.generate(2 * COIN_BYTES * spec.slots)
+        x = sum(b << i for i, b in enumerate(bits))
+        b = spec.index_bits
+        out, indices, parities = [], [], []
+        for j in range(spec.slots):
+            at = 2 * COIN_BYTES * j
+            u = coin_value(drawn[at:at + COIN_BYTES])
+            a = next(i for i, t in enumerate(self._thresholds) if u < t) + 1
+            parity = bin(x & self._masks[a - 1]).count("1") & 1
+            sent = parity if decide(drawn[at + COIN_BYTES:at + 2 * COIN_BYTES], spec.keep) else 1 - parity
+            indices.append(a)
+            parities.append(sent)
+            out += [(a >> i) & 1 for i in range(b)] + [sent]
+        packed = np.packbits(np.array(out, dtype=np.uint8), bitorder="little").tobytes()
+        record = {"collection": spec.collection, "event_time": event_ms, "bits": packed, "dimensions": dims,
+                  "client": None}
+        return record, HadamardTrace(drawn, tuple(bits), tuple(indices), tuple(parities))
+
+    def _bits(self, values) -> list:
+        names = list(self.spec.features)
+        if not isinstance(values, Mapping):
+            raise Refusal(BAD_VALUE, f"values must map feature names to values, got {type(values).__name__}")
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise Refusal(MISSING_FEATURE, f"values must give every feature, got missing={missing}")
+        unknown = sorted(str(k) for k in values if k not in names)
+        if unknown:
+            raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
+        for n in names:
+            if not isinstance(values[n], bool):
+                raise Refusal(BAD_VALUE, f"feature {n!r} is boolean: its value must be true or false, got "
+                                         f"{type(values[n]).__name__}")
+        return [int(values[n]) for n in names]

@@ -1,0 +1,69 @@
+"""``plan`` for channel kinds: the precision of a Hadamard-sampling collection's marginals and table
+cells (the worst case, :func:`~ldp_marginals.ldp.hadamard_reports.cell_variance_per_report`), and for a
+collection with a ``local`` promise at a stated epsilon, which of the job's channel kinds gives the
+lower worst-case variance of its top-order tables at that whole-report epsilon
+(:func:`~ldp_marginals.ldp.mechanism_choice.kind_choice`), both figures printed."""
+from __future__ import annotations
+
+from ldp_marginals.ldp.encoding import BOOLEAN
+from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
+from ldp_marginals.ldp.intervals import sidak_level
+from ldp_marginals.ldp.mechanism_choice import kind_choice
+
+
+def kind_precision(cfg, n, target, frequencies, precision) -> tuple:
+    """``(set rows, cell rows)`` of a Hadamard-sampling collection, as :func:`~ldp_marginals.pipelines.plan.plan`
+    writes them for per-bit channels (``precision``: its ``_precision``)."""
+    if any(f is not None for f in frequencies):
+        raise ValueError(f"--frequency is for per-bit channels: collection {cfg.name!r} uses channel kind hadamard, "
+                         "whose plan gives the worst case (every coefficient 0) only")
+    labels, mech = cfg.layout.labels, cfg.sampling
+    published = [list(s) for s in cfg.published_sets]
+    level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
+    rows = [{"labels": [labels[b] for b in cols], "columns": cols,
+             **precision(cell_variance_per_report(mech, len(cols)), n, target, level)} for cols in published]
+    cells = []
+    from ldp_marginals.ldp.tables import group_cells
+    for group, interval in zip(cfg.groups, cfg.group_intervals or ("per_cell",) * len(cfg.groups)):
+        table = group_cells(cfg.layout, group)
+        cell_level = sidak_level(cfg.level, len(table)) if interval == "simultaneous" else cfg.level
+        per_report = cell_variance_per_report(mech, len(group))
+        cells += [{"group": list(group), "cell": list(cell), "interval": interval,
+                   **precision(per_report, n, target, cell_level)} for cell, _, _ in table]
+    return rows, cells
+
+
+def mechanism_advice(cfg) -> dict:
+    """The job's channel kinds compared for the collection's stated local promise (``None`` fields and a
+    ``reason`` when the comparison does not apply)."""
+    p = cfg.privacy
+    if p is None or p.model != "local" or p.epsilon is None:
+        return {"reason": "no local promise with an epsilon (privacy: {model: local, epsilon: E}) to compare "
+                          "the channel kinds at"}
+    if any(f.kind != BOOLEAN for f in cfg.layout.features):
+        return {"reason": "the comparison takes boolean features only (channel kind hadamard does)"}
+    choice = kind_choice(cfg.layout.n_bits, cfg.max_order, p.epsilon)
+    return dict(choice, epsilon=p.epsilon, order=cfg.max_order, current=cfg.channel_kind,
+                reason=None)
+
+
+def advice_lines(m: dict) -> list:
+    if m.get("reason"):
+        return [f"mechanism: {m['reason']}"]
+    lines = [f"mechanism for the local promise at whole-report epsilon {m['epsilon']:g} (worst-case summed cell "
+             f"variance of a {m['order']}-way table, per report: divide by N):"]
+    for c in m["candidates"]:
+        mark = "  <- better" if c["kind"] == m["best"] else ""
+        lines.append(f"  {c['label']:<28} {c['variance_per_report']:>14,.2f}   channel: "
+                     f"{_flow(c['channel'])}{mark}")
+    if m["current"] == m["best"]:
+        lines.append(f"  this collection uses the better kind ({m['current']}); the other's variance is "
+                     f"{m['ratio']:,.3g}x")
+    else:
+        lines.append(f"  this collection uses {m['current']}: {m['best']} would give a {m['ratio']:,.3g}x lower "
+                     "variance at the same promise")
+    return lines
+
+
+def _flow(d: dict) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in d.items()) + "}"

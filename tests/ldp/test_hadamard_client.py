@@ -1,0 +1,102 @@
+"""The Hadamard-sampling client (ldp/hadamard_client.py) against its test vectors
+(clients/test-vectors/hadamard.json), the specification's rule recomputed from the mechanism
+(ldp/hadamard.py) and the job's wire format (ldp/hadamard_reports.py), and its law by seeded simulation."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+
+from ldp_marginals.ldp.client import Refusal
+from ldp_marginals.ldp.coins import HmacDrbg, coin_value, units
+from ldp_marginals.ldp.hadamard import HadamardSampling
+from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
+from ldp_marginals.ldp.hadamard_reports import HadamardFormat
+from ldp_marginals.ldp.windows import Window
+from ldp_marginals.schemas import encode_message
+from tests.ldp.test_client_vectors import spec_avro
+from tests.stats import ALPHA, Z
+
+VECTORS = json.loads((Path(__file__).resolve().parents[2] / "clients" / "test-vectors" / "hadamard.json")
+                     .read_text(encoding="utf-8"))
+
+
+def mechanism_of(config: dict) -> HadamardSampling:
+    """The mechanism a client config stands for, found from its numbers (weights name sqrt or uniform)."""
+    h = config["hadamard"]
+    d = len(config["features"])
+    weights = "uniform" if len(set(h["weights"])) == 1 else "sqrt"
+    keep = h["keep"]
+    epsilon = h["slots"] * float(np.log(keep / (1 - keep)))
+    return HadamardSampling(d, h["max_order"], epsilon, h["slots"], weights)
+
+
+@pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"][:30])
+def test_the_client_reproduces_every_positive_vector(case):
+    client = HadamardDeviceClient(HadamardClientSpec.from_json(case["config"]), bytes.fromhex(case["secret"]),
+                                  HmacDrbg(bytes.fromhex(case["seed"])))
+    for report in case["reports"]:
+        record, trace = client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
+        expect = report["expect"]
+        assert trace.coins.hex() == expect["coins"]
+        assert (list(trace.encoded), list(trace.indices), list(trace.parities)) == (
+            expect["encoded"], expect["indices"], expect["parities"])
+        assert record["bits"].hex() == expect["bits"]
+        assert encode_message("noisy_report", record).hex() == expect["avro"] == spec_avro(record).hex()
+
+
+@pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"][:30])
+def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case):
+    """Recomputed without the client: each index is the first coefficient whose cumulative probability (the
+    mechanism's, in family order) in coin units is above the index coin; the parity is the set's parity of the
+    true bits, flipped when the parity coin is not below units(keep); the bits are the job's wire format."""
+    mech = mechanism_of(case["config"])
+    assert HadamardClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
+                                 Window("fixed", 3600.0), mech).to_json() == case["config"]
+    thresholds = [units(min(t, 1.0)) for t in np.cumsum(mech.probabilities)]
+    thresholds[-1] = 1 << 32
+    fmt = HadamardFormat(mech)
+    for report in case["reports"]:
+        e = report["expect"]
+        coins = bytes.fromhex(e["coins"])
+        x = np.array(e["encoded"])
+        for j, (a, sent) in enumerate(zip(e["indices"], e["parities"])):
+            u = coin_value(coins[8 * j:8 * j + 4])
+            assert a == 1 + next(i for i, t in enumerate(thresholds) if u < t)
+            parity = int(x[list(mech.family[a])].sum() % 2)
+            kept = coin_value(coins[8 * j + 4:8 * j + 8]) < units(mech.keep)
+            assert sent == (parity if kept else 1 - parity)
+        idx, par = fmt.unpack(np.frombuffer(bytes.fromhex(e["bits"]), dtype=np.uint8)[None, :])
+        assert idx[0].tolist() == e["indices"] and par[0].tolist() == e["parities"]
+
+
+@pytest.mark.parametrize("item", VECTORS["refusals"], ids=lambda r: r["name"])
+def test_every_negative_vector_is_refused_with_its_code(item):
+    with pytest.raises(Refusal) as err:
+        spec = HadamardClientSpec.from_json(item["config"])
+        client = HadamardDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(100, 132))))
+        i = item["input"]
+        client.report(i["values"], i["event_ms"], i["dimensions"])
+    assert err.value.code == item["refusal"]
+
+
+@pytest.mark.statistical
+def test_the_clients_law_is_the_mechanisms():
+    """12,000 reports of one device (d = 5, k = 3, epsilon 1): the drawn coefficients follow the mechanism's
+    probabilities (chi-square at the suite's false-alarm rate) and the parity is kept at its rate (z band).
+    A client that drew uniformly would fail the first (sqrt weights are 2.2x apart here)."""
+    mech = HadamardSampling(5, 3, 1.0)
+    spec = HadamardClientSpec.of("s", [f"q{i}" for i in range(5)], Window("fixed", 3600.0), mech)
+    client = HadamardDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(7, 39))))
+    x = {f"q{i}": bool(b) for i, b in enumerate((1, 0, 1, 1, 0))}
+    n = 12_000
+    traces = [client.report_with_trace(x, 1_767_225_600_000)[1] for _ in range(n)]
+    idx = np.array([t.indices[0] for t in traces])
+    counts = np.bincount(idx, minlength=mech.n_coefficients + 1)[1:]
+    expected = n * mech.probabilities
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    assert stat < chi2.isf(ALPHA, mech.n_coefficients - 1), stat
+    true = np.array([sum(x[f"q{i}"] for i in mech.family[a]) % 2 for a in idx])
+    kept = (np.array([t.parities[0] for t in traces]) == true).mean()
+    assert abs(kept - mech.keep) <= Z * np.sqrt(mech.keep * (1 - mech.keep) / n)

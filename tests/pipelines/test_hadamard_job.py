@@ -1,0 +1,75 @@
+"""A Hadamard-sampling collection (channel: {kind: hadamard}) through the batch job: its rows equal the
+estimator's on each window's reports (ldp/hadamard_reports.py), through both readers and with shards
+merged; the guard withholds a small window; malformed reports are dead letters with their reason."""
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from ldp_marginals import schemas
+from ldp_marginals.ldp.hadamard_reports import encode_reports, window_marginals
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.blocks import ReadReportFilesFast
+from ldp_marginals.transforms.reports import ReadNoisyReportFiles
+from tests.pipelines.test_job_batch import Shards
+
+START = 1_767_225_600_000   # 2026-01-01, an hour boundary
+CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(5)],
+          "channel": {"kind": "hadamard", "epsilon": 2.0}, "max_order": 3,
+          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 500, "groups": [["q0", "q2"]]}
+
+
+def reports(cfg, seed=0):
+    """2,400 reports in hour 0, 300 in hour 1 (below min_reports); correlated bits."""
+    rng = np.random.default_rng(seed)
+    n = 2700
+    z = rng.random(n) < 0.4
+    bits = (rng.random((n, 5)) < np.where(z[:, None], 0.8, 0.2)).astype(np.uint8)
+    event = START + np.where(np.arange(n) < 2400, rng.integers(0, 3_600_000, n), 3_600_000 + rng.integers(0, 3_600_000, n))
+    packed = encode_reports(bits, cfg.sampling, rng)
+    records = [{"collection": cfg.name, "event_time": int(event[i]), "bits": packed[i].tobytes(), "dimensions": {},
+                "client": None} for i in range(n)]
+    return records, packed, event
+
+
+def expected(cfg, packed, event):
+    idx = np.flatnonzero(event < START + 3_600_000)
+    agg = cfg.aggregator
+    got = window_marginals(agg, agg.add_packed(agg.create(), packed[idx]))
+    marg = [(tuple(s), round(got.means[i], 6), round(got.variances[i], 4)) for i, s in enumerate(got.family) if s]
+    table = got.estimate.table((0, 2))   # cell z: bit 0 is q0, bit 1 q2; the group lists ff, ft, tf, tt
+    cells = [(("false", "false"), table.estimate[0]), (("false", "true"), table.estimate[2]),
+             (("true", "false"), table.estimate[1]), (("true", "true"), table.estimate[3])]
+    return marg, [(c, round(e, 6)) for c, e in cells]
+
+
+@pytest.mark.parametrize("reader", ["records", "per_element", "block_reader"])
+def test_rows_are_the_estimators_on_each_window(tmp_path, reader):
+    cfg = parse_config(CONFIG)
+    records, packed, event = reports(cfg)
+    bad = [dict(records[0], bits=bytes([0])),                 # index 0: no coefficient
+           dict(records[0], bits=bytes([0b0011111])),         # index 31 > T = 25
+           dict(records[0], bits=b"\x01\x00"),                # two bytes: wrong length
+           dict(records[0], bits=bytes([0b1000001]))]         # bit 6 is padding (6 bits a report)
+    marg, cells = expected(cfg, packed, event)
+    with BeamTestPipeline() as p:
+        if reader == "records":
+            source = Shards(records + bad)
+        else:
+            schemas.write_avro(tmp_path / "r.avro", "noisy_report", records + bad)
+            pattern = str(tmp_path / "*.avro")
+            source = ReadReportFilesFast(pattern, {cfg.name: cfg}) if reader == "block_reader" else \
+                ReadNoisyReportFiles(pattern)
+        outs = build(p, source, None, JobOptions({cfg.name: cfg}))
+        assert_that(outs["marginals"] | beam.Map(lambda r: (tuple(r["columns"]), round(r["estimate"], 6),
+                                                            round(r["variance"], 4))),
+                    equal_to(marg), label="marginals")
+        assert_that(outs["tables"] | beam.Map(lambda r: (tuple(r["cell"]), round(r["estimate"], 6))),
+                    equal_to(cells), label="tables")
+        assert_that(outs["withheld"] | beam.Map(lambda r: (r["window_start"], r["n_reports"], r["cause"])),
+                    equal_to([(START + 3_600_000, 300, "privacy")]), label="guard")
+        assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]),
+                    equal_to(["bad_coefficient", "bad_coefficient", "wrong_length", "padding_bits"]), label="dead")
+        assert_that(outs["extremes"], equal_to([]), label="no extremes")

@@ -1,0 +1,86 @@
+"""plan with channel kinds (pipelines/plan_kinds.py): a Hadamard-sampling collection's half-widths are its
+closed-form worst case, and for a stated local promise plan names the kind with the lower worst-case
+table variance, both figures printed (the better kind flips between epsilon 4 and 8 at d = 7, k = 3)."""
+import argparse
+
+import numpy as np
+import pytest
+import yaml
+
+from ldp_marginals.ldp.hadamard import HadamardEstimate, HadamardSampling
+from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
+from ldp_marginals.ldp.intervals import sidak_level
+from ldp_marginals.ldp.mechanism_choice import candidates
+from ldp_marginals.ldp.planning import half_width_of
+from ldp_marginals.pipelines.plan import plan, render
+
+FEATURES = [{"name": f"a{i}", "type": "boolean"} for i in range(7)]
+
+
+def config(channel, epsilon, **extra):
+    return dict({"collection": "gss", "features": FEATURES, "channel": channel, "max_order": 3,
+                 "window": {"type": "fixed", "size_seconds": 86400}, "min_reports": 1000,
+                 "privacy": {"model": "local", "epsilon": epsilon}}, **extra)
+
+
+def run(tmp_path, spec, **options):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    args = argparse.Namespace(config=str(tmp_path / "c.yaml"), reports_per_window=options.get("n", 33144),
+                              frequency=options.get("frequency", []), target_half_width=0.02,
+                              target_mean_half_width=[], json=True)
+    return plan(args)
+
+
+def test_cell_figure_is_the_estimators_variance_at_theta_zero():
+    mech = HadamardSampling(7, 3, 4.0)
+    big_n = 10 ** 9
+    est = HadamardEstimate(mech, big_n, np.r_[0.0, big_n * mech.slots * mech.probabilities],
+                           np.r_[1.0, np.zeros(mech.n_coefficients)])
+    for o in (1, 2, 3):
+        table = est.table(tuple(range(o)))
+        np.testing.assert_allclose(table.variances / big_n, cell_variance_per_report(mech, o), rtol=1e-6)
+
+
+def test_a_hadamard_collections_plan(tmp_path):
+    out = run(tmp_path, config({"kind": "hadamard", "epsilon": 2.0}, 2.0, groups=[["a0", "a1"]],
+                               marginal_interval="simultaneous"))
+    (coll,) = out["collections"]
+    mech = HadamardSampling(7, 3, 2.0)
+    level = sidak_level(0.95, 63)
+    assert len(coll["sets"]) == 63
+    for r in coll["sets"]:
+        assert r["half_width"]["worst"] == pytest.approx(
+            half_width_of(cell_variance_per_report(mech, len(r["columns"])) / 33144, level))
+    assert [r["cell"] for r in coll["cells"]] == [["false", "false"], ["false", "true"], ["true", "false"],
+                                                  ["true", "true"]]
+    assert coll["cells"][0]["half_width"]["worst"] == pytest.approx(
+        half_width_of(cell_variance_per_report(mech, 2) / 33144, 0.95))
+    assert coll["privacy"]["local_epsilon"] == 2.0
+    with pytest.raises(ValueError, match="--frequency is for per-bit channels"):
+        run(tmp_path, config({"kind": "hadamard", "epsilon": 2.0}, 2.0), frequency=[0.1])
+
+
+@pytest.mark.parametrize("epsilon,best", [(0.5, "hadamard"), (2.0, "hadamard"), (4.0, "hadamard"), (8.0, "per_bit")])
+def test_plan_picks_the_better_kind_for_the_promise(tmp_path, epsilon, best):
+    figures = {c.name: c.variance_per_report for c in candidates(7, 3, epsilon)}
+    for channel, current in (({"kind": "hadamard", "epsilon": epsilon}, "hadamard"),
+                             ({"mechanism": "symmetric", "epsilon": epsilon / 7}, "per_bit")):
+        out = run(tmp_path, config(channel, epsilon))
+        m = out["collections"][0]["mechanism"]
+        assert m["best"] == best and m["current"] == current
+        got = {c["kind"]: c["variance_per_report"] for c in m["candidates"]}
+        assert got == pytest.approx({"hadamard": figures["hadamard"], "per_bit": figures["per-bit"]})
+        assert m["ratio"] == pytest.approx(max(got.values()) / min(got.values()))
+        text = render(out)
+        assert "Hadamard sampling" in text and "per-bit RR" in text
+        assert ("uses the better kind" in text) == (current == best)
+    # the kind plan recommends is one the config accepts as written
+    (rec,) = [c for c in m["candidates"] if c["kind"] == best]
+    assert run(tmp_path, config(rec["channel"], epsilon))["collections"][0]["mechanism"]["current"] == best
+
+
+def test_no_comparison_without_a_stated_local_epsilon(tmp_path):
+    spec = config({"mechanism": "symmetric", "epsilon": 0.5}, 1.0)
+    del spec["privacy"]
+    m = run(tmp_path, spec)["collections"][0]["mechanism"]
+    assert m == {"reason": m["reason"]} and "privacy: {model: local, epsilon: E}" in m["reason"]

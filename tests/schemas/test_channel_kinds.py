@@ -1,0 +1,55 @@
+"""channel: {kind: hadamard} in a collection config (schemas/channel_kinds.py): what it builds, and a
+ValueError naming the field for everything it refuses."""
+import pytest
+
+from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
+from ldp_marginals.schemas.config import parse_config
+
+
+def spec(**changes):
+    base = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(7)],
+            "channel": {"kind": "hadamard", "epsilon": 2.0}, "max_order": 3,
+            "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 1000}
+    base.update(changes)
+    return base
+
+
+def test_a_hadamard_collection():
+    cfg = parse_config(spec(groups=[["q0", "q1", "q2"]], privacy={"model": "local", "epsilon": 2.0}))
+    assert cfg.channel_kind == "hadamard"
+    assert (cfg.sampling.n_bits, cfg.sampling.max_order, cfg.sampling.epsilon, cfg.sampling.slots,
+            cfg.sampling.weights) == (7, 3, 2.0, 1, "sqrt")
+    assert (cfg.wire.n_bits, cfg.wire.n_bytes) == (7, 1)
+    assert isinstance(cfg.aggregator, HadamardAggregator)
+    assert len(cfg.published_sets) == 63
+    d = cfg.describe()
+    assert d["channel"] == {"kind": "hadamard", "epsilon": 2.0, "slots": 1, "weights": "sqrt", "coefficients": 63,
+                            "report_bits": 7}
+    assert d["local_epsilon"] == 2.0 and d["mechanisms"] == ["hadamard"] * 7
+    inpht = parse_config(spec(channel={"kind": "hadamard", "epsilon": 8, "slots": 1, "weights": "uniform"}))
+    assert (inpht.sampling.slots, inpht.sampling.weights, inpht.wire.n_bytes) == (1, "uniform", 1)
+    assert parse_config(spec(channel={"kind": "hadamard", "epsilon": 8})).sampling.slots == 4
+    per_bit = parse_config(spec(channel={"mechanism": "symmetric", "epsilon": 1.0}))
+    assert per_bit.channel_kind == "per_bit" and per_bit.wire is per_bit.layout and "channel" not in per_bit.describe()
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"channel": {"kind": "walsh", "epsilon": 1}}, r"channel.kind must be one of \['hadamard'\], got kind='walsh'"),
+    ({"channel": {"kind": "hadamard"}}, "channel of kind 'hadamard' must have 'epsilon'"),
+    ({"channel": {"kind": "hadamard", "epsilon": 0}}, "channel.epsilon"),
+    ({"channel": {"kind": "hadamard", "epsilon": 1, "p": 0.1}}, r"channel has unknown keys \['p'\]"),
+    ({"channel": {"kind": "hadamard", "epsilon": 1, "slots": 0}}, "channel.slots"),
+    ({"channel": {"kind": "hadamard", "epsilon": 1, "weights": "cube"}}, "channel.weights must be one of"),
+    ({"features": [{"name": "os", "type": "categorical", "values": ["a", "b", "c"]}], "max_order": 2},
+     r"boolean features only, got non-boolean features \['os'\]"),
+    ({"extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1"]}]}, "extremes are not supported"),
+    ({"conditionals": [{"of": ["q0"], "given": ["q1"]}]}, "conditionals are not supported"),
+    ({"sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
+    ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
+    ({"privacy": {"unit": "device"}}, "privacy.unit must be 'report' with channel kind"),
+    ({"privacy": {"model": "local", "epsilon": 1.5}}, "promises local DP at epsilon=1.5, but the channel gives"),
+    ({"groups": [["q0", "q1", "q2", "q3"]]}, r"groups\[0\] has 4 features, over max_order=3"),
+])
+def test_refusals_name_the_field(changes, message):
+    with pytest.raises(ValueError, match=message):
+        parse_config(spec(**changes))

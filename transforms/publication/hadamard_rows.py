@@ -1,0 +1,42 @@
+"""The estimates behind the rows a window and key of a Hadamard-sampling collection (``channel: {kind:
+hadamard}``) publishes: ``marginals`` (every set of 1..max_order bits: the count of reports whose bits are all 1 on it) and
+``tables`` (every configured group of boolean features), from the released accumulator as every
+kind's rows are (:mod:`~ldp_marginals.transforms.publication.rows`), with the same schemas, intervals
+and out-of-range policy. The estimates and their closed-form variances are
+:func:`~ldp_marginals.ldp.hadamard_reports.window_marginals` and
+:meth:`~ldp_marginals.ldp.hadamard.HadamardEstimate.table`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ldp_marginals.ldp.hadamard_reports import window_marginals
+from ldp_marginals.ldp.intervals import sidak_level
+from ldp_marginals.ldp.tables import GroupTable, group_cells
+
+
+def hadamard_group_tables(config, marginals) -> list:
+    """``(group, interval, table, low, high)`` of every configured group (boolean features, at most
+    max_order of them): its table from the coefficients, cells in the order of
+    :func:`~ldp_marginals.ldp.tables.group_cells`."""
+    out = []
+    est = marginals.estimate
+    intervals = config.group_intervals or ("per_cell",) * len(config.groups)
+    for group, interval in zip(config.groups, intervals):
+        cells = group_cells(config.layout, group)
+        cols = tuple(sorted(b for _, ones, zeros in cells[:1] for b in ones + zeros))
+        table = est.table(cols)
+        # cell z of est.table has bit j = value of cols[j]; a group cell sets its `ones` bits to 1
+        order = [sum(1 << j for j, c in enumerate(cols) if c in ones) for _, ones, _ in cells]
+        group_table = GroupTable(tuple(group), tuple(v for v, _, _ in cells), (cols,) * len(cells), table.n,
+                                 table.estimate[order], table.covariance[np.ix_(order, order)])
+        level = sidak_level(config.level, len(cells)) if interval == "simultaneous" else config.level
+        out.append((group, interval, group_table, *group_table.intervals(level)))
+    return out
+
+
+def hadamard_estimates(config, acc) -> tuple:
+    """``(marginals, groups)`` of one window and key: what :func:`~ldp_marginals.transforms.publication.rows.
+    marginal_rows` and ``table_rows`` publish."""
+    marginals = window_marginals(config.aggregator, acc)
+    return marginals, hadamard_group_tables(config, marginals)
