@@ -55,7 +55,11 @@ def from_config(args) -> list:
         if getattr(args, name) is not None:
             raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")
     out = []
+    from ldp_marginals.pipelines.plan_kinds import calibrate_kind, mechanism_advice
     for cfg in load_configs(args.config, check_promise=False).values():
+        if cfg.sampling is not None:   # a channel kind: no per-bit channels (pipelines/plan_kinds.py)
+            out.append(calibrate_kind(cfg, args.epsilon))
+            continue
         promise = cfg.privacy.describe() if cfg.privacy else None
         local = float(local_dp_epsilon(cfg.layout, cfg.channels))
         flip = sufficient_flip(cfg.channels)
@@ -65,7 +69,8 @@ def from_config(args) -> list:
                "local_epsilon": local, "symmetric_flip": flip, "promise": promise, "promise_kept": None,
                "raise_min_reports_to": None, "min_reports": cfg.min_reports,
                "epsilon": None, "eta": None, "sufficient_crowd": None, "unit": cfg.unit,
-               "repeats": cfg.repeats_per_window, "epsilons": cfg.describe_epsilons()}
+               "repeats": cfg.repeats_per_window, "epsilons": cfg.describe_epsilons(),
+               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg)}
         if promise and promise["model"] == "local":
             row["promise_kept"] = promise["epsilon"] is None or local <= promise["epsilon"] + 1e-12
         elif promise:
@@ -158,8 +163,12 @@ def _reports(n: int) -> str:
 
 
 def render_config(rows: list) -> str:
+    from ldp_marginals.pipelines.plan_kinds import advice_lines, render_kind
     lines = []
     for r in rows:
+        if r["kind"] != "per_bit":
+            lines += render_kind(r) + ["  " + line for line in advice_lines(r["mechanism"])]
+            continue
         same = len({(c["p"], c["q"]) for c in r["channels"]}) == 1
         chans = (f"p={r['channels'][0]['p']:.4f}, q={r['channels'][0]['q']:.4f} on each of {r['bits']} bits" if same
                  else f"{len({(c['p'], c['q']) for c in r['channels']})} channels over {r['bits']} bits")
@@ -189,6 +198,7 @@ def render_config(rows: list) -> str:
             lines.append(f"  sufficient DP at --epsilon {r['epsilon']:g}, eta={r['eta']:g}: at least "
                          f"{_reports(crowd)} per published window (min_reports={r['min_reports']:,}: {enough})")
         lines.append(f"  one device over time (unit: {r['unit']}): " + epsilons_line(r["epsilons"]))
+        lines += ["  " + line for line in advice_lines(r["mechanism"])]
     return "\n".join(lines)
 
 

@@ -67,3 +67,36 @@ def advice_lines(m: dict) -> list:
 
 def _flow(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in d.items()) + "}"
+
+
+def calibrate_kind(cfg, epsilon) -> dict:
+    """``calibrate --config``'s row of a collection whose channel is a kind: the whole report's epsilon,
+    whether a local promise is kept, and the kinds compared (sufficient DP does not apply: the kind
+    does not randomize bit by bit, so ``--epsilon`` gives no crowd for it)."""
+    m, p = cfg.sampling, cfg.privacy
+    promise = p.describe() if p else None
+    kept = None if promise is None else (promise["epsilon"] is None or m.epsilon <= promise["epsilon"] + 1e-12)
+    return {"collection": cfg.name, "kind": cfg.channel_kind, "bits": cfg.layout.n_bits,
+            "features": len(cfg.layout.features), "channels": [], "channel": cfg.describe()["channel"],
+            "local_epsilon": float(m.epsilon), "symmetric_flip": None, "promise": promise, "promise_kept": kept,
+            "raise_min_reports_to": None, "min_reports": cfg.min_reports, "epsilon": epsilon, "eta": None,
+            "sufficient_crowd": None, "unit": cfg.unit, "repeats": 1, "epsilons": cfg.describe()["epsilons"],
+            "mechanism": mechanism_advice(cfg)}
+
+
+def render_kind(r: dict) -> list:
+    c = r["channel"]
+    lines = [f"collection {r['collection']}: Hadamard sampling over {r['bits']} bits ({c['slots']} slot(s) of "
+             f"{c['coefficients']} coefficients, {c['weights']} weights; {c['report_bits']} bits a report)",
+             f"  local epsilon of a whole report   {r['local_epsilon']:.4g}"]
+    p = r["promise"]
+    if p is None:
+        lines.append("  promise: none stated")
+    else:
+        at = f" at epsilon {p['epsilon']:g}" if p["epsilon"] is not None else ""
+        lines.append(f"  promise: local DP{at}: " + (
+            f"kept (a whole report's epsilon is {r['local_epsilon']:.4g})" if r["promise_kept"] else
+            f"NOT kept: a whole report's epsilon is {r['local_epsilon']:.4g}; lower channel.epsilon"))
+    if r["epsilon"] is not None:
+        lines.append("  sufficient DP: not for this kind (it randomizes the whole report, not each bit)")
+    return lines

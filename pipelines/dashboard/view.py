@@ -249,6 +249,16 @@ def precision(marginals: list, tables: list, means: list, c: dict | None) -> lis
                     "planned": half_width_of(planned_variance, level), "measured": measured,
                     "interval": r.get("interval", "per_cell")})
 
+    if (c.get("channel") or {}).get("kind") == "hadamard":   # a channel kind: its closed-form worst case
+        from ldp_marginals.ldp.hadamard import HadamardSampling
+        from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
+        ch = c["channel"]
+        mech = HadamardSampling(len(c["labels"]), c["max_order"], ch["epsilon"], ch["slots"], ch["weights"])
+        for r, kind in [(r, "marginals") for r in marginals if len(r["columns"]) == 1] + [(r, "tables") for r in tables]:
+            label = r["labels"][0] if kind == "marginals" else ", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"]))
+            add(r, kind, label, cell_variance_per_report(mech, len(r["columns"])) / r["n_reports"],
+                (r["ci_high"] - r["ci_low"]) / 2 / r["n_reports"])
+        return out
     p_all, q_all = np.array(c["p"]), np.array(c["q"])
     for r in marginals:
         if len(r["columns"]) == 1:

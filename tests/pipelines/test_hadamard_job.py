@@ -73,3 +73,35 @@ def test_rows_are_the_estimators_on_each_window(tmp_path, reader):
         assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]),
                     equal_to(["bad_coefficient", "bad_coefficient", "wrong_length", "padding_bits"]), label="dead")
         assert_that(outs["extremes"], equal_to([]), label="no extremes")
+
+
+def test_the_run_command_read_and_the_dashboard_view(tmp_path):
+    """As a user runs it: `ldp-marginals run` on an Avro file, then `read` and the dashboard's view: the
+    collection says its kind, the tables are there, and the precision panel's plan (the closed-form worst
+    case) is at least the measured half-width of every 1-way marginal and cell (less the noise of n_a)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
+    from ldp_marginals.pipelines.read import read
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
+    cfg = parse_config(CONFIG)
+    records, _, _ = reports(cfg, seed=5)
+    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
+    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
+                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    marginals = read(str(tmp_path / "out"), "marginals")
+    assert len(marginals) == 25 and set(marginals["n_reports"].to_pylist()) == {2400}
+    data = view(str(tmp_path / "out"), parse_selection({}), FileCache(str(tmp_path / "out")))
+    (info,) = data["collections"]
+    assert info["channel"]["kind"] == "hadamard" and info["local_epsilon"] == 2.0
+    assert len(data["tables"]) == 4
+    rows = data["precision"]
+    assert sorted(r["kind"] for r in rows) == ["marginals"] * 5 + ["tables"] * 4
+    for r in rows:
+        assert r["measured"] <= 1.05 * r["planned"], r
+        assert r["measured"] >= 0.8 * r["planned"], r      # a 3x wrong plan (or the per-bit figure, 0) fails

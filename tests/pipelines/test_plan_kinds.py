@@ -84,3 +84,21 @@ def test_no_comparison_without_a_stated_local_epsilon(tmp_path):
     del spec["privacy"]
     m = run(tmp_path, spec)["collections"][0]["mechanism"]
     assert m == {"reason": m["reason"]} and "privacy: {model: local, epsilon: E}" in m["reason"]
+
+
+def test_calibrate_states_the_kind_its_promise_and_the_choice(tmp_path):
+    from ldp_marginals.pipelines.calibrate import from_config, render_config
+    specs = [config({"kind": "hadamard", "epsilon": 2.0}, 1.0),                      # promise below the channel
+             dict(config({"mechanism": "symmetric", "epsilon": 8 / 7}, 8.0), collection="per_bit")]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(specs))
+    args = argparse.Namespace(config=str(tmp_path / "c.yaml"), epsilon=1.0, eta=0.01, bits=None, population=None,
+                              flip=None)
+    had, bit = sorted(from_config(args), key=lambda r: r["collection"])
+    assert (had["kind"], had["local_epsilon"], had["promise_kept"], had["sufficient_crowd"]) == ("hadamard", 2.0,
+                                                                                                  False, None)
+    assert had["mechanism"]["best"] == "hadamard" and bit["mechanism"]["best"] == "per_bit"
+    assert bit["kind"] == "per_bit" and bit["local_epsilon"] == pytest.approx(8.0)
+    text = render_config([had, bit])
+    assert "NOT kept: a whole report's epsilon is 2; lower channel.epsilon" in text
+    assert "sufficient DP: not for this kind" in text
+    assert "this collection uses the better kind (per_bit)" in text

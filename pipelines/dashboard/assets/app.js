@@ -560,6 +560,11 @@
   }
 
   function channelText(c) {
+    // a channel kind randomizes the whole report (collections.json "channel")
+    if (c.channel && c.channel.kind === "hadamard") {
+      return "Hadamard sampling: " + c.channel.slots + " of " + c.channel.coefficients + " parity coefficients a report (" +
+        c.channel.weights + " weights) over " + c.labels.length + " bits, the whole report ε = " + fmt(c.channel.epsilon, 3);
+    }
     const kinds = new Set(c.labels.map((_, i) => bitChannel(c, i)));
     if (kinds.size === 1) return bitChannel(c, 0) + " on each of " + c.p.length + " bits";
     return kinds.size + " channels over " + c.p.length + " bits: by feature below";
@@ -612,7 +617,7 @@
       "min_reports", "ε over time (one device)"],
       c ? [[c.collection, channelText(c), fmt(c.local_epsilon, 3), promiseText(c.privacy), windowText(c.window),
         String(c.min_reports), epsilonsText(c)]] : []);
-    const byFeature = c && new Set(c.labels.map((_, i) => bitChannel(c, i))).size > 1;
+    const byFeature = c && !c.channel && new Set(c.labels.map((_, i) => bitChannel(c, i))).size > 1;
     $("channels-table").style.display = byFeature ? "" : "none";
     fillTable($("channels-table"), ["feature", "bits", "channel"], byFeature ? channelsByFeature(c) : []);
     const kindOrder = { marginals: 0, means: 1, tables: 2 };
