@@ -105,3 +105,33 @@ def test_the_run_command_read_and_the_dashboard_view(tmp_path):
     for r in rows:
         assert r["measured"] <= 1.05 * r["planned"], r
         assert r["measured"] >= 0.8 * r["planned"], r      # a 3x wrong plan (or the per-bit figure, 0) fails
+
+
+def test_streaming_and_sliding_windows_give_the_batch_answers():
+    """The kind through the streaming engine (single messages and a container, two regions, sliding windows
+    with their slices and panes): every window and key's latest pane holds the batch job's rows exactly."""
+    from apache_beam.testing import test_stream
+
+    from tests.collect import Collected
+    from tests.pipelines.test_same_answers import canonical, container, latest_panes, run_batch
+    from tests.pipelines.test_streaming import streaming_pipeline
+    cfg = parse_config(dict(CONFIG, window={"type": "sliding", "size_seconds": 7200, "period_seconds": 3600},
+                            dimensions={"region": {}}, min_reports=200))
+    records, _, _ = reports(cfg, seed=3)
+    records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
+    records.append(dict(records[0], bits=bytes([0])))
+    messages = [schemas.encode_message("noisy_report", r) for r in records]
+    batch = run_batch(beam.Create(messages), cfg)
+    stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages[:1500])
+              .add_elements([container(records[1500:])]).advance_watermark_to_infinity())
+    got = Collected()
+    with streaming_pipeline() as p:
+        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
+        for kind, pcoll in outs.items():
+            pcoll | got.into(kind)
+    expected = canonical({k: batch[k] for k in ("marginals", "tables", "withheld", "extremes", "conditionals",
+                                                "means", "consistent_tables")})
+    assert len(expected["marginals"]) > 25 and expected["tables"] and expected["withheld"]
+    assert canonical(latest_panes(got)) == expected
+    assert [d["reason"] for d in got["dead_letters"]] == [d["reason"] for d in batch["dead_letters"]] == [
+        "bad_coefficient"]
