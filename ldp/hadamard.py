@@ -170,6 +170,20 @@ def randomize_hadamard(bits, mechanism: HadamardSampling, rng=None):
     return (indices[0], parities[0]) if single else (indices, parities)
 
 
+def checked_slots(mechanism: HadamardSampling, indices, parities) -> tuple:
+    """``(indices, parities)`` as ``(n, m)`` arrays, or a ValueError: each slot names a coefficient (1..T) and
+    sends a parity 0 or 1."""
+    idx, par = np.atleast_2d(np.asarray(indices)), np.atleast_2d(np.asarray(parities))
+    m, t = mechanism.slots, mechanism.n_coefficients
+    if idx.shape != par.shape or idx.shape[1] != m:
+        raise ValueError(f"indices and parities must both have shape (n, {m}), got {idx.shape} and {par.shape}")
+    if idx.size and (idx.min() < 1 or idx.max() > t):
+        raise ValueError(f"indices must be in [1, {t}], got min={idx.min()}, max={idx.max()}")
+    if not np.isin(par, (0, 1)).all():
+        raise ValueError("parities must be 0 or 1")
+    return idx, par
+
+
 class HadamardAccumulator:
     """Mergeable counts of a Hadamard-sampling window.
 
@@ -184,16 +198,8 @@ class HadamardAccumulator:
         self.odd = np.zeros(mechanism.n_coefficients + 1, dtype=np.int64)
 
     def add(self, indices, parities) -> "HadamardAccumulator":
-        idx = np.asarray(indices)
-        par = np.asarray(parities)
-        idx, par = np.atleast_2d(idx), np.atleast_2d(par)
-        m, t = self.mechanism.slots, self.mechanism.n_coefficients
-        if idx.shape != par.shape or idx.shape[1] != m:
-            raise ValueError(f"indices and parities must both have shape (n, {m}), got {idx.shape} and {par.shape}")
-        if idx.size and (idx.min() < 1 or idx.max() > t):
-            raise ValueError(f"indices must be in [1, {t}], got min={idx.min()}, max={idx.max()}")
-        if not np.isin(par, (0, 1)).all():
-            raise ValueError("parities must be 0 or 1")
+        idx, par = checked_slots(self.mechanism, indices, parities)
+        t = self.mechanism.n_coefficients
         flat = idx.ravel()
         self.drawn += np.bincount(flat, minlength=t + 1)
         self.odd += np.bincount(flat, weights=par.ravel(), minlength=t + 1).astype(np.int64)

@@ -39,10 +39,10 @@ import numpy as np
 from ldp_marginals.ldp.client import (
     BAD_CONFIG,
     BAD_EVENT_TIME,
-    BAD_SECRET,
     BAD_VALUE,
     MISSING_FEATURE,
     UNKNOWN_FEATURE,
+    DeviceClient,
     Refusal,
     _dimensions,
     _is_text,
@@ -50,7 +50,6 @@ from ldp_marginals.ldp.client import (
     _window,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
-from ldp_marginals.ldp.device import check_secret
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, Window
 
@@ -162,20 +161,13 @@ class HadamardTrace:
     parities: tuple     # per slot, the sent parity
 
 
-class HadamardDeviceClient:
-    """One device's client for one Hadamard-sampling collection: ``report(values, event_ms)``."""
+class HadamardDeviceClient(DeviceClient):
+    """One device's client for one Hadamard-sampling collection: ``report(values, event_ms)`` (the secret
+    checked and ``report`` as the per-bit client's)."""
 
     def __init__(self, spec: HadamardClientSpec, secret: bytes, coins):
-        try:
-            self.secret = check_secret(secret)
-        except ValueError as err:
-            raise Refusal(BAD_SECRET, str(err)) from None
-        self.spec = spec
-        self.coins = coins
+        super().__init__(spec, secret, coins)
         self._masks, self._thresholds = spec.masks, spec.thresholds
-
-    def report(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None) -> dict:
-        return self.report_with_trace(values, event_ms, dimensions)[0]
 
     def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
         spec = self.spec

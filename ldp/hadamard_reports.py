@@ -37,6 +37,7 @@ from ldp_marginals.ldp.hadamard import (
     HadamardAccumulator,
     HadamardEstimate,
     HadamardSampling,
+    checked_slots,
     estimate_hadamard,
     randomize_hadamard,
 )
@@ -70,16 +71,8 @@ class HadamardFormat:
 
     def pack(self, indices, parities) -> np.ndarray:
         """``(n, m)`` family indices (1..T) and parities (0/1) -> ``(n, n_bytes)`` uint8 reports."""
-        idx = np.atleast_2d(np.asarray(indices, dtype=np.int64))
-        par = np.atleast_2d(np.asarray(parities, dtype=np.int64))
-        m, t = self.mechanism.slots, self.mechanism.n_coefficients
-        if idx.shape != par.shape or idx.shape[1] != m:
-            raise ValueError(f"indices and parities must both have shape (n, {m}), got {idx.shape} and {par.shape}")
-        if idx.size and (idx.min() < 1 or idx.max() > t):
-            raise ValueError(f"indices must be in [1, {t}], got min={idx.min()}, max={idx.max()}")
-        if not np.isin(par, (0, 1)).all():
-            raise ValueError("parities must be 0 or 1")
-        b = self.index_bits
+        idx, par = (a.astype(np.int64) for a in checked_slots(self.mechanism, indices, parities))
+        m, b = self.mechanism.slots, self.index_bits
         bits = np.zeros((idx.shape[0], self.n_bits), dtype=np.uint8)
         for j in range(m):
             at = j * self.slot_bits

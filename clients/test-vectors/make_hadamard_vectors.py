@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ldp_marginals.ldp.client import Refusal
+from make_vectors import SECRET, SEED, _refusal   # the same secret, seed and refusal capture (run as a script)
+
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
@@ -18,8 +19,6 @@ from ldp_marginals.ldp.windows import Window
 from ldp_marginals.schemas import encode_message
 
 HERE = Path(__file__).resolve().parent
-SECRET = bytes(range(32)).hex()
-SEED = bytes(range(100, 132)).hex()
 T0 = 1_767_225_600_000
 
 
@@ -58,14 +57,6 @@ def reports() -> dict:
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
         cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
     return cases
-
-
-def _refusal(make) -> str:
-    try:
-        make()
-    except Refusal as err:
-        return err.code
-    raise AssertionError("expected a refusal")
 
 
 def refusals() -> list:
