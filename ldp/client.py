@@ -223,10 +223,7 @@ class DeviceClient:
 
     def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
         spec = self.spec
-        if isinstance(event_ms, bool) or not isinstance(event_ms, int) or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
-            raise Refusal(BAD_EVENT_TIME, f"event_ms must be an integer in [{MIN_EVENT_MS}, {MAX_EVENT_MS}), "
-                                          f"got event_ms={event_ms!r}")
-        dims = _dimensions({} if dimensions is None else dimensions)
+        dims = checked_event(event_ms, dimensions)
         units = self._units(values)
         fresh = [f for f in spec.layout.features if f.kind == NUMERIC
                  and not spec.channels.memoizes[spec.layout.bits_of(f.name)[0]]]
@@ -261,15 +258,7 @@ class DeviceClient:
     def _units(self, values) -> dict:
         """Checks the values (refusals in layout order, after the keys); numeric ones' unit values."""
         layout = self.spec.layout
-        if not isinstance(values, Mapping):
-            raise Refusal(BAD_VALUE, f"values must map feature names to values, got {type(values).__name__}")
-        names = [f.name for f in layout.features]
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise Refusal(MISSING_FEATURE, f"values must give every feature, got missing={missing}")
-        unknown = sorted(str(k) for k in values if k not in names)
-        if unknown:
-            raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
+        check_names(values, [f.name for f in layout.features])
         units = {}
         for f in layout.features:
             v = values[f.name]
@@ -292,6 +281,26 @@ class DeviceClient:
                                                 f"outside it")
                 units[f.name] = (x - f.low) / (f.high - f.low)
         return units
+
+
+def checked_event(event_ms, dimensions) -> dict:
+    """Step 1's first checks (docs/client.md section 3): the event time, then the dimensions, sorted."""
+    if isinstance(event_ms, bool) or not isinstance(event_ms, int) or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
+        raise Refusal(BAD_EVENT_TIME, f"event_ms must be an integer in [{MIN_EVENT_MS}, {MAX_EVENT_MS}), "
+                                      f"got event_ms={event_ms!r}")
+    return _dimensions({} if dimensions is None else dimensions)
+
+
+def check_names(values, names: list) -> None:
+    """Step 1's checks of the values' keys: a mapping with every feature (``names``) and no other."""
+    if not isinstance(values, Mapping):
+        raise Refusal(BAD_VALUE, f"values must map feature names to values, got {type(values).__name__}")
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise Refusal(MISSING_FEATURE, f"values must give every feature, got missing={missing}")
+    unknown = sorted(str(k) for k in values if k not in names)
+    if unknown:
+        raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
 
 
 def _dimensions(dims) -> dict:

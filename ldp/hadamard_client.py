@@ -38,20 +38,18 @@ import numpy as np
 
 from ldp_marginals.ldp.client import (
     BAD_CONFIG,
-    BAD_EVENT_TIME,
     BAD_VALUE,
-    MISSING_FEATURE,
-    UNKNOWN_FEATURE,
     DeviceClient,
     Refusal,
-    _dimensions,
     _is_text,
     _keys,
     _window,
+    check_names,
+    checked_event,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
 from ldp_marginals.ldp.hadamard import HadamardSampling
-from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS, Window
+from ldp_marginals.ldp.windows import Window
 
 
 @dataclass(frozen=True)
@@ -171,10 +169,7 @@ class HadamardDeviceClient(DeviceClient):
 
     def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
         spec = self.spec
-        if isinstance(event_ms, bool) or not isinstance(event_ms, int) or not MIN_EVENT_MS <= event_ms < MAX_EVENT_MS:
-            raise Refusal(BAD_EVENT_TIME, f"event_ms must be an integer in [{MIN_EVENT_MS}, {MAX_EVENT_MS}), "
-                                          f"got event_ms={event_ms!r}")
-        dims = _dimensions({} if dimensions is None else dimensions)
+        dims = checked_event(event_ms, dimensions)
         bits = self._bits(values)
         drawn = self.coins.generate(2 * COIN_BYTES * spec.slots)
         x = sum(b << i for i, b in enumerate(bits))
@@ -196,14 +191,7 @@ class HadamardDeviceClient(DeviceClient):
 
     def _bits(self, values) -> list:
         names = list(self.spec.features)
-        if not isinstance(values, Mapping):
-            raise Refusal(BAD_VALUE, f"values must map feature names to values, got {type(values).__name__}")
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise Refusal(MISSING_FEATURE, f"values must give every feature, got missing={missing}")
-        unknown = sorted(str(k) for k in values if k not in names)
-        if unknown:
-            raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
+        check_names(values, names)
         for n in names:
             if not isinstance(values[n], bool):
                 raise Refusal(BAD_VALUE, f"feature {n!r} is boolean: its value must be true or false, got "

@@ -56,7 +56,7 @@ def parse_kind(chan: dict, layout: Layout, max_order: int) -> HadamardSampling:
     return HadamardSampling(layout.n_bits, max_order, epsilon, slots, weights)
 
 
-def check_config(spec: dict, sampling: HadamardSampling, groups: tuple, max_order: int) -> None:
+def check_config(spec: dict, groups: tuple, max_order: int) -> None:
     """The fields of a collection config that this kind refuses (module docstring)."""
     for key in UNSUPPORTED:
         if spec.get(key):

@@ -453,7 +453,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
         repeats = device.max_reports_per_device * (int(round(window.size_seconds / window.period_seconds))
                                                    if window.overlapping else 1)
     if kind:
-        check_config(spec, sampling, tuple(groups), max_order)
+        check_config(spec, tuple(groups), max_order)
         privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)
     else:
         privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise, repeats)

@@ -2,7 +2,6 @@
 job's accumulator against the mechanism's own, merging and versioned state, and the window's
 marginals (exact with expected counts; equal to the all-ones cell of the table whose covariance
 tests/ldp/test_hadamard.py checks by simulation; seeded coverage)."""
-import math
 
 import numpy as np
 import pytest
