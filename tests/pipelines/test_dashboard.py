@@ -760,3 +760,27 @@ def test_compare_prints_whole_labels():
     assert "*crashed [app_version=121.0,os=linux,region=eu] " in lines[3]
     assert "*crashed [app_version=121.0,os=linux,region=us] " in lines[4]
     assert lines[3].index("0.1000") + 6 == lines[4].index("0.1000") + 6 == lines[2].index("first") + 5   # right-aligned
+
+
+def test_a_hadamard_collection_shows_its_kind_its_tables_and_its_plan(browser, tmp_path):
+    """A collection of channel kind hadamard, as `ldp-marginals run` writes it: the privacy panel names the
+    mechanism and the whole report's epsilon (no per-bit channel table), the tables panel draws its unbiased
+    group table (it has no consistent tables), and the precision panel plans its marginals and cells."""
+    from tests.pipelines.test_hadamard_job import CONFIG, reports
+    from ldp_marginals import schemas
+    cfg = parse_config(CONFIG)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
+    schemas.write_avro(tmp_path / "r.avro", "noisy_report", reports(cfg, seed=2)[0])
+    run(["--config", str(tmp_path / "c.yaml"), "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")])
+    page = tmp_path / "page.html"
+    export.write(str(tmp_path / "out"), str(page))
+    browser.get(page.as_uri())
+    wait_for(browser, "window.dashboardReady === true")
+    assert severe_logs(browser) == []
+    assert table_rows(browser, "privacy-table")[0][1] == ("Hadamard sampling: 1 of 25 parity coefficients a report "
+                                                         "(sqrt weights) over 5 bits, the whole report ε = 2.000")
+    assert not browser.find_element("id", "channels-table").is_displayed()
+    bars = browser.execute_script("return document.getElementById('chart-tables').data.map(t => t.y.length)")
+    assert sum(bars) == 4
+    kinds = [r[0] for r in table_rows(browser, "precision-table")]
+    assert len(kinds) == 9, kinds
