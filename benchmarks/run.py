@@ -68,12 +68,17 @@ def accuracy_goals(result: dict):
     """Issue 40's accuracy goals as rows of the table (the full tables: README's accuracy section)."""
     hs = result["goals"]["ours_vs_best_anchor_3way"]
     worst = max(hs, key=lambda g: g["ratio"])
+    kind = max(hs, key=lambda g: g["kind_ratio"])   # the job's channel kind (benchmarks/accuracy.py KIND)
     cons = [g for g in result["goals"]["consistent_vs_raw_3way"] if g["data"] == "gss" and g["epsilon"] == 1.0]
     best = min(cons, key=lambda g: g["ratio"])
     goals = [
         {"goal": "40-2 our picked mechanism's 3-way TV vs best anchor (worst epsilon)",
          "measured": f"{worst['ours']}, {worst['data']} eps {worst['epsilon']:g} (95% up to {worst['high']:.2f})",
          "baseline": "min(InpHT, MargPS)", "ratio": worst["ratio"], "target": "<= 1.10x", "met": worst["high"] <= 1.10},
+        {"goal": "40-2 the channel kind hadamard's 3-way TV vs best anchor (worst epsilon)",
+         "measured": f"{kind['data']} eps {kind['epsilon']:g} (95% up to {kind['kind_high']:.2f})",
+         "baseline": "min(InpHT, MargPS)", "ratio": kind["kind_ratio"], "target": "<= 1.10x",
+         "met": kind["kind_high"] <= 1.10},
         {"goal": "40-3 consistent 3-way TV vs raw (gss, per-bit eps 1)", "measured": best["method"],
          "baseline": "raw TMDH tables", "ratio": best["ratio"], "target": "<= 0.70x", "met": best["ratio"] <= 0.70},
     ]
