@@ -12,7 +12,8 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     channel: {mechanism: symmetric, epsilon: 1.0}   # or {p, q}; or a list of {p, q}, one per bit;
                                                    # or {mechanism: optimized_unary, epsilon},
                                                    # {mechanism: symmetric, flip}, {mechanism: rappor, f, p, q};
-                                                   # or by feature name: {os: {...}, default: {...}}
+                                                   # or by feature name: {os: {...}, default: {...}};
+                                                   # or a kind: {kind: hadamard, epsilon} (schemas/channel_kinds.py)
     max_order: 2
     window: {type: fixed, size_seconds: 3600}      # or {type: sliding, size_seconds, period_seconds}, {type: global}
     min_reports: 1000

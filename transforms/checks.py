@@ -20,7 +20,9 @@ from ldp_marginals.ldp._kernels import span_hashes
 from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.collection import NAME_PATTERN
-from ldp_marginals.schemas.dead_letters import BAD_COEFFICIENT, BAD_FIELD, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH
+from ldp_marginals.schemas.dead_letters import (
+    BAD_COEFFICIENT, BAD_FIELD, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH,
+)
 from ldp_marginals.transforms.avro_kernels import (
     BITS_LEN,
     BITS_OFF,
