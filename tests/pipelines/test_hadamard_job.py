@@ -96,6 +96,7 @@ def test_the_run_command_read_and_the_dashboard_view(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     marginals = read(str(tmp_path / "out"), "marginals")
     assert len(marginals) == 25 and set(marginals["n_reports"].to_pylist()) == {2400}
+    assert read(str(tmp_path / "out"), "tables", estimator="unbiased").num_rows == 4
     data = view(str(tmp_path / "out"), parse_selection({}), FileCache(str(tmp_path / "out")))
     (info,) = data["collections"]
     assert info["channel"]["kind"] == "hadamard" and info["local_epsilon"] == 2.0
