@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
-from ldp_marginals.transforms.estimate import EstimateCollection
+from ldp_marginals.transforms.estimate import RELEASES, EstimateCollection
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.reports import ValidateReportsFn
 from ldp_marginals.transforms.source import PARTIALS, RECORDS, Partial, as_source
@@ -34,6 +34,9 @@ class JobOptions:
     # writing only files leaves them empty (a 128-bit collection publishes 8,256 rows a window)
     row_outputs: bool = True
     watermark_delay_seconds: float = 0.0
+    # batch: the release ledger's earlier releases by collection ({} for a new ledger), or None (no
+    # ledger: nothing withheld for earlier runs, no release output); transforms/publication/releases.py
+    ledger: dict | None = None
 
     def __post_init__(self):
         if not (isinstance(self.watermark_delay_seconds, (int, float)) and self.watermark_delay_seconds >= 0):
@@ -56,7 +59,8 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     ``beam.Create`` or ``TestStream``. ``sink``: a PTransform taking the outputs by kind (the
     :mod:`ldp_marginals.transforms.sinks`), or None. Returns the output PCollections by kind
     (``marginals``, ``tables``, ``extremes``, ``withheld``, ``dead_letters``) and ``panes``,
-    the pane files (one per kind, window and pane). Stage labels are stable.
+    the pane files (one per kind, window and pane), and with ``options.ledger`` (batch) ``releases``,
+    each collection's release for the release ledger. Stage labels are stable.
 
     Every report is pre-aggregated before the shuffle: files by their reader, records and messages
     by ``ValidateReports``; what reaches a collection's estimation are partial accumulators.
@@ -81,16 +85,22 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
         part.element_type = Partial   # Partition's outputs carry no type hint
     kinds = ESTIMATE_KINDS + (PANES,)
     per_kind = {kind: [] for kind in kinds}
+    releases = []
     for i, name in enumerate(names):
+        ledger = None if options.ledger is None or options.streaming else list(options.ledger.get(name, []))
         estimate = EstimateCollection(options.configs[name], options.streaming, options.clock, options.row_outputs,
-                                      options.watermark_delay_seconds)
+                                      options.watermark_delay_seconds, ledger)
         outs = parts[i] | f"Estimate[{name}]" >> estimate
         for kind in kinds:
             per_kind[kind].append(outs[kind])
+        if RELEASES in outs:
+            releases.append(outs[RELEASES])
         if options.streaming:
             dead.append(outs[DEAD_LETTERS])
     outputs = {kind: tuple(pcolls) | f"All[{kind}]" >> beam.Flatten() for kind, pcolls in per_kind.items()}
     outputs[DEAD_LETTERS] = tuple(dead) | f"All[{DEAD_LETTERS}]" >> beam.Flatten()
+    if releases:   # (collection, release) per collection: what the driver adds to the release ledger
+        outputs[RELEASES] = tuple(releases) | f"All[{RELEASES}]" >> beam.Flatten()
     if sink is not None:
         outputs | sink
     return outputs

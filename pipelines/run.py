@@ -24,6 +24,7 @@ from ldp_marginals.pipelines.cli import EXIT_CODES
 from ldp_marginals.pipelines.inputs import check_report_files
 from ldp_marginals.pipelines.job import WATERMARK_DELAY_SECONDS, JobOptions, build
 from ldp_marginals.pipelines.progress import Progress, job_counters
+from ldp_marginals.pipelines.release_ledger import NEW_LEDGER, WriteReleaseFn, earlier_releases, publish_ledger
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.pipelines.stopping import (
     JobStopped,
@@ -35,16 +36,19 @@ from ldp_marginals.pipelines.stopping import (
 )
 from ldp_marginals.schemas.config import configs_from_text, parse_window
 from ldp_marginals.schemas.dead_letters import (
+    CLIENT_ROWS_WITHHELD_BY_LEDGER,
     DAMAGED_BLOCK,
     LOST,
     LOST_UNKNOWN,
     OVER_DEVICE_BOUND,
+    REPORTS_WITHHELD_BY_LEDGER,
     VALID,
     reports_dead_lettered,
     totals_by_reason,
 )
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE, MANIFEST_FILE, STATE_SHAPE_FILE, SUMMARY_FILE, new_run_id
 from ldp_marginals.transforms.bigquery import METHODS, BigQuerySink
+from ldp_marginals.transforms.estimate import RELEASES
 from ldp_marginals.transforms.manifest import abandon_run, finish_run, start_run, write_dir
 from ldp_marginals.transforms.publication.state import LAYOUTS, STATE_LAYOUT
 from ldp_marginals.transforms.sinks import FileSink, Sinks
@@ -106,6 +110,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             help="print reports counted and dead-lettered so far on stderr every S seconds (0: never; default 10)")
     _option(parser, "--allow-empty", action="store_true",
             help="batch: run (and count 0 reports) when --input matches no file, instead of refusing")
+    _option(parser, NEW_LEDGER, action="store_true",
+            help="batch: start a new release ledger under --output instead of respecting what earlier runs "
+                 "there published (a reader who kept their outputs can then difference this run's against "
+                 "them: docs/design.md, 'The release ledger')")
 
 
 def _read_text(path: str) -> str:
@@ -330,13 +338,18 @@ def make_pipeline(argv=None, expansion_service=None):
     resumer = f"--savepoint_path={savepoint}" if savepoint else "--update"
     args.run_id = resumed_run_id(args.output, resumer) if args.resuming else new_run_id()
     args.job_name = job_name(options, args.run_id)
+    # the release ledger: what earlier batch runs into --output published (None: streaming, no ledger)
+    args.earlier = earlier_releases(args.output, args.streaming, args.new_ledger)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))
     # rows one by one only for BigQuery; the files are written from the pane files
-    build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming,
-                                             row_outputs=bool(args.bigquery_dataset),
-                                             watermark_delay_seconds=args.watermark_delay_seconds))
+    outputs = build(pipeline, source, sink, JobOptions(configs, streaming=args.streaming,
+                                                       row_outputs=bool(args.bigquery_dataset),
+                                                       watermark_delay_seconds=args.watermark_delay_seconds,
+                                                       ledger=args.earlier))
+    if RELEASES in outputs:
+        outputs[RELEASES] | "WriteReleases" >> beam.ParDo(WriteReleaseFn(args.output, args.run_id))
     return pipeline, args, configs
 
 
@@ -404,6 +417,8 @@ def summarize(result) -> dict:
     dead = totals_by_reason(totals)
     return {"reports_counted": totals.get(VALID, 0),
             "reports_over_device_bound": totals.get(OVER_DEVICE_BOUND, 0),
+            "reports_withheld_by_ledger": totals.get(REPORTS_WITHHELD_BY_LEDGER, 0),
+            "client_rows_withheld_by_ledger": totals.get(CLIENT_ROWS_WITHHELD_BY_LEDGER, 0),
             "reports_dead_lettered": reports_dead_lettered(dead),
             "dead_letters_by_reason": dict(sorted(dead.items())),
             "damaged_ranges": dead.get(DAMAGED_BLOCK, 0),
@@ -602,6 +617,7 @@ def run(argv=None) -> dict:
     summary = summarize(result)
     if args.streaming:   # the streaming engine bounds devices but does not count the excess (yet): unknown
         summary["reports_over_device_bound"] = None
+        summary["reports_withheld_by_ledger"] = summary["client_rows_withheld_by_ledger"] = None   # batch only
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else "")
           + (f"; skipped {summary['damaged_ranges']} damaged byte ranges of files holding "
@@ -609,9 +625,14 @@ def run(argv=None) -> dict:
              + (f" (and {summary['damaged_ranges_of_unknown_size']} of unknown size)"
                 if summary["damaged_ranges_of_unknown_size"] else "") if summary["damaged_ranges"] else "")
           + (f"; {summary['reports_over_device_bound']} past a device's bound (counted, in no estimate)"
-             if summary["reports_over_device_bound"] else ""))
+             if summary["reports_over_device_bound"] else "")
+          + (f"; the release ledger withheld {summary['reports_withheld_by_ledger']} reports and the client rows "
+             f"of {summary['client_rows_withheld_by_ledger']} windows and keys (earlier runs into --output "
+             "published them otherwise)"
+             if summary["reports_withheld_by_ledger"] or summary["client_rows_withheld_by_ledger"] else ""))
     if not args.streaming:
         try:
+            publish_ledger(args.output, args.run_id, args.earlier)   # before the run: killed between, it only withholds more
             finish_run(args.output, args.run_id, summary, started)
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
             raise JobFailed(f"writing the run's {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "

@@ -14,6 +14,8 @@ readers and the dashboard all use it).
     DIR/parquet/<kind>/<group>/<stem>.parquet   the same rows as Parquet, one folder per collection
     DIR/_runs/<run id>/<kind>/<stem>.json  one entry per file set written: its files and row count
     DIR/_staging/<run id>/                 a batch run's own outputs (the same layout) while it runs
+    DIR/_ledger/releases.json              the release ledger: what each batch run into DIR published, per
+                                           collection, slice and key (counts only; pipelines/release_ledger.py)
 
 A stem is ``<window start>_<window end>_<collection>_<key>_pane<NNN>`` with UTC times such as
 ``20260101T000000000Z`` (fixed width, so names sort by window), or ``global_<collection>_<key>_pane<NNN>``
@@ -59,6 +61,8 @@ PARQUET_DIR = "parquet"   # DIR/parquet/<kind>/<group>/<stem>.parquet
 MANIFEST_FORMAT = 1
 STATE_SHAPE_FILE = "state_shape.json"   # what a job resumed from a savepoint must match (pipelines.run)
 SUMMARY_FILE = "summary.json"
+LEDGER_DIR = "_ledger"             # DIR/_ledger/: the release ledger (and a batch run's staged releases)
+LEDGER_FILE = "releases.json"      # DIR/_ledger/releases.json
 AVRO, PARQUET, ENTRY = ".avro", ".parquet", ".json"
 DEAD_LETTER_GROUP = "all"  # the file group of the job's own dead letters (they have no collection)
 

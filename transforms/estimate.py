@@ -20,7 +20,13 @@ import apache_beam as beam
 
 from ldp_marginals.ldp.aggregate import WindowAccumulator
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.schemas.dead_letters import FILES_PLANNED, OVER_DEVICE_BOUND, REPORTS_PUBLISHED
+from ldp_marginals.schemas.dead_letters import (
+    CLIENT_ROWS_WITHHELD_BY_LEDGER,
+    FILES_PLANNED,
+    OVER_DEVICE_BOUND,
+    REPORTS_PUBLISHED,
+    REPORTS_WITHHELD_BY_LEDGER,
+)
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms import coders
 from ldp_marginals.transforms.combiners import (
@@ -33,6 +39,8 @@ from ldp_marginals.transforms.dead_letters import count, count_withheld
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route
+from ldp_marginals.transforms.publication.release import releasable
+from ldp_marginals.transforms.publication.releases import ledger_part, release_to_json, verdict
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
 
 KEY = typing.Tuple[str, coders.Dims]   # (collection, dimensions) or (collection, capped key)
@@ -76,9 +84,18 @@ class PublishKeyFn(beam.DoFn):
         self.row_outputs = row_outputs
 
     def process(self, element, w=beam.DoFn.WindowParam):
+        return self.publish(element, w, None)
+
+    def publish(self, element, w, ledger):
         (collection, key), (released, held) = element
         window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
-        by_kind = batch_key(self.config, window_bounds_ms(w), key, released, held)
+        by_kind = batch_key(self.config, window_bounds_ms(w), key, released, held,
+                            **({} if ledger is None else {"ledger": ledger}))
+        ledgered, _, client_reason = ledger_part(ledger, window_bounds_ms(w), key)
+        if ledgered:
+            count(REPORTS_WITHHELD_BY_LEDGER, ledgered)
+        if client_reason and released is not None and released.n:
+            count(CLIENT_ROWS_WITHHELD_BY_LEDGER)
         # the guard's counters: the key's released slices are published, its held ones held back
         count_withheld(by_kind.get(WITHHELD, ()))
         if released is not None and released.n:
@@ -92,6 +109,13 @@ class PublishKeyFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows, key))
 
 
+class PublishKeyUnderLedgerFn(PublishKeyFn):
+    """:class:`PublishKeyFn` under the release ledger's verdict (a side input over the whole run)."""
+
+    def process(self, element, ledger, w=beam.DoFn.WindowParam):
+        return self.publish(element, w, ledger)
+
+
 HOT_KEY_FANOUT = 16  # shards per (collection, dimensions, slice) and per capped key in the batch combines
 
 
@@ -101,8 +125,9 @@ class EstimateCollection(beam.PTransform):
     PCollections by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
     def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True,
-                 watermark_delay_seconds: float = 0.0):
+                 watermark_delay_seconds: float = 0.0, ledger: list | None = None):
         super().__init__()
+        self.ledger = ledger   # batch: the release ledger's earlier releases of the collection, or None (no ledger)
         self.config = config
         self.streaming = streaming
         self.clock = clock
@@ -127,6 +152,7 @@ class EstimateCollection(beam.PTransform):
                       if cfg.device is not None else CombineWithHotKeyFanout(CollectionCombineFn(cfg), HOT_KEY_FANOUT, KEY)))
         # col : (collection, (slice start, dims, accumulator)), timestamped at the slice's start
         entries = slices | "KeyByCollection" >> beam.Map(_slice_entry).with_output_types(SliceEntry)
+        per_slice = entries
         if cfg.window.overlapping:  # a slice goes to each of its windows
             entries = entries | "Windows" >> beam.WindowInto(window_fn(cfg.window))
         # col : (collection, {name: kept values}) per window: the cap, from the values' weights alone
@@ -134,19 +160,60 @@ class EstimateCollection(beam.PTransform):
                 | "Weights" >> beam.Map(_weights)
                 | "SumWeights" >> beam.CombinePerKey(WeightsCombineFn())
                 | "Cap" >> beam.Map(lambda kv: (kv[0], decide(cfg, {}, kv[1]))))
+        ledger, releases = None, None
+        if self.ledger is not None:
+            # col : one Verdict (global window): what the release ledger withholds of the run, and its release
+            ledger = (per_slice
+                      | "LedgerSlices" >> beam.Map(_ledger_slice, cfg)
+                      | "LedgerAllSlices" >> beam.WindowInto(beam.window.GlobalWindows())
+                      | "LedgerCollect" >> beam.combiners.ToList()
+                      | "LedgerVerdict" >> beam.Map(
+                          _verdict, cfg, list(self.ledger), beam.pvalue.AsSingleton(caps
+                                                  | "LedgerCaps" >> beam.ParDo(_window_cap)
+                                                  | "LedgerAllCaps" >> beam.WindowInto(beam.window.GlobalWindows())
+                                                  | "LedgerCapList" >> beam.combiners.ToList())))
+            releases = ledger | "Release" >> beam.Map(lambda v: (cfg.name, release_to_json(v.release)))
+            ledger = beam.pvalue.AsSingleton(ledger)
         # col : (((collection, capped key), released), accumulator) per slice and key
-        routed = entries | "Route" >> beam.Map(_route, cfg, beam.pvalue.AsDict(caps)).with_output_types(Routed)
+        routed = entries | "Route" >> beam.Map(_route, cfg, beam.pvalue.AsDict(caps),
+                                               *([] if ledger is None else [ledger])).with_output_types(Routed)
         # col : ((collection, capped key), (released, held)) per window: two accumulators
         keys = (routed
                 | "CombineKeys" >> CombineWithHotKeyFanout(CollectionCombineFn(cfg, open_partials=False), HOT_KEY_FANOUT,
                                                            typing.Tuple[KEY, bool])
                 | "Unflag" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1]))).with_output_types(Flagged)
                 | "ReleasedHeld" >> beam.CombinePerKey(ReleasedHeldCombineFn(cfg)))
-        outs = keys | "Publish" >> beam.ParDo(PublishKeyFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES)
-        return {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}
+        publish = (beam.ParDo(PublishKeyFn(cfg, self.row_outputs)) if ledger is None
+                   else beam.ParDo(PublishKeyUnderLedgerFn(cfg, self.row_outputs), ledger))
+        outs = keys | "Publish" >> publish.with_outputs(*ESTIMATE_KINDS, PANES)
+        out = {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}
+        if releases is not None:
+            out[RELEASES] = releases
+        return out
 
 
-def _route(kv, cfg, caps):
-    collection, (_, dims, acc) = kv
+RELEASES = "releases"   # EstimateCollection's output with a release ledger: (collection, its release as JSON)
+
+
+def _route(kv, cfg, caps, ledger=None):
+    collection, (start, dims, acc) = kv
     key, released = batch_route(cfg, caps[collection], dims, acc)
+    released = released and (ledger is None or (start, dims) not in ledger.withheld)
     return ((collection, key), released), acc
+
+
+def _ledger_slice(kv, cfg):
+    """A slice entry -> ``(slice start, dims, reports, devices, releasable)``: all the ledger reads of it."""
+    _, (start, dims, acc) = kv
+    return start, dims, acc.n, acc.n_devices if cfg.device is not None else 0, releasable(cfg, acc)
+
+
+def _verdict(slices, cfg, earlier, caps):
+    """The run's :class:`~ldp_marginals.transforms.publication.releases.Verdict` from every slice and
+    every window's cap."""
+    return verdict(cfg, earlier, sorted(slices, key=repr), dict(caps))
+
+
+def _window_cap(kv, w=beam.DoFn.WindowParam):
+    """``(collection, decided)`` of one window -> ``(window bounds, decided)``."""
+    yield window_bounds_ms(w), kv[1]

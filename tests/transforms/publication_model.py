@@ -52,7 +52,7 @@ import numpy as np
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile, batch_window
+from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile, batch_window, ledger_verdict
 from ldp_marginals.transforms.publication.rows import window_rows
 from tests.transforms.local_stream import LocalStream
 
@@ -87,6 +87,7 @@ class Scenario:
     derived: bool = False     # also a numeric feature m, a table, a conditional and a conditional mean
     device_bound: int | None = None   # privacy.unit: device with this max_reports_per_device (tokens: devices)
     delivery: int = 0         # the seed of the order the engines' messages are delivered in
+    periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -94,7 +95,7 @@ class Scenario:
 
 
 def config_of(s: Scenario, n_tracers: int):
-    window = {"fixed": {"type": "fixed", "size_seconds": 60},
+    window = {"fixed": {"type": "fixed", "size_seconds": 60 * s.periods},
               "sliding": {"type": "sliding", "size_seconds": 180, "period_seconds": 60},
               "global": {"type": "global"}}[s.window]
     features = [{"name": f"t{j}", "type": "boolean"} for j in range(n_tracers)]
@@ -134,6 +135,7 @@ class Outcome:
     late: set = field(default_factory=set)         # reports dead-lettered late
     accepted: dict = field(default_factory=dict)   # report -> the windows open when it arrived
     counted: int = 0
+    release: object = None   # batch with a release ledger: the run's release (publication/releases.py)
 
 
 def _packed(cfg, s: Scenario, ids: list) -> tuple:
@@ -185,14 +187,16 @@ def run(s: Scenario) -> tuple:
     return cfg, out
 
 
-def run_batch(s: Scenario) -> tuple:
+def run_batch(s: Scenario, earlier: list | None = None) -> tuple:
     """The batch job over the scenario's reports: each window's complete slices to ``batch_window``
-    (which caps, routes and publishes each capped key apart, as the job's steps do)."""
+    (which caps, routes and publishes each capped key apart, as the job's steps do); with ``earlier``
+    (a release ledger's releases) under the ledger's verdict over the whole run, its release in
+    ``Outcome.release``."""
     cfg = config_of(s, max(len(s.reports), 1))
     out = Outcome()
     slices = {}
     for j, (sl, value, _) in enumerate(s.reports):
-        slices.setdefault((_start(s, sl), value), []).append(j)
+        slices.setdefault((cfg.window.slice_of(_start(s, sl)), value), []).append(j)
     windows = {}
     for (start, value), ids in sorted(slices.items()):
         acc = cfg.aggregator.settle(_packed(cfg, s, ids))   # the combine's output (settled)
@@ -200,8 +204,11 @@ def run_batch(s: Scenario) -> tuple:
             windows.setdefault(w, []).append((start, (("k", value),), acc))
         for j in ids:
             out.accepted[j] = cfg.window.windows_of_slice(start)
+    ledger = None if earlier is None else ledger_verdict(cfg, earlier, windows)
+    if ledger is not None:
+        out.release = ledger.release
     for w, parts in sorted(windows.items()):
-        for key, kinds in batch_window(cfg, w, parts).items():
+        for key, kinds in batch_window(cfg, w, parts, *([] if ledger is None else [ledger])).items():
             for kind, rows in kinds.items():
                 if len(rows):
                     out.panes.append(PaneFile(kind, "g", None if s.window == "global" else w, 0, "on_time", rows, key))

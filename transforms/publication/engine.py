@@ -26,7 +26,8 @@ from ldp_marginals.schemas.arrow import TableRows
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.publication.cap import capped, decide, value_weights
 from ldp_marginals.transforms.publication.release import releasable
-from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks
+from ldp_marginals.transforms.publication.releases import ledger_part, verdict
+from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks, withheld_row
 
 EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
 NEVER = -(1 << 62)                      # a watermark before every event
@@ -99,7 +100,7 @@ def compact(config, entries) -> list:
 
 
 def key_rows(config, window: tuple, key: tuple, released, held: int, *, linear: bool, final: bool,
-             atoms: list | None = None) -> dict:
+             atoms: list | None = None, client_reason: str | None = None) -> dict:
     """``{kind: rows}`` of one pane of ``window`` and capped ``key`` from its released content
     (``released``, an accumulator, or None when nothing is released): its estimates, and in the
     ``final`` pane the extremes over clients and a withheld row for the ``held`` reports the guard
@@ -107,11 +108,13 @@ def key_rows(config, window: tuple, key: tuple, released, held: int, *, linear: 
 
     ``atoms`` (streaming): the window's released atoms of every key the capped key holds, which panes
     may have published apart; the client rule reads the capped key's clients atom by atom. None
-    (batch): the content was never published in parts; it is one atom."""
+    (batch): the content was never published in parts; it is one atom. ``client_reason``: why the
+    release ledger withholds the client rows (batch), or None."""
     out = {kind: [] for kind in ESTIMATE_KINDS}
     done = released is not None and released.n > 0
     if done:
-        for kind, rows in window_blocks(config, key, released, window, linear=linear, final=final, atoms=atoms):
+        for kind, rows in window_blocks(config, key, released, window, linear=linear, final=final, atoms=atoms,
+                                         client_reason=client_reason):
             if isinstance(rows, TableRows):
                 out[kind] = rows
             else:
@@ -130,26 +133,49 @@ def batch_route(config, decided: dict, dims: tuple, acc) -> tuple:
     return capped(dims, decided), releasable(config, acc)
 
 
-def batch_key(config, window: tuple, key: tuple, released, pending) -> dict:
+def batch_key(config, window: tuple, key: tuple, released, pending, *, ledger=None) -> dict:
     """Batch: ``{kind: rows}`` of one window and capped key from its released slices merged and its
-    held slices merged (accumulators, or None): one pane, on time and final."""
-    return key_rows(config, window, key, released if released is not None and released.n else None,
-                    0 if pending is None else pending.n, linear=True, final=True)
+    held slices merged (accumulators, or None): one pane, on time and final. ``ledger``: the run's
+    :class:`~.releases.Verdict` (its withheld slices are among the held ones, reported apart with the
+    ledger's reason), or None."""
+    held = 0 if pending is None else pending.n
+    ledgered, reason, client_reason = ledger_part(ledger, window, key)
+    out = key_rows(config, window, key, released if released is not None and released.n else None,
+                   held - ledgered, linear=True, final=True, client_reason=client_reason)
+    if ledgered:
+        out[WITHHELD].append(withheld_row(config, base_row(config.name, window, key), ledgered, reason))
+    return out
 
 
-def batch_window(config, window: tuple, slices) -> dict:
+def batch_window(config, window: tuple, slices, ledger=None) -> dict:
     """Batch in one process (the job spreads the same steps over workers: ``transforms.estimate``):
     ``{capped key: {kind: rows}}`` of one window from its slices' complete accumulators ``[(slice
-    start, dims, accumulator)]``."""
+    start, dims, accumulator)]``; ``ledger``: the run's :class:`~.releases.Verdict` over every window,
+    or None (:func:`ledger_verdict`)."""
     aggregator = config.aggregator
     decided = decide(config, {}, window_weights(slices))
     parts = {}
-    for _, dims, acc in slices:
+    for start, dims, acc in slices:
         key, released = batch_route(config, decided, dims, acc)
+        released = released and (ledger is None or (start, dims) not in ledger.withheld)
         parts.setdefault(key, [None, None])
         at = 0 if released else 1
         parts[key][at] = aggregator.merge([parts[key][at] or aggregator.create(), acc])
-    return {key: batch_key(config, window, key, *pair) for key, pair in sorted(parts.items())}
+    extra = {} if ledger is None else {"ledger": ledger}
+    return {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
+
+
+def ledger_verdict(config, earlier, windows: dict, run_id: str = ""):
+    """Batch in one process: the release ledger's :class:`~.releases.Verdict` of a run whose windows are
+    ``{window: [(slice start, dims, accumulator)]}`` (every window of the run), given the ``earlier``
+    releases (:func:`~.releases.verdict`)."""
+    slices = {}
+    for parts in windows.values():
+        for start, dims, acc in parts:
+            slices[(start, dims)] = (start, dims, acc.n, acc.n_devices if config.device is not None else 0,
+                                     releasable(config, acc))
+    caps = {w: decide(config, {}, window_weights(parts)) for w, parts in windows.items()}
+    return verdict(config, earlier, sorted(slices.values()), caps, run_id)
 
 
 def window_weights(slices) -> dict:

@@ -202,7 +202,7 @@ def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True,
 
 
 def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True,
-                  atoms: list | None = None):
+                  atoms: list | None = None, client_reason: str | None = None):
     """``(kind, rows)`` of the estimates of one window and key from ``acc``, its released content
     (at least one report): marginals, tables and their consistent tables, extremes over reports, conditionals and means
     (``linear``), and in the window's ``final`` pane the extremes over clients, or their withheld row
@@ -239,7 +239,7 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
             if linear or kind == WITHHELD:
                 yield kind, [row]
     if final and config.client_extremes:
-        reason = client_rule(config, [acc] if atoms is None else atoms)
+        reason = client_reason or client_rule(config, [acc] if atoms is None else atoms)
         if reason is not None:
             yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
             return

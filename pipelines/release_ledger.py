@@ -1,0 +1,114 @@
+"""The release ledger on disk: ``DIR/_ledger/releases.json`` under a batch run's ``--output`` (local or
+gs://, where a Dataflow or Flink deployment keeps its outputs). The rule it serves is
+:mod:`ldp_marginals.transforms.publication.releases`; docs/design.md (section 7, "The release ledger")
+states it and what ``--new-ledger`` gives up.
+
+A batch run reads the ledger before it is built (:func:`earlier_releases`), so every collection's
+verdict sees every earlier release; its job writes each collection's release into its staging folder
+(:class:`WriteReleaseFn`); and the driver, once the job has finished and before the run is published,
+adds them to the ledger (:func:`publish_ledger`, an atomic replace). A run killed between the two
+leaves a ledger that records a release never published: that only withholds more, never less.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from ldp_marginals.schemas.outputs import LEDGER_DIR, LEDGER_FILE, MANIFEST_FILE
+from ldp_marginals.transforms.manifest import write_dir, write_json_atomic
+from ldp_marginals.transforms.publication.releases import (
+    LEDGER_FORMAT,
+    merged,
+    release_from_json,
+    release_to_json,
+)
+
+NEW_LEDGER = "--new-ledger"   # the command's flag: start a new ledger (docs/design.md says what it gives up)
+
+
+def ledger_path(output_dir: str) -> str:
+    return FileSystems.join(output_dir, LEDGER_DIR, LEDGER_FILE)
+
+
+def load_ledger(output_dir: str) -> dict:
+    """``{collection: [Release]}`` of the ledger under ``output_dir`` (empty when there is none); a
+    ledger that cannot be read is a ValueError naming it (never silently a new ledger)."""
+    path = ledger_path(output_dir)
+    if not FileSystems.exists(path):
+        return {}
+    try:
+        with FileSystems.open(path) as fh:
+            data = json.loads(fh.read())
+        if data.get("format") != LEDGER_FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, this release reads format {LEDGER_FORMAT}")
+        return {name: [release_from_json(r) for r in releases] for name, releases in data["collections"].items()}
+    except Exception as err:  # noqa: BLE001 - unreadable, not JSON, another format: one answer
+        raise ValueError(f"the release ledger {path} cannot be read ({type(err).__name__}: {err}); restore it, "
+                         f"or start a new ledger with {NEW_LEDGER} (docs/design.md says what that gives up)") from None
+
+
+def earlier_releases(output_dir: str, streaming: bool, new_ledger: bool) -> dict | None:
+    """What a run into ``output_dir`` must respect: ``{collection: [Release]}`` for a batch run ({} with
+    ``new_ledger``), None for a streaming run, which is refused where a ledger is (its panes would be
+    releases the ledger never sees). A batch run into an output a streaming run published to is
+    refused too unless ``new_ledger``: no ledger recorded that run's panes."""
+    path = ledger_path(output_dir)
+    if streaming:
+        if FileSystems.exists(path):
+            raise ValueError(f"--output {output_dir} holds a release ledger of batch runs ({path}): a streaming "
+                             "run there would publish panes the ledger never checks against them; give another "
+                             "--output")
+        return None
+    if new_ledger:
+        return {}
+    manifest = FileSystems.join(output_dir, MANIFEST_FILE)
+    if FileSystems.exists(manifest) and not FileSystems.exists(path):
+        try:
+            with FileSystems.open(manifest) as fh:
+                mode = json.loads(fh.read()).get("mode")
+        except Exception:  # noqa: BLE001 - unreadable: not a streaming run's we can tell
+            mode = None
+        if mode == "streaming":
+            raise ValueError(f"--output {output_dir} holds a streaming run's outputs, which no release ledger "
+                             "recorded: a batch run there could publish what differences them; give another "
+                             f"--output, or {NEW_LEDGER} to publish regardless (docs/design.md, 'The release "
+                             "ledger', says what that gives up)")
+    return load_ledger(output_dir)
+
+
+def _staged_path(staged: str, collection: str) -> str:
+    return FileSystems.join(staged, LEDGER_DIR, hashlib.sha256(collection.encode()).hexdigest()[:16] + ".json")
+
+
+class WriteReleaseFn(beam.DoFn):
+    """``(collection, release)`` -> the release written into the run's staging folder (``output_dir``,
+    the run ``run_id``), atomically."""
+
+    def __init__(self, output_dir: str, run_id: str):
+        self.staged = write_dir(output_dir, run_id, streaming=False)
+
+    def process(self, element):
+        collection, release = element
+        yield write_json_atomic(_staged_path(self.staged, collection), {"collection": collection, "release": release})
+
+
+def publish_ledger(output_dir: str, run_id: str, earlier: dict) -> str | None:
+    """After a batch job has finished, before the run is published: the ledger ``earlier`` (the one
+    the run read: {} for a new ledger) with this run's staged releases added, written in place
+    atomically. Returns its path (None when the run staged no release)."""
+    staged = write_dir(output_dir, run_id, streaming=False)
+    paths = FileSystems.match([FileSystems.join(staged, LEDGER_DIR, "*.json")])[0].metadata_list
+    if not paths:
+        return None
+    ledger = {name: list(releases) for name, releases in earlier.items()}
+    for meta in sorted(paths, key=lambda m: m.path):
+        with FileSystems.open(meta.path) as fh:
+            staged_release = json.loads(fh.read())
+        release = release_from_json(dict(staged_release["release"], run_id=run_id))
+        ledger[staged_release["collection"]] = merged(ledger.get(staged_release["collection"], []), release)
+    return write_json_atomic(ledger_path(output_dir), {
+        "format": LEDGER_FORMAT,
+        "collections": {name: [release_to_json(r) for r in releases] for name, releases in sorted(ledger.items())}})
