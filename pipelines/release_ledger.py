@@ -50,17 +50,22 @@ def load_ledger(output_dir: str) -> dict:
                          f"or start a new ledger with {NEW_LEDGER} (docs/design.md says what that gives up)") from None
 
 
+def check_no_ledger(output_dir: str) -> None:
+    """A streaming run is refused where a release ledger is (its panes would be releases the ledger never
+    checks against the batch runs'): checked when the run starts, as the output's manifest is."""
+    path = ledger_path(output_dir)
+    if FileSystems.exists(path):
+        raise ValueError(f"--output {output_dir} holds a release ledger of batch runs ({path}): a streaming "
+                         "run there would publish panes the ledger never checks against them; give another "
+                         "--output")
+
+
 def earlier_releases(output_dir: str, streaming: bool, new_ledger: bool) -> dict | None:
     """What a run into ``output_dir`` must respect: ``{collection: [Release]}`` for a batch run ({} with
-    ``new_ledger``), None for a streaming run, which is refused where a ledger is (its panes would be
-    releases the ledger never sees). A batch run into an output a streaming run published to is
-    refused too unless ``new_ledger``: no ledger recorded that run's panes."""
+    ``new_ledger``), None for a streaming run (:func:`check_no_ledger`). A batch run into an output a
+    streaming run published to is refused unless ``new_ledger``: no ledger recorded that run's panes."""
     path = ledger_path(output_dir)
     if streaming:
-        if FileSystems.exists(path):
-            raise ValueError(f"--output {output_dir} holds a release ledger of batch runs ({path}): a streaming "
-                             "run there would publish panes the ledger never checks against them; give another "
-                             "--output")
         return None
     if new_ledger:
         return {}

@@ -24,7 +24,13 @@ from ldp_marginals.pipelines.cli import EXIT_CODES
 from ldp_marginals.pipelines.inputs import check_report_files
 from ldp_marginals.pipelines.job import WATERMARK_DELAY_SECONDS, JobOptions, build
 from ldp_marginals.pipelines.progress import Progress, job_counters
-from ldp_marginals.pipelines.release_ledger import NEW_LEDGER, WriteReleaseFn, earlier_releases, publish_ledger
+from ldp_marginals.pipelines.release_ledger import (
+    NEW_LEDGER,
+    WriteReleaseFn,
+    check_no_ledger,
+    earlier_releases,
+    publish_ledger,
+)
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.pipelines.stopping import (
     JobStopped,
@@ -455,6 +461,8 @@ def prepare_outputs(args, configs: dict) -> None:
     """Before the job runs: a new streaming run refused where it would hide another run
     (:func:`check_output_unused`), ``collections.json`` and ``state_shape.json`` (a batch run's in its
     staging folder), and the run's start in its manifest (:func:`ldp_marginals.transforms.manifest.start_run`)."""
+    if args.streaming:
+        check_no_ledger(args.output)
     if args.streaming and not getattr(args, "resuming", False):
         check_output_unused(args.output, getattr(args, "argv", []))
     write_collections(write_dir(args.output, args.run_id, args.streaming), configs)

@@ -96,8 +96,8 @@ def test_a_streaming_run_into_a_ledger_is_refused(inputs, tmp_path):
     out = tmp_path / "out"
     _a_ledger(out, json.dumps({"format": 1, "collections": {}}))
     with pytest.raises(ValueError, match="release ledger"):
-        run(["--config", str(inputs / "app.yaml"), "--streaming", "--kafka-topic", "t", "--kafka-bootstrap",
-             "localhost:1", "--output", str(out)])
+        run(["--config", str(inputs / "app.yaml"), "--streaming", "--subscription", "projects/my-project/subscriptions/reports",
+             "--output", str(out)])
 
 
 def test_an_unreadable_ledger_is_an_error_not_a_new_ledger(inputs, tmp_path):

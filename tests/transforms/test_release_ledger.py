@@ -86,8 +86,15 @@ def backfill_case(backfilled: int = 1):
     return [_scenario(reports), _scenario(reports + [(0, "x", None)] * backfilled)]
 
 
+def remainder_case():
+    """Windows of 2 slices, then of 1: slice 1 holds one report, held below the guard by the second run,
+    so the first run's window minus the second run's slice 0 is that report."""
+    reports = [(0, "x", None)] * 4 + [(1, "x", None)] + [(2, "x", None)] * 3 + [(3, "x", None)] * 3
+    return [_scenario(reports, periods=2), _scenario(reports)]
+
+
 CASES = {"windows": windows_case, "client_windows": client_windows_case, "cap": cap_case, "backfill": backfill_case,
-         "linear_then_clients": linear_then_clients_case}
+         "linear_then_clients": linear_then_clients_case, "remainder": remainder_case}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -125,6 +132,29 @@ def test_what_the_ledger_still_publishes():
     assert sum(r["n_reports"] for f in out.panes if f.kind == "marginals" for r in f.rows[:1]) == 4 + M + 3
 
 
+def test_three_runs_form_a_chain():
+    """4 reports, then 3 more (a difference of M: published), then 1 more: against the second run the
+    third differs by one report, so its window is withheld though it differs from the first by M + 1."""
+    base = [(0, "x", None)] * 4
+    runs = [_scenario(base), _scenario(base + [(0, "x", None)] * M), _scenario(base + [(0, "x", None)] * (M + 1))]
+    found, earlier, out = _reruns(runs)
+    assert found is None and len(earlier) == 3
+    assert [r["n_reports"] for r in _withheld(out)] == [4 + M + 1]
+    assert _reruns(runs, ledger=False)[0] is not None
+
+
+def test_device_unit_needs_the_same_devices():
+    """Under privacy.unit: device a count of reports bounds no devices: a backfill of M new devices is
+    withheld (the rule asks for an empty difference)."""
+    reports = [(0, None, f"D{i}") for i in range(4)]
+    runs = [model.Scenario(window="fixed", min_reports=M, lateness=0, max_values=4, clients=False, reports=r,
+                           events=[], device_bound=1) for r in (reports, reports + [(0, None, f"N{i}") for i in range(M)])]
+    found, _, out = _reruns(runs)
+    assert found is None and [r["n_reports"] for r in _withheld(out)] == [4 + M]
+    found, _, out = _reruns([runs[0], runs[0]])
+    assert found is None and not _withheld(out)
+
+
 def test_an_ordinary_rerun_withholds_nothing_and_adds_nothing():
     for case in CASES.values():
         first = case()[0]
@@ -158,6 +188,7 @@ def _no_count(*args):
 MUTATIONS = {
     "a slice that cuts an earlier one published": (mock.patch.object(releases, "_block", _no_cut), "windows"),
     "a changed count published": (mock.patch.object(releases, "_block", _no_count), "backfill"),
+    "a remainder below min_reports published": (mock.patch.object(releases, "_block", _no_count), "remainder"),
     "client rows over a window an earlier run published in parts": (
         mock.patch.object(releases, "_client_reason", lambda *a: None), "linear_then_clients"),
     "a slice inside an earlier client row's window published apart": (
