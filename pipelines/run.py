@@ -643,7 +643,7 @@ def run(argv=None) -> dict:
             publish_ledger(args.output, args.run_id, args.earlier)   # before the run: killed between, it only withholds more
             finish_run(args.output, args.run_id, summary, started)
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
-            raise JobFailed(f"writing the run's {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
+            raise JobFailed(f"writing the run's release ledger, {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
                             f"{err.strerror or err}; the run is incomplete ({_discard_unfinished(args)}). Free "
                             "space and run again.") from None
     return summary

@@ -145,7 +145,7 @@ def test_a_full_disk_while_the_summary_is_written_leaves_no_half_written_summary
 
     monkeypatch.setattr(FileSystems, "create", staticmethod(full_disk))
     err = one_line_error(capsys, args, code=1)
-    assert f"writing the run's {SUMMARY_FILE} and {MANIFEST_FILE} under {out} failed: No space left on device" in err
+    assert f"writing the run's release ledger, {SUMMARY_FILE} and {MANIFEST_FILE} under {out} failed: No space left on device" in err
     assert not (out / SUMMARY_FILE).exists() and not (out / MANIFEST_FILE).exists() and not list(out.rglob("*.tmp"))
     with pytest.raises(OutputError, match="holds no complete run"):
         read(str(out), "marginals")
