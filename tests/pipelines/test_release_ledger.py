@@ -105,3 +105,11 @@ def test_an_unreadable_ledger_is_an_error_not_a_new_ledger(inputs, tmp_path):
     _a_ledger(out, "{not json")
     with pytest.raises(ValueError, match="--new-ledger"):
         _run(inputs, "first", out)
+
+
+def test_a_batch_run_into_a_streaming_runs_output_needs_a_new_ledger(inputs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(json.dumps({"format": 1, "run_id": "r", "mode": "streaming"}))
+    with pytest.raises(ValueError, match="no release ledger recorded"):
+        _run(inputs, "first", out)
