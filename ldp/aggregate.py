@@ -39,7 +39,15 @@ import numpy as np
 from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
-from ldp_marginals.ldp.devices import DeviceTable, kept_per_device, merge_tables, report_ranks, table_of, trimmed
+from ldp_marginals.ldp.devices import (
+    DeviceTable,
+    kept_per_device,
+    merge_tables,
+    report_ranks,
+    table_of,
+    trimmed,
+    without_devices,
+)
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator, _factors
 from ldp_marginals.ldp.sets import SetFamily
@@ -252,6 +260,19 @@ class ReportAggregator:
         out = self.create()
         out.devices = trimmed(acc.devices, uniq, counts, self.device_bound)
         return out
+
+    def without_devices(self, acc: WindowAccumulator, dropped: np.ndarray) -> tuple:
+        """``(accumulator, reports)``: the open ``acc`` (a slice and key) without the devices ``dropped``
+        (sorted uint64: past their bound on keys, :func:`~ldp_marginals.ldp.devices.keys_over_bound`), a
+        new accumulator, and the reports those devices had sent to it."""
+        if acc.devices is None:
+            raise ValueError("without_devices needs an open accumulator (create_open under a device bound)")
+        table, reports = without_devices(acc.devices, np.asarray(dropped, dtype=np.uint64))
+        if not reports:
+            return acc, 0
+        out = self.create()
+        out.devices = table
+        return out, reports
 
     def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_keys: np.ndarray | None = None,
                    named: np.ndarray | None = None) -> WindowAccumulator:

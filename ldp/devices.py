@@ -16,8 +16,15 @@ report's bits), so which of two identical reports is kept does not matter.
 of the token: no raw token is kept), how many reports it sent (``seen``) and its kept candidates
 (rank and packed bits). Two tokens collide with probability ~n^2 / 2^65 per slice (a collision
 makes two devices one, which only lowers what they may add).
+
+Across keys (a device that changes region), per slice a device adds to at most
+``K = max_keys_per_device`` keys: the K of its keys with the smallest *key rank*, a 64-bit hash keyed
+by the collection of (device, key) (:func:`keys_over_bound`). The choice reads only which devices
+each key of the slice holds, so it is the same for any split and order of the reports.
 """
 from __future__ import annotations
+
+import json
 
 import numpy as np
 
@@ -173,3 +180,55 @@ def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarra
     keep = position < bound - used
     out.owner, out.rank, out.bits = table.owner[keep], table.rank[keep], table.bits[keep]
     return out
+
+
+def key_id(dims) -> int:
+    """The 64-bit id of a key (sorted ``(name, value)`` pairs): the hash of
+    :func:`~ldp_marginals.ldp.aggregate.client_key` over its canonical JSON, so every process gives a
+    key the same id."""
+    data = np.frombuffer(json.dumps([list(kv) for kv in dims], separators=(",", ":")).encode("utf-8"), dtype=np.uint8)
+    return int(_compiled.span_hashes(data, np.zeros(1, dtype=np.int64), np.array([data.size], dtype=np.int64))[0])
+
+
+def key_ranks(collection_key: int, device_keys: np.ndarray, key: int) -> np.ndarray:
+    """uint64 per device: the rank of (device, ``key``) for the bound on keys, a hash of the collection
+    key, the device key and the key's id (:func:`key_id`)."""
+    keys = np.asarray(device_keys, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        start = _mix(np.array([(collection_key ^ key) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+        return _mix(_mix(keys ^ start) ^ np.uint64(key & 0xFFFFFFFFFFFFFFFF))
+
+
+def keys_over_bound(collection_key: int, members, bound: int) -> list:
+    """``members``: per key of one slice, ``(key id, devices uint64)`` (its distinct devices). Per key,
+    the devices (uint64, sorted) that exceed their bound of ``bound`` keys there: each device keeps
+    the ``bound`` keys of smallest :func:`key_ranks` (ties, with probability 2^-64, broken by key
+    id), whatever order ``members`` come in."""
+    bound = check_int("max_keys_per_device", bound, minimum=1)
+    members = list(members)
+    sizes = [np.asarray(d).size for _, d in members]
+    if not members or sum(sizes) == 0:
+        return [np.zeros(0, dtype=np.uint64) for _ in members]
+    device = np.concatenate([np.asarray(d, dtype=np.uint64) for _, d in members])
+    ids = np.array([k & 0xFFFFFFFFFFFFFFFF for k, _ in members], dtype=np.uint64)
+    which = np.repeat(np.arange(len(members)), sizes)
+    rank = np.concatenate([key_ranks(collection_key, d, k) for k, d in members])
+    order = np.lexsort((ids[which], rank, device))
+    own = device[order]
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+    position = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+    over = order[position >= bound]
+    return [np.sort(device[over[which[over] == i]]) for i in range(len(members))]
+
+
+def without_devices(table: DeviceTable, dropped: np.ndarray) -> tuple:
+    """``(table, reports)``: ``table`` (new arrays) without the devices ``dropped`` (sorted uint64),
+    and how many reports they had sent to it (counted apart: past the bound on keys)."""
+    if dropped.size == 0 or table.devices.size == 0:
+        return table, 0
+    out = DeviceTable(table.bits.shape[1])
+    gone = np.isin(table.devices, dropped, assume_unique=True)
+    out.devices, out.seen = table.devices[~gone], table.seen[~gone]
+    keep = ~np.isin(table.owner, dropped)
+    out.owner, out.rank, out.bits = table.owner[keep], table.rank[keep], table.bits[keep]
+    return out, int(table.seen[gone].sum())

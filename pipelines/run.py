@@ -48,6 +48,7 @@ from ldp_marginals.schemas.dead_letters import (
     LOST_UNKNOWN,
     OVER_DEVICE_BOUND,
     REPORTS_WITHHELD_BY_LEDGER,
+    OVER_KEY_BOUND,
     VALID,
     reports_dead_lettered,
     totals_by_reason,
@@ -425,6 +426,7 @@ def summarize(result) -> dict:
             "reports_over_device_bound": totals.get(OVER_DEVICE_BOUND, 0),
             "reports_withheld_by_ledger": totals.get(REPORTS_WITHHELD_BY_LEDGER, 0),
             "client_rows_withheld_by_ledger": totals.get(CLIENT_ROWS_WITHHELD_BY_LEDGER, 0),
+            "reports_over_key_bound": totals.get(OVER_KEY_BOUND, 0),
             "reports_dead_lettered": reports_dead_lettered(dead),
             "dead_letters_by_reason": dict(sorted(dead.items())),
             "damaged_ranges": dead.get(DAMAGED_BLOCK, 0),
@@ -634,6 +636,8 @@ def run(argv=None) -> dict:
                 if summary["damaged_ranges_of_unknown_size"] else "") if summary["damaged_ranges"] else "")
           + (f"; {summary['reports_over_device_bound']} past a device's bound (counted, in no estimate)"
              if summary["reports_over_device_bound"] else "")
+          + (f"; {summary['reports_over_key_bound']} to keys past a device's bound on keys (counted, in no estimate)"
+             if summary["reports_over_key_bound"] else "")
           + (f"; the release ledger withheld {summary['reports_withheld_by_ledger']} reports and the client rows "
              f"of {summary['client_rows_withheld_by_ledger']} windows and keys (earlier runs into --output "
              "published them otherwise)"

@@ -93,13 +93,17 @@ class DeviceUnit:
     """``privacy.unit: device``: every report names its device (the slice-scoped token in ``client``);
     per slice and key a device adds at most ``max_reports_per_device`` reports (the bottom M by rank,
     :mod:`ldp_marginals.ldp.devices`), and ``min_reports`` counts devices. ``reports_per_day``: the
-    declared rate at which a device reports, for the epsilons per day and month (optional)."""
+    declared rate at which a device reports, for the epsilons per day and month (optional).
+    ``max_keys_per_device``: per slice a device adds to at most this many keys (dimension values: a
+    device that changes region), the K of smallest key rank (:func:`~ldp_marginals.ldp.devices.keys_over_bound`)."""
 
     max_reports_per_device: int = 1
     reports_per_day: float | None = None
+    max_keys_per_device: int = 1
 
     def __post_init__(self):
         check_int("privacy.max_reports_per_device", self.max_reports_per_device, minimum=1)
+        check_int("privacy.max_keys_per_device", self.max_keys_per_device, minimum=1)
         if self.reports_per_day is not None and not (isinstance(self.reports_per_day, (int, float))
                                                      and not isinstance(self.reports_per_day, bool)
                                                      and 0 < self.reports_per_day < math.inf):
@@ -153,10 +157,6 @@ class CollectionConfig:
     sampling: object = None   # channel kind hadamard: its HadamardSampling (ldp/hadamard_reports.py); None: per bit
 
     def __post_init__(self):
-        if self.device is not None and self.dimensions:
-            raise ValueError(f"collection {self.name!r}: privacy.unit 'device' with dimensions "
-                             f"{[d.name for d in self.dimensions]} needs a bound on the keys a device adds to, "
-                             "which this release does not enforce yet; drop the dimensions or use unit 'report'")
         memoized = bool(self.permanent) and any(c is not None for c in self.permanent)
         if memoized and self.device is None:
             raise ValueError(f"collection {self.name!r}: memoized channels (memoize: true) correlate a device's "
@@ -242,6 +242,11 @@ class CollectionConfig:
             return self.layout
         from ldp_marginals.ldp.hadamard_reports import HadamardFormat
         return HadamardFormat(self.sampling)
+
+    @property
+    def bounds_keys(self) -> bool:
+        """Whether a slice's devices must be bounded across keys: the device unit with dimensions."""
+        return self.device is not None and bool(self.dimensions)
 
     @property
     def unit(self) -> str:
@@ -342,6 +347,7 @@ class CollectionConfig:
                 "privacy": self.privacy.describe() if self.privacy is not None else None,
                 "unit": self.unit,
                 "max_reports_per_device": self.device.max_reports_per_device if self.device is not None else None,
+                "max_keys_per_device": self.device.max_keys_per_device if self.device is not None else None,
                 "memoized_bits": [self.layout.labels[i] for i, c in enumerate(self.permanent) if c is not None],
                 "epsilons": self.describe_epsilons()}
 

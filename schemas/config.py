@@ -209,7 +209,7 @@ def _window(spec) -> Window:
 
 
 
-_UNIT_KEYS = ("unit", "max_reports_per_device", "reports_per_day", "epsilon_per_month")
+_UNIT_KEYS = ("unit", "max_reports_per_device", "max_keys_per_device", "reports_per_day", "epsilon_per_month")
 
 
 def _unit(spec) -> DeviceUnit | None:
@@ -220,11 +220,12 @@ def _unit(spec) -> DeviceUnit | None:
     if unit not in UNITS:
         raise ValueError(f"privacy.unit must be one of {list(UNITS)}, got unit={unit!r}")
     if unit == "report":
-        extra = sorted(k for k in ("max_reports_per_device", "reports_per_day") if k in spec)
+        extra = sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in spec)
         if extra:
             raise ValueError(f"privacy.{extra[0]} is only for unit 'device', got unit={unit!r}")
         return None
-    return DeviceUnit(spec.get("max_reports_per_device", 1), spec.get("reports_per_day"))
+    return DeviceUnit(spec.get("max_reports_per_device", 1), spec.get("reports_per_day"),
+                      spec.get("max_keys_per_device", 1))
 
 
 def _check_month(spec, cfg: CollectionConfig) -> None:

@@ -24,13 +24,15 @@ REPORTS_WITHHELD = "reports.withheld"     # counter: reports the guard held back
 WINDOWS_WITHHELD = "windows.withheld"     # counter: windows and keys that closed with reports held back
 OVER_DEVICE_BOUND = "reports.over_device_bound"   # counter: valid reports past a device's bound (privacy.unit:
 #                                                  device), counted in VALID but in no estimate (batch)
+OVER_KEY_BOUND = "reports.over_key_bound"   # counter: valid reports of a device to keys past its bound on keys
+#                                             (privacy.max_keys_per_device), counted in VALID, in no estimate (batch)
 # the release ledger (batch: transforms/publication/releases.py): what it withholds of a rerun, by window
 REPORTS_WITHHELD_BY_LEDGER = "reports.withheld_by_ledger"   # counter: reports of slices the ledger withheld
 CLIENT_ROWS_WITHHELD_BY_LEDGER = "client_rows.withheld_by_ledger"   # counter: windows and keys whose client
 #                                                                   extremes the ledger withheld
 DEAD_LETTER_PREFIX = "dead_letter."   # counter of a reason: this prefix and the reason
 COUNTERS = (VALID, LOST, LOST_UNKNOWN, FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN, REPORTS_PUBLISHED,
-            REPORTS_WITHHELD, WINDOWS_WITHHELD, OVER_DEVICE_BOUND, REPORTS_WITHHELD_BY_LEDGER,
+            REPORTS_WITHHELD, WINDOWS_WITHHELD, OVER_DEVICE_BOUND, OVER_KEY_BOUND, REPORTS_WITHHELD_BY_LEDGER,
             CLIENT_ROWS_WITHHELD_BY_LEDGER)   # and one per reason
 
 # the reasons, one name each (the values are the contract: rows, counters, summary.json)

@@ -29,12 +29,14 @@ class CollectionCombineFn(beam.CombineFn):
     each device's bottom M over the slice and key, in any merge order, and the output is settled. So
     the bound holds, a slice and key's open partials are combined in one round (never per shard and
     then again: a shard's settled output would keep M per shard); ``open_partials`` False combines
-    settled accumulators (a window's slices per capped key), which any fanout may.
+    settled accumulators (a window's slices per capped key), which any fanout may. ``settle`` False
+    leaves the output open (the bound on keys reads each key's devices first: ``transforms.device_keys``).
     """
 
-    def __init__(self, config, open_partials: bool = True):
+    def __init__(self, config, open_partials: bool = True, settle: bool = True):
         self.aggregator = config.aggregator
         self.open_partials = open_partials
+        self.settle = settle
 
     def create_accumulator(self):
         return self.aggregator.create_open() if self.open_partials else self.aggregator.create()
@@ -46,7 +48,7 @@ class CollectionCombineFn(beam.CombineFn):
         return self.aggregator.merge(accumulators)
 
     def extract_output(self, acc):
-        return self.aggregator.settle(acc)
+        return self.aggregator.settle(acc) if self.settle else acc
 
     def get_accumulator_coder(self):
         return AccumulatorCoder()

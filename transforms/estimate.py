@@ -36,6 +36,7 @@ from ldp_marginals.transforms.combiners import (
     WeightsCombineFn,
 )
 from ldp_marginals.transforms.dead_letters import count, count_withheld
+from ldp_marginals.transforms.device_keys import BoundKeys
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route
@@ -148,8 +149,11 @@ class EstimateCollection(beam.PTransform):
                   | "CombineSlices" >> (
                       # under a device bound a slice and key's open partials meet in one round (see
                       # CollectionCombineFn); otherwise spread over shards first
-                      beam.CombinePerKey(CollectionCombineFn(cfg)).with_output_types(coders.KeyedAccumulator)
+                      beam.CombinePerKey(CollectionCombineFn(cfg, settle=not cfg.bounds_keys)).with_output_types(
+                          coders.KeyedAccumulator)
                       if cfg.device is not None else CombineWithHotKeyFanout(CollectionCombineFn(cfg), HOT_KEY_FANOUT, KEY)))
+        if cfg.bounds_keys:   # each device in at most max_keys_per_device of a slice's keys, then settled
+            slices = slices | "BoundKeys" >> BoundKeys(cfg)
         # col : (collection, (slice start, dims, accumulator)), timestamped at the slice's start
         entries = slices | "KeyByCollection" >> beam.Map(_slice_entry).with_output_types(SliceEntry)
         per_slice = entries

@@ -50,7 +50,10 @@ def test_collections_json_states_the_epsilons_over_time():
     ({"privacy": {"unit": "device", "reports_per_day": 1, "model": "sufficient", "epsilon": 1,
                   "epsilon_per_month": 5}}, r"privacy.epsilon_per_month is a local promise, got model='sufficient'"),
     ({"privacy": None}, r"memoized channels \(memoize: true\) correlate a device's reports.*set privacy.unit"),
-    ({"dimensions": {"region": {}}}, r"privacy.unit 'device' with dimensions \['region'\] needs a bound on the keys"),
+    ({"dimensions": {"region": {}}, "privacy": {"unit": "device", "max_keys_per_device": 0}},
+     r"privacy.max_keys_per_device must be .*got .*0"),
+    ({"privacy": {"max_keys_per_device": 2}}, r"privacy.max_keys_per_device is only for unit 'device', "
+                                              r"got unit='report'"),
     ({"privacy": {"unit": "device", "max_reports_per_device": 2}, "groups": [["a", "b"]]},
      r"memoized channels with up to 2 reports of one device per window and key .*\['groups'\] do not yet"),
     ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": "yes"}},

@@ -44,7 +44,7 @@ number of unit singular values of an orthonormal basis of V restricted to R's co
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -52,7 +52,8 @@ import numpy as np
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
-from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile, batch_window, ledger_verdict
+from ldp_marginals.transforms.publication.engine import (END_OF_TIME_US, PaneFile, batch_bound_keys, batch_window,
+                                                         ledger_verdict)
 from ldp_marginals.transforms.publication.rows import window_rows
 from tests.transforms.local_stream import LocalStream
 
@@ -86,6 +87,7 @@ class Scenario:
     channel: str = "symmetric"
     derived: bool = False     # also a numeric feature m, a table, a conditional and a conditional mean
     device_bound: int | None = None   # privacy.unit: device with this max_reports_per_device (tokens: devices)
+    key_bound: int | None = None      # and with dimensions: this max_keys_per_device (batch only)
     delivery: int = 0         # the seed of the order the engines' messages are delivered in
     periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
 
@@ -113,9 +115,12 @@ def config_of(s: Scenario, n_tracers: int):
                     conditional_alpha=0.3)
     if s.clients:
         spec["extremes"] += [{"name": n, "op": op, "bits": names[m], "over": "client"} for n, op, m in CLIENT_EXTREMES]
-    if s.device_bound is not None:   # one key (no dimensions: the key bound is not built)
-        del spec["dimensions"]
+    if s.device_bound is not None:   # one key, or with a bound on keys (batch) dimensions
+        if s.key_bound is None:
+            del spec["dimensions"]
         spec["privacy"] = {"unit": "device", "max_reports_per_device": s.device_bound}
+        if s.key_bound is not None:
+            spec["privacy"]["max_keys_per_device"] = s.key_bound
     return parse_config(spec)
 
 
@@ -197,9 +202,14 @@ def run_batch(s: Scenario, earlier: list | None = None) -> tuple:
     slices = {}
     for j, (sl, value, _) in enumerate(s.reports):
         slices.setdefault((cfg.window.slice_of(_start(s, sl)), value), []).append(j)
+    settled = {(start, value): _packed(cfg, s, ids) for (start, value), ids in slices.items()}
+    if cfg.bounds_keys:   # each slice's keys bounded per device, then settled (the job's BoundKeys)
+        for start in {start for start, _ in settled}:
+            bounded, _ = batch_bound_keys(cfg, {(("k", v),): acc for (st, v), acc in settled.items() if st == start})
+            settled.update({(start, dims[0][1]): acc for dims, acc in bounded.items()})
     windows = {}
     for (start, value), ids in sorted(slices.items()):
-        acc = cfg.aggregator.settle(_packed(cfg, s, ids))   # the combine's output (settled)
+        acc = cfg.aggregator.settle(settled[(start, value)])   # the combine's output (settled)
         for w in cfg.window.windows_of_slice(start):
             windows.setdefault(w, []).append((start, (("k", value),), acc))
         for j in ids:
@@ -601,9 +611,19 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
 
 def over_bound(s: Scenario, cfg, out: Outcome) -> str | None:
     """Under the device unit: a pane and key that holds more than ``device_bound`` reports of one device
-    in one slice; None when none does."""
+    in one slice, or (with ``key_bound``) a window whose panes hold reports of one device in one slice
+    in more than ``key_bound`` keys (values before the cap); None when none does."""
     if s.device_bound is None:
         return None
+    if s.key_bound is not None:
+        keys = {}
+        for (w, _, _), reports in holdings(s, cfg, out).items():
+            for j in reports:
+                sl, value, token = s.reports[j]
+                keys.setdefault((w, sl, token), set()).add(value)
+        worst = max(keys.items(), key=lambda kv: len(kv[1]), default=None)
+        if worst and len(worst[1]) > s.key_bound:
+            return f"window {worst[0][0]} holds device {worst[0][2]} of slice {worst[0][1]} in keys {sorted(worst[1])}"
     for (w, pane, key), reports in holdings(s, cfg, out).items():
         per = {}
         for j in reports:
@@ -756,6 +776,18 @@ def sliding_clients_scenario(rng) -> Scenario:
         events += ([("partial", ids)] if ids else []) + [("watermark", sl + 1)]
     return Scenario("sliding", m, 0, 1, True, reports, events, _payload(rng, len(reports)),
                     str(rng.choice(list(CHANNELS))), delivery=int(rng.integers(0, 1000)))
+
+
+def device_keys_scenario(rng) -> Scenario:
+    """``privacy.unit: device`` with dimensions (batch): a few devices, each sending 1 to 4 reports over
+    the slices and over 1 to 3 values of the key (a device that changes region), a bound of 1 or 2
+    reports per device, slice and key and of 1 or 2 keys per device and slice, a cap of 1 to 3 values
+    (the rest in ``__other__``), min_reports 2 or 3 devices."""
+    s = device_scenario(rng)
+    values = list("xyz")[:int(rng.integers(1, 4))]
+    reports = [(sl, str(rng.choice(values)), token) for sl, _, token in s.reports]
+    return replace(s, reports=reports, events=_events(rng, reports, [int(j) for j in rng.permutation(len(reports))]),
+                   max_values=int(rng.integers(1, 4)), key_bound=int(rng.choice([1, 2])))
 
 
 def device_scenario(rng) -> Scenario:

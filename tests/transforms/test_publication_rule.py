@@ -186,6 +186,39 @@ def test_under_the_device_unit_nothing_depends_on_fewer_than_min_reports_devices
     check(s)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.device_keys_scenario))
+def test_under_a_bound_on_keys_nothing_depends_on_fewer_than_min_reports_devices_across_keys(s):
+    """privacy.unit: device with dimensions (batch; streaming refuses it): a device in several keys of
+    a slice is in at most max_keys_per_device of them, and no combination of published fields, over
+    keys and ``__other__``, depends on fewer than min_reports devices (all of their reports, in every
+    key)."""
+    isolated, unaccounted = model.violations(s, batch=True)
+    assert isolated is None and unaccounted is None, (isolated, unaccounted)
+
+
+def test_the_key_scenarios_publish_devices_in_two_keys_and_leave_keys_out():
+    """The checks see published rows holding a device that sent to two keys of a slice, rows merged
+    into ``__other__``, and devices whose reports to a key the bound left out."""
+    rng = np.random.default_rng(39)
+    two = other = cut = 0
+    for _ in range(80):
+        s = model.device_keys_scenario(rng)
+        cfg, out = model.run_batch(s)
+        held = model.holdings(s, cfg, out)
+        keys = {}
+        for reports in held.values():
+            for j in reports:
+                keys.setdefault(s.reports[j][0::2], set()).add(s.reports[j][1])
+        sent = {}
+        for sl, value, token in s.reports:
+            sent.setdefault((sl, token), set()).add(value)
+        two += any(len(v) > 1 for v in keys.values())
+        other += any(key == (("k", "__other__"),) for (_, _, key), reports in held.items() if reports)
+        cut += any(len(sent[k]) > len(v) for k, v in keys.items())
+    assert two > 5 and other > 5 and cut > 5, (two, other, cut)
+
+
 def test_the_device_scenarios_publish_rows_with_reports_past_the_bound_left_out():
     """The device checks see published rows, and rows from which the bound left a device's reports out."""
     rng = np.random.default_rng(38)
@@ -290,7 +323,14 @@ def _devices(rng, n):
     return model.device_scenario(rng)
 
 
+def _no_key_bound(collection_key, members, bound):
+    return [np.zeros(0, dtype=np.uint64) for _ in members]
+
+
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
+    "devices: no bound on the keys of a slice": (
+        mock.patch("ldp_marginals.transforms.publication.engine.keys_over_bound", _no_key_bound),
+        lambda rng, n: model.device_keys_scenario(rng), (True,)),
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
     "devices: no bound per device": (

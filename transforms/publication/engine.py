@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ldp_marginals.ldp.devices import key_id, keys_over_bound
 from ldp_marginals.schemas.arrow import TableRows
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.publication.cap import capped, decide, value_weights
@@ -145,6 +146,22 @@ def batch_key(config, window: tuple, key: tuple, released, pending, *, ledger=No
     if ledgered:
         out[WITHHELD].append(withheld_row(config, base_row(config.name, window, key), ledgered, reason))
     return out
+
+
+def batch_bound_keys(config, parts: dict) -> tuple:
+    """Batch in one process: ``({dims: settled accumulator}, reports)`` of one slice's open accumulators
+    ``{dims: accumulator}`` under ``privacy.max_keys_per_device`` (each device in the K keys of smallest
+    key rank, :func:`~ldp_marginals.ldp.devices.keys_over_bound`), and the reports to keys past the
+    bound (the job spreads the same two steps over two shuffles: ``transforms.device_keys``)."""
+    aggregator = config.aggregator
+    order = sorted(parts)
+    dropped = keys_over_bound(aggregator.collection_key, [(key_id(d), parts[d].devices.devices) for d in order],
+                              config.device.max_keys_per_device)
+    out, over = {}, 0
+    for dims, drop in zip(order, dropped):
+        acc, reports = aggregator.without_devices(parts[dims], drop)
+        out[dims], over = aggregator.settle(acc), over + reports
+    return out, over
 
 
 def batch_window(config, window: tuple, slices, ledger=None) -> dict:
