@@ -625,8 +625,7 @@ def run(argv=None) -> dict:
                         f"({left}). Free space or fix the permissions and run again: a rerun rewrites every "
                         "output.") from None
     summary = summarize(result)
-    if args.streaming:   # the streaming engine bounds devices but does not count the excess (yet): unknown
-        summary["reports_over_device_bound"] = None
+    if args.streaming:   # the release ledger is for batch runs (a streaming run into a ledger is refused)
         summary["reports_withheld_by_ledger"] = summary["client_rows_withheld_by_ledger"] = None   # batch only
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else "")

@@ -46,7 +46,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_marginals.schemas.dead_letters import NAMESPACE, REPORTS_PUBLISHED, VALID
+from ldp_marginals.schemas.dead_letters import NAMESPACE, OVER_DEVICE_BOUND, REPORTS_PUBLISHED, VALID
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms import coders
 from ldp_marginals.transforms.dead_letters import TAG, count, count_withheld, late_batch
@@ -242,6 +242,8 @@ class AtomsFn(beam.DoFn):
                 for item in new:
                     bag.add(write(item, agg))
         status.write(state.key_to_bytes(now))
+        if step.over_bound:   # privacy.unit: device: counts only, at a slice's let-go
+            count(OVER_DEVICE_BOUND, step.over_bound)
         for route, contribution in step.contributions:
             yield key_name(self.config.name, route), state.message_to_bytes(contribution, agg)
 

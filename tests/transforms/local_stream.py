@@ -24,6 +24,7 @@ class LocalStream:
         self.queue = []     # (to, key, bytes): messages in flight
         self.timer = None
         self.panes, self.late, self.counted = [], [], 0
+        self.over_bound = 0   # the reports.over_device_bound the key adapters count
 
     # -- the clock's inputs -------------------------------------------------------------------------
     def partial(self, start: int, dims: tuple, acc, pid: str):
@@ -92,6 +93,7 @@ class LocalStream:
         if step.entries is not None:
             entries = [state.entry_from_bytes(state.entry_to_bytes(e, agg), agg) for e in step.entries]
         self.keys[dims] = [status, arrived, inbox, entries]
+        self.over_bound += step.over_bound
         self.queue += [("capped", key, state.message_to_bytes(c)) for key, c in step.contributions]
 
     def _to_capped(self, key, data) -> None:

@@ -72,3 +72,42 @@ def test_release_counts_devices_and_a_released_atom_is_settled():
     panes, bag = _streaming(late, more, now_us=60_000 * 1000)
     assert {r["n_reports"] for f in panes if f.kind == "marginals" for r in f.rows} == {19}
     assert [e.atom for e in bag] == [0] and bag[0].acc.devices is None and bag[0].acc.n_devices == 10
+
+
+def test_streaming_counts_the_reports_past_the_bound_once_when_the_slice_is_let_go():
+    """Every report the engine received and did not keep, in a released increment, in one cut by what
+    the slice's released ones hold (an early pane), or in what is held back, is counted once, when its
+    slice's last window closes: the batch count when no pane came early."""
+    cfg = parse_config(dict(CONFIG, early_firing_seconds=5))
+    batches = _batches(3, devices=30)
+    received = sum(k.size for _, k in batches)
+    agg = cfg.aggregator
+    combined = agg.settle(agg.merge([agg.create_open()] + [_partial(cfg, *b).accumulator for b in batches]))
+    for early in (None, 1, 3):
+        stream = LocalStream(cfg, np.random.default_rng(5))
+        for i, (packed, keys) in enumerate(batches):
+            stream.partial(0, (), _partial(cfg, packed, keys).accumulator, f"p{i}")
+            stream.deliver()
+            if i == early:
+                stream.early()
+                stream.deliver()
+        assert stream.over_bound == 0   # not before the slice is let go
+        stream.advance(END_OF_TIME_US)
+        stream.deliver()
+        final = max(f.pane for f in stream.panes if f.kind == "marginals")
+        published = {r["n_reports"] for f in stream.panes if f.kind == "marginals" and f.pane == final
+                     for r in f.rows}
+        held = sum(r["n_reports"] for f in stream.panes if f.kind == "withheld" for r in f.rows)
+        assert len(published) == 1 and stream.over_bound == received - published.pop() - held
+        if early is None:
+            assert stream.over_bound == combined.over_bound
+        else:   # an early pane released reports, the rest in a second atom
+            assert final > 0
+    rng = np.random.default_rng(2)   # 40 reports of 9 devices: held back, 18 kept, 22 past the bound
+    stream = LocalStream(cfg, rng)
+    stream.partial(0, (), _partial(cfg, rng.integers(0, 16, (40, 1)).astype(np.uint8), np.array(
+        [client_key(f"t{i % 9}") for i in range(40)], dtype=np.uint64)).accumulator, "p")
+    stream.advance(END_OF_TIME_US)
+    stream.deliver()
+    assert [r["n_reports"] for f in stream.panes if f.kind == "withheld" for r in f.rows] == [18]
+    assert stream.over_bound == 22

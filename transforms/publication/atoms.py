@@ -40,6 +40,7 @@ class AtomsStep:
     arrived: list | None = None
     inbox: list | None = None
     entries: list | None = None
+    over_bound: int = 0   # reports past a device's bound in the slices let go (privacy.unit: device)
 
 
 class Atoms:
@@ -106,9 +107,18 @@ class Atoms:
         if not cmd.final:
             return entries
         del status.windows[window]
-        if self.window.is_global:
+        if self.window.is_global:   # its one window's close (the end of the input): counted, kept
+            step.over_bound += sum(_over_bound(e.acc) for e in entries)
             return entries
         # windows close in order, so a slice whose last window ends by this one's end is done
         done = {e.start for e in entries if self.window.windows_of_slice(e.start)[-1][1] <= window[1]}
         status.sent = {s for s in status.sent if s[1] not in done}
+        # each report of a slice is in one of its entries (an atom or the pending part), and an entry's
+        # reports past a device's bound are those it saw and did not keep: counted once, at the let-go
+        step.over_bound += sum(_over_bound(e.acc) for e in entries if e.start in done)
         return [e for e in entries if e.start not in done]
+
+
+def _over_bound(acc) -> int:
+    """Reports of a settled or an open (pending) accumulator past a device's bound."""
+    return acc.over_bound if acc.devices is None else acc.devices.over_bound
