@@ -111,6 +111,17 @@ class DeviceUnit:
                              f"reports_per_day={self.reports_per_day!r}")
 
 
+def device_repeats(device: DeviceUnit | None, window, dimensions: bool) -> int:
+    """The most reports of one person in a published row of a window: 1 per report; under the device
+    unit ``k * M``, k the window's slices (a sliding window's device shows a token per slice), and with
+    dimensions ``k * K * M`` (K = max_keys_per_device: the cap's ``__other__`` row sums keys, in up to K
+    of which a device may be in a slice; a key's own row holds at most ``k * M``, so this bounds it)."""
+    if device is None:
+        return 1
+    k = int(round(window.size_seconds / window.period_seconds)) if window.overlapping else 1
+    return k * device.max_reports_per_device * (device.max_keys_per_device if dimensions else 1)
+
+
 @lru_cache(maxsize=None)
 def _smallest_crowd(flip: float, n_bits: int, lam: float, eta: float, max_ones: int, repeats: int = 1) -> int:
     return smallest_population(flip, n_bits, lam, eta, repeats, max_ones=max_ones)
@@ -166,8 +177,10 @@ class CollectionConfig:
         if memoized and self.repeats_per_window > 1 and others:
             raise ValueError(f"collection {self.name!r}: memoized channels with up to {self.repeats_per_window} "
                              f"reports of one device per window and key correlate its reports; the marginals' "
-                             f"variances carry the correction (repeat_variance), {others} do not yet: drop them or "
-                             "use max_reports_per_device=1 on a fixed or global window")
+                             f"variances carry the correction (repeat_variance), {others} do not yet (their "
+                             "closed-form variances assume independent reports, and no correction of theirs is "
+                             "derived and checked for coverage): drop them, or use max_reports_per_device=1 (and "
+                             "max_keys_per_device=1 with dimensions) on a fixed or global window")
         # checked here, so a job-wide --window override (dataclasses.replace) is checked too
         if self.client_extremes and self.window.overlapping:
             names = [e.name for e in self.client_extremes]
@@ -254,19 +267,14 @@ class CollectionConfig:
 
     @property
     def repeats_per_window(self) -> int:
-        """The most reports of one person in a window and key: 1 per report; under the device unit
-        ``k * M``, k the window's slices (a sliding window's device shows a token per slice)."""
-        if self.device is None:
-            return 1
-        w = self.window
-        k = int(round(w.size_seconds / w.period_seconds)) if w.overlapping else 1
-        return k * self.device.max_reports_per_device
+        """The most reports of one person in a published row of a window (:func:`device_repeats`)."""
+        return device_repeats(self.device, self.window, bool(self.dimensions))
 
     @property
     def shared_reports(self) -> int:
         """``s`` of :func:`~ldp_marginals.ldp.memoized.repeat_variance`: how many other reports of its
-        device a report may share its permanent responses with in a window and key, ``k * M - 1``
-        (0 when no bit memoizes)."""
+        device a report may share its permanent responses with in a published row of a window,
+        ``k * M - 1``, with dimensions ``k * K * M - 1`` (0 when no bit memoizes)."""
         if not self.permanent or all(c is None for c in self.permanent):
             return 0
         return self.repeats_per_window - 1

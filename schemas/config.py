@@ -72,6 +72,7 @@ from ldp_marginals.schemas.collection import (
     UNITS,
     DeviceUnit,
     Privacy,
+    device_repeats,
     sufficient_crowd,
     sufficient_flip,
 )
@@ -450,10 +451,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
     device = _unit(spec.get("privacy"))
-    repeats = 1
-    if device is not None:   # the most reports of one device in a window and key: k * M
-        repeats = device.max_reports_per_device * (int(round(window.size_seconds / window.period_seconds))
-                                                   if window.overlapping else 1)
+    repeats = device_repeats(device, window, bool(dimensions))   # of one device in a published row
     if kind:
         check_config(spec, tuple(groups), max_order)
         privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)

@@ -56,6 +56,9 @@ def test_collections_json_states_the_epsilons_over_time():
                                               r"got unit='report'"),
     ({"privacy": {"unit": "device", "max_reports_per_device": 2}, "groups": [["a", "b"]]},
      r"memoized channels with up to 2 reports of one device per window and key .*\['groups'\] do not yet"),
+    ({"privacy": {"unit": "device", "max_keys_per_device": 2}, "dimensions": {"region": {}}, "groups": [["a", "b"]]},
+     r"memoized channels with up to 2 reports of one device per window and key .*\['groups'\] do not yet \(their "
+     r"closed-form variances assume independent reports"),
     ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": "yes"}},
      r"memoize must be true or false, got memoize='yes'"),
 ])
@@ -73,6 +76,10 @@ def test_a_kept_monthly_promise_and_the_marginals_correction_at_k_times_m():
     sliding = parse_config(dict(BASE, window={"type": "sliding", "size_seconds": 3600, "period_seconds": 900},
                                 privacy={"unit": "device", "max_reports_per_device": 2}))
     assert (sliding.repeats_per_window, sliding.shared_reports) == (8, 7)
+    keys = parse_config(dict(BASE, window={"type": "sliding", "size_seconds": 3600, "period_seconds": 900},
+                             dimensions={"region": {}},
+                             privacy={"unit": "device", "max_reports_per_device": 2, "max_keys_per_device": 3}))
+    assert (keys.repeats_per_window, keys.shared_reports) == (24, 23)   # __other__ may sum a device's 3 keys
 
 
 def test_the_sufficient_crowd_is_calibrated_for_k_times_m_reports_per_device():
