@@ -6,10 +6,8 @@ that the cap merges into ``__other__`` is not counted twice by the guard; a stre
 the bound it cannot keep."""
 import json
 
-import fastavro
 import numpy as np
 import pytest
-import yaml
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
@@ -17,10 +15,9 @@ from ldp_marginals.ldp.devices import key_id, key_ranks, keys_over_bound, report
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.pipelines.job import JobOptions
 from ldp_marginals.pipelines.read import read_rows
-from ldp_marginals.pipelines.run import run
-from ldp_marginals.schemas import load_schema
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, SUMMARY_FILE
+from tests.pipelines.test_device_unit import _run
 
 T0 = 1_767_225_600_000   # 2026-01-01, an hour boundary
 HOUR = 3_600_000
@@ -76,17 +73,6 @@ def _expected(records, keys_bound, reports_bound):
             else:
                 over += len(by_region[g])
     return kept, devices, over
-
-
-def _run(tmp_path, config, records, name):
-    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / name).mkdir()
-    with open(tmp_path / name / "r.avro", "wb") as fh:
-        fastavro.writer(fh, load_schema("noisy_report"), records)
-    out = tmp_path / f"out-{name}"
-    run(["--config", str(tmp_path / f"{name}.yaml"), "--input", str(tmp_path / name / "*.avro"), "--output", str(out),
-         "--progress-seconds", "0"])
-    return str(out)
 
 
 def test_keys_over_bound_keeps_each_devices_k_smallest_key_ranks_in_any_order():
