@@ -13,6 +13,7 @@ import json
 
 from ldp_marginals.ldp.compare import benjamini_hochberg, change, population_variance
 from ldp_marginals.pipelines.read import latest_complete, read_collections, read_rows, to_ms
+from ldp_marginals.schemas.collection import ROLLED_UP
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +131,10 @@ def compare(args) -> dict:
         pair = values.split(",")
         if not key or len(pair) != 2:
             raise ValueError(f"--dimension must be KEY=A,B, got --dimension={args.dimension!r}")
+        if ROLLED_UP in pair:   # the two sides must hold different reports
+            raise ValueError(f"--dimension {args.dimension}: {key}={ROLLED_UP} is a rollup row, which holds the "
+                             f"reports of every value of {key}: compare two values of {key}, got --dimension="
+                             f"{args.dimension!r}")
         start = (_window_start(args.window, "--window", windows, collection) if args.window
                  else _latest_complete(args.estimates, collection, rows))
         in_window = [r for r in rows if r["window_start"] == start]

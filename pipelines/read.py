@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ldp_marginals.schemas.arrow import arrow_schema, to_rows
+from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.outputs import (
     COLLECTIONS_FILE,
     CONSISTENT_TABLES,
@@ -109,7 +110,7 @@ def _table_kind(kind: str, estimator) -> tuple:
 
 
 def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: dict | None = None,
-         estimator: str | None = None) -> pa.Table:
+         estimator: str | None = None, exact: bool = False) -> pa.Table:
     """The rows of ``kind`` (marginals, tables, extremes, conditionals, means, withheld, dead_letters)
     in the run that owns ``output_dir``, as a :class:`pyarrow.Table` of the kind's schema (the Avro
     contract's fields; times as UTC millisecond timestamps).
@@ -123,9 +124,13 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
 
     ``collection``: a name or a list of names (default: all). ``windows``: one window start, or a
     ``(first, last)`` pair of starts, inclusive (ISO strings in UTC, datetimes or int milliseconds;
-    default: every window). ``dimensions``: a dict of dimension values: the rows of every key that
-    holds them (``{"region": "eu"}`` selects ``region=eu`` whatever the key's other dimensions);
-    ``{}``: the key without dimensions (the rows over all reports); default: every key. A
+    default: every window). ``dimensions``: a dict of dimension values. Where the collection publishes
+    the rollup over exactly these dimensions (its rows' other dimensions are ``__all__``), its rows:
+    ``{"region": "eu"}`` is the region's total over every other dimension, ``{}`` the window's total.
+    Else the rows of every key that holds them (``{"region": "eu"}`` selects ``region=eu`` whatever
+    the key's other dimensions; rollup rows are left out, so nothing is counted twice); ``{}``: the key
+    without dimensions. With ``exact``, only the key or rollup that is exactly ``dimensions`` (a
+    rollup's ``__all__`` dimensions counted as absent). Default: every key and rollup row. A
     ``dimensions`` that matches no key of the selected collections and windows is a ValueError
     naming the keys there are; a key that exists but was withheld gives no rows (``withheld`` says
     why). Of a window's panes only the latest is read (it holds the window's estimate so far)."""
@@ -150,9 +155,17 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     if names is not None and kind == DEAD_LETTERS:
         table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
     if dimensions is not None:
-        selected = table.filter(key_mask(table, dimensions, partial=bool(dimensions)))
+        rollup = rollup_mask(table, dimensions)
+        if exact:
+            mask = pc.or_(rollup, key_mask(table, dimensions))
+        elif pc.any(rollup).as_py():
+            mask = rollup
+        else:   # every key holding the values, no rollup row (a rollup over more dimensions holds them too)
+            mask = pc.and_(key_mask(table, dimensions, partial=bool(dimensions)),
+                           pc.invert(rollup_mask(table, None)))
+        selected = table.filter(mask)
         if selected.num_rows == 0:
-            _check_some_key_matches(dimensions, _keys_there(manifest, table, names, span))
+            _check_some_key_matches(dimensions, _keys_there(manifest, table, names, span), exact)
         table = selected
     if which is not None:
         table = table.append_column("estimator", pa.repeat(pa.scalar(which, pa.string()), table.num_rows))
@@ -172,15 +185,44 @@ def _keys_there(manifest: dict, table: pa.Table, names: set | None, span: tuple 
     return [dict(json.loads(k)) for k in sorted(keys)]
 
 
-def _check_some_key_matches(dimensions: dict, keys: list) -> None:
-    """A ValueError when ``dimensions`` selects none of ``keys`` (and there are keys to select)."""
+def _check_some_key_matches(dimensions: dict, keys: list, exact: bool = False) -> None:
+    """A ValueError when ``dimensions`` selects none of ``keys`` (and there are keys to select): a key
+    holding them, or with ``exact`` a key or rollup that is exactly them."""
     want = {str(k): str(v) for k, v in dimensions.items()}
-    if not keys or any((want.items() <= key.items()) if want else not key for key in keys):
+    if exact:
+        keys_as = [{k: v for k, v in key.items() if v != ROLLED_UP} for key in keys]
+        if not keys or want in keys_as:
+            return
+    elif not keys or any((want.items() <= key.items()) if want else not key for key in keys):
         return
     shown = ", ".join("{" + ", ".join(f"{k}={v}" for k, v in sorted(key.items())) + "}" for key in keys[:20])
     more = f" and {len(keys) - 20} more" if len(keys) > 20 else ""
-    raise ValueError(f"dimensions={dimensions!r} matches no key of the selected collections and windows; "
-                     f"the keys are {shown}{more}")
+    raise ValueError(f"dimensions={dimensions!r} matches no key of the selected collections and windows"
+                     + (" exactly (a rollup withheld by complementary suppression has no rows)" if exact else "")
+                     + f"; the keys are {shown}{more}")
+
+
+def rollup_mask(table: pa.Table, dimensions: dict | None) -> pa.Array:
+    """Which rows are of the rollup that keeps exactly ``dimensions`` (a dict): rows holding each of
+    its entries whose every other dimension is ``__all__`` (None: which rows are rollup rows at all)."""
+    want = {} if dimensions is None else {str(k): str(v) for k, v in dimensions.items()}
+    column = table.column("dimensions").combine_chunks()
+    if isinstance(column, pa.ChunkedArray):   # no rows
+        return pa.array([], pa.bool_())
+    offsets = np.frombuffer(column.buffers()[1], np.int32)[column.offset:column.offset + len(column) + 1]
+    pairs = pc.binary_join_element_wise(column.keys, column.items, "\x00")
+
+    def per_row(hit):
+        hits = np.concatenate([[0], np.cumsum(np.asarray(hit.fill_null(False).to_numpy(zero_copy_only=False),
+                                                         dtype=np.int64))])
+        return hits[offsets[1:]] - hits[offsets[:-1]]
+
+    found = per_row(pc.is_in(pairs, value_set=pa.array([f"{k}\x00{v}" for k, v in want.items()], pa.string())))
+    rolled = per_row(pc.and_(pc.equal(column.items, ROLLED_UP),
+                             pc.invert(pc.is_in(column.keys, value_set=pa.array(list(want), pa.string())))))
+    if dimensions is None:
+        return pa.array(rolled > 0)
+    return pa.array((found == len(want)) & (rolled > 0) & (found + rolled == np.diff(offsets)))
 
 
 def key_mask(table: pa.Table, dimensions: dict, partial: bool = False) -> pa.Array:

@@ -21,13 +21,14 @@ from ldp_marginals.ldp.memoized import ClientChannels
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.windows import Window
-from ldp_marginals.schemas.dead_letters import DIMENSION_TOO_LONG, UNDECLARED_DIMENSION
+from ldp_marginals.schemas.dead_letters import DIMENSION_TOO_LONG, RESERVED_DIMENSION_VALUE, UNDECLARED_DIMENSION
 
 # A collection name becomes part of file names and table rows: letters, digits, '_', '-', '.'
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DIMENSION_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 DEFAULT_MAX_VALUES = 100     # distinct values of one dimension per window and collection
 DEFAULT_MAX_LENGTH = 64      # characters of one dimension value
+ROLLED_UP = "__all__"        # a rollup row's value of each dimension it sums over (reserved where rollups are)
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,10 @@ class CollectionConfig:
     device: DeviceUnit | None = None   # privacy.unit: device (None: the unit is the report)
     permanent: tuple = ()   # per bit: the permanent channel of a bit that memoizes (rappor, memoize), or None
     sampling: object = None   # channel kind hadamard: its HadamardSampling (ldp/hadamard_reports.py); None: per bit
+    rollups: tuple = ()     # the dimensions each rollup keeps (sorted name tuples, each a proper subset)
 
     def __post_init__(self):
+        self._check_rollups()
         memoized = bool(self.permanent) and any(c is not None for c in self.permanent)
         if memoized and self.device is None:
             raise ValueError(f"collection {self.name!r}: memoized channels (memoize: true) correlate a device's "
@@ -189,6 +192,29 @@ class CollectionConfig:
                              f"{self.window.period_seconds:g} s: a client's state merged across overlapping "
                              "windows lets a difference of windows single out one client; use a fixed window")
 
+    def _check_rollups(self) -> None:
+        """Each rollup keeps a proper subset of the declared dimensions, once; fixed or global windows
+        only (a rollup publishes what the guard holds of its keys, and overlapping windows would
+        difference it slice by slice: docs/design.md, section 7, "Rollups")."""
+        declared = [d.name for d in self.dimensions]
+        for i, over in enumerate(self.rollups):
+            unknown = sorted(set(over) - set(declared))
+            if unknown:
+                raise ValueError(f"collection {self.name!r}: rollups[{i}] names dimensions {unknown} that are not "
+                                 f"declared (declared: {declared or 'none'}), got rollups[{i}]={list(over)}")
+            if tuple(sorted(set(over))) != tuple(over) or len(over) >= len(declared):
+                raise ValueError(f"collection {self.name!r}: rollups[{i}] must keep a proper subset of the dimensions "
+                                 f"{declared}, each once (every dimension kept is the key itself), got "
+                                 f"rollups[{i}]={list(over)}")
+        if len(set(self.rollups)) != len(self.rollups):
+            raise ValueError(f"collection {self.name!r}: rollups must be distinct, got rollups="
+                             f"{[list(r) for r in self.rollups]}")
+        if self.rollups and self.window.overlapping:
+            raise ValueError(f"collection {self.name!r}: rollups need fixed or global windows, got a sliding window "
+                             f"of {self.window.size_seconds:g} s every {self.window.period_seconds:g} s: a rollup "
+                             "holds what the guard withholds of its keys, which overlapping windows would difference "
+                             "slice by slice")
+
     @property
     def dimension_limits(self) -> dict:
         return {d.name: d for d in self.dimensions}
@@ -207,6 +233,11 @@ class CollectionConfig:
             if len(dims[key]) > limits[key].max_length:
                 return (DIMENSION_TOO_LONG, f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
                         f"over max_length={limits[key].max_length}")
+        if self.rollups:
+            for key in sorted(dims):
+                if dims[key] == ROLLED_UP:
+                    return (RESERVED_DIMENSION_VALUE, f"dimension {key!r} has the value {ROLLED_UP!r}, which marks "
+                            f"rollup rows of collection {self.name!r}")
         return None
 
     @cached_property
@@ -349,6 +380,7 @@ class CollectionConfig:
                             if f.kind == "numeric"},
                 "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length}
                                for d in self.dimensions},
+                "rollups": [list(r) for r in self.rollups],
                 "extremes": [{"name": e.name, "op": e.op, "bits": list(e.bits), "over": e.over}
                              for e in self.extremes],
                 "conditionals": len(self.conditionals),

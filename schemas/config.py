@@ -30,6 +30,8 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
     dimensions:                                    # the public dimensions reports may carry
       region: {max_values: 50}                     # at most 50 distinct values per window
       app_version: {max_values: 500, max_length: 32}
+    rollups: all                                   # totals over dimensions: every proper subset of them, or a
+                                                   # list ([[region], []]: per region, and the window's total)
     conditionals: [{of: [beta_a], given: [os=mac]}]  # P(of | given) per window and key; or all_pairs:
                                                    # P(a | b) for all bits a, b of two different features
     conditional_alpha: 0.001                       # P(a conditional or conditional mean is published
@@ -48,6 +50,7 @@ file).
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import math
 from pathlib import Path
@@ -335,7 +338,25 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
 
 _CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
                 "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy",
-                "conditionals", "means", "marginal_interval", "conditional_alpha")
+                "conditionals", "means", "marginal_interval", "conditional_alpha", "rollups")
+
+
+def _rollups(spec, declared: list) -> tuple:
+    """``rollups``: ``all`` (every proper subset of the declared dimensions, the empty one, the window's
+    total, included) or a list of lists of dimension names; the model checks each names declared
+    dimensions (:class:`~ldp_marginals.schemas.collection.CollectionConfig`)."""
+    if spec == "all":
+        if not declared:
+            raise ValueError("rollups: all needs dimensions to sum over, got no dimensions declared")
+        return tuple(tuple(over) for k in range(len(declared)) for over in itertools.combinations(declared, k))
+    out = []
+    for i, over in enumerate(_list(spec, "rollups")):
+        if isinstance(over, str) or not isinstance(over, (list, tuple)):
+            raise ValueError(f"rollups[{i}] must be a list of dimension names (or rollups: all), got {over!r}")
+        if not all(isinstance(n, str) for n in over):
+            raise ValueError(f"rollups[{i}] must list dimension names, got rollups[{i}]={over!r}")
+        out.append(tuple(sorted(over)) if len(set(over)) == len(over) else tuple(over))
+    return tuple(out)
 
 
 def _check_budget(name: str, layout: Layout, max_order: int, sets: tuple, groups: tuple) -> None:
@@ -471,7 +492,8 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                            tuple(group_intervals), means, marginal_interval, alpha,
                            mechanisms=(KIND,) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
                            device=device, permanent=() if kind else _permanent(spec["channel"], layout),
-                           sampling=sampling)
+                           sampling=sampling,
+                           rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]))
     if check_promise:
         _check_month(spec.get("privacy"), cfg)
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [

@@ -46,6 +46,7 @@ BAD_TIMESTAMP = "bad_timestamp"
 BAD_FIELD = "bad_field"
 UNDECLARED_DIMENSION = "undeclared_dimension"
 DIMENSION_TOO_LONG = "dimension_too_long"
+RESERVED_DIMENSION_VALUE = "reserved_dimension_value"
 LATE = "late"
 NO_DEVICE_TOKEN = "no_device_token"
 BIGQUERY_INSERT = "bigquery_insert"
@@ -67,6 +68,8 @@ REASONS = types.MappingProxyType({
     UNDECLARED_DIMENSION: "the report carries a dimension its collection does not declare (a config without "
                           "dimensions accepts reports without dimensions only)",
     DIMENSION_TOO_LONG: "a dimension value is longer than the declared max_length",
+    RESERVED_DIMENSION_VALUE: "a dimension value is `__all__`, which marks rollup rows, in a collection that "
+                              "declares rollups",
     NO_DEVICE_TOKEN: "the collection's privacy unit is the device (privacy.unit: device) and the report names "
                      "no device: its client field (the slice-scoped device token) is missing or empty",
     LATE: "the report arrived after every window it belongs to had closed (its end plus the allowed lateness "

@@ -8,6 +8,9 @@ each window is a small side computation on the values' weights alone (reports pe
 released or held (:func:`~ldp_marginals.transforms.publication.engine.batch_route`), and the slices
 of each window and capped key are combined into two accumulators (released, held) before the one
 step that makes their rows (:func:`~ldp_marginals.transforms.publication.engine.batch_key`).
+Rollups (batch): which rollup rows a window publishes is another small side computation, on the
+capped keys' withheld counts (:func:`~ldp_marginals.transforms.publication.rollups.published_rollups`);
+each capped key's two accumulators go to its published rollup rows, combined per rollup row.
 Streaming: the engine's three keyed state machines (:mod:`~ldp_marginals.transforms.panes`). Both
 publish through the same engine path.
 """
@@ -39,9 +42,10 @@ from ldp_marginals.transforms.dead_letters import count, count_withheld
 from ldp_marginals.transforms.device_keys import BoundKeys
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
-from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route
+from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route, rollup_parts, rollup_rows
 from ldp_marginals.transforms.publication.release import releasable
 from ldp_marginals.transforms.publication.releases import ledger_part, release_to_json, verdict
+from ldp_marginals.transforms.publication.rollups import published_rollups
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
 
 KEY = typing.Tuple[str, coders.Dims]   # (collection, dimensions) or (collection, capped key)
@@ -101,6 +105,10 @@ class PublishKeyFn(beam.DoFn):
         count_withheld(by_kind.get(WITHHELD, ()))
         if released is not None and released.n:
             count(REPORTS_PUBLISHED, released.n)
+        yield from self.outputs(collection, key, by_kind, w)
+
+    def outputs(self, collection, key, by_kind, w):
+        window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         for kind, rows in by_kind.items():
             if self.row_outputs:
                 for row in rows:
@@ -115,6 +123,58 @@ class PublishKeyUnderLedgerFn(PublishKeyFn):
 
     def process(self, element, ledger, w=beam.DoFn.WindowParam):
         return self.publish(element, w, ledger)
+
+
+class PublishRollupFn(PublishKeyFn):
+    """``((collection, marked key), accumulator)`` of one window's rollup row -> its rows and pane files
+    (:func:`~ldp_marginals.transforms.publication.engine.rollup_rows`); its reports are counted by
+    its keys."""
+
+    def process(self, element, w=beam.DoFn.WindowParam):
+        (collection, key), acc = element
+        yield from self.outputs(collection, key, rollup_rows(self.config, window_bounds_ms(w), key, acc), w)
+
+
+def _union(dicts) -> dict:
+    """``{capped key: withheld reports}`` of a window's capped keys (each in one dict) together."""
+    out = {}
+    for d in dicts:
+        out.update(d)
+    return out
+
+
+def _rollup_parts(kv, cfg, published):
+    (collection, key), pair = kv
+    for row, acc in rollup_parts(cfg, published.get(collection, set()), key, pair):
+        yield (collection, row), acc
+
+
+class RollupRows(beam.PTransform):
+    """A window's capped keys, ``((collection, capped key), (released, held))`` -> the rows of its
+    published rollup rows, by kind and ``panes``. Which rows are published is decided per window from
+    the capped keys' withheld counts alone (a side input); each rollup row is the combine of its keys'
+    accumulators, spread like the keys' own."""
+
+    def __init__(self, config, row_outputs: bool = True):
+        super().__init__()
+        self.config = config
+        self.row_outputs = row_outputs
+
+    def expand(self, keys):
+        cfg = self.config
+        # col : (collection, {marked key}) per window: the rollup rows complementary suppression allows
+        published = (keys
+                     | "Held" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kv[1][1].n if kv[1][1] is not None else 0}))
+                     | "SumHeld" >> beam.CombinePerKey(_union)
+                     | "Suppress" >> beam.Map(lambda kv: (kv[0], published_rollups(cfg, kv[1]))))
+        # col : ((collection, marked key), accumulator) per window: a rollup row's content
+        rows = (keys
+                | "ToRollups" >> beam.FlatMap(_rollup_parts, cfg, beam.pvalue.AsDict(published)).with_output_types(
+                    coders.KeyedAccumulator)
+                | "CombineRollups" >> CombineWithHotKeyFanout(CollectionCombineFn(cfg, open_partials=False),
+                                                              HOT_KEY_FANOUT, KEY))
+        return rows | "Publish" >> beam.ParDo(PublishRollupFn(cfg, self.row_outputs)).with_outputs(
+            *ESTIMATE_KINDS, PANES)
 
 
 HOT_KEY_FANOUT = 16  # shards per (collection, dimensions, slice) and per capped key in the batch combines
@@ -191,6 +251,10 @@ class EstimateCollection(beam.PTransform):
                    else beam.ParDo(PublishKeyUnderLedgerFn(cfg, self.row_outputs), ledger))
         outs = keys | "Publish" >> publish.with_outputs(*ESTIMATE_KINDS, PANES)
         out = {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}
+        if cfg.rollups:   # a collection without rollups publishes through the steps above only
+            rolled = keys | "Rollups" >> RollupRows(cfg, self.row_outputs)
+            out = {k: (out[k], rolled[k]) | f"With{k.title()}Rollups" >> beam.Flatten()
+                   for k in ESTIMATE_KINDS + (PANES,)}
         if releases is not None:
             out[RELEASES] = releases
         return out

@@ -30,6 +30,7 @@ from ldp_marginals.ldp.tables import phi_from_frequencies
 from ldp_marginals.pipelines import compare
 from ldp_marginals.pipelines.read import key_mask, latest_complete, read_collections, read_file
 from ldp_marginals.schemas.arrow import to_rows
+from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.outputs import (
     CONDITIONALS,
     CONSISTENT_TABLES,
@@ -212,11 +213,12 @@ def changes(rows_now: dict, rows_before: dict, dims: dict, start: int, before: i
         if before is not None:
             add(kind, mine, [r for r in rows_before.get(kind, []) if r["dimensions"] == dims], "previous",
                 compare.iso(before))
-        for dim in sorted(dims):
+        for dim in sorted(d for d in dims if dims[d] != ROLLED_UP):   # a rollup's values hold each other's reports
             others = {}
             for r in rows_now.get(kind, []):
                 d = r["dimensions"]
-                if d.keys() == dims.keys() and all(d[k] == v for k, v in dims.items() if k != dim) and d[dim] != dims[dim]:
+                if d.keys() == dims.keys() and all(d[k] == v for k, v in dims.items() if k != dim) and \
+                        d[dim] not in (dims[dim], ROLLED_UP):
                     others.setdefault(d[dim], []).append(r)
             if len(others) + 1 > MAX_COMPARED_VALUES:
                 continue

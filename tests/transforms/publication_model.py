@@ -50,6 +50,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.transforms.publication.engine import (END_OF_TIME_US, PaneFile, batch_bound_keys, batch_window,
@@ -90,6 +91,7 @@ class Scenario:
     key_bound: int | None = None      # and with dimensions: this max_keys_per_device (batch only)
     delivery: int = 0         # the seed of the order the engines' messages are delivered in
     periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
+    rollups: tuple | None = None   # batch: two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -115,6 +117,9 @@ def config_of(s: Scenario, n_tracers: int):
                     conditional_alpha=0.3)
     if s.clients:
         spec["extremes"] += [{"name": n, "op": op, "bits": names[m], "over": "client"} for n, op, m in CLIENT_EXTREMES]
+    if s.rollups is not None:
+        spec["dimensions"]["j"] = {"max_values": s.max_values}
+        spec["rollups"] = [list(r) for r in s.rollups]
     if s.device_bound is not None:   # one key, or with a bound on keys (batch) dimensions
         if s.key_bound is None:
             del spec["dimensions"]
@@ -174,7 +179,7 @@ def run(s: Scenario) -> tuple:
             start = _start(s, sl)
             open_before = [w for w in cfg.window.windows_of_slice(start)
                            if stream.clock.close_us(w) > stream.status.through_us]
-            step = stream.partial(start, (("k", value),), _packed(cfg, s, ids), f"p{i}")
+            step = stream.partial(start, dims_of(s, value), _packed(cfg, s, ids), f"p{i}")
             if step.late:
                 out.late |= set(ids)
             else:
@@ -190,6 +195,15 @@ def run(s: Scenario) -> tuple:
         raise AssertionError("messages wait for others that never came")
     out.panes, out.counted = stream.panes, stream.counted
     return cfg, out
+
+
+def dims_of(s: Scenario, value: str) -> tuple:
+    """A report's key: ``(("k", value),)``, or with rollups ``k`` and ``j`` from the value's two letters."""
+    return (("j", value[1]), ("k", value[0])) if s.rollups is not None else (("k", value),)
+
+
+def is_rollup(key: tuple) -> bool:
+    return any(v == ROLLED_UP for _, v in key)
 
 
 def run_batch(s: Scenario, earlier: list | None = None) -> tuple:
@@ -211,7 +225,7 @@ def run_batch(s: Scenario, earlier: list | None = None) -> tuple:
     for (start, value), ids in sorted(slices.items()):
         acc = cfg.aggregator.settle(settled[(start, value)])   # the combine's output (settled)
         for w in cfg.window.windows_of_slice(start):
-            windows.setdefault(w, []).append((start, (("k", value),), acc))
+            windows.setdefault(w, []).append((start, dims_of(s, value), acc))
         for j in ids:
             out.accepted[j] = cfg.window.windows_of_slice(start)
     ledger = None if earlier is None else ledger_verdict(cfg, earlier, windows)
@@ -589,8 +603,11 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
     for (w, pane, key), reports in holdings(s, cfg, out).items():
         if (w, key) not in latest or pane > latest[(w, key)][0]:
             latest[(w, key)] = (pane, reports)
-    published = {}   # window -> {report: key}
+    published, rollups = {}, {}   # window -> {report: key}; (window, rollup key) -> its reports
     for (w, key), (_, reports) in sorted(latest.items(), key=repr):
+        if is_rollup(key):
+            rollups[(w, key)] = reports
+            continue
         for j in reports:
             if j in published.setdefault(w, {}):
                 return f"report {j} is in the latest panes of two keys of window {w}"
@@ -606,6 +623,11 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
         unpublished = len(into) - len(pub)
         if not pub <= into or (unpublished < withheld.get(w, 0) if device else unpublished != withheld.get(w, 0)):
             return f"window {w}: accepted {sorted(into)}, published {sorted(pub)}, withheld {withheld.get(w, 0)}"
+        for (w2, key), reports in rollups.items():   # a rollup row: its keys' published reports and held ones
+            kept = {(name, value) for name, value in key if value != ROLLED_UP}
+            covered = {j for j, k in published.get(w, {}).items() if kept <= set(k)}
+            if w2 == w and not covered <= reports <= into:
+                return f"window {w}: rollup {dict(key)} holds {sorted(reports)}, its keys publish {sorted(covered)}"
     return None
 
 
@@ -788,6 +810,22 @@ def device_keys_scenario(rng) -> Scenario:
     reports = [(sl, str(rng.choice(values)), token) for sl, _, token in s.reports]
     return replace(s, reports=reports, events=_events(rng, reports, [int(j) for j in rng.permutation(len(reports))]),
                    max_values=int(rng.integers(1, 4)), key_bound=int(rng.choice([1, 2])))
+
+def rollup_scenario(rng) -> Scenario:
+    """Batch, fixed or global windows, keys of two dimensions (k in a, b, c; j in x, y, z; a cap of 1 to 3
+    values each) and some of the rollups over k, over j and over neither (the window's total): keys
+    below ``min_reports`` whose sums reach it, where rollups cross."""
+    window = str(rng.choice(["fixed", "global"]))
+    m = int(rng.choice([2, 3, 4]))
+    ks, js = list("abc")[:int(rng.integers(1, 4))], list("xyz")[:int(rng.integers(1, 4))]
+    reports = []
+    for k in ks:
+        for j in js:
+            reports += [(int(rng.integers(0, 2)) if window == "fixed" else 0, k + j, None)] * int(rng.integers(0, m + 2))
+    reports = [reports[i] for i in rng.permutation(len(reports))][:12]
+    rollups = tuple(r for r in (("k",), ("j",), ()) if rng.random() < 0.7)
+    return Scenario(window, m, 0, int(rng.integers(1, 4)), False, reports, [("partial", list(range(len(reports))))],
+                    _payload(rng, len(reports)), str(rng.choice(list(CHANNELS))), rollups=rollups)
 
 
 def device_scenario(rng) -> Scenario:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.ldp.devices import _select as _SELECT
-from ldp_marginals.transforms.publication import atoms, engine, messages, panes, release, rows
+from ldp_marginals.transforms.publication import atoms, engine, messages, panes, release, rollups, rows
 from tests.transforms import publication_model as model
 
 
@@ -73,6 +73,36 @@ def test_tables_conditionals_and_means_hold_what_their_pane_holds(s):
     """With a table, a conditional and means configured too: their rows (and their withholdings for
     precision) are exactly those of the reports the pane and key hold, and the same checks pass."""
     check(s)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.rollup_scenario))
+def test_rollups_isolate_nothing_with_the_keys_they_sum(s):
+    """Batch keys of two dimensions with rollups over either, both crossed, and the window's total:
+    no combination of key rows and rollup rows isolates fewer than min_reports reports, and each
+    rollup row holds its keys' published reports (and only reports of its window)."""
+    isolated, unaccounted = model.violations(s, batch=True)
+    assert isolated is None, isolated
+    assert unaccounted is None, unaccounted
+
+
+def test_the_rollup_scenarios_publish_what_the_guard_withholds_of_their_keys():
+    """The rollup scenarios do publish rollup rows that hold withheld reports of their keys (what
+    complementary suppression decides on; the mutations below show it withholds some)."""
+    rng = np.random.default_rng(37)
+    rolled = over_withheld = 0
+    for _ in range(150):
+        s = model.rollup_scenario(rng)
+        cfg, out = model.run_batch(s)
+        held = model.holdings(s, cfg, out)
+        keys = {k: r for k, r in held.items() if not model.is_rollup(k[2])}
+        for (w, _, key), reports in held.items():
+            if model.is_rollup(key):
+                kept = {(n, v) for n, v in key if v != model.ROLLED_UP}
+                rolled += 1
+                over_withheld += len(reports) > sum(len(r) for (w2, _, k), r in keys.items()
+                                                    if w2 == w and kept <= set(k))
+    assert rolled > 150 and over_withheld > 40, (rolled, over_withheld)
 
 
 def test_the_checks_reach_published_client_rows():
@@ -327,10 +357,23 @@ def _no_key_bound(collection_key, members, bound):
     return [np.zeros(0, dtype=np.uint64) for _ in members]
 
 
+def _each_rollup_alone(cells, over, min_reports, keys=True):
+    """Rollup rows published when their own withheld part holds min_reports: no complementary
+    suppression across rollups (each rollup minus its published keys is checked alone)."""
+    return {row for row, members in rollups.rows_of(cells, over).items()
+            if row[0] == "rollup" and sum(cells[c] for c in members) >= min_reports}
+
+
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "devices: no bound on the keys of a slice": (
         mock.patch("ldp_marginals.transforms.publication.engine.keys_over_bound", _no_key_bound),
         lambda rng, n: model.device_keys_scenario(rng), (True,)),
+    "rollups: each checked alone, no complementary suppression": (
+        mock.patch.object(rollups, "suppress", _each_rollup_alone), lambda rng, n: model.rollup_scenario(rng), (True,)),
+    "rollups: every rollup row published": (
+        mock.patch.object(rollups, "suppress", lambda cells, over, m, keys=True: {
+            row for row in rollups.rows_of(cells, over) if row[0] == "rollup"}),
+        lambda rng, n: model.rollup_scenario(rng), (True,)),
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
     "devices: no bound per device": (

@@ -6,7 +6,9 @@ import itertools
 import numpy as np
 import pytest
 
-from ldp_marginals.transforms.publication.rollups import rows_of, suppress
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.publication.engine import batch_window, rollup_rows
+from ldp_marginals.transforms.publication.rollups import is_rollup, published_rollups, rows_of, suppress
 
 ROLLUPS = [("region",), ("version",), ()]
 
@@ -101,3 +103,79 @@ def test_light_keys_that_only_differ_together_by_min_reports_leave_the_rollups_p
     assert published == {r for r in rows_of(cells, rollups) if r[0] == "rollup"}
     rows = rows_of(cells, rollups)
     assert smallest_isolated(cells, [rows[r] for r in published]) == 50
+
+
+# -- the publication's rollups (engine.batch_window, rollups.published_rollups) ---------------------------
+
+def config(rollups=None, min_reports=45):
+    spec = {"collection": "g", "features": [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}],
+            "channel": {"p": 0.25, "q": 0.75}, "max_order": 2, "window": {"type": "fixed", "size_seconds": 60},
+            "min_reports": min_reports, "dimensions": {"region": {}, "version": {"max_values": 3}}}
+    if rollups is not None:
+        spec["rollups"] = rollups
+    return parse_config(spec)
+
+
+def window_of(cfg, counts: dict, seed: int = 0) -> list:
+    """``[(slice start, dims, accumulator)]`` of one window, ``{(region, version): reports}``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for (r, v), n in sorted(counts.items()):
+        packed = rng.integers(0, 4, size=(n, cfg.layout.n_bytes)).astype(np.uint8)
+        out.append((0, (("region", r), ("version", v)), cfg.aggregator.add_packed(cfg.aggregator.create(), packed)))
+    return out
+
+
+W = (0, 60_000)
+ALL = "__all__"
+
+
+def test_without_rollups_a_collection_publishes_its_keys_exactly_as_with_them():
+    counts = {("eu", "1"): 10, ("eu", "2"): 40, ("eu", "3"): 90, ("us", "1"): 40, ("us", "2"): 10, ("us", "4"): 5}
+    plain = batch_window(config(), W, window_of(config(), counts))
+    rolled = batch_window(config("all"), W, window_of(config("all"), counts))
+    assert not any(is_rollup(k) for k in plain)
+    assert any(is_rollup(k) for k in rolled)   # the cap (3 versions) puts version 4 under __other__
+    assert (("region", "us"), ("version", "__other__")) in plain
+    assert {k: repr(v) for k, v in rolled.items() if not is_rollup(k)} == {k: repr(v) for k, v in plain.items()}
+
+
+def test_a_rollup_row_sums_its_keys_released_and_withheld_reports():
+    # eu's many small versions are each withheld, together they hold 60 reports: eu is published whole
+    counts = {("eu", str(v)): 12 for v in range(5)} | {("eu", "big"): 100, ("us", "1"): 80}
+    cfg = config([["region"]])
+    slices = window_of(cfg, counts)
+    out = batch_window(cfg, W, slices)
+    eu = out[(("region", "eu"), ("version", ALL))]
+    (row,) = [r for r in eu["marginals"] if r["columns"] == [0, 1]]
+    whole = cfg.aggregator.merge([cfg.aggregator.create()] + [a for _, d, a in slices if dict(d)["region"] == "eu"])
+    (want,) = [r for r in rollup_rows(cfg, W, (("region", "eu"), ("version", ALL)), whole)["marginals"]
+               if r["columns"] == [0, 1]]
+    assert row["n_reports"] == 160 and row == want
+    assert not eu["withheld"] and not any(len(eu[k]) for k in ("extremes",))
+    assert (("region", "us"), ("version", ALL)) in out   # us holds nothing withheld: a sum of its published key
+
+
+def test_crossed_rollups_publish_one_direction_where_the_other_would_isolate_a_difference():
+    # every key is withheld (below 45); regions and versions each hold 50, but eu - v2 = (eu,1) - (us,2)
+    counts = {("eu", "1"): 10, ("eu", "2"): 40, ("us", "1"): 40, ("us", "2"): 10}
+    out = batch_window(config("all"), W, window_of(config("all"), counts))
+    published = {k for k, kinds in out.items() if len(kinds["marginals"])}
+    assert published == {(("region", ALL), ("version", "1")), (("region", ALL), ("version", "2")),
+                         (("region", ALL), ("version", ALL))}
+    assert published_rollups(config([["region"]]), {c: n for c, n in grid_keys(counts).items()}) == {
+        (("region", "eu"), ("version", ALL)), (("region", "us"), ("version", ALL))}   # alone, regions are safe
+
+
+def grid_keys(counts: dict) -> dict:
+    return {(("region", r), ("version", v)): n for (r, v), n in counts.items()}
+
+
+def test_a_rollup_over_a_small_withheld_part_is_withheld_and_its_keys_stay():
+    # eu withholds 10 reports (version 1): eu minus its published keys would be those 10
+    counts = {("eu", "1"): 10, ("eu", "2"): 100, ("us", "1"): 200}
+    out = batch_window(config([["region"], []]), W, window_of(config([["region"], []]), counts))
+    assert (("region", "eu"), ("version", ALL)) not in out and (("region", ALL), ("version", ALL)) not in out
+    assert (("region", "us"), ("version", ALL)) in out
+    assert len(out[(("region", "eu"), ("version", "2"))]["marginals"]) and out[(("region", "eu"), ("version", "1"))][
+        "withheld"]

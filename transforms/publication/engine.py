@@ -16,7 +16,9 @@ the extremes over clients is a function of sums of whole atoms (docs/design.md, 
 
 Batch: a window's slices arrive complete and each slice is one increment, released or held whole
 (:func:`batch_route`); the released slices of a capped key are merged (a combine, spread over workers)
-and its one pane, on time and final, is :func:`batch_key`'s.
+and its one pane, on time and final, is :func:`batch_key`'s. A collection's rollup rows (batch only)
+sum their capped keys' released and held content, where complementary suppression allows
+(:mod:`.rollups`, :func:`batch_rollups`).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.publication.cap import capped, decide, value_weights
 from ldp_marginals.transforms.publication.release import releasable
 from ldp_marginals.transforms.publication.releases import ledger_part, verdict
+from ldp_marginals.transforms.publication.rollups import marked, published_rollups
 from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks, withheld_row
 
 EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
@@ -164,11 +167,43 @@ def batch_bound_keys(config, parts: dict) -> tuple:
     return out, over
 
 
+def rollup_rows(config, window: tuple, key: tuple, acc) -> dict:
+    """``{kind: rows}`` of one rollup row (``key`` marked, :func:`~.rollups.marked`) of ``window``
+    from the sum of its capped keys' released and held content: the linear rows only (no extremes over
+    clients, no withheld row: its keys' rows say what they withhold)."""
+    return key_rows(config, window, key, acc if acc is not None and acc.n else None, 0, linear=True, final=False)
+
+
+def rollup_parts(config, published: set, key: tuple, parts) -> list:
+    """``[(marked key, accumulator)]``: what capped ``key``'s ``parts`` (its released and held
+    accumulators, or None) add to each rollup row of the window that is ``published``
+    (:func:`~.rollups.published_rollups`)."""
+    out = []
+    for over in config.rollups:
+        row = marked(config, key, over)
+        if row in published:
+            out += [(row, acc) for acc in parts if acc is not None and acc.n]
+    return out
+
+
+def batch_rollups(config, window: tuple, parts: dict) -> dict:
+    """Batch: ``{marked key: {kind: rows}}`` of one window's published rollup rows from its capped keys'
+    ``{key: (released, held)}`` accumulators; the job makes the same from the same functions over
+    workers (``transforms.estimate``)."""
+    aggregator = config.aggregator
+    published = published_rollups(config, {key: 0 if held is None else held.n for key, (_, held) in parts.items()})
+    sums = {}
+    for key, pair in sorted(parts.items()):
+        for row, acc in rollup_parts(config, published, key, pair):
+            sums[row] = aggregator.merge([sums.get(row) or aggregator.create(), acc])
+    return {row: rollup_rows(config, window, row, acc) for row, acc in sorted(sums.items())}
+
+
 def batch_window(config, window: tuple, slices, ledger=None) -> dict:
     """Batch in one process (the job spreads the same steps over workers: ``transforms.estimate``):
     ``{capped key: {kind: rows}}`` of one window from its slices' complete accumulators ``[(slice
-    start, dims, accumulator)]``; ``ledger``: the run's :class:`~.releases.Verdict` over every window,
-    or None (:func:`ledger_verdict`)."""
+    start, dims, accumulator)]``, and ``{marked key: {kind: rows}}`` of its rollup rows; ``ledger``: the
+    run's :class:`~.releases.Verdict` over every window, or None (:func:`ledger_verdict`)."""
     aggregator = config.aggregator
     decided = decide(config, {}, window_weights(slices))
     parts = {}
@@ -179,7 +214,8 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
         at = 0 if released else 1
         parts[key][at] = aggregator.merge([parts[key][at] or aggregator.create(), acc])
     extra = {} if ledger is None else {"ledger": ledger}
-    return {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
+    out = {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
+    return out | batch_rollups(config, window, parts)
 
 
 def ledger_verdict(config, earlier, windows: dict, run_id: str = ""):

@@ -1,5 +1,5 @@
 """Rollups and complementary suppression: which of a window's keys and rollup keys may be published
-together (issue 37, item 2; not yet wired into the engine or the config).
+together (issue 37, item 2; wired into the batch publication, :func:`published_rollups`).
 
 A *cell* is a window's capped key with its count ``n`` (reports, or devices under ``privacy.unit:
 device``). A rollup over dimensions ``S`` has one row per value of ``S``: the sum of the cells whose
@@ -23,6 +23,8 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+
+from ldp_marginals.schemas.collection import ROLLED_UP
 
 
 def rollup_key(key: tuple, over: tuple) -> tuple:
@@ -83,16 +85,58 @@ def isolates(rows: list, cells: dict, min_reports: int) -> bool:
     return False
 
 
-def suppress(cells: dict, rollups: list, min_reports: int) -> set:
-    """The rows (of :func:`rows_of`) published: at first every row of at least ``min_reports``; then,
+def suppress(cells: dict, rollups: list, min_reports: int, keys: bool = True) -> set:
+    """The rows (of :func:`rows_of`) published: at first every row of at least ``min_reports`` (with
+    ``keys`` False, every rollup row of at least ``min_reports``: the cells' own rows are withheld); then,
     while their span isolates fewer than ``min_reports`` reports (:func:`isolates`), the first
     published row (cells before rollup rows, smallest first, ties by row) whose withholding ends it,
     else the first, is withheld. Ends: each step withholds a row, and no row isolates nothing."""
     rows = rows_of(cells, rollups)
     size = {row: sum(cells[c] for c in members) for row, members in rows.items()}
-    published = {row for row in rows if size[row] >= min_reports}
+    published = {row for row in rows if size[row] >= min_reports and (keys or row[0] != "key")}
     while isolates([rows[r] for r in published], cells, min_reports):
         order = sorted(published, key=lambda r: (r[0] != "key", size[r], repr(r)))
         ends = [r for r in order if not isolates([rows[o] for o in published if o != r], cells, min_reports)]
         published.discard((ends or order)[0])
     return published
+
+
+# -- the publication's rollups ---------------------------------------------------------------------------
+# A window's capped key publishes its released content R_k (whole atoms of min_reports reports or more)
+# and withholds the rest, H_k. A rollup row publishes the sum of R_k + H_k over its keys. A reader holds
+# every R_k apart (its key's rows), so what a set of rollup rows adds is the span of their H parts:
+# complementary suppression over the cells H_k, whose own rows are never published (``keys=False``).
+# A rollup row that holds no withheld report is a sum of published keys, and is published.
+
+def marked(config, key: tuple, over: tuple) -> tuple:
+    """The key of ``key``'s row of the rollup over ``over`` as outputs write it: ``key``'s values of
+    ``over`` (:func:`rollup_key`) and every other declared dimension valued
+    :data:`~ldp_marginals.schemas.collection.ROLLED_UP` (so no key of a report, which cannot hold that
+    value, is a rollup's)."""
+    kept = dict(rollup_key(key, over))
+    return tuple(sorted([(d.name, kept[d.name]) for d in config.dimensions if d.name in kept]
+                        + [(d.name, ROLLED_UP) for d in config.dimensions if d.name not in over]))
+
+
+def is_rollup(key) -> bool:
+    """Whether a key (sorted ``(name, value)`` pairs, or a ``{name: value}`` dict) is a rollup row's."""
+    values = key.values() if isinstance(key, dict) else (value for _, value in key)
+    return any(value == ROLLED_UP for value in values)
+
+
+def published_rollups(config, held: dict) -> set:
+    """The marked keys (:func:`marked`) of the rollup rows a window publishes, from ``held``: ``{capped
+    key: withheld reports}`` over every capped key the window holds (0 for a key all of whose reports
+    are released). A rollup row is published when its withheld part, and every combination of the
+    published rollup rows' withheld parts, holds ``min_reports`` reports or none (:func:`suppress`)."""
+    if not config.rollups:
+        return set()
+    cells = {key: n for key, n in held.items() if n > 0}
+    chosen = suppress(cells, list(config.rollups), config.min_reports, keys=False)
+    out = set()
+    for over in config.rollups:
+        for key in held:
+            row = ("rollup", tuple(sorted(over)), rollup_key(key, over))
+            if row in chosen or not any(rollup_key(c, over) == row[2] for c in cells):
+                out.add(marked(config, key, over))
+    return out
