@@ -357,11 +357,10 @@ def _no_key_bound(collection_key, members, bound):
     return [np.zeros(0, dtype=np.uint64) for _ in members]
 
 
-def _each_rollup_alone(cells, over, min_reports, keys=True):
+def _each_rollup_alone(cells, rows, min_reports):
     """Rollup rows published when their own withheld part holds min_reports: no complementary
     suppression across rollups (each rollup minus its published keys is checked alone)."""
-    return {row for row, members in rollups.rows_of(cells, over).items()
-            if row[0] == "rollup" and sum(cells[c] for c in members) >= min_reports}
+    return {row for row, members in rows.items() if sum(cells[c] for c in members) >= min_reports}
 
 
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
@@ -369,10 +368,9 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
         mock.patch("ldp_marginals.transforms.publication.engine.keys_over_bound", _no_key_bound),
         lambda rng, n: model.device_keys_scenario(rng), (True,)),
     "rollups: each checked alone, no complementary suppression": (
-        mock.patch.object(rollups, "suppress", _each_rollup_alone), lambda rng, n: model.rollup_scenario(rng), (True,)),
+        mock.patch.object(rollups, "nested", _each_rollup_alone), lambda rng, n: model.rollup_scenario(rng), (True,)),
     "rollups: every rollup row published": (
-        mock.patch.object(rollups, "suppress", lambda cells, over, m, keys=True: {
-            row for row in rollups.rows_of(cells, over) if row[0] == "rollup"}),
+        mock.patch.object(rollups, "nested", lambda cells, rows, m: set(rows)),
         lambda rng, n: model.rollup_scenario(rng), (True,)),
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),

@@ -8,7 +8,7 @@ import pytest
 
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.publication.engine import batch_window, rollup_rows
-from ldp_marginals.transforms.publication.rollups import is_rollup, published_rollups, rows_of, suppress
+from ldp_marginals.transforms.publication.rollups import is_rollup, nested, published_rollups, rows_of, suppress
 
 ROLLUPS = [("region",), ("version",), ()]
 
@@ -161,8 +161,13 @@ def test_crossed_rollups_publish_one_direction_where_the_other_would_isolate_a_d
     counts = {("eu", "1"): 10, ("eu", "2"): 40, ("us", "1"): 40, ("us", "2"): 10}
     out = batch_window(config("all"), W, window_of(config("all"), counts))
     published = {k for k, kinds in out.items() if len(kinds["marginals"])}
-    assert published == {(("region", ALL), ("version", "1")), (("region", ALL), ("version", "2")),
+    # the rollup listed first (all: region before version) is published; the versions cross it
+    assert published == {(("region", "eu"), ("version", ALL)), (("region", "us"), ("version", ALL)),
                          (("region", ALL), ("version", ALL))}
+    cfg = config([["version"], ["region"], []])
+    out = batch_window(cfg, W, window_of(cfg, counts))
+    assert {k for k, kinds in out.items() if len(kinds["marginals"])} == {
+        (("region", ALL), ("version", "1")), (("region", ALL), ("version", "2")), (("region", ALL), ("version", ALL))}
     assert published_rollups(config([["region"]]), {c: n for c, n in grid_keys(counts).items()}) == {
         (("region", "eu"), ("version", ALL)), (("region", "us"), ("version", ALL))}   # alone, regions are safe
 
@@ -179,3 +184,38 @@ def test_a_rollup_over_a_small_withheld_part_is_withheld_and_its_keys_stay():
     assert (("region", "us"), ("version", ALL)) in out
     assert len(out[(("region", "eu"), ("version", "2"))]["marginals"]) and out[(("region", "eu"), ("version", "1"))][
         "withheld"]
+
+
+def test_nested_rows_keep_the_promise_by_every_set_of_cells():
+    """:func:`nested`, the rule the job runs, on random grids with every rollup: no nonzero combination
+    of the rows it publishes lies on cells of fewer than min_reports reports (brute force), and it
+    publishes rows holding small cells."""
+    rng = np.random.default_rng(38)
+    useful = 0
+    for _ in range(150):
+        regions, versions = rng.integers(1, 4), rng.integers(1, 5)
+        counts = {(f"r{i}", f"v{j}"): int(rng.integers(1, 40)) for i in range(regions) for j in range(versions)}
+        cells = grid(counts)
+        rollups = [r for r in ROLLUPS if rng.random() < 0.8]
+        rows = {r: m for r, m in rows_of(cells, rollups).items() if r[0] == "rollup"}
+        order = [r for r in sorted(rows, key=repr)]
+        rng.shuffle(order)
+        published = nested(cells, {r: rows[r] for r in order}, 50)
+        least = smallest_isolated(cells, [rows[r] for r in published])
+        assert least is None or least >= 50, (counts, rollups, sorted(published))
+        useful += bool(published)
+    assert useful > 50, useful
+
+
+def test_nested_rows_publish_rows_that_nest_and_not_rows_that_cross():
+    cells = grid({("eu", "1"): 30, ("eu", "2"): 30, ("us", "1"): 30, ("us", "2"): 30})
+    rows = {r: m for r, m in rows_of(cells, [(), ("region",), ("version",)]).items() if r[0] == "rollup"}
+    order = [("rollup", ("region",), (("region", "eu"),)), ("rollup", ("region",), (("region", "us"),)),
+             ("rollup", ("version",), (("version", "1"),)), ("rollup", (), ())]
+    # every region and version holds 60, but a version crosses both regions: the total nests around them
+    assert nested(cells, {r: rows[r] for r in order}, 50) == {order[0], order[1], order[3]}
+    # a total whose own part (outside eu) would be us's 20 reports is not published, nor eu inside it
+    cells = grid({("eu", "1"): 30, ("eu", "2"): 30, ("us", "1"): 20})
+    rows = {r: m for r, m in rows_of(cells, [(), ("region",)]).items() if r[0] == "rollup"}
+    assert nested(cells, {r: rows[r] for r in (order[0], order[3])}, 50) == {order[0]}
+    assert nested(cells, {r: rows[r] for r in (order[3], order[0])}, 50) == {order[3]}

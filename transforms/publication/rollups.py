@@ -1,5 +1,6 @@
 """Rollups and complementary suppression: which of a window's keys and rollup keys may be published
-together (issue 37, item 2; wired into the batch publication, :func:`published_rollups`).
+together (issue 37, item 2). The batch publication runs :func:`published_rollups` (with :func:`nested`);
+:func:`suppress` is the exact search over small tables, kept as a reference.
 
 A *cell* is a window's capped key with its count ``n`` (reports, or devices under ``privacy.unit:
 device``). A rollup over dimensions ``S`` has one row per value of ``S``: the sum of the cells whose
@@ -85,15 +86,14 @@ def isolates(rows: list, cells: dict, min_reports: int) -> bool:
     return False
 
 
-def suppress(cells: dict, rollups: list, min_reports: int, keys: bool = True) -> set:
-    """The rows (of :func:`rows_of`) published: at first every row of at least ``min_reports`` (with
-    ``keys`` False, every rollup row of at least ``min_reports``: the cells' own rows are withheld); then,
+def suppress(cells: dict, rollups: list, min_reports: int) -> set:
+    """The rows (of :func:`rows_of`) published: at first every row of at least ``min_reports``; then,
     while their span isolates fewer than ``min_reports`` reports (:func:`isolates`), the first
     published row (cells before rollup rows, smallest first, ties by row) whose withholding ends it,
     else the first, is withheld. Ends: each step withholds a row, and no row isolates nothing."""
     rows = rows_of(cells, rollups)
     size = {row: sum(cells[c] for c in members) for row, members in rows.items()}
-    published = {row for row in rows if size[row] >= min_reports and (keys or row[0] != "key")}
+    published = {row for row in rows if size[row] >= min_reports}
     while isolates([rows[r] for r in published], cells, min_reports):
         order = sorted(published, key=lambda r: (r[0] != "key", size[r], repr(r)))
         ends = [r for r in order if not isolates([rows[o] for o in published if o != r], cells, min_reports)]
@@ -104,9 +104,11 @@ def suppress(cells: dict, rollups: list, min_reports: int, keys: bool = True) ->
 # -- the publication's rollups ---------------------------------------------------------------------------
 # A window's capped key publishes its released content R_k (whole atoms of min_reports reports or more)
 # and withholds the rest, H_k. A rollup row publishes the sum of R_k + H_k over its keys. A reader holds
-# every R_k apart (its key's rows), so what a set of rollup rows adds is the span of their H parts:
-# complementary suppression over the cells H_k, whose own rows are never published (``keys=False``).
-# A rollup row that holds no withheld report is a sum of published keys, and is published.
+# every R_k apart (its key's rows), so what a set of rollup rows adds is the span of their H parts over
+# the cells H_k, whose own rows are never published. A rollup row that holds no withheld report is a sum
+# of published keys, and is published. The others are chosen by :func:`nested`, not :func:`suppress`:
+# suppress decides exactly only over a dozen light cells, and a window of 1,000 keys with rollups: all
+# (800 withheld) ran more than 9 minutes without finishing (benchmarks/rollups.py).
 
 def marked(config, key: tuple, over: tuple) -> tuple:
     """The key of ``key``'s row of the rollup over ``over`` as outputs write it: ``key``'s values of
@@ -124,19 +126,74 @@ def is_rollup(key) -> bool:
     return any(value == ROLLED_UP for value in values)
 
 
+def nested(cells: dict, rows: dict, min_reports: int) -> set:
+    """The rows of ``rows`` (``{row: set of cells}``, in order of preference) published, each in turn
+    when the published rows stay *nested* (as sets of cells, any two are disjoint or one holds the other)
+    and every published row's cells outside the published rows within it hold ``min_reports`` reports
+    or none (its *own part*; ``cells``: ``{cell: reports}``).
+
+    Why that is enough: nested rows cut their cells into the rows' own parts, and a combination of the
+    rows is constant on each own part (the sum of the coefficients of the part's row and the rows around
+    it), so a nonzero combination is nonzero on a whole own part: ``min_reports`` reports. Rows that
+    cross (a region's and a version's, both with withheld keys) are not published together: the first in
+    the order is."""
+    order = sorted(cells)
+    bit = {c: 1 << i for i, c in enumerate(order)}
+
+    def mass(mask: int) -> int:
+        total = 0
+        while mask:
+            low = mask & -mask
+            total += cells[order[low.bit_length() - 1]]
+            mask ^= low
+        return total
+
+    own = {}   # published mask -> its own part (mask)
+    chosen = set()
+    for row, members in rows.items():
+        mask = 0
+        for c in members:
+            mask |= bit[c]
+        if mask in own:   # the same combination of cells as a published row: nothing new
+            chosen.add(row)
+            continue
+        if mass(mask) < min_reports or any(p & mask and p & ~mask and mask & ~p for p in own):
+            continue
+        within = 0
+        for p in own:
+            if not p & ~mask:
+                within |= p
+        part = mask & ~within
+        around = [p for p in own if not mask & ~p]
+        parent = min(around, key=int.bit_count) if around else None   # the rows around it are a chain
+        rest = own[parent] & ~mask if parent is not None else 0
+        if 0 < mass(part) < min_reports or 0 < mass(rest) < min_reports:
+            continue
+        own[mask] = part
+        if parent is not None:
+            own[parent] = rest
+        chosen.add(row)
+    return chosen
+
+
 def published_rollups(config, held: dict) -> set:
     """The marked keys (:func:`marked`) of the rollup rows a window publishes, from ``held``: ``{capped
     key: withheld reports}`` over every capped key the window holds (0 for a key all of whose reports
-    are released). A rollup row is published when its withheld part, and every combination of the
-    published rollup rows' withheld parts, holds ``min_reports`` reports or none (:func:`suppress`)."""
+    are released): every rollup row without withheld reports, and of the others those :func:`nested`
+    chooses over the withheld parts, finer rollups first (more dimensions kept), then in the order the
+    config lists them, then the rows holding more withheld reports first."""
     if not config.rollups:
         return set()
     cells = {key: n for key, n in held.items() if n > 0}
-    chosen = suppress(cells, list(config.rollups), config.min_reports, keys=False)
-    out = set()
-    for over in config.rollups:
+    members = {}   # (rollup, marked key) -> its withheld cells
+    for i, over in enumerate(config.rollups):
         for key in held:
-            row = ("rollup", tuple(sorted(over)), rollup_key(key, over))
-            if row in chosen or not any(rollup_key(c, over) == row[2] for c in cells):
-                out.add(marked(config, key, over))
-    return out
+            members.setdefault((i, marked(config, key, over)), set())
+        for key in cells:
+            members[(i, marked(config, key, over))].add(key)
+    out = {row for (_, row), inside in members.items() if not inside}
+    weight = {rk: sum(cells[c] for c in inside) for rk, inside in members.items()}
+    candidates = sorted((rk for rk, inside in members.items() if inside),
+                        key=lambda rk: (-len(config.rollups[rk[0]]), rk[0], -weight[rk], rk[1]))
+    chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports)
+    return out | {row for _, row in chosen}
