@@ -1,6 +1,8 @@
 """Complementary suppression over rollups (``transforms/publication/rollups.py``): the published rows'
 span holds no nonzero vector on cells of fewer than ``min_reports`` reports, checked by brute force
-over every such set of cells on random grids; a rollup is published where a small key is withheld."""
+over every such set of cells on random grids, for the exact search (``suppress``) and for the rule the
+job runs (``nested``); and the batch engine's rollup rows (``engine.batch_window``): a rollup is
+published where small keys are withheld, key rows are the same with rollups as without."""
 import itertools
 
 import numpy as np
