@@ -84,6 +84,22 @@ def earlier_releases(output_dir: str, streaming: bool, new_ledger: bool) -> dict
     return load_ledger(output_dir)
 
 
+def check_rollups(configs: dict, earlier: dict | None) -> None:
+    """Rollup rows sum what the guard (and the ledger) withholds of their keys, and the ledger does not
+    record them yet: a batch run of a collection with rollups into an output holding earlier releases
+    of it, or of a collection whose earlier run published rollups, is refused (a backfill's rollup minus
+    the earlier run's would be the backfilled reports)."""
+    for name, cfg in sorted(configs.items()):
+        releases = (earlier or {}).get(name, ())
+        if releases and (cfg.rollups or any(r.rollups for r in releases)):
+            raise ValueError(f"collection {name!r}: --output holds earlier releases of it "
+                             f"{'with' if any(r.rollups for r in releases) else 'and this run declares'} rollups, "
+                             "which the release ledger does not cover yet (a rollup row sums what its keys "
+                             "withhold, so two runs' rollups could difference a few reports); give another "
+                             f"--output, or {NEW_LEDGER} to publish regardless (docs/design.md, 'The release "
+                             "ledger', says what that gives up)")
+
+
 def _staged_path(staged: str, collection: str) -> str:
     return FileSystems.join(staged, LEDGER_DIR, hashlib.sha256(collection.encode()).hexdigest()[:16] + ".json")
 

@@ -5,6 +5,7 @@ rollup by its dimensions (or keys holding them where there is no rollup), and th
 selects a rollup like a key."""
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -103,3 +104,26 @@ def test_the_dashboard_selects_a_rollup_and_never_compares_it_with_a_key_it_hold
     assert {c["versus"] for c in data["changes"]} == set()   # one window; no region rollup to compare with
     key = view(out, parse_selection({"dims": json.dumps({"region": "eu", "version": "1.0"})}), FileCache(out))
     assert {c["versus"] for c in key["changes"]} == {"region=us", "version=2.0"}
+
+
+def test_a_rerun_beside_rollups_is_refused_by_the_release_ledger(outs, tmp_path):
+    """The release ledger does not cover rollup rows (a rollup sums what its keys withhold, the ledger's
+    withheld slices included): a batch rerun into an output holding releases of a collection with
+    rollups, or of a collection that now declares them, is refused; a new output publishes."""
+    tmp = tmp_path
+    (tmp / "rolled.yaml").write_text(yaml.safe_dump(dict(CONFIG, rollups=ROLLUPS)))
+    (tmp / "plain.yaml").write_text(yaml.safe_dump(CONFIG))
+    inputs = str(Path(outs["rolled"]).parent / "in-*.avro")
+    for config, output in (("rolled", outs["rolled"]), ("plain", outs["rolled"]), ("rolled", outs["plain"])):
+        with pytest.raises(ValueError, match="rollups, which the release ledger does not cover"):
+            run(["--config", str(tmp / f"{config}.yaml"), "--input", inputs, "--output", output,
+                 "--progress-seconds", "0"])
+    summary = run(["--config", str(tmp / "rolled.yaml"), "--input", inputs, "--output", str(tmp / "again"),
+                   "--progress-seconds", "0"])
+    assert summary["reports_counted"] == sum(KEYS.values())
+
+
+def test_rollups_with_the_device_unit_are_refused():
+    spec = dict(CONFIG, rollups=ROLLUPS, privacy={"unit": "device", "max_reports_per_device": 1})
+    with pytest.raises(ValueError, match="rollups with privacy.unit 'device' are not built"):
+        parse_config(spec)

@@ -78,6 +78,7 @@ class Release(NamedTuple):
     unit: str         # report or device
     slices: tuple     # SliceRecord, sorted
     clients: tuple    # ClientRecord, sorted
+    rollups: bool = False   # the collection published rollup rows (which the ledger does not cover yet)
 
 
 class Verdict(NamedTuple):
@@ -181,7 +182,8 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
                 clients[(w, key)] = reason
     release = Release(run_id, m, "device" if device else "report",
                       tuple(sorted(s._replace(released=(s.start, s.key) in published) for s in news.values())),
-                      tuple(sorted({c for wk, c in contents.items() if wk not in clients and config.client_extremes})))
+                      tuple(sorted({c for wk, c in contents.items() if wk not in clients and config.client_extremes})),
+                      bool(getattr(config, "rollups", ())))
     held = {}
     for (start, dims), code in withheld.items():
         for w in window.windows_of_slice(start):
@@ -258,7 +260,8 @@ def _client_reason(c: ClientRecord, earlier, changed: set, news: dict, dims_of: 
 def release_to_json(release: Release) -> dict:
     return {"run_id": release.run_id, "min_reports": release.min_reports, "unit": release.unit,
             "slices": [list(s) for s in release.slices], "clients": [[c.start, c.end, list(c.keys), c.n]
-                                                                     for c in release.clients]}
+                                                                     for c in release.clients],
+            "rollups": release.rollups}
 
 
 def release_from_json(obj: dict) -> Release:
@@ -267,7 +270,8 @@ def release_from_json(obj: dict) -> Release:
                        tuple(SliceRecord(str(k), int(a), int(b), int(n), int(d), bool(r))
                              for k, a, b, n, d, r in obj["slices"]),
                        tuple(ClientRecord(int(a), int(b), tuple(str(k) for k in keys), int(n))
-                             for a, b, keys, n in obj["clients"]))
+                             for a, b, keys, n in obj["clients"]),
+                       bool(obj.get("rollups", False)))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"a release ledger entry is malformed ({type(err).__name__}: {err})") from None
 
