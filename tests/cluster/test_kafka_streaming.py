@@ -47,8 +47,7 @@ def closed(output: str, collection: str, window: tuple) -> bool:
         for row in streams.rows_of(output, WITHHELD, stem, pane)) for stem in keys)
 
 
-def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
-    cluster = own_cluster
+def test_kafka_stream_on_flink_gives_the_batch_rows(cluster, tmp_path):
     (tmp_path / "c.json").write_text(json.dumps([STREAM, SECOND]))
     t0 = streams.next_start_ms(WINDOW_S, ahead_s=60)   # the job must read its first window before the clock passes it: 33 s to submit was seen under load
     records, faults = [], 6   # reports() ends with one report of each fault
@@ -98,10 +97,21 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
                                    lambda c=collection, w=w: closed(out, c, w), 90)
         streams.wait_until("the late dead letters", lambda: sum(
             d["reports"] for d in read_rows(out, DEAD_LETTERS) if d["reason"] == "late") >= len(past), 30)
-        metrics = streams.wait_until("the late reports on Prometheus", lambda: (lambda m: m if m.get(
-            "dead_letter_late", 0) >= len(past) else None)(streams.job_metrics(cluster, job.job_name)), 30)
+        # every window has closed: the batch rows and the withheld rows say what each counter must reach;
+        # the counters reach Prometheus after the files (each as its bundle's metrics are reported), so
+        # wait for every one the assertions read (a wait on the late counter alone once saw
+        # windows_withheld still 0 of 4)
+        batch, expected = streams.batch_of(tmp_path, on_time + within)
+        withheld = [r for r in read_rows(out, WITHHELD) if r["cause"] == "privacy" and r["statistic"] == "all"]
+        floor = dict({f"dead_letter_{reason}": n for reason, n in expected["dead_letters_by_reason"].items()},
+                     dead_letter_late=len(past), reports_valid=expected["reports_counted"],
+                     windows_withheld=len(withheld), reports_withheld=sum(r["n_reports"] for r in withheld))
+        metrics = streams.wait_until("every counter on Prometheus", lambda: (lambda m: m if all(
+            m.get(name, 0) >= n for name, n in floor.items())
+            and m.get("dead_letter_undecodable", 0) + m.get("dead_letter_damaged_block", 0) >= len(damaged)
+            and m.get("reports_published", 0) + m.get("reports_withheld", 0) >= expected["reports_counted"]
+            else None)(streams.job_metrics(cluster, job.job_name)), 120)
 
-    batch, expected = streams.batch_of(tmp_path, on_time + within)
     streams.assert_same_estimates(out, batch)
     # the late pane: the first window's marginals were published again with the reports within lateness
     assert max(len(panes) for panes in streams.panes_of(out, MARGINALS, "app", w0).values()) >= 2
@@ -127,7 +137,6 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(own_cluster, tmp_path):
     for reason, n in expected["dead_letters_by_reason"].items():
         assert metrics[f"dead_letter_{reason}"] == n, reason
     assert metrics["dead_letter_undecodable"] + metrics.get("dead_letter_damaged_block", 0) == len(damaged)
-    withheld = [r for r in read_rows(out, WITHHELD) if r["cause"] == "privacy" and r["statistic"] == "all"]
     assert metrics.get("windows_withheld", 0) == len(withheld)
     assert metrics.get("reports_withheld", 0) == sum(r["n_reports"] for r in withheld)
     assert metrics["reports_published"] + metrics.get("reports_withheld", 0) == expected["reports_counted"]
