@@ -15,7 +15,7 @@
  */
 import { encodeNoisyReport, sortDimensions, type NoisyReport } from "./avro.js";
 import { COIN_BYTES, SystemCoins, decide, type CoinSource } from "./coins.js";
-import { parseClientSpec, type ClientSpec } from "./config.js";
+import { parseClientSpec, type ClientSpec, type Feature } from "./config.js";
 import { deviceToken, encodingCoin, permanentCoin, secretKey, type Secret } from "./device.js";
 import {
   BAD_DIMENSIONS, BAD_EVENT_TIME, BAD_VALUE, MISSING_FEATURE, OUT_OF_RANGE, Refusal, UNKNOWN_FEATURE,
@@ -44,7 +44,8 @@ function entries(map: unknown): [unknown, unknown][] | null {
   return isObject(map) ? Object.entries(map) : null;
 }
 
-function checkEventTime(eventMs: unknown): number {
+/** The event time, checked (`bad_event_time`). */
+export function checkEventTime(eventMs: unknown): number {
   if (typeof eventMs !== "number" || !Number.isInteger(eventMs) || eventMs < MIN_EVENT_MS || eventMs >= MAX_EVENT_MS) {
     throw new Refusal(BAD_EVENT_TIME, `eventMs must be an integer in [${MIN_EVENT_MS}, ${MAX_EVENT_MS}), ` +
       `got eventMs=${shown(eventMs)}`);
@@ -52,7 +53,8 @@ function checkEventTime(eventMs: unknown): number {
   return eventMs;
 }
 
-function checkDimensions(dimensions: unknown): [string, string][] {
+/** The dimensions, checked (`bad_dimensions`) and sorted by their keys' UTF-8 bytes. */
+export function checkDimensions(dimensions: unknown): [string, string][] {
   const items = dimensions === null || dimensions === undefined ? [] : entries(dimensions);
   const ok = (k: unknown, v: unknown) => typeof k === "string" && k !== "" && wellFormed(k)
     && typeof v === "string" && wellFormed(v);
@@ -65,6 +67,43 @@ function checkDimensions(dimensions: unknown): [string, string][] {
 
 function kind(value: unknown): string {
   return value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`;
+}
+
+/**
+ * Checks the values against the features (refusals in the specification's order: `missing_feature`,
+ * `unknown_feature`, then per feature `bad_value`, `out_of_range`); per feature, its value as given.
+ */
+export function checkValues(features: readonly Feature[], values: FeatureValues): Map<unknown, unknown> {
+  const items = entries(values);
+  if (items === null) throw new Refusal(BAD_VALUE, `values must map feature names to values, got ${kind(values)}`);
+  const given = new Map<unknown, unknown>(items);
+  const names = features.map((f) => f.name);
+  const missing = names.filter((n) => !given.has(n));
+  if (missing.length > 0) throw new Refusal(MISSING_FEATURE, `values must give every feature, got missing=${shown(missing)}`);
+  const unknown = [...given.keys()].filter((k) => typeof k !== "string" || !names.includes(k)).map(String).sort();
+  if (unknown.length > 0) {
+    throw new Refusal(UNKNOWN_FEATURE, `values name features the collection does not have: ${shown(unknown)}`);
+  }
+  for (const f of features) {
+    const v = given.get(f.name);
+    // a device's values are what the randomizer protects: messages give their type, never the value
+    if (f.type === "boolean" && typeof v !== "boolean") {
+      throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is boolean: its value must be true or false, got ${kind(v)}`);
+    }
+    if (f.type === "categorical" && (typeof v !== "string" || !f.values.includes(v))) {
+      throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} must be one of ${shown(f.values)}, got ` +
+        (typeof v === "string" ? "a string not listed" : kind(v)));
+    }
+    if (f.type === "numeric") {
+      if (typeof v !== "number") {
+        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is numeric: its value must be a number, got ${kind(v)}`);
+      }
+      if (!(Number.isFinite(v) && f.low <= v && v <= f.high)) {
+        throw new Refusal(OUT_OF_RANGE, `feature ${shown(f.name)} must be in [${f.low}, ${f.high}], got a number outside`);
+      }
+    }
+  }
+  return given;
 }
 
 /** One device's client for one collection. */
@@ -109,7 +148,7 @@ export class DeviceClient {
     try {
       const time = checkEventTime(eventMs);
       const dims = checkDimensions(dimensions);
-      const unit = this.checkValues(values);
+      const unit = checkValues(this.spec.features, values);
       const spec = this.spec;
       const fresh = spec.features.filter((f, k) => f.type === "numeric" && spec.permanent[spec.firstBit[k]!] === null);
       const drawn = this.coins.generate(COIN_BYTES * (fresh.length + spec.nBits));
@@ -117,40 +156,6 @@ export class DeviceClient {
     } catch (err) {
       return Promise.reject(err);
     }
-  }
-
-  /** Checks the values (refusals in the specification's order); per feature, its value as given. */
-  private checkValues(values: FeatureValues): Map<unknown, unknown> {
-    const items = entries(values);
-    if (items === null) throw new Refusal(BAD_VALUE, `values must map feature names to values, got ${kind(values)}`);
-    const given = new Map<unknown, unknown>(items);
-    const names = this.spec.features.map((f) => f.name);
-    const missing = names.filter((n) => !given.has(n));
-    if (missing.length > 0) throw new Refusal(MISSING_FEATURE, `values must give every feature, got missing=${shown(missing)}`);
-    const unknown = [...given.keys()].filter((k) => typeof k !== "string" || !names.includes(k)).map(String).sort();
-    if (unknown.length > 0) {
-      throw new Refusal(UNKNOWN_FEATURE, `values name features the collection does not have: ${shown(unknown)}`);
-    }
-    for (const f of this.spec.features) {
-      const v = given.get(f.name);
-      // a device's values are what the randomizer protects: messages give their type, never the value
-      if (f.type === "boolean" && typeof v !== "boolean") {
-        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is boolean: its value must be true or false, got ${kind(v)}`);
-      }
-      if (f.type === "categorical" && (typeof v !== "string" || !f.values.includes(v))) {
-        throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} must be one of ${shown(f.values)}, got ` +
-          (typeof v === "string" ? "a string not listed" : kind(v)));
-      }
-      if (f.type === "numeric") {
-        if (typeof v !== "number") {
-          throw new Refusal(BAD_VALUE, `feature ${shown(f.name)} is numeric: its value must be a number, got ${kind(v)}`);
-        }
-        if (!(Number.isFinite(v) && f.low <= v && v <= f.high)) {
-          throw new Refusal(OUT_OF_RANGE, `feature ${shown(f.name)} must be in [${f.low}, ${f.high}], got a number outside`);
-        }
-      }
-    }
-    return given;
   }
 
   private async randomize(values: Map<unknown, unknown>, eventMs: number, dimensions: [string, string][],

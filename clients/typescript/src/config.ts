@@ -36,11 +36,11 @@ export interface ClientSpec {
   readonly token: boolean;
 }
 
-function bad(message: string): Refusal {
+export function bad(message: string): Refusal {
   return new Refusal(BAD_CONFIG, message);
 }
 
-function keys(spec: unknown, where: string, required: readonly string[], optional: readonly string[] = []) {
+export function keys(spec: unknown, where: string, required: readonly string[], optional: readonly string[] = []) {
   if (!isObject(spec)) throw bad(`${where} must be an object, got ${where}=${shown(spec)}`);
   const have = Object.keys(spec);
   const unknown = have.filter((k) => !required.includes(k) && !optional.includes(k));
@@ -68,7 +68,7 @@ function channel(spec: unknown, where: string): Channel {
   return { p, q };
 }
 
-function text(v: unknown, name: string): string {
+export function text(v: unknown, name: string): string {
   if (typeof v !== "string" || v === "" || !wellFormed(v)) {
     throw bad(`${name} must be a non-empty string of valid Unicode, got ${name}=${shown(v)}`);
   }
@@ -116,7 +116,8 @@ function seconds(spec: Record<string, unknown>, key: string): number {
   return Math.round(ms);
 }
 
-function window(spec: unknown): Window {
+/** A window (`fixed`, `sliding` or `global`); a {@link Refusal} `bad_config` otherwise. */
+export function window(spec: unknown): Window {
   const type = isObject(spec) ? spec.type : undefined;
   if (type === "global") {
     keys(spec, "window", ["type"]);

@@ -1,0 +1,218 @@
+/**
+ * The client of a Hadamard-sampling collection (`channel: {kind: hadamard}`, docs/client.md, section 11),
+ * byte for byte as the Python reference (`ldp_marginals.ldp.hadamard_client`) makes its reports.
+ *
+ * 1. check the input as the per-bit client does (`bad_event_time`, `bad_dimensions`, `missing_feature`,
+ *    `unknown_feature`, `bad_value`), drawing no coin on a refusal;
+ * 2. draw `8 * slots` bytes in one request: per slot the index coin, then the parity coin;
+ * 3. the true bits are the booleans in layout order;
+ * 4. per slot: the coefficient `a` (1..T, family order) is the first whose threshold `units(S_a)` is
+ *    above the index coin's value, `S_a` the running sum of the coefficients' weights in doubles (the
+ *    last threshold is 2^32); its true parity is the number of 1 bits of its set, mod 2; the slot
+ *    sends it if `decide(parity coin, keep)`, else its complement;
+ * 5. pack each slot as its index in `B = bit length of T` bits, least significant first, then its parity
+ *    bit; `client` is null.
+ */
+import { encodeNoisyReport, type NoisyReport } from "./avro.js";
+import { checkDimensions, checkEventTime, checkValues, type Dimensions, type FeatureValues } from "./client.js";
+import { COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, SystemCoins, coinValue, decide, units, type CoinSource } from "./coins.js";
+import { bad, keys, text, window, type Feature, type Window } from "./config.js";
+import { secretKey, type Secret } from "./device.js";
+import { shown } from "./refusal.js";
+
+/** The most features a Hadamard collection may have (the job keeps a report's bits in 64-bit words). */
+export const MAX_HADAMARD_FEATURES = 62;
+
+export interface HadamardSpec {
+  readonly collection: string;
+  /** The boolean features, in layout (bit) order. */
+  readonly features: readonly Feature[];
+  readonly window: Window;
+  readonly maxOrder: number;
+  readonly slots: number;
+  /** The probability that a slot sends its true parity. */
+  readonly keep: number;
+  /** Per order 1..maxOrder, each coefficient's probability. */
+  readonly weights: readonly number[];
+  /** Per coefficient (family order, index a at a - 1), the bit indices of its set. */
+  readonly sets: readonly (readonly number[])[];
+  /** Per coefficient, `units(S_a)`; the last is 2^32. */
+  readonly thresholds: readonly number[];
+  /** `B`, the bit length of the number of coefficients T. */
+  readonly indexBits: number;
+}
+
+/** The intermediate values of one report (for the test vectors and for debugging a client). */
+export interface HadamardTrace {
+  /** The bytes drawn from the generator. */
+  readonly coins: Uint8Array;
+  /** The true bits. */
+  readonly encoded: readonly number[];
+  /** Per slot, the coefficient's family index (1..T). */
+  readonly indices: readonly number[];
+  /** Per slot, the parity bit sent. */
+  readonly parities: readonly number[];
+}
+
+function binomial(n: number, k: number): number {
+  let out = 1;
+  for (let i = 1; i <= k; i++) out = (out * (n - k + i)) / i;
+  return Math.round(out);
+}
+
+function integer(v: unknown, name: string, low: number): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < low) {
+    throw bad(`hadamard.${name} must be an integer >= ${low}, got ${name}=${shown(v)}`);
+  }
+  return v;
+}
+
+function isProbability(v: unknown): v is number {
+  return typeof v === "number" && v >= 0 && v <= 1;
+}
+
+/** The sets of `order` bits out of `d`, in lexicographic order of their bit indices. */
+function combinations(d: number, order: number): number[][] {
+  const out: number[][] = [];
+  const pick = (from: number, chosen: number[]) => {
+    if (chosen.length === order) {
+      out.push([...chosen]);
+      return;
+    }
+    for (let i = from; i <= d - (order - chosen.length); i++) pick(i + 1, [...chosen, i]);
+  };
+  pick(0, []);
+  return out;
+}
+
+/** The spec of a Hadamard collection from its client config (parsed JSON); a `bad_config` {@link Refusal} otherwise. */
+export function parseHadamardSpec(json: unknown): HadamardSpec {
+  const spec = keys(json, "config", ["collection", "features", "window", "hadamard"]);
+  const feats = spec.features;
+  if (!Array.isArray(feats) || feats.length === 0) throw bad(`features must be a non-empty list, got features=${shown(feats)}`);
+  const features: Feature[] = feats.map((f, i) => {
+    const where = `features[${i}]`;
+    const entry = keys(f, where, ["name", "type"]);
+    if (entry.type !== "boolean") throw bad(`${where} must be a boolean feature, got type=${shown(entry.type)}`);
+    return { name: text(entry.name, `${where}.name`), type: "boolean" };
+  });
+  const names = features.map((f) => f.name);
+  if (new Set(names).size !== names.length) throw bad(`feature names must be unique, got ${shown(names)}`);
+  const h = keys(spec.hadamard, "hadamard", ["max_order", "slots", "keep", "weights"]);
+  if (!Array.isArray(h.weights)) throw bad(`hadamard.weights must be a list, got weights=${shown(h.weights)}`);
+  const win = window(spec.window);
+  const collection = text(spec.collection, "collection");
+  const d = features.length;
+  if (d > MAX_HADAMARD_FEATURES) throw bad(`features must list 1 to ${MAX_HADAMARD_FEATURES} boolean features, got ${d}`);
+  const maxOrder = integer(h.max_order, "max_order", 1);
+  const slots = integer(h.slots, "slots", 1);
+  if (maxOrder > d) throw bad(`hadamard.max_order must be <= the ${d} features, got max_order=${maxOrder}`);
+  if (2 * slots * COIN_BYTES > MAX_REQUEST_BYTES) throw bad(`hadamard.slots draws too many coins, got slots=${slots}`);
+  if (!isProbability(h.keep) || !(h.keep > 0.5)) throw bad(`hadamard.keep must be a number in (0.5, 1], got keep=${shown(h.keep)}`);
+  const weights = h.weights as unknown[];
+  if (weights.length !== maxOrder || !weights.every((w) => isProbability(w) && w > 0)) {
+    throw bad(`hadamard.weights must hold ${maxOrder} probabilities in (0, 1], one per order, got weights=${shown(weights)}`);
+  }
+  const w = weights as number[];
+  const total = w.reduce((sum, wj, j) => sum + binomial(d, j + 1) * wj, 0);
+  if (!(Math.abs(total - 1) <= 1e-9)) throw bad(`hadamard.weights must sum to 1 over the coefficients, got ${total}`);
+  const sets: number[][] = [];
+  const thresholds: number[] = [];
+  let running = 0;
+  for (let j = 1; j <= maxOrder; j++) {
+    for (const set of combinations(d, j)) {
+      running += w[j - 1]!;
+      sets.push(set);
+      thresholds.push(units(Math.min(running, 1)));
+    }
+  }
+  thresholds[thresholds.length - 1] = COIN_RANGE;
+  return Object.freeze({
+    collection, features: Object.freeze(features), window: Object.freeze(win), maxOrder, slots, keep: h.keep,
+    weights: Object.freeze([...w]), sets: Object.freeze(sets), thresholds: Object.freeze(thresholds),
+    indexBits: sets.length.toString(2).length,
+  });
+}
+
+/** One device's client for one Hadamard-sampling collection. */
+export class HadamardDeviceClient {
+  readonly spec: HadamardSpec;
+  private readonly coins: CoinSource;
+
+  private constructor(spec: HadamardSpec, coins: CoinSource) {
+    this.spec = spec;
+    this.coins = coins;
+  }
+
+  /**
+   * A client for the collection whose client config (parsed JSON) is `config`; `secret` is checked as
+   * the per-bit client checks it (this kind derives nothing from it: its reports carry no token and
+   * nothing memoizes); coins from `coins`, the platform's secure generator unless a test passes a seeded
+   * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
+   */
+  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
+      Promise<HadamardDeviceClient> {
+    const spec = parseHadamardSpec(config);
+    await secretKey(secret);
+    return new HadamardDeviceClient(spec, coins);
+  }
+
+  /** The `NoisyReport` record of one report. */
+  async report(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<NoisyReport> {
+    return (await this.reportWithTrace(values, eventMs, dimensions)).record;
+  }
+
+  /** The Avro bytes of one report: what the device sends. */
+  async reportBytes(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<Uint8Array> {
+    return encodeNoisyReport(await this.report(values, eventMs, dimensions));
+  }
+
+  /**
+   * A report and its trace. The input is checked and the coins requested before this returns its
+   * promise, so concurrent calls draw in the order they were made.
+   */
+  reportWithTrace(values: FeatureValues, eventMs: number, dimensions?: Dimensions):
+      Promise<{ record: NoisyReport; trace: HadamardTrace }> {
+    try {
+      const time = checkEventTime(eventMs);
+      const dims = checkDimensions(dimensions);
+      const given = checkValues(this.spec.features, values);
+      const encoded = this.spec.features.map((f) => (given.get(f.name) ? 1 : 0));
+      const drawn = this.coins.generate(2 * COIN_BYTES * this.spec.slots);
+      return this.randomize(encoded, time, dims, drawn);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private async randomize(encoded: number[], eventMs: number, dimensions: [string, string][],
+                          request: Uint8Array | Promise<Uint8Array>) {
+    const spec = this.spec;
+    const drawn = await request;
+    if (!(drawn instanceof Uint8Array) || drawn.length !== 2 * COIN_BYTES * spec.slots) {
+      throw new Error("the coin source gave the wrong number of bytes");
+    }
+    const coin = (k: number) => drawn.subarray(COIN_BYTES * k, COIN_BYTES * (k + 1));
+    const slotBits = spec.indexBits + 1;
+    const bits = new Uint8Array(Math.ceil((spec.slots * slotBits) / 8));
+    const indices: number[] = [];
+    const parities: number[] = [];
+    for (let s = 0; s < spec.slots; s++) {
+      const u = coinValue(coin(2 * s));
+      const a = spec.thresholds.findIndex((t) => u < t) + 1;
+      const parity = spec.sets[a - 1]!.reduce((sum, i) => sum + encoded[i]!, 0) & 1;
+      const sent = decide(coin(2 * s + 1), spec.keep) ? parity : 1 - parity;
+      indices.push(a);
+      parities.push(sent);
+      const at = s * slotBits;
+      for (let i = 0; i < spec.indexBits; i++) {
+        const bit = Math.floor(a / 2 ** i) % 2;
+        bits[(at + i) >> 3] = bits[(at + i) >> 3]! | (bit << ((at + i) & 7));
+      }
+      const last = at + spec.indexBits;
+      bits[last >> 3] = bits[last >> 3]! | (sent << (last & 7));
+    }
+    const record: NoisyReport = { collection: spec.collection, event_time: eventMs, bits, dimensions, client: null };
+    return { record, trace: { coins: drawn, encoded, indices, parities } };
+  }
+}

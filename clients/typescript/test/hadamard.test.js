@@ -1,0 +1,90 @@
+// The Hadamard-sampling client (docs/client.md, section 11) against clients/test-vectors/hadamard.json,
+// which the Python reference and the JVM client read too: for every positive vector the exact coins,
+// true bits, coefficient indices, sent parities, packed bits and Avro bytes; for every negative vector
+// the same refusal code. Then its draws against the mechanism, by chi-square at the suite's ALPHA.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+
+import { CODES, HadamardDeviceClient, HmacDrbg, Refusal, encodeNoisyReport } from "../dist/index.js";
+import { ALPHA, chiSquarePValue } from "./chi2.js";
+
+const VECTORS = JSON.parse(readFileSync(new URL("../../test-vectors/hadamard.json", import.meta.url), "utf8"));
+
+const fromHex = (hex) => Uint8Array.from(hex.match(/../g) ?? [], (b) => parseInt(b, 16));
+const toHex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+
+for (const kase of VECTORS.cases) {
+  test(`hadamard positive vector: ${kase.name}`, async () => {
+    const client = await HadamardDeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(fromHex(kase.seed)));
+    assert.ok(kase.reports.length >= 2);
+    for (const item of kase.reports) {
+      const { record, trace } = await client.reportWithTrace(item.values, item.event_ms, item.dimensions);
+      assert.equal(record.client, null);
+      assert.deepEqual({
+        coins: toHex(trace.coins), encoded: [...trace.encoded], indices: [...trace.indices],
+        parities: [...trace.parities], bits: toHex(record.bits), avro: toHex(encodeNoisyReport(record)),
+      }, item.expect);
+    }
+  });
+}
+
+for (const kase of VECTORS.refusals) {
+  test(`hadamard negative vector: ${kase.name} -> ${kase.refusal}`, async () => {
+    assert.ok(CODES.includes(kase.refusal));
+    const attempt = async () => {
+      const client = await HadamardDeviceClient.create(kase.config, new Uint8Array(32), new HmacDrbg(new Uint8Array(32)));
+      if (kase.input !== null) await client.report(kase.input.values, kase.input.event_ms, kase.input.dimensions);
+    };
+    await assert.rejects(attempt, (err) => {
+      assert.ok(err instanceof Refusal, String(err));
+      assert.equal(err.code, kase.refusal, err.message);
+      return true;
+    });
+  });
+}
+
+test("a refused report draws no coin, and a secret not of 32 bytes is bad_secret", async () => {
+  const kase = VECTORS.cases[0];
+  await assert.rejects(HadamardDeviceClient.create(kase.config, new Uint8Array(31)), (err) => err.code === "bad_secret");
+  const client = await HadamardDeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(fromHex(kase.seed)));
+  const first = kase.reports[0];
+  await assert.rejects(client.report(first.values, -1, first.dimensions), (err) => err.code === "bad_event_time");
+  const { trace } = await client.reportWithTrace(first.values, first.event_ms, first.dimensions);
+  assert.equal(toHex(trace.coins), first.expect.coins);
+});
+
+// 4 answers, 2-way coefficients at unequal weights, two slots at keep 0.8: over 20,000 reports of
+// devices whose answers cycle through all 16 patterns, (coefficient, sent parity) per slot follows the
+// mechanism: P(a) = its weight, P(sent = true parity | a) = keep.
+test("draws follow the mechanism: coefficient by weight, parity kept with probability keep (chi-square)", async () => {
+  const d = 4;
+  const config = {
+    collection: "h", window: { type: "global" },
+    features: Array.from({ length: d }, (_, i) => ({ name: `q${i}`, type: "boolean" })),
+    hadamard: { max_order: 2, slots: 2, keep: 0.8, weights: [0.16, 0.06] },
+  };
+  const sha256 = (text) => new Uint8Array(createHash("sha256").update(text).digest());
+  const client = await HadamardDeviceClient.create(config, new Uint8Array(32), new HmacDrbg(sha256("hadamard chi-square")));
+  const sets = client.spec.sets;
+  const weight = sets.map((s) => config.hadamard.weights[s.length - 1]);
+  const n = 20000;
+  const counts = sets.map(() => [0, 0]); // per coefficient: [sent the true parity, sent its complement]
+  for (let r = 0; r < n; r++) {
+    const x = r % 16;
+    const values = Object.fromEntries(config.features.map((f, i) => [f.name, ((x >> i) & 1) === 1]));
+    const { trace } = await client.reportWithTrace(values, 0);
+    trace.indices.forEach((a, s) => {
+      const truth = sets[a - 1].reduce((sum, i) => sum + ((x >> i) & 1), 0) & 1;
+      counts[a - 1][trace.parities[s] === truth ? 0 : 1] += 1;
+    });
+  }
+  const slots = n * config.hadamard.slots;
+  const keep = config.hadamard.keep;
+  // one row of all coefficient-by-outcome cells, its total fixed: 2T - 1 degrees of freedom
+  const observed = [counts.flat()];
+  const expected = [weight.flatMap((w) => [slots * w * keep, slots * w * (1 - keep)])];
+  const p = chiSquarePValue(observed, expected);
+  assert.ok(p > ALPHA, `p = ${p}: observed ${JSON.stringify(observed)}, expected ${JSON.stringify(expected)}`);
+});
