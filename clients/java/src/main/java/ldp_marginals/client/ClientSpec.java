@@ -205,7 +205,7 @@ public final class ClientSpec {
         return Collections.unmodifiableList(new ArrayList<>(seen));
     }
 
-    private static Window window(Object spec) {
+    static Window window(Object spec) {
         Object kind = spec instanceof Map ? ((Map<?, ?>) spec).get("type") : null;
         List<String> sizes;
         if ("fixed".equals(kind)) {
@@ -279,7 +279,7 @@ public final class ClientSpec {
     }
 
     @SuppressWarnings("unchecked")
-    private static Map<String, Object> keys(Object spec, String where, List<String> required, List<String> optional) {
+    static Map<String, Object> keys(Object spec, String where, List<String> required, List<String> optional) {
         if (!(spec instanceof Map)) {
             throw refuse(where + " must be an object, got " + where + "=" + show(spec));
         }
@@ -313,7 +313,7 @@ public final class ClientSpec {
         return true;
     }
 
-    private static String show(Object value) {
+    static String show(Object value) {
         if (value instanceof String) {
             return "\"" + value + "\"";
         }
@@ -323,7 +323,7 @@ public final class ClientSpec {
         return String.valueOf(value);
     }
 
-    private static Refusal refuse(String message) {
+    static Refusal refuse(String message) {
         return new Refusal(Refusal.Code.BAD_CONFIG, message);
     }
 }

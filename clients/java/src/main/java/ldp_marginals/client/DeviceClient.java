@@ -83,10 +83,7 @@ public final class DeviceClient {
 
     /** The report with its intermediate values (tests and debugging another client). */
     synchronized Trace trace(Map<String, ?> values, long eventMs, Map<String, ?> dimensions) {
-        if (eventMs < 0 || eventMs >= MAX_EVENT_MS) {
-            throw new Refusal(Refusal.Code.BAD_EVENT_TIME, "event time must be an integer in [0, " + MAX_EVENT_MS
-                    + ") ms, got " + eventMs);
-        }
+        checkEventTime(eventMs);
         Map<String, String> dims = dimensions(dimensions);
         double[] units = check(values);
         byte[] drawn = coins.generate(Coins.COIN_BYTES * spec.drawnCoins);
@@ -148,7 +145,15 @@ public final class DeviceClient {
         }
     }
 
-    private static long eventTime(Number eventMs) {
+    /** Refusal {@code bad_event_time} unless the event time is in [0, {@link #MAX_EVENT_MS}). */
+    static void checkEventTime(long eventMs) {
+        if (eventMs < 0 || eventMs >= MAX_EVENT_MS) {
+            throw new Refusal(Refusal.Code.BAD_EVENT_TIME, "event time must be an integer in [0, " + MAX_EVENT_MS
+                    + ") ms, got " + eventMs);
+        }
+    }
+
+    static long eventTime(Number eventMs) {
         if (eventMs instanceof Long || eventMs instanceof Integer || eventMs instanceof Short || eventMs instanceof Byte) {
             return eventMs.longValue();
         }
@@ -163,7 +168,7 @@ public final class DeviceClient {
     }
 
     /** The dimensions sorted by their keys' UTF-8 bytes; refusal unless non-empty strings map to strings. */
-    private static Map<String, String> dimensions(Map<String, ?> dimensions) {
+    static Map<String, String> dimensions(Map<String, ?> dimensions) {
         Map<String, String> out = new TreeMap<>(DeviceClient::compareUtf8);
         if (dimensions == null) {
             return out;
@@ -183,27 +188,7 @@ public final class DeviceClient {
 
     /** Checks the values (docs/client.md, section 3, step 1); per feature, a numeric value's unit value. */
     private double[] check(Map<String, ?> values) {
-        if (values == null) {
-            throw new Refusal(Refusal.Code.BAD_VALUE, "values must map feature names to values, got null");
-        }
-        List<String> missing = new ArrayList<>();
-        for (Feature f : spec.features) {
-            if (!values.containsKey(f.name)) {
-                missing.add(f.name);
-            }
-        }
-        if (!missing.isEmpty()) {
-            throw new Refusal(Refusal.Code.MISSING_FEATURE, "values must give every feature, missing " + missing);
-        }
-        if (values.size() != spec.features.size()) {
-            List<String> unknown = new ArrayList<>();
-            for (Object key : values.keySet()) {
-                if (!spec.featureNames().contains(key)) {
-                    unknown.add(String.valueOf(key));
-                }
-            }
-            throw new Refusal(Refusal.Code.UNKNOWN_FEATURE, "values name features the collection does not have: " + unknown);
-        }
+        checkNames(spec.featureNames(), values);
         double[] units = new double[spec.features.size()];
         for (int k = 0; k < spec.features.size(); k++) {
             Feature f = spec.features.get(k);
@@ -230,7 +215,32 @@ public final class DeviceClient {
         return units;
     }
 
-    private static String typeOf(Object v) {
+    /** Refusal {@code bad_value} for null values, {@code missing_feature}, then {@code unknown_feature}. */
+    static void checkNames(List<String> names, Map<String, ?> values) {
+        if (values == null) {
+            throw new Refusal(Refusal.Code.BAD_VALUE, "values must map feature names to values, got null");
+        }
+        List<String> missing = new ArrayList<>();
+        for (String name : names) {
+            if (!values.containsKey(name)) {
+                missing.add(name);
+            }
+        }
+        if (!missing.isEmpty()) {
+            throw new Refusal(Refusal.Code.MISSING_FEATURE, "values must give every feature, missing " + missing);
+        }
+        if (values.size() != names.size()) {
+            List<String> unknown = new ArrayList<>();
+            for (Object key : values.keySet()) {
+                if (!names.contains(key)) {
+                    unknown.add(String.valueOf(key));
+                }
+            }
+            throw new Refusal(Refusal.Code.UNKNOWN_FEATURE, "values name features the collection does not have: " + unknown);
+        }
+    }
+
+    static String typeOf(Object v) {
         return v == null ? "null" : v.getClass().getSimpleName();
     }
 

@@ -1,0 +1,190 @@
+package ldp_marginals.client;
+
+import java.math.BigInteger;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What a device is told about a Hadamard-sampling collection ({@code channel: {kind: hadamard}}): the
+ * client config of docs/client.md, section 11 (its name, boolean features, window, and {@code hadamard}:
+ * {@code max_order} k, {@code slots} m, {@code keep} and one coefficient weight per order). Read with
+ * {@link #fromJson}; anything the specification does not allow is refusal {@code bad_config}, with the
+ * rules of the Python reference ({@code ldp_marginals.ldp.hadamard_client.HadamardClientSpec}).
+ * Immutable and thread-safe.
+ */
+public final class HadamardSpec {
+    /** The most features a Hadamard collection may have (the job holds a report's bits in 64-bit words). */
+    public static final int MAX_FEATURES = 62;
+
+    final String collection;
+    final List<String> features;   // boolean feature names, in layout (bit) order
+    final Window window;
+    final int maxOrder;
+    final int slots;
+    final double keep;             // the probability that a slot sends its true parity
+    final double[] weights;        // per order 1..maxOrder, each coefficient's probability
+    final long[] masks;            // per coefficient (family order; index a at a - 1), the bit mask of its set
+    final long[] thresholds;       // per coefficient, units(S_a); the last is 2^32
+    final int indexBits;           // B: the bit length of the number of coefficients T
+
+    private HadamardSpec(String collection, List<String> features, Window window, int maxOrder, int slots, double keep,
+                         double[] weights) {
+        this.collection = collection;
+        this.features = features;
+        this.window = window;
+        this.maxOrder = maxOrder;
+        this.slots = slots;
+        this.keep = keep;
+        this.weights = weights;
+        int d = features.size();
+        List<Long> sets = new ArrayList<>();
+        for (int j = 1; j <= maxOrder; j++) {
+            combinations(d, j, 0, 0L, sets);
+        }
+        this.masks = new long[sets.size()];
+        this.thresholds = new long[sets.size()];
+        double running = 0.0;
+        for (int a = 0; a < masks.length; a++) {
+            masks[a] = sets.get(a);
+            running += weights[Long.bitCount(masks[a]) - 1];
+            thresholds[a] = Coins.units(Math.min(running, 1.0));
+        }
+        thresholds[masks.length - 1] = 1L << 32;
+        this.indexBits = 32 - Integer.numberOfLeadingZeros(masks.length);
+    }
+
+    /** Appends the sets of {@code left} more bits from {@code from..d-1} to {@code chosen}, lexicographically. */
+    private static void combinations(int d, int left, int from, long chosen, List<Long> out) {
+        if (left == 0) {
+            out.add(chosen);
+            return;
+        }
+        for (int i = from; i <= d - left; i++) {
+            combinations(d, left - 1, i + 1, chosen | 1L << i, out);
+        }
+    }
+
+    /** The spec from the JSON text of a client config; refusal {@code bad_config} when it is not one. */
+    public static HadamardSpec fromJson(String json) {
+        Object parsed;
+        try {
+            parsed = Json.parse(json);
+        } catch (IllegalArgumentException e) {
+            throw ClientSpec.refuse("the config is " + e.getMessage());
+        }
+        return fromObject(parsed);
+    }
+
+    /** The collection's name. */
+    public String collection() {
+        return collection;
+    }
+
+    /** The feature names in layout order. */
+    public List<String> featureNames() {
+        return features;
+    }
+
+    /** The number of coefficients T (the sets of 1 to {@code max_order} features). */
+    public int coefficients() {
+        return masks.length;
+    }
+
+    /** Slots per report. */
+    public int slots() {
+        return slots;
+    }
+
+    /** The spec from a parsed JSON value ({@link Json}). */
+    static HadamardSpec fromObject(Object config) {
+        Map<String, Object> spec = ClientSpec.keys(config, "config", Arrays.asList("collection", "features", "window", "hadamard"),
+                Collections.<String>emptyList());
+        Object collection = spec.get("collection");
+        if (!(collection instanceof String) || ((String) collection).isEmpty() || !ClientSpec.isText((String) collection)) {
+            throw ClientSpec.refuse("collection must be a non-empty string, got collection=" + ClientSpec.show(collection));
+        }
+        Object feats = spec.get("features");
+        if (!(feats instanceof List) || ((List<?>) feats).isEmpty()) {
+            throw ClientSpec.refuse("features must be a non-empty list, got features=" + ClientSpec.show(feats));
+        }
+        List<String> names = new ArrayList<>();
+        for (Object f : (List<?>) feats) {
+            String where = "features[" + names.size() + "]";
+            Map<String, Object> feature = ClientSpec.keys(f, where, Arrays.asList("name", "type"), Collections.<String>emptyList());
+            Object name = feature.get("name");
+            if (!"boolean".equals(feature.get("type")) || !(name instanceof String) || ((String) name).isEmpty()
+                    || !ClientSpec.isText((String) name)) {
+                throw ClientSpec.refuse(where + " must be a boolean feature with a name, got " + feature);
+            }
+            names.add((String) name);
+        }
+        if (new HashSet<>(names).size() != names.size()) {
+            throw ClientSpec.refuse("feature names must be unique, got " + names);
+        }
+        int d = names.size();
+        if (d > MAX_FEATURES) {
+            throw ClientSpec.refuse("features must list 1 to " + MAX_FEATURES + " boolean features, got " + d);
+        }
+        Map<String, Object> h = ClientSpec.keys(spec.get("hadamard"), "hadamard",
+                Arrays.asList("max_order", "slots", "keep", "weights"), Collections.<String>emptyList());
+        int maxOrder = integer(h.get("max_order"), "max_order");
+        int slots = integer(h.get("slots"), "slots");
+        if (maxOrder > d) {
+            throw ClientSpec.refuse("hadamard.max_order must be <= the " + d + " features, got max_order=" + maxOrder);
+        }
+        if (2L * slots * Coins.COIN_BYTES > HmacDrbg.MAX_REQUEST_BYTES) {
+            throw ClientSpec.refuse("hadamard.slots draws too many coins, got slots=" + slots);
+        }
+        Object keep = h.get("keep");
+        if (!isProbability(keep) || !(((Number) keep).doubleValue() > 0.5)) {
+            throw ClientSpec.refuse("hadamard.keep must be a number in (0.5, 1], got keep=" + ClientSpec.show(keep));
+        }
+        Object w = h.get("weights");
+        if (!(w instanceof List) || ((List<?>) w).size() != maxOrder) {
+            throw ClientSpec.refuse("hadamard.weights must hold " + maxOrder + " probabilities, one per order, got weights="
+                    + ClientSpec.show(w));
+        }
+        double[] weights = new double[maxOrder];
+        double total = 0.0;
+        for (int j = 0; j < maxOrder; j++) {
+            Object wj = ((List<?>) w).get(j);
+            if (!isProbability(wj) || !(((Number) wj).doubleValue() > 0)) {
+                throw ClientSpec.refuse("hadamard.weights must hold probabilities in (0, 1], got weights=" + w);
+            }
+            weights[j] = ((Number) wj).doubleValue();
+            total += binomial(d, j + 1) * weights[j];
+        }
+        if (!(Math.abs(total - 1.0) <= 1e-9)) {
+            throw ClientSpec.refuse("hadamard.weights must sum to 1 over the coefficients, got " + total);
+        }
+        Window window = ClientSpec.window(spec.get("window"));
+        return new HadamardSpec((String) collection, Collections.unmodifiableList(names), window, maxOrder, slots,
+                ((Number) keep).doubleValue(), weights);
+    }
+
+    /** An integer >= 1 written as one (a {@code Long}: {@code 1.0} is not an integer, as in the reference). */
+    private static int integer(Object value, String name) {
+        if (!(value instanceof Long) || (Long) value < 1 || (Long) value > Integer.MAX_VALUE) {
+            throw ClientSpec.refuse("hadamard." + name + " must be an integer >= 1, got " + name + "=" + ClientSpec.show(value));
+        }
+        return (int) (long) (Long) value;
+    }
+
+    private static boolean isProbability(Object value) {
+        double v = value instanceof Number ? ((Number) value).doubleValue() : Double.NaN;
+        return v >= 0.0 && v <= 1.0;
+    }
+
+    /** {@code C(n, k)} rounded to a double, as Python's {@code math.comb(n, k) * w} rounds it. */
+    private static double binomial(int n, int k) {
+        BigInteger out = BigInteger.ONE;
+        for (int i = 1; i <= k; i++) {
+            out = out.multiply(BigInteger.valueOf(n - k + i)).divide(BigInteger.valueOf(i));
+        }
+        return out.doubleValue();
+    }
+}
