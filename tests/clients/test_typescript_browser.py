@@ -84,9 +84,10 @@ def page(site, tmp_path_factory):
 
 
 RUN_VECTORS = """
-const [reportsText, refusalsText, coinsText, done] = arguments;
+const [reportsText, refusalsText, coinsText, hadamardText, done] = arguments;
 (async () => {
   const reports = JSON.parse(reportsText), refusals = JSON.parse(refusalsText), coins = JSON.parse(coinsText);
+  const hadamard = JSON.parse(hadamardText);
   const m = await import("/typescript/dist/index.js");
   const hex = (s) => Uint8Array.from(s.match(/../g) || [], (b) => parseInt(b, 16));
   const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -107,16 +108,30 @@ const [reportsText, refusalsText, coinsText, done] = arguments;
       refused.push("accepted");
     } catch (err) { refused.push(codeOf(err)); }
   }
+  const hadamardMade = [];
+  for (const c of hadamard.cases) {
+    const client = await m.HadamardDeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(hex(c.seed)));
+    for (const r of c.reports) hadamardMade.push(toHex(await client.reportBytes(r.values, r.event_ms, r.dimensions)));
+  }
+  const hadamardRefused = [];
+  for (const c of hadamard.refusals) {
+    try {
+      const client = await m.HadamardDeviceClient.create(c.config, new Uint8Array(32), new m.HmacDrbg(new Uint8Array(32)));
+      if (c.input !== null) await client.report(c.input.values, c.input.event_ms, c.input.dimensions);
+      hadamardRefused.push("accepted");
+    } catch (err) { hadamardRefused.push(codeOf(err)); }
+  }
   const rules = coins.units.map((u) => m.units(u.probability) === u.units)
     .concat(coins.decisions.map((d) => m.decide(hex(d.coin), d.probability) === d.decision));
-  return {made, refused, rules, agent: navigator.userAgent};
+  return {made, refused, hadamardMade, hadamardRefused, rules, agent: navigator.userAgent};
 })().then(done, (err) => done({error: String(err)}));
 """
 
 
 def test_the_built_module_reproduces_every_vector_in_chromium(page):
-    texts = [(VECTORS / name).read_text(encoding="utf-8") for name in ("reports.json", "refusals.json", "coins.json")]
-    reports, refusals, coins = map(json.loads, texts)
+    names = ("reports.json", "refusals.json", "coins.json", "hadamard.json")
+    texts = [(VECTORS / name).read_text(encoding="utf-8") for name in names]
+    reports, refusals, coins, hadamard = map(json.loads, texts)
     # as the files' text: WebDriver's JSON cannot carry the negative vectors' unpaired surrogates
     got = page.execute_async_script(RUN_VECTORS, *texts)
     assert "error" not in got, got
@@ -124,6 +139,8 @@ def test_the_built_module_reproduces_every_vector_in_chromium(page):
     expected = [r["expect"].get("avro", r["expect"].get("refusal")) for c in reports["cases"] for r in c["reports"]]
     assert got["made"] == expected
     assert got["refused"] == [c["refusal"] for c in refusals["cases"]]
+    assert got["hadamardMade"] == [r["expect"]["avro"] for c in hadamard["cases"] for r in c["reports"]]
+    assert got["hadamardRefused"] == [c["refusal"] for c in hadamard["refusals"]]
     assert got["rules"] == [True] * (len(coins["units"]) + len(coins["decisions"]))
 
 
