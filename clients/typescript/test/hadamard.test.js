@@ -55,7 +55,7 @@ test("a refused report draws no coin, and a secret not of 32 bytes is bad_secret
   assert.equal(toHex(trace.coins), first.expect.coins);
 });
 
-// 4 answers, 2-way coefficients at unequal weights, two slots at keep 0.8: over 20,000 reports of
+// 4 answers, 2-way coefficients at unequal weights, two slots at keep 0.8: over 8,000 reports of
 // devices whose answers cycle through all 16 patterns, (coefficient, sent parity) per slot follows the
 // mechanism: P(a) = its weight, P(sent = true parity | a) = keep.
 test("draws follow the mechanism: coefficient by weight, parity kept with probability keep (chi-square)", async () => {
@@ -69,7 +69,7 @@ test("draws follow the mechanism: coefficient by weight, parity kept with probab
   const client = await HadamardDeviceClient.create(config, new Uint8Array(32), new HmacDrbg(sha256("hadamard chi-square")));
   const sets = client.spec.sets;
   const weight = sets.map((s) => config.hadamard.weights[s.length - 1]);
-  const n = 20000;
+  const n = 8000;
   const counts = sets.map(() => [0, 0]); // per coefficient: [sent the true parity, sent its complement]
   for (let r = 0; r < n; r++) {
     const x = r % 16;

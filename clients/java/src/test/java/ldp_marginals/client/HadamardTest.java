@@ -106,7 +106,7 @@ class HadamardTest {
 
     /**
      * 4 answers, coefficients up to order 2 at unequal weights (0.16 each of order 1, 0.06 of order 2),
-     * two slots at keep 0.8: over 20,000 reports of answers cycling through all 16 patterns, each
+     * two slots at keep 0.8: over 8,000 reports of answers cycling through all 16 patterns, each
      * (coefficient, sent parity == true parity) cell follows {@code slots * n * weight * (keep or 1 - keep)}.
      */
     @Test
@@ -118,7 +118,7 @@ class HadamardTest {
         HadamardSpec spec = HadamardSpec.fromJson(config);
         HadamardDeviceClient client = new HadamardDeviceClient(spec, DeviceSecret.of(new byte[32]),
                 new HmacDrbg(ChannelStatisticsTest.sha256("hadamard chi-square".getBytes(StandardCharsets.US_ASCII))));
-        int n = 20_000;
+        int n = 8_000;
         long[][] counts = new long[spec.coefficients()][2];   // [coefficient][0: true parity sent, 1: flipped]
         for (int r = 0; r < n; r++) {
             int x = r % 16;
