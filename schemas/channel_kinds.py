@@ -17,6 +17,8 @@ this release supports with it, each refusal a ``ValueError`` naming the field:
 """
 from __future__ import annotations
 
+import math
+
 from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.encoding import BOOLEAN, Layout
 from ldp_marginals.ldp.hadamard import WEIGHTS, HadamardSampling
@@ -24,6 +26,7 @@ from ldp_marginals.ldp.hadamard_reports import KIND
 
 KINDS = (KIND,)
 _KEYS = ("kind", "epsilon", "slots", "weights")
+MAX_COEFFICIENTS = 1 << 18   # 4 MiB of counts per window and key; 62 bits at max_order 3 are 39,773
 UNSUPPORTED = ("extremes", "conditionals", "means", "sets")   # config fields this kind refuses
 
 
@@ -46,6 +49,11 @@ def parse_kind(chan: dict, layout: Layout, max_order: int) -> HadamardSampling:
         raise ValueError(f"channel kind {KIND!r} takes boolean features only, got non-boolean features {others}")
     if layout.n_bits > 62:
         raise ValueError(f"channel kind {KIND!r} holds at most 62 bits, got {layout.n_bits}")
+    coefficients = sum(math.comb(layout.n_bits, j) for j in range(1, max_order + 1))
+    if coefficients > MAX_COEFFICIENTS:
+        raise ValueError(f"channel kind {KIND!r} samples among the {coefficients:,} coefficients of order 1..max_order "
+                         f"of {layout.n_bits} bits, over the {MAX_COEFFICIENTS:,} it holds (a window keeps two counts "
+                         f"per coefficient and every client enumerates them): lower max_order, got max_order={max_order}")
     epsilon = check_positive("channel.epsilon", chan["epsilon"])
     slots = chan.get("slots")
     if slots is not None:

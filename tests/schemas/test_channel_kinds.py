@@ -53,3 +53,12 @@ def test_a_hadamard_collection():
 def test_refusals_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         parse_config(spec(**changes))
+
+
+def test_a_hadamard_collection_holds_at_most_2_18_coefficients():
+    """62 bits at max_order 4 sample among 597,618 coefficients: every window would keep 2 counts of each
+    and every client would enumerate them, so the config is refused naming max_order; 3 (39,773) is kept."""
+    wide = [{"name": f"q{i}", "type": "boolean"} for i in range(62)]
+    with pytest.raises(ValueError, match=r"597,618 coefficients .* got max_order=4"):
+        parse_config(spec(features=wide, max_order=4))
+    assert parse_config(spec(features=wide, max_order=3)).sampling.n_coefficients == 39773
