@@ -50,6 +50,7 @@ import numpy as np
 from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.tables import kron_apply, marginal_table, noisy_histogram
+from ldp_marginals.ldp.tmdh import TMDHEstimate
 
 
 def _signs(k: int) -> np.ndarray:
@@ -292,12 +293,14 @@ def consistent_group_tables(est, layout, groups, frequencies) -> ConsistentGroup
     """Consistent tables of the feature ``groups`` (the unbiased group tables' ``frequencies``, one
     array per group in ``group_cells`` order) of a window (``est``).
 
-    - ``joint-mle``: when every feature is boolean and the window counted every order of its
+    - ``joint-mle``: when ``est`` is a per-bit window's :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`
+      (its likelihood is that of per-bit randomized response), every feature is boolean and it counted every order of its
       ``d <=`` :data:`JOINT_MAX_BITS` bits, the exact maximum likelihood over the 2^d joint
       (:func:`joint_mle`); each group's cells are marginals of it. Its input, the noisy histogram of
       all d bits, is then an invertible function of the published marginals (every set is one).
     - ``projection`` otherwise (and should the fit miss its KKT check): :func:`project_group_tables`
-      of the unbiased group tables themselves.
+      of the unbiased group tables themselves. It needs only them, so it serves every estimator of
+      unbiased tables (the channel kind hadamard's too).
     Both are functions of the window's published rows only.
     """
     from ldp_marginals.ldp.encoding import BOOLEAN
@@ -307,7 +310,7 @@ def consistent_group_tables(est, layout, groups, frequencies) -> ConsistentGroup
     if len(frequencies) != len(groups):
         raise ValueError(f"frequencies must give one table per group ({len(groups)}), got {len(frequencies)}")
     fam, d = est.family, est.family.n_bits
-    if groups and fam.max_order == d and d <= JOINT_MAX_BITS and all(f.kind == BOOLEAN for f in layout.features):
+    if groups and isinstance(est, TMDHEstimate) and fam.max_order == d and d <= JOINT_MAX_BITS and all(f.kind == BOOLEAN for f in layout.features):
         every = tuple(range(d))
         try:
             joint, it = joint_mle({every: noisy_histogram(est, every)}, lambda i: est.channels[i].matrix(), d)

@@ -8,6 +8,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from ldp_marginals import schemas
+from ldp_marginals.ldp.consistent import project_group_tables
 from ldp_marginals.ldp.hadamard_reports import encode_reports, window_marginals
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
@@ -45,6 +46,13 @@ def expected(cfg, packed, event):
     return marg, [(c, round(e, 6)) for c, e in cells]
 
 
+def expected_consistent(cells, n=2400):
+    """The consistent tables' rows of hour 0: the projection of the unbiased group table (frequencies)."""
+    (fixed,), _ = project_group_tables([np.array([e for _, e in cells]) / n], [[("q0", 2), ("q2", 2)]])
+    assert fixed.min() >= 0 and abs(fixed.sum() - 1) < 1e-9
+    return [(c, round(float(f), 6), "projection") for (c, _), f in zip(cells, fixed)]
+
+
 @pytest.mark.parametrize("reader", ["records", "per_element", "block_reader"])
 def test_rows_are_the_estimators_on_each_window(tmp_path, reader):
     cfg = parse_config(CONFIG)
@@ -68,6 +76,9 @@ def test_rows_are_the_estimators_on_each_window(tmp_path, reader):
                     equal_to(marg), label="marginals")
         assert_that(outs["tables"] | beam.Map(lambda r: (tuple(r["cell"]), round(r["estimate"], 6))),
                     equal_to(cells), label="tables")
+        assert_that(outs["consistent_tables"] | beam.Map(lambda r: (tuple(r["cell"]), round(r["frequency"], 6),
+                                                                   r["method"])),
+                    equal_to(expected_consistent(cells)), label="consistent tables")
         assert_that(outs["withheld"] | beam.Map(lambda r: (r["window_start"], r["n_reports"], r["cause"])),
                     equal_to([(START + 3_600_000, 300, "privacy")]), label="guard")
         assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]),
@@ -97,6 +108,10 @@ def test_the_run_command_read_and_the_dashboard_view(tmp_path):
     marginals = read(str(tmp_path / "out"), "marginals")
     assert len(marginals) == 25 and set(marginals["n_reports"].to_pylist()) == {2400}
     assert read(str(tmp_path / "out"), "tables", estimator="unbiased").num_rows == 4
+    consistent = read(str(tmp_path / "out"), "tables")        # the default: the consistent tables
+    assert consistent.num_rows == 4 and set(consistent["estimator"].to_pylist()) == {"consistent"}
+    freq = np.array(consistent["frequency"].to_pylist())
+    assert freq.min() >= 0 and abs(freq.sum() - 1) < 1e-9
     data = view(str(tmp_path / "out"), parse_selection({}), FileCache(str(tmp_path / "out")))
     (info,) = data["collections"]
     assert info["channel"]["kind"] == "hadamard" and info["local_epsilon"] == 2.0
@@ -133,6 +148,7 @@ def test_streaming_and_sliding_windows_give_the_batch_answers():
     expected = canonical({k: batch[k] for k in ("marginals", "tables", "withheld", "extremes", "conditionals",
                                                 "means", "consistent_tables")})
     assert len(expected["marginals"]) > 25 and expected["tables"] and expected["withheld"]
+    assert len(expected["consistent_tables"]) == len(expected["tables"])
     assert canonical(latest_panes(got)) == expected
     assert [d["reason"] for d in got["dead_letters"]] == [d["reason"] for d in batch["dead_letters"]] == [
         "bad_coefficient"]

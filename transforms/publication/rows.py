@@ -220,6 +220,7 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
             marginals, groups = hadamard_estimates(config, acc)
             yield MARGINALS, marginal_rows(config, marginals, counted)
             yield TABLES, table_rows(config, marginals, counted, groups)
+            yield CONSISTENT_TABLES, consistent_table_rows(config, marginals, counted, groups)
         return
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
