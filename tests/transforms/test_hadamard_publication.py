@@ -1,0 +1,67 @@
+"""The publication rule for the channel kind hadamard (docs/design.md): every row a window and key
+publishes is a function of its released accumulator, and that accumulator is a sum of per-report (per
+slot) contributions, additive over the atoms the rule releases. Exact checks: reports that differ but
+hold the same slots give the same accumulator and identical rows of every kind; atoms merged give the
+accumulator and rows of their union. (The exact-rank model of tests/transforms/publication_model.py
+does not cover this kind; these are the weaker, exact form of its premise.)"""
+import numpy as np
+
+from ldp_marginals.ldp.hadamard_reports import encode_reports
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.publication.rows import window_rows
+
+CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(4)],
+          "channel": {"kind": "hadamard", "epsilon": 2.0, "slots": 2}, "max_order": 2,
+          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 50,
+          "groups": [["q0", "q1"], ["q1", "q2"]]}
+WINDOW = (0, 3_600_000)
+
+
+def _setup(n=400, seed=0):
+    cfg = parse_config(CONFIG)
+    rng = np.random.default_rng(seed)
+    bits = (rng.random((n, 4)) < [0.2, 0.5, 0.7, 0.9]).astype(np.uint8)
+    return cfg, rng, encode_reports(bits, cfg.sampling, rng)
+
+
+def _acc(cfg, packed):
+    agg = cfg.aggregator
+    return agg.add_packed(agg.create(), packed)
+
+
+def _rows(cfg, acc):
+    out = {}
+    for kind, row in window_rows(cfg, (), acc, WINDOW):
+        out.setdefault(kind, []).append(row)
+    return out
+
+
+def test_reports_holding_the_same_slots_publish_identical_rows():
+    """Second slots dealt out again across the reports (every report but a few changes): the job's rows
+    cannot tell, in any field of any kind, the consistent tables included."""
+    cfg, rng, packed = _setup()
+    fmt = cfg.aggregator.format
+    indices, parities = fmt.unpack(packed)
+    perm = rng.permutation(len(packed))
+    other = fmt.pack(np.column_stack([indices[:, 0], indices[perm, 1]]),
+                     np.column_stack([parities[:, 0], parities[perm, 1]]))
+    assert (other != packed).any(axis=1).mean() > 0.5
+    a, b = _acc(cfg, packed), _acc(cfg, other)
+    np.testing.assert_array_equal(a.cooc.counts, b.cooc.counts)
+    rows = _rows(cfg, a)
+    assert sorted(rows) == ["consistent_tables", "marginals", "tables"]
+    assert len(rows["consistent_tables"]) == len(rows["tables"]) == 8
+    assert rows == _rows(cfg, b)
+
+
+def test_the_accumulator_is_additive_over_atoms():
+    """Atoms (any split of the window's reports, in any order) merged: the counts and the rows of the
+    whole window."""
+    cfg, rng, packed = _setup(seed=1)
+    order = rng.permutation(len(packed))
+    atoms = [_acc(cfg, packed[part]) for part in np.split(order, [90, 250])]
+    merged = cfg.aggregator.merge(atoms)
+    whole = _acc(cfg, packed)
+    np.testing.assert_array_equal(merged.cooc.counts, whole.cooc.counts)
+    assert merged.n == whole.n == len(packed)
+    assert _rows(cfg, merged) == _rows(cfg, whole)
