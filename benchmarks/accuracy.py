@@ -101,9 +101,12 @@ def per_bit(bits, eps_bit, rng, consistent=False):
         start = time.perf_counter()
         chosen = consistent_tables(est, ORDER)
         out["consistent_seconds"] = time.perf_counter() - start
-        out["method"], out["iterations"] = chosen.method, chosen.iterations
-        out[chosen.method] = {o: chosen.tables[o] for o in (2, ORDER)}
-        if chosen.method != "projection":
+        # the row is the method consistent_tables takes for such windows; a window whose MLE missed its
+        # check holds its fallback (the projection) there, and is counted
+        method = "joint-mle" if full else "projection"
+        out["method"], out["iterations"], out["fallback"] = method, chosen.iterations, chosen.fallback is not None
+        out[method] = {o: chosen.tables[o] for o in (2, ORDER)}
+        if method != "projection":
             fam3 = SetFamily.all_up_to(d, ORDER)
             start = time.perf_counter()
             proj, _ = project_tables(raw[ORDER], fam3, ORDER)
@@ -217,6 +220,7 @@ def run_dataset(name: str, reps: int, ratio_reps: int, seed: int = 40) -> dict:
             "raw_negative_share": float(np.mean([np.mean(run["raw"][ORDER] < 0) for run in runs])),
             "consistent_min_cell": float(min(run[method][ORDER].min() for run in runs)),
             "iterations": float(np.mean([run["iterations"] for run in runs])),
+            "fallbacks": int(sum(run["fallback"] for run in runs)),
             **{k: float(np.mean([run[k] for run in runs])) for k in runs[0] if k.endswith("seconds")}})
     counting = counting_seconds(bits, np.random.default_rng(seed)) if d <= 12 else None
     out = {"data": name, "n": int(len(bits)), "d": int(d), "rows": rows, "consistency": consistency,
@@ -318,7 +322,9 @@ def render(results: list, goal: dict, seconds: float, reps: int, ratio_reps: int
             secs = ", ".join(f"{k.replace('_seconds', '')} {v:.3f}" for k, v in c.items() if k.endswith("seconds"))
             lines.append(f"- {c['data']} per-bit epsilon {c['epsilon']:g}: {100 * c['raw_negative_share']:.1f}% of raw "
                          f"3-way cells negative; {c['method']} tables' smallest cell {c['consistent_min_cell']:.2g} "
-                         f"({c['iterations']:.0f} iterations); seconds per window: {secs}")
+                         f"({c['iterations']:.0f} iterations"
+                         + (f"; {c['fallbacks']} of its windows fell back to the projection, the fit missing its "
+                            f"KKT check" if c.get("fallbacks") else "") + f"); seconds per window: {secs}")
         if res["counting"]:
             cnt = res["counting"]
             lines.append(f"- {res['data']} counting one window ({res['n']:,} reports): orders up to 3, "

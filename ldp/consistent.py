@@ -172,33 +172,41 @@ def lower_from_tables(tables, family: SetFamily, order: int, lower: int) -> np.n
 class ConsistentTables:
     """Non-negative tables that sum to one and agree on shared bits: ``tables[o]`` holds every table
     of ``o`` bits (rows in ``family.members(o)`` order, frequencies; cell b: bit j <-> the set's j-th
-    bit) for o = 1..order; ``method`` is ``"joint-mle"`` or ``"projection"``."""
+    bit) for o = 1..order; ``method`` is ``"joint-mle"`` or ``"projection"``; ``fallback`` is None, or why
+    the joint MLE was tried and not used (its fit missed the KKT check) when ``method`` is ``"projection"``."""
 
     method: str
     tables: dict
     iterations: int
+    fallback: str | None = None
 
 
 def consistent_tables(est, order: int) -> ConsistentTables:
     """The consistent tables of a per-bit window (a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`) up to
     ``order`` bits: the exact full-joint MLE when the window counted every order up to its ``d <=``
     :data:`JOINT_MAX_BITS` bits (its counts are then the whole sufficient statistic), otherwise the
-    projection of the raw ``order``-bit tables."""
+    projection of the raw ``order``-bit tables. Should the MLE's fit miss its KKT check, the tables are
+    the projection, as the job's (:func:`consistent_group_tables`), and ``fallback`` says why."""
     fam = est.family
     d, k = fam.n_bits, check_int("order", order, minimum=1)
     if k > fam.max_order:
         raise ValueError(f"order must be <= the counted max_order={fam.max_order}, got order={order}")
+    fallback = None
     if fam.max_order == d and d <= JOINT_MAX_BITS:
         every = tuple(range(d))
-        joint, it = joint_mle({every: noisy_histogram(est, every)}, lambda i: est.channels[i].matrix(), d)
-        tables = {o: np.array([marginal_of_joint(joint, d, s) for s in fam.members(o)]) for o in range(1, k + 1)}
-        return ConsistentTables("joint-mle", tables, it)
+        try:
+            joint, it = joint_mle({every: noisy_histogram(est, every)}, lambda i: est.channels[i].matrix(), d)
+        except RuntimeError as missed:
+            fallback = str(missed)
+        else:
+            tables = {o: np.array([marginal_of_joint(joint, d, s) for s in fam.members(o)]) for o in range(1, k + 1)}
+            return ConsistentTables("joint-mle", tables, it)
     top = SetFamily.all_up_to(d, k)
     raw = np.array([marginal_table(est, s).frequencies for s in top.members(k)])
     projected, it = project_tables(raw, top, k)
     tables = {o: lower_from_tables(projected, top, k, o) for o in range(1, k)}
     tables[k] = projected
-    return ConsistentTables("projection", tables, it)
+    return ConsistentTables("projection", tables, it, fallback)
 
 
 def consistent_intervals(lower, upper, point):
