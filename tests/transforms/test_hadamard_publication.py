@@ -65,3 +65,16 @@ def test_the_accumulator_is_additive_over_atoms():
     np.testing.assert_array_equal(merged.cooc.counts, whole.cooc.counts)
     assert merged.n == whole.n == len(packed)
     assert _rows(cfg, merged) == _rows(cfg, whole)
+
+
+def test_a_window_of_every_order_gets_the_projection_not_the_per_bit_likelihood():
+    """max_order = d (the per-bit job's case for the full-joint MLE): the kind's consistent tables are the
+    projection of its unbiased ones (the MLE's likelihood is per-bit randomized response's)."""
+    cfg = parse_config(dict(CONFIG, features=CONFIG["features"][:3], max_order=3, groups=[["q0", "q1", "q2"]]))
+    rng = np.random.default_rng(2)
+    bits = (rng.random((300, 3)) < [0.2, 0.5, 0.7]).astype(np.uint8)
+    rows = _rows(cfg, _acc(cfg, encode_reports(bits, cfg.sampling, rng)))
+    fixed = rows["consistent_tables"]
+    assert len(fixed) == 8 and {r["method"] for r in fixed} == {"projection"}
+    freq = np.array([r["frequency"] for r in fixed])
+    assert freq.min() >= 0 and abs(freq.sum() - 1) < 1e-9
