@@ -764,8 +764,8 @@ def test_compare_prints_whole_labels():
 
 def test_a_hadamard_collection_shows_its_kind_its_tables_and_its_plan(browser, tmp_path):
     """A collection of channel kind hadamard, as `ldp-marginals run` writes it: the privacy panel names the
-    mechanism and the whole report's epsilon (no per-bit channel table), the tables panel draws its unbiased
-    group table (it has no consistent tables), and the precision panel plans its marginals and cells."""
+    mechanism and the whole report's epsilon (no per-bit channel table), the tables panel draws its consistent
+    group table by default (the projection), and the precision panel plans its marginals and cells."""
     from tests.pipelines.test_hadamard_job import CONFIG, reports
     from ldp_marginals import schemas
     cfg = parse_config(CONFIG)
@@ -782,5 +782,6 @@ def test_a_hadamard_collection_shows_its_kind_its_tables_and_its_plan(browser, t
     assert not browser.find_element("id", "channels-table").is_displayed()
     bars = browser.execute_script("return document.getElementById('chart-tables').data.map(t => t.y.length)")
     assert sum(bars) == 4
+    assert browser.find_element("id", "tables-label").text.startswith("Consistent tables (projection):")
     kinds = [r[0] for r in table_rows(browser, "precision-table")]
     assert len(kinds) == 9, kinds
