@@ -22,7 +22,7 @@ from ldp_marginals.pipelines.run import make_pipeline
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.pipelines.read import read_rows
-from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, MARGINALS, kind_dir, split_pane
+from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS, MARGINALS, WITHHELD, kind_dir, split_pane
 from tests.cluster import streams
 from tests.cluster.test_kafka_streaming import STREAM, WINDOW_S, closed
 from tests.pipelines.test_same_answers import container, reports
@@ -30,6 +30,9 @@ from tests.pipelines.test_same_answers import container, reports
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
 
 CRASH = dict(STREAM, allowed_lateness_seconds=5)
+# privacy.unit: device, one report per device and window (streaming refuses dimensions beside it)
+DEVICE = dict({k: v for k, v in CRASH.items() if k != "dimensions"},
+              privacy={"unit": "device", "max_reports_per_device": 1})
 
 
 def window_of(i: int, t0: int) -> tuple:
@@ -51,14 +54,14 @@ def pane_files(out: str) -> dict:
 DAMAGED = [(b"\x00\x01not avro", 0)]
 
 
-def start_stream(cluster, tmp_path, topic: str, seed: int):
+def start_stream(cluster, tmp_path, topic: str, seed: int, config: dict = CRASH):
     """``topic``, empty, and the job's arguments -> ``(argv, output, begin)``. ``begin()``, called once
     the job runs: reports of a few 10 s windows from the near future, shuffled; all but the second half
     of the last window's (returned, to be sent later) produced with one damaged message ->
     ``(t0, last window index, records, held back)``. (Produced before the job was submitted, the first
     window's reports were late once: a busy machine took 33 s to build and submit the job, and the
     window had closed, its end plus 5 s, by the time the job read them.)"""
-    (tmp_path / "c.json").write_text(json.dumps(CRASH))
+    (tmp_path / "c.json").write_text(json.dumps(config))
     streams.produce(cluster.bootstrap, topic, [])
     out = str(tmp_path / "stream")
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
@@ -67,12 +70,15 @@ def start_stream(cluster, tmp_path, topic: str, seed: int):
             # reports stamped ahead of the clock (streams): no batching delay to wait for
             "--watermark-delay-seconds", "0",
             "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
-    return argv, out, lambda: _begin(cluster, topic, seed)
+    return argv, out, lambda: _begin(cluster, topic, seed, config)
 
 
-def _begin(cluster, topic: str, seed: int) -> tuple:
+def _begin(cluster, topic: str, seed: int, config: dict = CRASH) -> tuple:
     t0 = streams.next_start_ms(WINDOW_S, ahead_s=20)
-    records = streams.rescale(reports(parse_config(CRASH)), DEFAULT_START_MS, t0, WINDOW_S)
+    records = reports(parse_config(CRASH))
+    if "dimensions" not in config:   # the reports without the dimension of the config's key
+        records = [dict(r, dimensions={k: v for k, v in r["dimensions"].items() if k != "region"}) for r in records]
+    records = streams.rescale(records, DEFAULT_START_MS, t0, WINDOW_S)
     random.Random(seed).shuffle(records)
     last_window = max(streams.window_index(r, t0, WINDOW_S) for r in records if r["event_time"] >= 0)
     assert last_window >= 2, "the test needs a window still open after the first has closed"
@@ -81,6 +87,8 @@ def _begin(cluster, topic: str, seed: int) -> tuple:
     later_ids = set(last[len(last) // 2:])
     later = [r for i, r in enumerate(records) if i in later_ids]
     now = [r for i, r in enumerate(records) if i not in later_ids]
+    if "privacy" in config:   # in time order: a device's choice is the batch path's when its slice's reports
+        now.sort(key=lambda r: r["event_time"])   # come before the slice's first release (docs/design.md)
     first = streams.singles(now[:800], default_ms=t0) + [
         (container(now[i:i + 300]), max(t0, min(r["event_time"] for r in now[i:i + 300])))
         for i in range(800, len(now), 300)] + [(value, t0) for value, _ in DAMAGED]
@@ -125,9 +133,9 @@ def assert_batch_rows_once(tmp_path, records: list, out: str) -> None:
     assert not leftovers
 
 
-def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_nothing(session_cluster, tmp_path):
-    cluster = session_cluster
-    argv, out, begin = start_stream(cluster, tmp_path, "crash", seed=5)
+def crash_and_restore(cluster, tmp_path, topic: str, seed: int, config: dict = CRASH) -> tuple:
+    """The crash of the module docstring on ``topic`` -> ``(output, t0, records)`` once every window closed."""
+    argv, out, begin = start_stream(cluster, tmp_path, topic, seed, config)
     with streams.running_job(argv, cluster):
         job, (t0, last_window, records, after) = first_pane(cluster, out, begin)
         assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the crash"
@@ -138,9 +146,55 @@ def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_
         restored = streams.wait_until("the job's restart from a checkpoint",
                                       lambda: cluster.restored_checkpoint(job), 60)
         assert not restored["is_savepoint"] and restored["id"] >= checkpoints
-        streams.produce(cluster.bootstrap, "crash", streams.singles(after), create=False)
+        streams.produce(cluster.bootstrap, topic, streams.singles(after), create=False)
         wait_for_all_windows(out, t0, last_window)
+    return out, t0, records
+
+
+def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_nothing(session_cluster, tmp_path):
+    out, _, records = crash_and_restore(session_cluster, tmp_path, "crash", seed=5)
     assert_batch_rows_once(tmp_path, records, out)
+
+
+def test_the_device_bound_holds_after_a_crash_and_restore(session_cluster, tmp_path):
+    """The crash above under privacy.unit: device (M = 1; devices of up to 11 reports a window, so the
+    bound binds). Streaming keeps the bound per slice across increments (docs/design.md): a window whose
+    reports came in two increments (a late pane: the job lagging behind the clock under load) may keep
+    other reports of a device than batch, or hold an increment of fewer than min_reports devices back.
+    So: (a) each window's published reports plus those held back are at most its devices, one report a
+    device; (b) over the windows they are the devices less at most the late dead letters (none lost,
+    none counted twice across the restore), and the other dead letters are batch's; (c) a window released
+    in one increment holding every device has batch's rows exactly."""
+    out, t0, records = crash_and_restore(session_cluster, tmp_path, "crash-devices", seed=7, config=DEVICE)
+    batch, expected = streams.batch_of(tmp_path, records)
+    devices = {}   # window start -> the tokens of its valid reports
+    for r in records:
+        if r["event_time"] >= t0 and r["collection"] == "app" and not r["dimensions"] and len(r["bits"]) == 1 \
+                and r["client"] and len(r["client"]) < 100:
+            devices.setdefault(t0 + streams.window_index(r, t0, WINDOW_S) * WINDOW_S * 1000, set()).add(r["client"])
+    sent = sum(len(v) for v in devices.values())
+    assert expected["reports_over_device_bound"] > 0   # the bound binds
+    published = {m["window_start"]: m["n_reports"] for m in read_rows(out, MARGINALS)}
+    held = {}   # window start -> reports held back or withheld for privacy (fewer than min_reports devices)
+    for w in read_rows(out, WITHHELD):
+        if w["cause"] == "privacy":
+            held[w["window_start"]] = held.get(w["window_start"], 0) + w["n_reports"]
+    kept = {w: published.get(w, 0) + held.get(w, 0) for w in devices}
+    dead = {}
+    for d in read_rows(out, DEAD_LETTERS):
+        dead[d["reason"]] = dead.get(d["reason"], 0) + d["reports"]
+    late = dead.pop("late", 0)
+    figures = dict(devices={w - t0: len(v) for w, v in devices.items()}, published={w - t0: n for w, n in
+                   published.items()}, held={w - t0: n for w, n in held.items()}, late=late)
+    assert all(kept[w] <= len(devices[w]) for w in devices), figures                       # (a)
+    assert sent - late <= sum(kept.values()) <= sent, figures                                  # (b)
+    assert dead.pop("undecodable") == len(DAMAGED) and dead == expected["dead_letters_by_reason"], (dead, figures)
+    whole = [w for w in devices if published.get(w) == len(devices[w])]                     # (c)
+    rows = {o: {w: sorted(json.dumps(r, sort_keys=True) for r in read_rows(o, MARGINALS) if r["window_start"] == w)
+                for w in whole} for o in (out, batch)}
+    differ = {w - t0: sorted(set(rows[out][w]) ^ set(rows[batch][w])) for w in whole if rows[out][w] != rows[batch][w]}
+    assert not differ, (figures, differ)
+    print("device crash test:", figures, "windows equal to batch:", [w - t0 for w in whole])
 
 
 def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is_refused(session_cluster,
