@@ -632,8 +632,9 @@ def accounting(s: Scenario, cfg, out: Outcome) -> str | None:
 
 
 def over_bound(s: Scenario, cfg, out: Outcome) -> str | None:
-    """Under the device unit: a pane and key that holds more than ``device_bound`` reports of one device
-    in one slice, or (with ``key_bound``) a window whose panes hold reports of one device in one slice
+    """Under the device unit: a pane that holds more than ``device_bound`` reports of one device in one
+    slice and key value (a capped key's ``__other__`` sums up to ``key_bound`` values of a device, each
+    bounded: docs/design.md, k*K*M), or (with ``key_bound``) a window whose panes hold reports of one device in one slice
     in more than ``key_bound`` keys (values before the cap); None when none does."""
     if s.device_bound is None:
         return None
@@ -647,12 +648,14 @@ def over_bound(s: Scenario, cfg, out: Outcome) -> str | None:
         if worst and len(worst[1]) > s.key_bound:
             return f"window {worst[0][0]} holds device {worst[0][2]} of slice {worst[0][1]} in keys {sorted(worst[1])}"
     for (w, pane, key), reports in holdings(s, cfg, out).items():
-        per = {}
+        per = {}   # by (slice, device, value before the cap): a pane of __other__ sums up to K keys of a device
         for j in reports:
-            per[(s.reports[j][0], s.reports[j][2])] = per.get((s.reports[j][0], s.reports[j][2]), 0) + 1
+            sl, value, token = s.reports[j]
+            per[(sl, token, value)] = per.get((sl, token, value), 0) + 1
         worst = max(per.items(), key=lambda kv: kv[1], default=None)
         if worst and worst[1] > s.device_bound:
-            return f"pane {pane} of {w} holds {worst[1]} reports of device {worst[0][1]} in slice {worst[0][0]}"
+            return (f"pane {pane} of {w} holds {worst[1]} reports of device {worst[0][1]} in slice {worst[0][0]} "
+                    f"and key value {worst[0][2]!r}")
     return None
 
 
