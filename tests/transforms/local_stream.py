@@ -1,11 +1,11 @@
-"""The three streaming engines of one collection wired in one process, as the Beam adapter
+"""The streaming engines of one collection wired in one process, as the Beam adapter
 (``transforms/panes.py``) wires them: the clock per collection, the atoms per key, the panes per capped
-key, each with its state kept as the adapter keeps it (a status and bags), every message through its
+key (and with rollups the rollups per window), each with its state kept as the adapter keeps it (a status and bags), every message through its
 versioned bytes, and the messages between them delivered in an order a seeded ``rng`` picks (Beam
 orders nothing): the outputs must not depend on it."""
 from __future__ import annotations
 
-from ldp_marginals.transforms.publication import state
+from ldp_marginals.transforms.publication import rollup_panes, state
 from ldp_marginals.transforms.publication.atoms import Atoms, KeyStatus
 from ldp_marginals.transforms.publication.clock import Clock, ClockStatus
 from ldp_marginals.transforms.publication.messages import Arrival, Weight
@@ -21,6 +21,7 @@ class LocalStream:
         self.bag, self.book = [], None
         self.keys = {}      # dims -> [KeyStatus, arrived, inbox, entries]
         self.capped = {}    # capped key -> [PanesStatus, inbox, atoms]
+        self.rollups = {}   # window -> [RollupStatus, parts]
         self.queue = []     # (to, key, bytes): messages in flight
         self.timer = None
         self.panes, self.late, self.counted = [], [], 0
@@ -61,6 +62,7 @@ class LocalStream:
         self.late += step.late
         self.queue += [("key", dims, state.message_to_bytes(m)) for dims, m in step.to_keys]
         self.queue += [("capped", key, state.message_to_bytes(m)) for key, m in step.to_capped]
+        self.queue += [("rollup", w, rollup_panes.message_to_bytes(m)) for w, m in step.to_rollups]
         return step
 
     # -- delivery -----------------------------------------------------------------------------------
@@ -71,6 +73,8 @@ class LocalStream:
             to, key, data = self.queue.pop(at)
             if to == "key":
                 self._to_key(key, data)
+            elif to == "rollup":
+                self._to_rollups(key, data)
             else:
                 self._to_capped(key, data)
             if not everything and self.rng is not None and self.rng.random() < 0.3:
@@ -95,6 +99,7 @@ class LocalStream:
         self.keys[dims] = [status, arrived, inbox, entries]
         self.over_bound += step.over_bound
         self.queue += [("capped", key, state.message_to_bytes(c)) for key, c in step.contributions]
+        self.queue += [("rollup", w, rollup_panes.message_to_bytes(p, agg)) for w, p in step.rollup_parts]
 
     def _to_capped(self, key, data) -> None:
         agg = self.config.aggregator
@@ -110,6 +115,22 @@ class LocalStream:
         self.capped[key] = [status, inbox, atoms]
         self.panes += step.panes
 
+    def _to_rollups(self, window, data) -> None:
+        agg = self.config.aggregator
+        status, parts = self.rollups.setdefault(window, [rollup_panes.RollupStatus(), []])
+        step = rollup_panes.Rollups(self.config).on_message(
+            status, rollup_panes.message_from_bytes(data, agg), lambda: iter(parts))
+        status = rollup_panes.status_from_bytes(rollup_panes.status_to_bytes(status))
+        if step.append_part is not None:
+            parts = parts + [rollup_panes.message_from_bytes(rollup_panes.message_to_bytes(step.append_part, agg), agg)]
+        if step.parts is not None:
+            parts = [rollup_panes.message_from_bytes(rollup_panes.message_to_bytes(p, agg), agg) for p in step.parts]
+        if step.done:
+            del self.rollups[window]
+        else:
+            self.rollups[window] = [status, parts]
+        self.panes += step.panes
+
     def _bytes(self, messages: list) -> list:
         agg = self.config.aggregator
         return [state.message_from_bytes(state.message_to_bytes(m, agg), agg) for m in messages]
@@ -117,4 +138,4 @@ class LocalStream:
     def idle(self) -> bool:
         """Nothing in flight, no message waiting in any key's or capped key's inbox."""
         return not self.queue and not any(k[2] for k in self.keys.values()) and not any(
-            c[1] for c in self.capped.values())
+            c[1] for c in self.capped.values()) and not any(r[1] or r[0].expects for r in self.rollups.values())

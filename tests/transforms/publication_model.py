@@ -91,7 +91,7 @@ class Scenario:
     key_bound: int | None = None      # and with dimensions: this max_keys_per_device (batch only)
     delivery: int = 0         # the seed of the order the engines' messages are delivered in
     periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
-    rollups: tuple | None = None   # batch: two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
+    rollups: tuple | None = None   # two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -829,6 +829,16 @@ def rollup_scenario(rng) -> Scenario:
     rollups = tuple(r for r in (("k",), ("j",), ()) if rng.random() < 0.7)
     return Scenario(window, m, 0, int(rng.integers(1, 4)), False, reports, [("partial", list(range(len(reports))))],
                     _payload(rng, len(reports)), str(rng.choice(list(CHANNELS))), rollups=rollups)
+
+
+def stream_rollup_scenario(rng) -> Scenario:
+    """:func:`rollup_scenario`'s keys and rollups in streaming: reports over three slices of fixed
+    windows (or the global window) in partials with watermark advances, early firings and late partials
+    within and past an allowed lateness of 0, 1 or 5 slices, delivered in a random order."""
+    s = rollup_scenario(rng)
+    reports = [(int(rng.integers(0, 3)) if s.window == "fixed" else 0, value, token) for _, value, token in s.reports]
+    return replace(s, reports=reports, events=_events(rng, reports, [int(j) for j in rng.permutation(len(reports))]),
+                   lateness=int(rng.choice([0, 60, 300])), delivery=int(rng.integers(0, 1000)))
 
 
 def device_scenario(rng) -> Scenario:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ldp_marginals.transforms.publication import rollup_panes
 from ldp_marginals.transforms.publication.engine import PENDING, Entry, compact
 from ldp_marginals.transforms.publication.messages import Arrival, Command, Contribution, Drop
 
@@ -35,6 +36,7 @@ class AtomsStep:
     of the bags (None: unchanged; ``append_arrival``: the arrival to append)."""
 
     contributions: list = field(default_factory=list)
+    rollup_parts: list = field(default_factory=list)   # (window, RollupPart): collections with rollups
     append_arrival: object = None
     append_message: object = None
     arrived: list | None = None
@@ -104,6 +106,11 @@ class Atoms:
         status.sent |= {(route, start, atom) for start, atom, _ in atoms}
         held = sum(e.acc.n for e in inside if not e.released) if cmd.final else 0
         step.contributions.append((route, Contribution(cmd.event, self.dims, window, atoms, held)))
+        if self.config.rollups and rollup_panes.rolls_up(cmd.timing, cmd.final):   # the key's whole content
+            aggregator = self.config.aggregator
+            step.rollup_parts.append((window, rollup_panes.RollupPart(
+                cmd.event, self.dims, route, aggregator.merge([aggregator.create(), *(e.acc for e in inside)], False),
+                sum(e.acc.n for e in inside if not e.released))))
         if not cmd.final:
             return entries
         del status.windows[window]

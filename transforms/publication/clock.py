@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ldp_marginals.transforms.publication import rollup_panes
 from ldp_marginals.transforms.publication.cap import add_weights, capped, decide, value_weights
 from ldp_marginals.transforms.publication.engine import CLOSED, EARLY, END_OF_TIME_US, LATE, NEVER, ON_TIME, LateBatch
 from ldp_marginals.transforms.publication.messages import Command, Drop, Expect
@@ -71,6 +72,7 @@ class ClockStep:
     late: list = field(default_factory=list)
     to_keys: list = field(default_factory=list)
     to_capped: list = field(default_factory=list)
+    to_rollups: list = field(default_factory=list)   # (window, RollupExpect): collections with rollups
     append: list = field(default_factory=list)
     clear: bool = False
     book: Book | None = None
@@ -227,5 +229,7 @@ class Clock:
             step.to_capped.append((route, Expect(event, book.prev_capped.get(route, 0), window, timing, final,
                                                  tuple(keys))))
             book.prev_capped[route] = event
+        if self.config.rollups and rollup_panes.rolls_up(timing, final):
+            step.to_rollups.append((window, rollup_panes.RollupExpect(event, window, timing, final, len(members))))
         if final:
             del book.windows[window]
