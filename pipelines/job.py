@@ -54,9 +54,6 @@ class JobOptions:
                     f"bounds the keys a device adds to per slice (max_keys_per_device="
                     f"{cfg.device.max_keys_per_device}) in batch only: the streaming engine keeps no state across a "
                     "slice's keys yet (docs/design.md); run it in batch, or drop the dimensions to stream it")
-            if self.streaming and cfg.rollups:
-                raise ValueError(f"collection {name!r}: rollups are published by batch runs only (streaming does "
-                                 f"not build them yet), got rollups={[list(r) for r in cfg.rollups]}")
 
 
 def build(pipeline, source, sink, options: JobOptions) -> dict:

@@ -178,9 +178,11 @@ class FlinkJobOptions(PipelineOptions):
 def state_shapes(configs: dict) -> dict:
     """What a streaming job's state must match to be resumed, by collection: the layout of its state
     (:data:`~ldp_marginals.transforms.publication.state.STATE_LAYOUT`), the counted sets and extremes
-    (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`) and the window (its slices and statuses
-    are keyed by window bounds)."""
-    return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe(), layout=STATE_LAYOUT)
+    (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`), the window (its slices and statuses
+    are keyed by window bounds) and the rollups, if any (their step keeps state of its own)."""
+    return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe(), layout=STATE_LAYOUT,
+                       # a collection with rollups keeps a step more (a window's rollups): not resumable without it
+                       **({"rollups": [list(r) for r in cfg.rollups]} if cfg.rollups else {}))
             for name, cfg in sorted(configs.items())}
 
 

@@ -9,7 +9,10 @@ streaming engines, keyed apart so that no worker holds a collection's every key
   atoms at the clock's commands (:class:`~ldp_marginals.transforms.publication.atoms.Atoms`);
 - ``Panes`` (:class:`PanesFn`, keyed by (collection, capped key)): the panes of the keys a window
   publishes under one capped key, their rows and pane files
-  (:class:`~ldp_marginals.transforms.publication.panes.Panes`).
+  (:class:`~ldp_marginals.transforms.publication.panes.Panes`);
+- with rollups, ``Rollups`` (:class:`~ldp_marginals.transforms.rollup_panes.RollupsFn`, keyed by
+  (collection, window)): the window's rollup rows, once, at its close
+  (:class:`~ldp_marginals.transforms.publication.rollup_panes.Rollups`).
 
 Each adapter only moves state in and out and sets timers. Every state cell and every message holds
 versioned records (:mod:`ldp_marginals.transforms.publication.state`), so the state of a running job
@@ -56,10 +59,11 @@ from ldp_marginals.transforms.publication.clock import Clock, ClockStatus
 from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile
 from ldp_marginals.transforms.publication.messages import Arrival, Weight
 from ldp_marginals.transforms.publication.panes import Panes, PanesStatus
+from ldp_marginals.transforms.publication.rollup_panes import message_to_bytes as rollup_to_bytes
 
 PANES = "panes"   # the output of pane files: one PaneFile per kind, window, capped key and pane
 ARRIVALS = "arrivals"
-TO_KEYS, TO_CAPPED = "to_keys", "to_capped"
+TO_KEYS, TO_CAPPED, TO_ROLLUPS = "to_keys", "to_capped", "to_rollups"
 __all__ = ["PANES", "PaneFile", "StreamingPanes"]
 
 
@@ -67,6 +71,11 @@ def key_name(collection: str, dims: tuple) -> str:
     """The state key of a (collection, dimensions) or (collection, capped key): a string, so that every
     runner has a deterministic key coder."""
     return json.dumps([collection, [list(kv) for kv in dims]], separators=(",", ":"))
+
+
+def window_key_name(collection: str, window: tuple) -> str:
+    """The state key of a (collection, window) (a window's rollups): a string, as :func:`key_name`."""
+    return json.dumps([collection, [int(window[0]), int(window[1])]], separators=(",", ":"))
 
 
 def key_of(name: str) -> tuple:
@@ -202,6 +211,8 @@ class ClockFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(TO_KEYS, (key_name(name, dims), state.message_to_bytes(message)))
         for key, message in step.to_capped:
             yield beam.pvalue.TaggedOutput(TO_CAPPED, (key_name(name, key), state.message_to_bytes(message)))
+        for window, message in step.to_rollups:
+            yield beam.pvalue.TaggedOutput(TO_ROLLUPS, (window_key_name(name, window), rollup_to_bytes(message)))
 
 
 class AtomsFn(beam.DoFn):
@@ -246,6 +257,9 @@ class AtomsFn(beam.DoFn):
             count(OVER_DEVICE_BOUND, step.over_bound)
         for route, contribution in step.contributions:
             yield key_name(self.config.name, route), state.message_to_bytes(contribution, agg)
+        for window, part in step.rollup_parts:
+            yield beam.pvalue.TaggedOutput(TO_ROLLUPS, (window_key_name(self.config.name, window),
+                                                        rollup_to_bytes(part, agg)))
 
 
 class PanesFn(beam.DoFn):
@@ -308,18 +322,29 @@ class StreamingPanes(beam.PTransform):
         # col : (collection, weight) and (key, arrival), versioned records under string keys
         split = partials | "SplitPartials" >> beam.ParDo(SplitPartialFn()).with_output_types(
             coders.KeyedBytes).with_outputs(ARRIVALS, main="weights")
+        rolled = (TO_ROLLUPS,) if cfg.rollups else ()
         clock = split["weights"] | "Clock" >> beam.ParDo(
-            ClockFn(cfg, self.clock, self.watermark_delay_seconds)).with_outputs(TO_KEYS, TO_CAPPED, TAG)
+            ClockFn(cfg, self.clock, self.watermark_delay_seconds)).with_outputs(TO_KEYS, TO_CAPPED, TAG, *rolled)
         for tagged in (split[ARRIVALS], clock[TO_KEYS], clock[TO_CAPPED]):
             tagged.element_type = coders.KeyedBytes   # tagged outputs carry no type hint
         # col : (key, arrival | command | drop)
         keyed = (split[ARRIVALS], clock[TO_KEYS]) | "ToKeys" >> beam.Flatten().with_output_types(coders.KeyedBytes)
-        contributions = keyed | "Atoms" >> beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes)
+        atoms = keyed | "Atoms" >> beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes).with_outputs(
+            *rolled, main="contributions")
+        contributions = atoms["contributions"]
         # col : (capped key, expectation | contribution)
         capped = ((clock[TO_CAPPED], contributions) | "ToCappedKeys" >> beam.Flatten().with_output_types(
             coders.KeyedBytes))
         outs = capped | "Panes" >> beam.ParDo(PanesFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES)
-        result = {kind: outs[kind] for kind in ESTIMATE_KINDS}
-        result[PANES] = outs[PANES]
+        result = {kind: outs[kind] for kind in ESTIMATE_KINDS + (PANES,)}
+        if cfg.rollups:
+            from ldp_marginals.transforms.rollup_panes import RollupsFn   # it imports this module
+            for tagged in (clock[TO_ROLLUPS], atoms[TO_ROLLUPS]):
+                tagged.element_type = coders.KeyedBytes
+            # col : ((collection, window), expectation | part), at each window's close
+            rows = ((clock[TO_ROLLUPS], atoms[TO_ROLLUPS]) | "ToRollups" >> beam.Flatten().with_output_types(
+                coders.KeyedBytes) | "Rollups" >> beam.ParDo(RollupsFn(cfg, self.row_outputs)).with_outputs(
+                *ESTIMATE_KINDS, PANES))
+            result = {k: (result[k], rows[k]) | f"With{k.title()}Rollups" >> beam.Flatten() for k in result}
         result[TAG] = clock[TAG]
         return result

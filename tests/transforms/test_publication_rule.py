@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.ldp.devices import _select as _SELECT
-from ldp_marginals.transforms.publication import atoms, engine, messages, panes, release, rollups, rows
+from ldp_marginals.transforms.publication import atoms, engine, messages, panes, release, rollup_panes, rollups, rows
 from tests.transforms import publication_model as model
 
 
@@ -103,6 +103,45 @@ def test_the_rollup_scenarios_publish_what_the_guard_withholds_of_their_keys():
                 over_withheld += len(reports) > sum(len(r) for (w2, _, k), r in keys.items()
                                                     if w2 == w and kept <= set(k))
     assert rolled > 150 and over_withheld > 40, (rolled, over_withheld)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.stream_rollup_scenario))
+def test_streaming_rollups_isolate_nothing_with_the_keys_and_panes_they_sum(s):
+    """Streaming keys of two dimensions with rollups (early firings, late data within and past the
+    lateness, messages in any order): no combination of key rows of any pane and rollup rows isolates
+    fewer than min_reports reports, and each rollup row holds its keys' published reports; batch too."""
+    check(s)
+
+
+def _rollup_rows(out) -> list:
+    return sorted((f.kind, f.window, f.key, repr(model._rounded(r))) for f in out.panes if model.is_rollup(f.key)
+                  for r in f.rows)
+
+
+def test_streaming_rollups_are_published_once_at_the_close_and_equal_batch_where_windows_close_cleanly():
+    """Streaming rollup rows come in one pane per window and row, at the window's close; where every
+    report is on time and no early firing cuts a slice (one watermark after every partial) they are the
+    rows batch publishes; with late data the rollups also hold late reports their keys withheld."""
+    rng = np.random.default_rng(41)
+    equal = late_held = 0
+    for _ in range(150):
+        s = model.stream_rollup_scenario(rng)
+        cfg, out = model.run(s)
+        rolled = [f for f in out.panes if model.is_rollup(f.key)]
+        closing = "closed" if s.lateness and s.window == "fixed" else "on_time"   # the global window's close is its end
+        assert all(f.pane == 0 and f.timing == closing for f in rolled), rolled
+        clean = model.replace(s, events=[e for e in s.events if e[0] == "partial"] + [("watermark", 9)])
+        _, streamed = model.run(clean)
+        _, batch = model.run_batch(clean)
+        assert _rollup_rows(streamed) == _rollup_rows(batch)
+        equal += bool(_rollup_rows(batch))
+        held = model.holdings(s, cfg, out)
+        late = {j for j, ws in out.accepted.items() if any(
+            e[0] == "watermark" and e[1] is not None and e[1] > s.reports[j][0] for e in
+            s.events[:[i for i, e in enumerate(s.events) if e[0] == "partial" and j in e[1]][0]])}
+        late_held += any(model.is_rollup(k) and reports & late for (_, _, k), reports in held.items())
+    assert equal > 60 and late_held > 10, (equal, late_held)
 
 
 def test_the_checks_reach_published_client_rows():
@@ -364,6 +403,12 @@ def _each_rollup_alone(cells, rows, min_reports):
 
 
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
+    "rollups: published at every event (early and on-time panes too), not once at the close": (
+        mock.patch.object(rollup_panes, "rolls_up", lambda timing, final: True),
+        lambda rng, n: model.stream_rollup_scenario(rng), (False,)),
+    "rollups: published at the on-time pane, from decisions before the late data": (
+        mock.patch.object(rollup_panes, "rolls_up", lambda timing, final: timing == engine.ON_TIME),
+        lambda rng, n: model.stream_rollup_scenario(rng), (False,)),
     "devices: no bound on the keys of a slice": (
         mock.patch("ldp_marginals.transforms.publication.engine.keys_over_bound", _no_key_bound),
         lambda rng, n: model.device_keys_scenario(rng), (True,)),
