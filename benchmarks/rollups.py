@@ -4,9 +4,12 @@ without rollups and with ``rollups: all`` (per region, per version and the windo
 interleaved in one session; the ratio of the median job times. Beside it, what complementary
 suppression decides on this window (rollup rows published of those with reports, and the reports
 the published ones hold that their keys withhold) and the time of that decision alone
-(``rollups.published_rollups`` on the window's withheld counts).
+(``rollups.published_rollups`` on the window's withheld counts). And the streaming job (issue 37,
+item 2, streaming): the same reports as container messages of 500 on a TestStream on the streaming
+DirectRunner, without rollups and with ``rollups: all`` (the rows made once per window at its close by
+the ``Rollups`` step), interleaved in the same session; the ratio of the median job times.
 
-    python -m benchmarks.rollups [--reports N] [--repeats R]
+    python -m benchmarks.rollups [--reports N] [--repeats R] [--streaming-reports N]
 """
 from __future__ import annotations
 
@@ -61,6 +64,33 @@ def job_seconds(inputs: str, config: dict, out_dir: str) -> float:
     return time.perf_counter() - start
 
 
+STREAMING_REPORTS = 20_000
+
+
+def streaming_seconds(inputs: str, reports: int, repeats: int) -> dict:
+    """``{"plain": [seconds], "rollups": [seconds]}`` of the streaming job on the first ``reports``
+    reports of ``inputs`` as container messages of 500 on a TestStream, runs interleaved after one
+    warm-up of each."""
+    import fastavro
+
+    from benchmarks.streaming import container, job, stream_of
+    with open(inputs, "rb") as fh:
+        records = list(fastavro.reader(fh))[:reports]
+    messages = [container(records[i:i + 500]) for i in range(0, len(records), 500)]
+    plain, rolled = parse_config(CONFIG), parse_config(dict(CONFIG, rollups="all"))
+
+    def timed(cfg) -> float:
+        start = time.perf_counter()
+        job(lambda: stream_of(messages), cfg, streaming=True)
+        return time.perf_counter() - start
+    timed(plain), timed(rolled)
+    times = {"plain": [], "rollups": []}
+    for _ in range(repeats):
+        times["plain"].append(timed(plain))
+        times["rollups"].append(timed(rolled))
+    return times
+
+
 def decisions(out_dir: str) -> dict:
     """From a rollup run's outputs: keys, their withheld reports, rollup rows published, and the time of
     the suppression decision on the window's withheld counts."""
@@ -81,7 +111,8 @@ def decisions(out_dir: str) -> dict:
             "rollup_rows": len(possible), "rollup_rows_published": len(chosen), "suppress_seconds": seconds}
 
 
-def run(tmp: str, full: bool = False, reports: int = REPORTS, repeats: int = REPEATS):
+def run(tmp: str, full: bool = False, reports: int = REPORTS, repeats: int = REPEATS,
+        streaming_reports: int = STREAMING_REPORTS):
     folder = os.path.join(tmp, "rollups")
     os.makedirs(folder, exist_ok=True)
     inputs = population(folder, reports * (2 if full else 1))
@@ -100,16 +131,25 @@ def run(tmp: str, full: bool = False, reports: int = REPORTS, repeats: int = REP
         f"{seen['reports_withheld']:,} reports); {seen['rollup_rows_published']} of {seen['rollup_rows']} rollup rows "
         f"published; suppression decided in {seen['suppress_seconds']:.2f} s; job times plain "
         f"{', '.join(f'{t:.1f}' for t in times['plain'])} s, with rollups {', '.join(f'{t:.1f}' for t in times['rollups'])} s")}
-    return [goal], details
+    stream = streaming_seconds(inputs, streaming_reports, repeats)
+    s_plain, s_rolled = statistics.median(stream["plain"]), statistics.median(stream["rollups"])
+    goals = [goal, {"goal": f"37-2 streaming job time with rollups: all ({streaming_reports:,} reports, TestStream)",
+                    "measured": f"{s_rolled:.1f} s", "baseline": f"{s_plain:.1f} s without rollups",
+                    "ratio": s_rolled / s_plain, "target": "measured", "met": None}]
+    details["37-2 streaming rollups"] = (
+        f"job times plain {', '.join(f'{t:.1f}' for t in stream['plain'])} s, with rollups "
+        f"{', '.join(f'{t:.1f}' for t in stream['rollups'])} s")
+    return goals, details
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=REPORTS)
     parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--streaming-reports", type=int, default=STREAMING_REPORTS)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        goals, details = run(tmp, reports=args.reports, repeats=args.repeats)
+        goals, details = run(tmp, reports=args.reports, repeats=args.repeats, streaming_reports=args.streaming_reports)
     for g in goals:
         print(f"{g['goal']}: {g['measured']} vs {g['baseline']}: {g['ratio']:.2f}x")
     for k, v in details.items():

@@ -1,5 +1,6 @@
 """``ldp-marginals demo``: simulate a population with the embedded default config, run the job on
-the DirectRunner, write the outputs and print estimates beside the truth."""
+the DirectRunner, write the outputs and print estimates beside the truth (and, for a collection keyed
+by region and app version, the per-region totals its rollups publish)."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,7 @@ from ldp_marginals import schemas
 from ldp_marginals.pipelines import compare
 from ldp_marginals.pipelines.dashboard import export
 from ldp_marginals.pipelines.demo_devices import DEVICE_CONFIG, print_devices, write_device_reports
+from ldp_marginals.pipelines.demo_rollups import ROLLUP_CONFIG, print_rollups, write_rollup_reports
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS, simulate_population, true_counts, write_population
 from ldp_marginals.schemas.config import parse_config
@@ -59,9 +61,10 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     os.makedirs(out_dir, exist_ok=True)
     config_path = os.path.join(out_dir, "demo_config.yaml")
     with open(config_path, "w") as fh:
-        yaml.safe_dump([DEMO_CONFIG, DEVICE_CONFIG], fh, sort_keys=False)
+        yaml.safe_dump([DEMO_CONFIG, DEVICE_CONFIG, ROLLUP_CONFIG], fh, sort_keys=False)
     cfg = parse_config(DEMO_CONFIG)
     dev_cfg = parse_config(DEVICE_CONFIG)
+    roll_cfg = parse_config(ROLLUP_CONFIG)
     t0 = time.time()
     _step(f"simulating {reports:,} reports from two regions over 4 hourly windows, plus 500 in a fifth "
           "(below min_reports)")
@@ -84,6 +87,9 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
                                    devices=n_devices, seed=seed)
     _step(f"and {devices['reports']:,} reports of {n_devices:,} memoizing devices (collection {dev_cfg.name}, 1 to 4 "
           "reports per device and hour)")
+    rolled = write_rollup_reports(roll_cfg, reports_dir, reports // 5, DEFAULT_START_MS, seed=seed)
+    _step(f"and {rolled['reports']:,} reports of collection {roll_cfg.name}, keyed by region and app version (4 versions, "
+          f"most of them below its min_reports={roll_cfg.min_reports} in some hour)")
     _step(f"simulated in {time.time() - t0:.1f}s; running the job on the DirectRunner")
     t1 = time.time()
     estimates_dir = os.path.join(out_dir, "estimates")
@@ -123,6 +129,9 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
             print(f"{','.join(r['given']) or 'all reports':<16}{r['estimate']:>10.1f}{t:>8.1f}{r['ci_low']:>10.1f}"
                   f"{r['ci_high']:>10.1f}")
     device_result = print_devices(dev_cfg, all_rows, devices["truth"], summary)
+    all_withheld = [r for path in sorted(glob.glob(os.path.join(estimates_dir, "withheld", "*.avro")))
+                    for r in schemas.read_avro(path, "withheld_window")]
+    rollup_result = dict(print_rollups(roll_cfg, all_rows, all_withheld, rolled["truth"]), reports=rolled["reports"])
     moved = compare.compare(argparse.Namespace(
         estimates=estimates_dir, collection=cfg.name, windows=None, dimension="region=eu,us", window=None,
         kind="marginals", fdr=0.05, level=0.95))
@@ -133,7 +142,7 @@ def main(out_dir: str, reports: int = 60_000, seed: int = 7) -> dict:
     print(f"\ndashboard: {os.path.abspath(page)}")
     result = {"summary": summary, "coverage": rate, "rows": len(rows), "withheld": len(withheld),
               "means": len(means), "significant_changes": moved["significant"],
-              "devices": dict(device_result, reports=devices["reports"]),
+              "devices": dict(device_result, reports=devices["reports"]), "rollups": rollup_result,
               "dashboard": os.path.abspath(page)}
     with open(os.path.join(out_dir, "demo_result.json"), "w") as fh:
         json.dump(result, fh, indent=2)

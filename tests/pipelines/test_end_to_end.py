@@ -210,9 +210,12 @@ def test_demo_writes_real_outputs(tmp_path):
     stdout = cli("demo", "--out", str(tmp_path / "demo"), "--reports", "20000")
     assert "cover the truth" in stdout and "withheld below min_reports" in stdout
     result = json.loads((tmp_path / "demo" / "demo_result.json").read_text())
-    # the demo's app collection (20,500 reports) and its device-unit collection (1,333 devices)
-    devices = result["devices"]
-    assert result["summary"]["reports_counted"] == 20500 + devices["reports"] and result["withheld"] == 1
+    # the demo's app collection (20,500 reports), its device-unit collection (1,333 devices) and its
+    # collection with rollups (region and app version: per-region totals)
+    devices, rollups = result["devices"], result["rollups"]
+    assert result["summary"]["reports_counted"] == 20500 + devices["reports"] + rollups["reports"]
+    assert result["withheld"] == 1
+    assert "per-region totals over every app version" in stdout and rollups["rollup_rows"] >= 1
     assert result["summary"]["reports_over_device_bound"] == devices["over_bound"] == devices["reports"] - 4 * 1333
     assert "epsilon_1 1.009, epsilon_infinity 3.296, epsilon per month at 24 reports a day 3.296" in stdout
     assert result["coverage"] > 0.8
