@@ -1,6 +1,7 @@
 """A collection's ``rollups`` (issue 37, item 2): ``all`` or a list of dimension subsets, none by default;
 each mistake a ValueError naming the field; the rollup marker refused as a report's dimension value
-where rollups are declared; streaming refused (rollups are published by batch runs)."""
+where rollups are declared; accepted in streaming, and a resume from a savepoint that adds or drops
+them refused naming them."""
 import pytest
 
 from ldp_marginals.pipelines.job import JobOptions
@@ -59,8 +60,11 @@ def test_the_marker_is_a_reserved_value_where_rollups_are_declared():
     assert cfg.dimension_fault({"region": "eu", "version": "all"}) is None
 
 
-def test_streaming_refuses_rollups_naming_the_collection():
-    cfg = parse_config(with_(rollups=[["region"]]))
-    with pytest.raises(ValueError, match=r"collection 'app': rollups are published by batch runs only"):
-        JobOptions({"app": cfg}, streaming=True)
-    assert JobOptions({"app": cfg}).configs
+def test_streaming_accepts_rollups_and_a_resume_that_changes_them_is_refused_naming_them(tmp_path):
+    from ldp_marginals.pipelines.run import check_resumable, write_state_shapes
+    rolled, plain = parse_config(with_(rollups=[["region"]])), parse_config(BASE)
+    assert JobOptions({"app": rolled}, streaming=True).configs
+    write_state_shapes(str(tmp_path), {"app": plain})
+    with pytest.raises(ValueError, match=r"rollups changed: saved rollups=None; this config has rollups=\[\['region'\]\]"):
+        check_resumable(str(tmp_path), {"app": rolled}, "sp")
+    check_resumable(str(tmp_path), {"app": plain}, "sp")
