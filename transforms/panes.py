@@ -329,9 +329,8 @@ class StreamingPanes(beam.PTransform):
             tagged.element_type = coders.KeyedBytes   # tagged outputs carry no type hint
         # col : (key, arrival | command | drop)
         keyed = (split[ARRIVALS], clock[TO_KEYS]) | "ToKeys" >> beam.Flatten().with_output_types(coders.KeyedBytes)
-        atoms = keyed | "Atoms" >> beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes).with_outputs(
-            *rolled, main="contributions")
-        contributions = atoms["contributions"]
+        atoms = keyed | "Atoms" >> beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes).with_outputs(*rolled)
+        contributions = atoms[None]
         # col : (capped key, expectation | contribution)
         capped = ((clock[TO_CAPPED], contributions) | "ToCappedKeys" >> beam.Flatten().with_output_types(
             coders.KeyedBytes))
