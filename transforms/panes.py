@@ -60,6 +60,7 @@ from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile
 from ldp_marginals.transforms.publication.messages import Arrival, Weight
 from ldp_marginals.transforms.publication.panes import Panes, PanesStatus
 from ldp_marginals.transforms.publication.rollup_panes import message_to_bytes as rollup_to_bytes
+from ldp_marginals.transforms.rollup_panes import RollupsFn
 
 PANES = "panes"   # the output of pane files: one PaneFile per kind, window, capped key and pane
 ARRIVALS = "arrivals"
@@ -337,12 +338,11 @@ class StreamingPanes(beam.PTransform):
         outs = capped | "Panes" >> beam.ParDo(PanesFn(cfg, self.row_outputs)).with_outputs(*ESTIMATE_KINDS, PANES)
         result = {kind: outs[kind] for kind in ESTIMATE_KINDS + (PANES,)}
         if cfg.rollups:
-            from ldp_marginals.transforms.rollup_panes import RollupsFn   # it imports this module
             for tagged in (clock[TO_ROLLUPS], atoms[TO_ROLLUPS]):
                 tagged.element_type = coders.KeyedBytes
             # col : ((collection, window), expectation | part), at each window's close
             rows = ((clock[TO_ROLLUPS], atoms[TO_ROLLUPS]) | "ToRollups" >> beam.Flatten().with_output_types(
-                coders.KeyedBytes) | "Rollups" >> beam.ParDo(RollupsFn(cfg, self.row_outputs)).with_outputs(
+                coders.KeyedBytes) | "Rollups" >> beam.ParDo(RollupsFn(cfg, self.row_outputs, PANES)).with_outputs(
                 *ESTIMATE_KINDS, PANES))
             result = {k: (result[k], rows[k]) | f"With{k.title()}Rollups" >> beam.Flatten() for k in result}
         result[TAG] = clock[TAG]

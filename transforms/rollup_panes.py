@@ -9,20 +9,20 @@ import apache_beam as beam
 from apache_beam.coders import BytesCoder
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
 
-from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication import rollup_panes
 
 
 class RollupsFn(beam.DoFn):
     """``((collection, window), expectation | part)`` (:func:`~ldp_marginals.transforms.panes.window_key_name`) -> rollup rows by kind (tagged) and pane files
-    (``panes``)."""
+    (tagged ``panes``)."""
 
     STATUS = ReadModifyWriteStateSpec("rollups", BytesCoder())
     PARTS = BagStateSpec("parts", BytesCoder())
 
-    def __init__(self, config, row_outputs: bool = True):
+    def __init__(self, config, row_outputs: bool, panes: str):
         self.config = config
         self.row_outputs = row_outputs   # False: rows only in their pane files
+        self.panes = panes               # the tag of pane files: transforms.panes.PANES (which imports this module)
 
     def process(self, element, status=beam.DoFn.StateParam(STATUS), parts=beam.DoFn.StateParam(PARTS)):
         _, data = element
@@ -47,4 +47,4 @@ class RollupsFn(beam.DoFn):
             if self.row_outputs:
                 for row in pane.rows:
                     yield beam.pvalue.TaggedOutput(pane.kind, row)
-            yield beam.pvalue.TaggedOutput(PANES, pane)
+            yield beam.pvalue.TaggedOutput(self.panes, pane)
