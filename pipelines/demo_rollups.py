@@ -22,7 +22,7 @@ ROLLUP_CONFIG = {
     "rollups": [["region"], []],   # per region over every app version, and the window's total
 }
 REGIONS = {"eu": 0.55, "us": 0.45}
-VERSIONS = {"3.0": 0.5, "2.9": 0.3, "2.8": 0.12, "2.7": 0.08}
+VERSIONS = {"3.0": 0.55, "2.9": 0.2, "2.8": 0.15, "2.7": 0.1}
 
 
 def write_rollup_reports(cfg, folder: str, reports: int, start_ms: int, hours: int = 4, seed: int = 7) -> dict:
