@@ -550,9 +550,10 @@ def test_compare_command_on_the_demo(demo, capsys):
     assert main(["compare", "--estimates", str(out / "estimates"), "--collection", "demo_app", "--windows", *iso,
                  "--window", iso[0]]) == 2
     assert "got --windows with --window" in capsys.readouterr().err
-    # two collections in the outputs (the demo's app and devices): which one is asked, never guessed
+    # three collections in the outputs (the demo's app, devices and versions): which one is asked, never guessed
     assert main(["compare", "--estimates", str(out / "estimates"), "--json"]) == 2
-    assert "--collection must be one of ['demo_app', 'demo_devices'], got --collection=None" in capsys.readouterr().err
+    assert ("--collection must be one of ['demo_app', 'demo_devices', 'demo_versions'], got --collection=None"
+            in capsys.readouterr().err)
 
 
 def test_many_groups_keep_distinct_bars(browser, tmp_path):
