@@ -330,8 +330,12 @@ class StreamingPanes(beam.PTransform):
             tagged.element_type = coders.KeyedBytes   # tagged outputs carry no type hint
         # col : (key, arrival | command | drop)
         keyed = (split[ARRIVALS], clock[TO_KEYS]) | "ToKeys" >> beam.Flatten().with_output_types(coders.KeyedBytes)
-        atoms = keyed | "Atoms" >> beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes).with_outputs(*rolled)
-        contributions = atoms[None]
+        atoms = beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes)
+        if cfg.rollups:   # a second output: without rollups the stateful step keeps its name (savepoints, --update)
+            atoms = keyed | "Atoms" >> atoms.with_outputs(TO_ROLLUPS)
+            contributions = atoms[None]
+        else:
+            contributions = keyed | "Atoms" >> atoms
         # col : (capped key, expectation | contribution)
         capped = ((clock[TO_CAPPED], contributions) | "ToCappedKeys" >> beam.Flatten().with_output_types(
             coders.KeyedBytes))
