@@ -20,7 +20,7 @@ non-negative, sum to one and agree on every shared marginal; :func:`consistent_t
   until the objective falls): about 15 steps at per-bit epsilon 1 and 40 at 0.5 on GSS (d = 7), each
   O(#sets 4^d + 8^d); by L-BFGS-B (scipy) above. The fit is checked against the KKT conditions.
   L-BFGS-B was the solver at every d before: it reached the maximum on most GSS windows (100 seeded
-  windows at per-bit epsilon 1 met the check; six of them within 1.3e-6 log-likelihood units of
+  windows at per-bit epsilon 1 met the check; six others within 1.3e-6 log-likelihood units of
   100,000 EM steps) but stopped 2.4e-3 off the KKT conditions on one bench window at 0.5, which then
   fell back to the projection (``BENCH_MISS`` in the tests), and took about 100-270 iterations.
   EM (and its SQUAREM acceleration) was tried first and is not used: EM's
