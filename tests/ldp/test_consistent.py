@@ -80,6 +80,17 @@ def big_table(ch, joint, cols):
     return m @ marginal_of_joint(joint, 4, cols)
 
 
+def _fit_of_every_bit(ch, est, d):
+    """``(joint_mle of the noisy histogram of all d bits, that histogram, the dense 2^d channel matrix)``."""
+    every = tuple(range(d))
+    y = noisy_histogram(est, every)
+    fit, _ = joint_mle({every: y}, lambda i: ch[i].matrix(), d)
+    a = np.array([[1.0]])
+    for i in range(d):
+        a = np.kron(ch[i].matrix(), a)
+    return fit, y, a
+
+
 def test_joint_mle_is_the_maximum_where_many_cells_are_zero():
     """5 bits at per-bit epsilon 0.5: about half the unbiased joint's cells are negative and the MLE
     puts many cells at exactly 0. Checked with the dense channel matrix, independently of the solver:
@@ -90,12 +101,7 @@ def test_joint_mle_is_the_maximum_where_many_cells_are_zero():
     bits = population(3000, d=5, seed=6)
     ch = ChannelSet.uniform(Channel.symmetric_from_epsilon(0.5), 5)
     _, est = _raw(bits, 0.5, seed=9, top=5)
-    every = tuple(range(5))
-    y = noisy_histogram(est, every)
-    fit, _ = joint_mle({every: y}, lambda i: ch[i].matrix(), 5)
-    a = np.array([[1.0]])
-    for i in range(5):
-        a = np.kron(ch[i].matrix(), a)
+    fit, y, a = _fit_of_every_bit(ch, est, 5)
     n = y.sum()
     assert (np.linalg.solve(a, y / n) < 0).sum() >= 8 and (fit == 0).sum() >= 8   # the test has something to find
     g = a.T @ (y / (a @ fit)) / n
@@ -161,12 +167,7 @@ def test_joint_mle_reaches_the_maximum_where_l_bfgs_b_stopped_short():
     (checked with the dense channel matrix, independently of the solver) and 5,000 EM steps from uniform
     (monotone in the likelihood) do not beat it, so consistent_tables publishes the MLE."""
     ch, est = _bench_miss()
-    every = tuple(range(7))
-    y = noisy_histogram(est, every)
-    fit, _ = joint_mle({every: y}, lambda i: ch[i].matrix(), 7)
-    a = np.array([[1.0]])
-    for i in range(7):
-        a = np.kron(ch[i].matrix(), a)
+    fit, y, a = _fit_of_every_bit(ch, est, 7)
     n = y.sum()
     g = a.T @ (y / (a @ fit)) / n
     assert (fit == 0).sum() >= 90
