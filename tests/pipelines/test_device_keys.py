@@ -2,8 +2,8 @@
 device adds to at most K keys, the K of smallest key rank, whatever the order of the reports; within
 a kept key at most M reports (the bottom M by rank); ``min_reports`` counts a key's own devices; the
 reports to keys past the bound are counted in the summary and the manifest; a device in two keys
-that the cap merges into ``__other__`` is not counted twice by the guard; a streaming job refuses
-the bound it cannot keep."""
+that the cap merges into ``__other__`` is not counted twice by the guard; a streaming job publishes the
+same (TestStream) and refuses the bound on a global window."""
 import json
 
 import numpy as np
@@ -148,7 +148,11 @@ def test_a_device_in_two_keys_merged_into_other_is_counted_once_per_key(tmp_path
     assert [(r["dimensions"]["region"], r["n_reports"]) for r in held] == [("__other__", 60)]
 
 
-def test_streaming_refuses_a_bound_on_keys_it_cannot_keep():
-    with pytest.raises(ValueError, match=r"collection 'dk': privacy.unit 'device' with dimensions \['region'\] "
-                                         r"bounds the keys .*max_keys_per_device=2\) in batch only"):
-        JobOptions({"dk": parse_config(CONFIG)}, streaming=True)
+def test_streaming_refuses_a_bound_on_keys_on_a_global_window():
+    """A streaming job bounds a slice's keys when its window closes; a global window closes only when the
+    stream ends, so it is refused (fixed and sliding windows stream: tests/transforms/test_device_keys_stream.py)."""
+    spec = dict(CONFIG, window={"type": "global"}, early_firing_seconds=60)
+    with pytest.raises(ValueError, match=r"collection 'dk': privacy.unit 'device' with dimensions \['region'\] on a "
+                                         r"global window: .*max_keys_per_device=2\)"):
+        JobOptions({"dk": parse_config(spec)}, streaming=True)
+    JobOptions({"dk": parse_config(CONFIG)}, streaming=True)

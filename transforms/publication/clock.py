@@ -31,6 +31,7 @@ from typing import Callable
 from ldp_marginals.transforms.publication.cap import add_weights, capped, decide, value_weights
 from ldp_marginals.transforms.publication.engine import CLOSED, EARLY, END_OF_TIME_US, LATE, NEVER, ON_TIME, LateBatch
 from ldp_marginals.transforms.publication.messages import Command, Drop, Expect
+from ldp_marginals.transforms.publication.slices import Accept, sealed_by
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Book:
     ids: dict = field(default_factory=dict)        # dims -> partials counted since its last command
     prev: dict = field(default_factory=dict)       # dims -> its last command's event
     prev_capped: dict = field(default_factory=dict)   # capped key -> its last expectation's event
+    slices: dict = field(default_factory=dict)     # under a bound on keys: slice start -> partials counted
 
 
 @dataclass
@@ -71,6 +73,7 @@ class ClockStep:
     late: list = field(default_factory=list)
     to_keys: list = field(default_factory=list)
     to_capped: list = field(default_factory=list)
+    to_slices: list = field(default_factory=list)   # under a bound on keys: (slice start, Accept | Drop)
     append: list = field(default_factory=list)
     clear: bool = False
     book: Book | None = None
@@ -110,10 +113,14 @@ class Clock:
         has passed publishes a late pane at once."""
         step = ClockStep()
         open_windows = [w for w in self.window.windows_of_slice(weight.start) if self.close_us(w) > status.through_us]
+        if self.config.bounds_keys and len(open_windows) < len(self.window.windows_of_slice(weight.start)):
+            open_windows = []   # its slice was sealed at its first window's close (.slices)
         if not open_windows:
             step.late.append(LateBatch(self.config.name, weight.dims, weight.start, self.window.slice_end(weight.start),
                                        weight.n, self.config.allowed_lateness_seconds))
             step.to_keys.append((weight.dims, Drop(weight.id)))
+            if self.config.bounds_keys:
+                step.to_slices.append((weight.start, Drop(weight.id)))
             step.event_us = self.next_event_us(status)
             return step
         step.counted = weight.n
@@ -125,7 +132,7 @@ class Clock:
             if status.windows[w][0]:
                 late_now.append(w)
         if late_now:   # a late pane at once: the bag is folded into the book
-            book = self._folded(status, read_book(), list(read_bag()) + [weight])
+            book = self._folded(status, read_book(), list(read_bag()) + [weight], step)
             step.clear, step.book = True, book
             for w in late_now:
                 status.windows[w][1] = False
@@ -149,7 +156,7 @@ class Clock:
         due = [w for w, (on_time, _) in sorted(status.windows.items()) if not on_time and self.end_us(w) <= now_us]
         closing = sorted(w for w in status.windows if self.close_us(w) <= now_us)
         if due or closing:
-            book = self._folded(status, read_book(), read_bag())
+            book = self._folded(status, read_book(), read_bag(), step)
             step.clear, step.book = True, book
             for w in due:
                 status.windows[w] = [True, False]
@@ -172,7 +179,7 @@ class Clock:
         status.early_set = False
         dirty = [w for w, (on_time, new) in sorted(status.windows.items()) if new and not on_time]
         if dirty:
-            book = self._folded(status, read_book(), read_bag())
+            book = self._folded(status, read_book(), read_bag(), step)
             step.clear, step.book = True, book
             for w in dirty:
                 status.windows[w][1] = False
@@ -181,10 +188,16 @@ class Clock:
         return step
 
     # -- the book ---------------------------------------------------------------------------------
-    def _folded(self, status: ClockStatus, book: Book | None, weights) -> Book:
+    def _folded(self, status: ClockStatus, book: Book | None, weights, step: ClockStep) -> Book:
         """``book`` with the bag's weights added: each to the open windows of its slice, its id to its
-        key's partials to accept."""
+        key's partials to accept (and under a bound on keys, to its slice's)."""
         book = book or Book()
+        if self.config.bounds_keys:
+            accepted = {}
+            for w in weights:
+                accepted.setdefault(w.start, []).append(w.id)
+                book.slices[w.start] = book.slices.get(w.start, 0) + 1
+            step.to_slices += [(start, Accept(start, tuple(ids))) for start, ids in sorted(accepted.items())]
         for w in weights:
             for window in self.window.windows_of_slice(w.start):
                 if window in status.windows:
@@ -204,6 +217,11 @@ class Clock:
         A key's partials accepted since its last command (``book.ids``) go with its first command, for
         whichever window; its commands for the other windows its partials fall in carry none, yet
         release and contribute what the partials hold to those windows' panes too."""
+        if final and self.config.bounds_keys:   # the slices this close seals: their keys' choice is made
+            for start in sorted(sealed_by(self.window, window)):
+                total = book.slices.pop(start, 0)
+                if total:
+                    step.to_slices.append((start, Accept(start, (), True, total)))
         wb = book.windows.get(window)
         if wb is None:   # a window that only ever held late partials of closed slices: nothing to publish
             return
