@@ -6,7 +6,9 @@ Records by magic: ``LDPE`` an entry (an atom or pending part of one slice and ke
 accumulator), and the streaming engines' messages (``LDPW`` weight, ``LDPR``
 arrival, ``LDPD`` drop, ``LDPC`` command, ``LDPX`` expectation, ``LDPN`` contribution) and states
 (``LDPK`` the clock's status, ``LDPB`` its book, ``LDPY`` a key's status, ``LDPQ`` a capped key's
-status). Scalars go in the JSON header, accumulators in the tail (:func:`~ldp_marginals.ldp.versioned.join`).
+status); under a bound on keys also the slice step's (:mod:`.slices`: ``LDPU`` device keys, ``LDPA``
+accept, ``LDPT`` kept; ``LDPS`` its status, ``LDPG`` its key table), a step only such collections have,
+so the layout of every other job is unchanged. Scalars go in the JSON header, accumulators in the tail (:func:`~ldp_marginals.ldp.versioned.join`).
 
 Every function that reads an accumulator takes the collection's aggregator, optional: given, a state
 written for another shape (counted sets, extremes) is refused naming what changed; omitted (a Beam
