@@ -50,6 +50,7 @@ class SliceKeysFn(beam.DoFn):
                 raw.add(state.message_to_bytes(record))
         if step.table is not None:
             table.write(slices.table_record(step.table))
-        status.write(slices.status_to_bytes(now))
+        if step.changed:
+            status.write(slices.status_to_bytes(now))
         for dims, kept in step.kept:
             yield self.key_name(self.config.name, dims), state.message_to_bytes(kept)

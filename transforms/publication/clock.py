@@ -10,6 +10,10 @@ watermark has passed ``T`` when its own event timer for ``T`` fires. So it alone
   :class:`~.messages.Drop` to its key) or counted;
 - where each key of a window is published: its capped key (:mod:`.cap`), decided at the window's
   events from the values' weights, sticky;
+- under a bound on a slice's keys (``privacy.unit: device`` with dimensions): a slice is *sealed* at
+  its first window's close, and a partial of a sealed slice is late; the slice step is told which
+  partials were counted (:class:`~.slices.Accept`), how many at the seal, and which were late
+  (:mod:`.slices`);
 - when a window publishes: an *event* (early firings, the on-time pane when the watermark passes the
   window's end, a late pane at once for a partial that arrives after that, the final pane at the end
   plus the allowed lateness, when the window closes), numbered per collection. An event commands the

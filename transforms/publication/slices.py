@@ -27,6 +27,7 @@ for any order and grouping of the partials and after a restore, whose state hold
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from ldp_marginals.ldp.devices import key_id
 from ldp_marginals.ldp.key_table import KeyTable, kept_in, key_table, merge_key_tables, table_from_bytes, table_to_bytes
-from ldp_marginals.ldp.versioned import pack, unpack
+from ldp_marginals.ldp.versioned import join, pack, split, unpack
 from ldp_marginals.transforms.publication.messages import Drop
 
 DEVICE_KEYS, ACCEPT, KEPT, SLICE, TABLE = b"LDPU", b"LDPA", b"LDPT", b"LDPS", b"LDPG"
@@ -116,14 +117,21 @@ class SliceStatus:
     merged: int = 0                                  # partials merged into the table
     total: int | None = None                         # partials the clock counted in all (once sealed)
     keys: set = field(default_factory=set)           # the keys (dims) of the partials merged
-    accepted: set = field(default_factory=set)       # ids counted whose device keys have not come yet
-    dropped: set = field(default_factory=set)        # ids found late whose device keys have not come yet
+    accepted: set = field(default_factory=set)       # ids (:func:`id_hash`) counted, device keys not come yet
+    dropped: set = field(default_factory=set)        # ids (:func:`id_hash`) found late, device keys not come yet
+
+
+def id_hash(pid: str) -> int:
+    """A partial's id as 64 bits (the status keeps ids it waits for in binary: thousands of them when a
+    slice's device keys lag behind the clock's word)."""
+    return int.from_bytes(hashlib.blake2b(pid.encode(), digest_size=8).digest(), "little")
 
 
 def status_to_bytes(status: SliceStatus) -> bytes:
     return pack(SLICE, {"merged": status.merged, "total": status.total,
-                        "keys": sorted([list(kv) for kv in d] for d in status.keys),
-                        "accepted": sorted(status.accepted), "dropped": sorted(status.dropped)})
+                        "keys": sorted([list(kv) for kv in d] for d in status.keys)},
+                join(np.fromiter(sorted(ids), dtype=np.uint64, count=len(ids)).astype("<u8").tobytes()
+                     for ids in (status.accepted, status.dropped)))
 
 
 def status_from_bytes(data: bytes) -> SliceStatus:
@@ -131,8 +139,9 @@ def status_from_bytes(data: bytes) -> SliceStatus:
     if parsed is None:
         raise ValueError(f"state must be a record {SLICE.decode()}, got one starting {bytes(data[:4])!r}")
     h = parsed[1]
+    accepted, dropped = (set(_devices(words).tolist()) for words in split(parsed[2]))
     return SliceStatus(int(h["merged"]), h["total"], {tuple(tuple(kv) for kv in d) for d in h["keys"]},
-                       set(h["accepted"]), set(h["dropped"]))
+                       accepted, dropped)
 
 
 def table_record(table: KeyTable) -> bytes:
@@ -155,6 +164,7 @@ class SliceStep:
     (None: unchanged)."""
 
     kept: list = field(default_factory=list)
+    changed: bool = True   # False: the status is unchanged (nothing to write)
     append_raw: object = None
     raw: list | None = None
     table: KeyTable | None = None
@@ -172,25 +182,26 @@ class SliceKeys:
 
     def on_message(self, status: SliceStatus, message, read: callable) -> SliceStep:
         if isinstance(message, DeviceKeys):
-            if message.id in status.dropped:
-                status.dropped.discard(message.id)
+            pid = id_hash(message.id)
+            if pid in status.dropped:
+                status.dropped.discard(pid)
                 return SliceStep()
-            if message.id not in status.accepted:
-                return SliceStep(append_raw=message)
-            status.accepted.discard(message.id)
+            if pid not in status.accepted:
+                return SliceStep(append_raw=message, changed=False)
+            status.accepted.discard(pid)
             return self._merge(status, [message], None, read()[1])
         raw, table = read()
         if isinstance(message, Drop):
             left = [r for r in raw if r.id != message.id]
             if len(left) == len(raw):
-                status.dropped.add(message.id)
+                status.dropped.add(id_hash(message.id))
                 return SliceStep()
-            return SliceStep(raw=left)
+            return SliceStep(raw=left, changed=False)
         if not isinstance(message, Accept):
             raise ValueError(f"message must be DeviceKeys, Accept or Drop, got {type(message).__name__}")
         ids = set(message.ids)
         taking = [r for r in raw if r.id in ids]
-        status.accepted |= ids - {r.id for r in taking}
+        status.accepted |= {id_hash(i) for i in ids - {r.id for r in taking}}
         if message.seal:
             status.total = message.total
         return self._merge(status, taking, [r for r in raw if r.id not in ids] if taking else None, table)
