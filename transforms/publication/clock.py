@@ -63,7 +63,13 @@ class Book:
     ids: dict = field(default_factory=dict)        # dims -> partials counted since its last command
     prev: dict = field(default_factory=dict)       # dims -> its last command's event
     prev_capped: dict = field(default_factory=dict)   # capped key -> its last expectation's event
-    slices: dict = field(default_factory=dict)     # under a bound on keys: slice start -> partials counted
+
+
+@dataclass
+class KeyBook(Book):
+    """The book of a collection under a bound on keys: also, per slice not sealed, its partials counted."""
+
+    slices: dict = field(default_factory=dict)     # slice start -> partials counted
 
 
 @dataclass
@@ -195,7 +201,7 @@ class Clock:
     def _folded(self, status: ClockStatus, book: Book | None, weights, step: ClockStep) -> Book:
         """``book`` with the bag's weights added: each to the open windows of its slice, its id to its
         key's partials to accept (and under a bound on keys, to its slice's)."""
-        book = book or Book()
+        book = book or (KeyBook() if self.config.bounds_keys else Book())
         if self.config.bounds_keys:
             accepted = {}
             for w in weights:

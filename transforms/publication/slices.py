@@ -38,7 +38,7 @@ from ldp_marginals.ldp.key_table import KeyTable, kept_in, key_table, merge_key_
 from ldp_marginals.ldp.versioned import join, pack, split, unpack
 from ldp_marginals.transforms.publication.messages import Drop
 
-DEVICE_KEYS, ACCEPT, KEPT, SLICE, TABLE = b"LDPU", b"LDPA", b"LDPT", b"LDPS", b"LDPG"
+DEVICE_KEYS, ACCEPT, KEPT, SLICE, TABLE = b"LDPU", b"LDPJ", b"LDPT", b"LDPS", b"LDPG"   # LDPA: an accumulator
 
 
 class DeviceKeys(NamedTuple):

@@ -6,7 +6,7 @@ Records by magic: ``LDPE`` an entry (an atom or pending part of one slice and ke
 accumulator), and the streaming engines' messages (``LDPW`` weight, ``LDPR``
 arrival, ``LDPD`` drop, ``LDPC`` command, ``LDPX`` expectation, ``LDPN`` contribution) and states
 (``LDPK`` the clock's status, ``LDPB`` its book, ``LDPY`` a key's status, ``LDPQ`` a capped key's
-status); under a bound on keys also the slice step's (:mod:`.slices`: ``LDPU`` device keys, ``LDPA``
+status); under a bound on keys also the slice step's (:mod:`.slices`: ``LDPU`` device keys, ``LDPJ``
 accept, ``LDPT`` kept; ``LDPS`` its status, ``LDPG`` its key table), a step only such collections have,
 so the layout of every other job is unchanged. Scalars go in the JSON header, accumulators in the tail (:func:`~ldp_marginals.ldp.versioned.join`).
 
@@ -38,7 +38,7 @@ from ldp_marginals.ldp.versioned import (
 )
 from ldp_marginals.transforms.publication import slices
 from ldp_marginals.transforms.publication.atoms import KeyStatus
-from ldp_marginals.transforms.publication.clock import Book, ClockStatus, WindowBook
+from ldp_marginals.transforms.publication.clock import Book, ClockStatus, KeyBook, WindowBook
 from ldp_marginals.transforms.publication.engine import PENDING, Entry
 from ldp_marginals.transforms.publication.messages import Arrival, Command, Contribution, Drop, Expect, Weight
 from ldp_marginals.transforms.publication.panes import PaneState, PanesStatus
@@ -182,8 +182,8 @@ def book_to_bytes(book: Book) -> bytes:
                     for w, wb in sorted(book.windows.items())],
         "ids": [[[list(kv) for kv in d], list(ids)] for d, ids in sorted(book.ids.items())],
         "prev": [[[list(kv) for kv in d], e] for d, e in sorted(book.prev.items())],
-        "prev_capped": [[[list(kv) for kv in k], e] for k, e in sorted(book.prev_capped.items())],
-        "slices": sorted([s, n] for s, n in book.slices.items())})
+        "prev_capped": [[[list(kv) for kv in k], e] for k, e in sorted(book.prev_capped.items())]}
+        | ({"slices": sorted([s, n] for s, n in book.slices.items())} if isinstance(book, KeyBook) else {}))
 
 
 def book_from_bytes(data: bytes) -> Book:
@@ -193,9 +193,11 @@ def book_from_bytes(data: bytes) -> Book:
         routes = {_dims(d): None if r is None else _dims(r) for d, r in routes}
         # a book written before ``fresh`` was kept: every key of the window is commanded at its next event
         windows[(w0, w1)] = WindowBook(weights, decided, routes, {_dims(d) for d in fresh[0]} if fresh else set(routes))
-    return Book(h["event"], windows, {_dims(d): list(ids) for d, ids in h["ids"]},
-                {_dims(d): e for d, e in h["prev"]}, {_dims(k): e for k, e in h["prev_capped"]},
-                {int(s): int(n) for s, n in h.get("slices", [])})   # a book of before the bound on keys: none
+    parts = (h["event"], windows, {_dims(d): list(ids) for d, ids in h["ids"]}, {_dims(d): e for d, e in h["prev"]},
+             {_dims(k): e for k, e in h["prev_capped"]})
+    if "slices" in h:   # under a bound on keys
+        return KeyBook(*parts, {int(s): int(n) for s, n in h["slices"]})
+    return Book(*parts)
 
 
 def key_to_bytes(status: KeyStatus) -> bytes:
