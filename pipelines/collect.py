@@ -10,8 +10,9 @@ answers 200 only once Kafka acknowledged every report of the request; if Kafka d
 ``--ack-seconds``, 503, and the client retries with the same ``Idempotency-Key``, which sends only
 what Kafka does not hold yet (:mod:`ldp_marginals.pipelines.ledger`).
 
-aiohttp serves HTTP (asyncio; the screening runs on its loop), and one thread hands reports to the
-Kafka producer, whose send may block while the broker is away.
+aiohttp serves HTTP on uvloop's event loop (the screening runs on it), and one thread hands reports
+to the Kafka producer, whose send may block while the broker is away. The decoding and screening
+kernels are compiled before the collector serves (:func:`warm_up`).
 """
 from __future__ import annotations
 
