@@ -293,18 +293,19 @@ def build(args) -> tuple:
 
 
 def warm_up(configs: dict) -> None:
-    """Screen a made-up report of each collection, alone and in a container, before serving: the first
+    """Screen made-up reports of each collection, single and in a container, before serving: the first
     screening compiles the decoding and screening kernels (numba), which took seconds on a busy machine
-    and held the first requests that long."""
+    and held the first requests that long. Two of each: the kernels' arrays of one row are compiled
+    for another memory layout than those of more."""
     from ldp_marginals import schemas
     from ldp_marginals.pipelines.produce import Encoded, encode_container
     now = int(time.time() * 1000)
     for name, config in configs.items():
-        record = {"collection": name, "event_time": now, "bits": bytes((config.layout.n_bits + 7) // 8),
-                  "dimensions": {}, "client": "warm-up"}
-        single = schemas.encode_message("noisy_report", record)
-        screen_singles([single], configs)
-        screen_body(encode_container([Encoded(single, now)], codec="null"), configs)
+        singles = [schemas.encode_message("noisy_report", {
+            "collection": name, "event_time": now + i, "bits": bytes((config.layout.n_bits + 7) // 8),
+            "dimensions": {}, "client": "warm-up"}) for i in range(2)]
+        screen_singles(singles, configs)
+        screen_body(encode_container([Encoded(body, now) for body in singles], codec="null"), configs)
 
 
 def event_loop() -> asyncio.AbstractEventLoop:
