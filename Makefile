@@ -88,7 +88,10 @@ $(BENCH): $(STAMP)
 	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,bench]"
 	touch $(BENCH)
 
+# the collector's benchmark builds its load generator (benchmarks/loadgen, Go's standard library only,
+# no module to fetch) with the machine's `go` into build/loadgen
 bench: $(BENCH) jvm
+	@command -v go >/dev/null || { echo "make bench needs Go (go build of benchmarks/loadgen)"; exit 1; }
 	$(PY) -m benchmarks.run
 
 clean:

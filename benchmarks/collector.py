@@ -1,31 +1,32 @@
 """Issue 39's collector goals: ``ldp-marginals collect`` on the loopback address in front of the local
-Kafka broker (deploy/local/cluster.py, free ports), thousands of simulated devices posting at once
-from one asyncio process (aiohttp's client, a connection each), every run bounded in requests and
-seconds:
+Kafka broker (deploy/local/cluster.py, free ports), 2,000 simulated devices posting at once, every run
+bounded in requests and seconds. The devices are benchmarks/loadgen (Go's standard library, built
+here with ``go build`` into build/, never committed): the Python generator it replaced (asyncio and
+aiohttp's client in one process) was the ceiling, 962 requests/s against a server that answers at
+once. Each request carries the app key and an Idempotency-Key of its own; the bodies are the reports
+made here (the same as before: distinct event times, device d's token ``device-d``):
 
 - the most reports a second in batches of 100 (Avro containers) and the most single-report
   requests a second, devices posting back to back (a closed loop);
 - p50 and p99 latency at 80% of the goals' rates (40,000 reports/s in batches, 2,400 requests/s),
   requests launched on a fixed schedule (an open loop: a latency counts from the request's scheduled
-  time, so a collector that falls behind is not flattered);
+  time, not from its send, so a collector or a generator that falls behind is not flattered);
 - the broker killed and started again mid-run: devices retry each request with its Idempotency-Key
   until a 200; the topic read back holds every acknowledged report exactly once.
 
 Every run's topic is read back: accepted (the 200s' counts) = reports on the topic. The baseline is
-aiohttp itself on the same machine and load: a server that answers 200 at once (its floor), so the
-ratio is how much of the HTTP floor the collector keeps. The load generator shares the 2 cores with
-the collector and the broker; the machine's load average is reported with the figures.
+a bare aiohttp server on the same event loop (uvloop), machine and generator, answering 200 at once:
+the ratio is how much of the HTTP floor the collector keeps. The generator, the collector and the
+broker share the 2 cores (with whatever else runs): each run reports the cores each of them used
+(CPU seconds over wall seconds, from /proc), the server's CPU per request and the load average.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
-import uuid
 
 from benchmarks import streaming
 from ldp_marginals import schemas
@@ -67,91 +68,74 @@ def bodies(reports: Reports, n: int, per: int) -> list:
     return [encode_container(reports.take(per), codec="null") for _ in range(n)]
 
 
-class Load:
-    """Requests and their outcomes: latencies of the 200s (s), reports they accepted, other answers."""
-
-    def __init__(self):
-        self.latencies, self.accepted, self.statuses, self.retried = [], 0, {}, 0
-
-    def summary(self, seconds: float, per: int) -> dict:
-        lat = sorted(self.latencies)
-        q = (lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000) if lat else (lambda p: float("nan"))
-        return {"requests": len(lat), "accepted_reports": self.accepted, "seconds": round(seconds, 2),
-                "requests_s": round(len(lat) / seconds), "reports_s": round(self.accepted / seconds),
-                "p50_ms": round(q(0.50), 1), "p99_ms": round(q(0.99), 1), "statuses": dict(self.statuses),
-                "retried": self.retried, "per_request": per}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOADGEN_SOURCE = os.path.join(ROOT, "benchmarks", "loadgen")
+LOADGEN = os.path.join(ROOT, "build", "loadgen")   # built here (go build), never committed
 
 
-async def _post(session, url, body, request_id, key) -> tuple:
-    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": request_id,
-               "Content-Type": "application/octet-stream"}
-    try:
-        async with session.post(url, data=body, headers=headers) as resp:
-            answer = await resp.json(content_type=None)
-            return resp.status, answer
-    except Exception as err:  # noqa: BLE001 - no answer (a connection refused or reset): the device retries
-        return None, type(err).__name__
+def build_loadgen() -> str:
+    """The load generator (benchmarks/loadgen, Go's standard library only) built into build/loadgen;
+    go's build cache makes a rebuild of unchanged sources instant."""
+    subprocess.run(["go", "build", "-o", LOADGEN, "."], cwd=LOADGEN_SOURCE, check=True)
+    return LOADGEN
 
 
-async def _one(session, url, body, key, load: Load, start: float, retry: bool) -> None:
-    request_id = str(uuid.uuid4())
-    while True:
-        status, answer = await _post(session, url, body, request_id, key)
-        load.statuses[status] = load.statuses.get(status, 0) + 1
-        if status == 200:
-            load.latencies.append(time.perf_counter() - start)
-            load.accepted += answer.get("accepted", 0) if isinstance(answer, dict) else 0
-            return
-        if not retry or status not in (None, 429, 503):
-            return
-        load.retried += 1
-        await asyncio.sleep(0.5)
+def write_bodies(path: str, payloads: list) -> str:
+    """Request bodies for the generator: each a 4-byte big-endian length and its bytes."""
+    with open(path, "wb") as fh:
+        for body in payloads:
+            fh.write(len(body).to_bytes(4, "big"))
+            fh.write(body)
+    return path
 
 
-async def closed_loop(url, key, payloads: list, devices: int, seconds: float, per: int) -> dict:
-    """``devices`` devices posting back to back until the payloads or the seconds run out."""
-    import aiohttp
-    load, it = Load(), iter(payloads)
-    end = time.perf_counter() + seconds
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        async def device():
-            for body in it:
-                if time.perf_counter() > end:
-                    return
-                await _one(session, url, body, key, load, time.perf_counter(), retry=False)
-        start = time.perf_counter()
-        await asyncio.gather(*(device() for _ in range(devices)))
-        took = time.perf_counter() - start
-    return load.summary(took, per)
+def write_key(folder: str, key: str) -> str:
+    path = os.path.join(folder, "app.key")
+    with open(path, "w") as fh:
+        fh.write(key)
+    os.chmod(path, 0o600)
+    return path
 
 
-async def open_loop(url, key, payloads: list, rate: float, per: int, retry: bool = False) -> dict:
-    """Request i launched at ``i / rate`` s (its latency counted from then)."""
-    import aiohttp
-    load = Load()
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        start, tasks, i = time.perf_counter(), [], 0
-        while i < len(payloads):
-            now = time.perf_counter()
-            due = int((now - start) * rate) + 1
-            while i < min(due, len(payloads)):
-                tasks.append(asyncio.ensure_future(_one(session, url, payloads[i], key, load, start + i / rate, retry)))
-                i += 1
-            await asyncio.sleep(0.001)
-        await asyncio.gather(*tasks)
-        took = time.perf_counter() - start
-    return load.summary(took, per)
+def load_command(url: str, key_file: str, bodies_file: str, devices: int, seconds: float, rate: float | None = None,
+                 retry: bool = False) -> list:
+    cmd = [LOADGEN, "-url", url, "-key-file", key_file, "-bodies", bodies_file, "-devices", str(devices),
+           "-seconds", str(seconds)]
+    if rate is not None:
+        cmd += ["-mode", "open", "-rate", str(rate)]
+    return cmd + (["-retry"] if retry else [])
+
+
+def summary(stdout: str, per: int) -> dict:
+    got = json.loads(stdout)
+    out = {k: round(got[k]) for k in ("requests", "accepted_reports", "requests_s", "reports_s", "sent", "retried",
+                                      "gave_up")}
+    out.update({k: round(got[k], 1) for k in ("p50_ms", "p99_ms", "schedule_lag_ms")}, seconds=round(got["seconds"], 2),
+               cpu_s=got["cpu_s"], statuses=got["statuses"], per_request=per)
+    return out
+
+
+def drive(url: str, key_file: str, bodies_file: str, per: int, devices: int, seconds: float,
+          rate: float | None = None, retry: bool = False) -> dict:
+    """One run of the generator (closed loop, or open at ``rate`` requests/s) -> its summary."""
+    cmd = load_command(url, key_file, bodies_file, devices, seconds, rate, retry)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 300)
+    if done.returncode:
+        raise RuntimeError(f"the load generator failed: {done.stderr[-2000:]}")
+    return summary(done.stdout, per)
 
 
 FLOOR = """
 import sys
+import uvloop
 from aiohttp import web
 async def ok(request):
     await request.read()
     return web.json_response({"accepted": 1})
 app = web.Application(client_max_size=1 << 20)
 app.router.add_post("/v1/reports", ok)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None, backlog=4096,
+            loop=uvloop.new_event_loop())
 """
 
 
@@ -173,6 +157,30 @@ def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+PATH = "/v1/reports"
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user + system, all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(server_pid: int, broker_pid: int | None, go) -> dict:
+    """``go()``'s summary with where the CPU went meanwhile: the cores the generator, the server and
+    the broker used (CPU seconds / wall seconds) and the server's CPU per accepted request (µs)."""
+    before = cpu_seconds(server_pid), cpu_seconds(broker_pid) if broker_pid else 0.0, load_average()
+    out = go()
+    server = cpu_seconds(server_pid) - before[0]
+    broker = cpu_seconds(broker_pid) - before[1] if broker_pid else 0.0
+    wall = out["seconds"]
+    out.update(cores_generator=round(out.pop("cpu_s") / wall, 2), cores_server=round(server / wall, 2),
+               cores_broker=round(broker / wall, 2), server_us_per_request=round(server / max(out["requests"], 1) * 1e6),
+               load_before=before[2])
+    return out
+
+
 def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = SECONDS) -> tuple:
     from deploy.local import cluster as local_cluster
     from deploy.local.cluster import free_port
@@ -182,10 +190,14 @@ def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = S
     config = os.path.join(run_dir, "c.json")
     with open(config, "w") as fh:
         json.dump(CONFIG, fh)
-    cluster = local_cluster.start(os.path.join(run_dir, "cluster"), os.path.join(os.path.dirname(
-        os.path.dirname(os.path.abspath(__file__))), local_cluster.JVM_DIR))
+    build_loadgen()
+    key_file = write_key(run_dir, collectors.KEY)
     reports = Reports(devices)
-    key = collectors.KEY
+    # enough bodies that the closed loops run out of seconds, not of bodies, at twice the goals' rates
+    singles = write_bodies(os.path.join(run_dir, "singles.bin"), bodies(reports, int(2 * GOAL_SINGLE_REQUESTS_S * seconds), 1))
+    batches = write_bodies(os.path.join(run_dir, "batches.bin"), bodies(reports, int(2 * GOAL_BATCH_REPORTS_S / 100 * seconds), 100))
+    cluster = local_cluster.start(os.path.join(run_dir, "cluster"), os.path.join(ROOT, local_cluster.JVM_DIR))
+    broker = cluster.pids["kafka"]
     results, floor = {}, {}
     # simulated devices post far faster than real ones (a few requests an hour): the bound per device
     # token is raised here, not measured (tests/pipelines/test_collect.py tests it)
@@ -194,75 +206,48 @@ def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = S
         port = free_port()
         proc = floor_server(port)
         try:
-            floor["single"] = asyncio.run(closed_loop(f"http://127.0.0.1:{port}/v1/reports", key,
-                                                      bodies(reports, 60_000, 1), devices, seconds, 1))
+            url = f"http://127.0.0.1:{port}/v1/reports"
+            for name, path, per in (("single", singles, 1), ("batch", batches, 100)):
+                floor[name] = measured(proc.pid, None, lambda: drive(url, key_file, path, per, devices, seconds))
         finally:
             proc.terminate()
             proc.wait()
-        reports = Reports(devices, seed=1)
-        plan = [("batch_max", 100, None, 12_000 if full else 8_000), ("single_max", 1, None, 60_000),
-                ("batch_80", 100, 0.8 * GOAL_BATCH_REPORTS_S / 100, int(0.8 * GOAL_BATCH_REPORTS_S / 100 * seconds)),
-                ("single_80", 1, 0.8 * GOAL_SINGLE_REQUESTS_S, int(0.8 * GOAL_SINGLE_REQUESTS_S * seconds))]
-        for name, per, rate, n in plan:
+        plan = [("batch_max", batches, 100, None), ("single_max", singles, 1, None),
+                ("batch_80", batches, 100, 0.8 * GOAL_BATCH_REPORTS_S / 100),
+                ("single_80", singles, 1, 0.8 * GOAL_SINGLE_REQUESTS_S)]
+        for name, path, per, rate in plan:
             topic = f"bench-{name.replace('_', '-')}"
             streams.produce(cluster.bootstrap, topic, [])
-            payloads = bodies(reports, n, per)
             with collectors.running(config, cluster.bootstrap, topic, run_dir, *args) as c:
-                url = c.url + "/v1/reports"
-                load = load_average()
-                if rate is None:
-                    results[name] = asyncio.run(closed_loop(url, key, payloads, devices, seconds, per))
-                else:
-                    results[name] = asyncio.run(open_loop(url, key, payloads, rate, per))
-                results[name]["load_before"] = load
-            on_topic = sum(len(rs) for rs, _ in collectors.read_topic(cluster.bootstrap, topic, timeout_s=300))
-            results[name]["on_topic"] = on_topic
-        # the same at 80% of the rates measured above: what the collector's latency is at a load this
-        # machine sustains (the goals' rates above may be out of its reach, with the load generator here)
-        for name, per, measured in (("batch_80_measured", 100, results["batch_max"]["requests_s"]),
-                                    ("single_80_measured", 1, results["single_max"]["requests_s"])):
-            rate = max(1.0, 0.8 * measured)
-            topic = f"bench-{name.replace('_', '-')}"
-            streams.produce(cluster.bootstrap, topic, [])
-            payloads = bodies(reports, int(rate * seconds), per)
-            with collectors.running(config, cluster.bootstrap, topic, run_dir, *args) as c:
-                results[name] = dict(asyncio.run(open_loop(c.url + "/v1/reports", key, payloads, rate, per)),
-                                     rate=round(rate), load_before=load_average())
+                results[name] = measured(c.proc.pid, broker, lambda: drive(c.url + PATH, key_file, path, per, devices,
+                                                                           seconds, rate))
             results[name]["on_topic"] = sum(len(rs) for rs, _ in collectors.read_topic(cluster.bootstrap, topic,
                                                                                           timeout_s=300))
-        results["restart"] = restart_run(cluster, config, run_dir, Reports(devices, seed=2), key, args)
+        results["restart"] = restart_run(cluster, config, run_dir, Reports(devices, seed=2), key_file, devices, args)
     finally:
         cluster.stop()
     return goals(results, floor)
 
 
-def restart_run(cluster, config, run_dir, reports: Reports, key, args) -> dict:
-    """Batches at 50 requests/s (5,000 reports/s) and 300 single requests/s for 20 s; the broker
-    killed at 5 s and started again 7 s later."""
+def restart_run(cluster, config, run_dir, reports: Reports, key_file: str, devices: int, args) -> dict:
+    """Batches at 50 requests/s (5,000 reports/s) and 300 single requests/s for 20 s, each retried
+    with its Idempotency-Key until a 200; the broker killed at 5 s and started again 7 s later."""
     from tests.cluster import collectors, streams
     topic = "bench-restart"
     streams.produce(cluster.bootstrap, topic, [])
     batches, singles = bodies(reports, 1_000, 100), bodies(reports, 6_000, 1)
     sent = {collectors.identity(r) for body in batches for r in _reports_of(body)} | {
         collectors.identity(schemas.decode_message("noisy_report", b)) for b in singles}
-    events, outcome = {}, {}
-
-    async def both(url):
-        return await asyncio.gather(open_loop(url, key, batches, 50, 100, retry=True),
-                                    open_loop(url, key, singles, 300, 1, retry=True))
-
-    def devices(url):
-        try:
-            outcome["loads"] = asyncio.run(both(url))
-        except BaseException as err:  # noqa: BLE001 - raised again in the main thread
-            outcome["error"] = err
-
+    paths = (write_bodies(os.path.join(run_dir, "restart-batches.bin"), batches),
+             write_bodies(os.path.join(run_dir, "restart-singles.bin"), singles))
+    events = {}
     with collectors.running(config, cluster.bootstrap, topic, run_dir, "--ack-seconds", "3", *args) as c:
-        # the devices in a thread; the broker killed and started from this one (a broker started from a
-        # thread that ends is ended with it: the cluster's parts die with the thread that started them)
-        thread = threading.Thread(target=devices, args=(c.url + "/v1/reports",))
+        # the devices: two generators (batches, singles) at once; the broker killed and started again
+        # from this thread (a broker started from a thread that ends is ended with it)
+        gens = [subprocess.Popen(load_command(c.url + PATH, key_file, path, devices, 20, rate, retry=True),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for path, rate in zip(paths, (50, 300))]
         start = time.perf_counter()
-        thread.start()
         try:
             time.sleep(5)
             cluster.kill("kafka")
@@ -273,10 +258,11 @@ def restart_run(cluster, config, run_dir, reports: Reports, key, args) -> dict:
         finally:
             if "kafka" not in cluster.pids:
                 cluster.start_kafka()
-            thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    b, s = outcome["loads"]
+            done = [g.communicate(timeout=600) for g in gens]
+    for g, (_, err) in zip(gens, done):
+        if g.returncode:
+            raise RuntimeError(f"the load generator failed: {err[-2000:]}")
+    b, s = (summary(out, per) for (out, _), per in zip(done, (100, 1)))
     got = [collectors.identity(r) for rs, _ in collectors.read_topic(cluster.bootstrap, topic, timeout_s=300) for r in rs]
     return {"batches": b, "singles": s, "events": events, "acknowledged": b["accepted_reports"] + s["accepted_reports"],
             "on_topic": len(got), "distinct_on_topic": len(set(got)), "lost": len(sent - set(got)),
@@ -292,30 +278,28 @@ def _reports_of(body: bytes) -> list:
 
 def goals(results: dict, floor: dict) -> tuple:
     bm, sm, b8, s8, rs = (results[k] for k in ("batch_max", "single_max", "batch_80", "single_80", "restart"))
-    bq, sq = results["batch_80_measured"], results["single_80_measured"]
-    fl = floor["single"]["requests_s"]
-    counted = all(r["on_topic"] == r["accepted_reports"] for r in (bm, sm, b8, s8, bq, sq))
+    fs, fb = floor["single"]["requests_s"], floor["batch"]["requests_s"]
+    counted = all(r["on_topic"] == r["accepted_reports"] for r in (bm, sm, b8, s8))
     out = [
         {"goal": "39-5a collector: reports/s in batches of 100", "measured": f"{bm['reports_s']:,} reports/s",
-         "baseline": f"aiohttp floor {fl:,} requests/s", "ratio": bm["requests_s"] / max(fl, 1),
+         "baseline": f"bare aiohttp server {fb:,} requests/s", "ratio": bm["requests_s"] / max(fb, 1),
          "target": f">= {GOAL_BATCH_REPORTS_S:,}", "met": bm["reports_s"] >= GOAL_BATCH_REPORTS_S},
         {"goal": "39-5b collector: single-report requests/s", "measured": f"{sm['requests_s']:,} requests/s",
-         "baseline": f"aiohttp floor {fl:,} requests/s", "ratio": sm["requests_s"] / max(fl, 1),
+         "baseline": f"bare aiohttp server {fs:,} requests/s", "ratio": sm["requests_s"] / max(fs, 1),
          "target": f">= {GOAL_SINGLE_REQUESTS_S:,}", "met": sm["requests_s"] >= GOAL_SINGLE_REQUESTS_S},
-        {"goal": "39-5c collector: p99 at 80% (batches; singles)", "measured": f"{b8['p99_ms']} ms; {s8['p99_ms']} ms",
+        {"goal": "39-5c collector: p99 at 80% of the goals' rates (batches; singles)",
+         "measured": f"{b8['p99_ms']:,} ms at {b8['reports_s']:,} reports/s; {s8['p99_ms']:,} ms at "
+                     f"{s8['requests_s']:,} requests/s",
          "baseline": "100 ms", "ratio": max(b8["p99_ms"], s8["p99_ms"]) / 100, "target": "< 100 ms",
-         "met": max(b8["p99_ms"], s8["p99_ms"]) < 100 and b8["requests"] and s8["requests"]},
-        {"goal": "39-5c' collector: p99 at 80% of the rates measured here (batches; singles)",
-         "measured": f"{bq['p99_ms']} ms at {bq['rate'] * 100:,} reports/s; {sq['p99_ms']} ms at {sq['rate']:,} requests/s",
-         "baseline": "100 ms", "ratio": max(bq["p99_ms"], sq["p99_ms"]) / 100, "target": "< 100 ms",
-         "met": max(bq["p99_ms"], sq["p99_ms"]) < 100},
+         "met": bool(max(b8["p99_ms"], s8["p99_ms"]) < 100 and b8["requests"] == b8["sent"]
+                     and s8["requests"] == s8["sent"])},
         {"goal": "39-5d collector: broker killed and restarted, acknowledged = on the topic, once",
          "measured": f"{rs['acknowledged']:,} acknowledged, {rs['on_topic']:,} on the topic, {rs['lost']} lost",
          "baseline": "acknowledged", "ratio": rs["on_topic"] / max(rs["acknowledged"], 1), "target": "1.00x, 0 lost",
          "met": rs["on_topic"] == rs["distinct_on_topic"] == rs["acknowledged"] and not rs["lost"]},
     ]
     details = {f"39 collector {k}": v for k, v in results.items()}
-    details["39 collector floor"] = floor["single"]
+    details.update({f"39 collector bare server {k}": v for k, v in floor.items()})
     details["39 collector: machine"] = f"{os.cpu_count()} cores, load average {load_average()} at the end"
     details["39 collector: accepted = on the topic in every run"] = counted
     return out, details

@@ -197,16 +197,20 @@ def screen_singles(bodies: list, configs: dict) -> list:
 def _screen_block(block, configs: dict) -> list:
     """``(row, Encoded report or Refusal)`` for every row of a decoded block, in row order; a passing
     report keeps its bytes as the client wrote them."""
-    got = []
+    got, raw, make = [], None, tuple.__new__   # tuple.__new__: a NamedTuple without its __new__'s call
     for item in screen_rows(block, configs):
         if isinstance(item, Fault):
             got.append((item.row, Refusal(item.row, item.reason, item.detail)))
             continue
-        f = block.fields
-        for row in item.rows[item.passed]:
-            r = f[row]
-            got.append((int(row), Encoded(block.buf[r[RECORD_START]:r[RECORD_END]].tobytes(), int(r[EVENT_MS]),
-                                          None if r[CLIENT_OFF] < 0 else block.text(r[CLIENT_OFF], r[CLIENT_LEN]))))
+        rows = item.rows[item.passed]
+        if not len(rows):
+            continue
+        if raw is None:
+            raw = bytes(block.buf)   # one copy; a report's bytes are then slices of it
+        f = block.fields[rows]
+        columns = (f[:, c].tolist() for c in (RECORD_START, RECORD_END, EVENT_MS, CLIENT_OFF, CLIENT_LEN))
+        got.extend((row, make(Encoded, (raw[a:b], ms, None if off < 0 else raw[off:off + n].decode("utf-8"))))
+                   for row, a, b, ms, off, n in zip(rows.tolist(), *columns))
     got.sort(key=lambda pair: pair[0])
     return got
 

@@ -10,8 +10,9 @@ answers 200 only once Kafka acknowledged every report of the request; if Kafka d
 ``--ack-seconds``, 503, and the client retries with the same ``Idempotency-Key``, which sends only
 what Kafka does not hold yet (:mod:`ldp_marginals.pipelines.ledger`).
 
-aiohttp serves HTTP (asyncio; the screening runs on its loop), and one thread hands reports to the
-Kafka producer, whose send may block while the broker is away.
+aiohttp serves HTTP on uvloop's event loop (the screening runs on it), and one thread hands reports
+to the Kafka producer, whose send may block while the broker is away. The decoding and screening
+kernels are compiled before the collector serves (:func:`warm_up`).
 """
 from __future__ import annotations
 
@@ -168,10 +169,22 @@ class Collector:
         return await self._wait(entry)
 
     async def _wait(self, entry: Entry):
+        # the entry's future is shared by the request and its retries: each waits on a future of its own
+        # (a waiter that goes away must not cancel it), settled by the entry's or by the timer
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+
+        def settled(future):
+            if not waiter.done():
+                waiter.set_result("cancelled" if future.cancelled() else future.result())
+
+        entry.future.add_done_callback(settled)
+        timer = loop.call_later(self.ack_seconds, _fail, waiter, "timeout")
         try:
-            failed = await asyncio.wait_for(asyncio.shield(entry.future), self.ack_seconds)
-        except asyncio.TimeoutError:
-            failed = "timeout"
+            failed = await waiter
+        finally:
+            timer.cancel()
+            entry.future.remove_done_callback(settled)
         if failed is None and entry.complete:
             self.counters.add("accepted_reports_total", entry.total)
             return self.answer(200, entry.answer)
@@ -275,7 +288,33 @@ def build(args) -> tuple:
                               delivery_timeout_ms=120_000, max_block_ms=60_000)
     collector = Collector(configs, keys, producer, TokenRate(args.token_per_minute, args.token_burst), ledger,
                           args.ack_seconds, args.max_in_flight)
+    warm_up(configs)
     return collector, make_app(collector, args.max_body_bytes)
+
+
+def warm_up(configs: dict) -> None:
+    """Screen made-up reports of each collection, single and in a container, before serving: the first
+    screening compiles the decoding and screening kernels (numba), which took seconds on a busy machine
+    and held the first requests that long. Two of each: the kernels' arrays of one row are compiled
+    for another memory layout than those of more."""
+    from ldp_marginals import schemas
+    from ldp_marginals.pipelines.produce import Encoded, encode_container
+    now = int(time.time() * 1000)
+    for name, config in configs.items():
+        singles = [schemas.encode_message("noisy_report", {
+            "collection": name, "event_time": now + i, "bits": bytes((config.layout.n_bits + 7) // 8),
+            "dimensions": {}, "client": "warm-up"}) for i in range(2)]
+        screen_singles(singles, configs)
+        screen_body(encode_container([Encoded(body, now) for body in singles], codec="null"), configs)
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop (libuv; the collect extra installs it), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def main(args) -> None:
@@ -292,6 +331,6 @@ def main(args) -> None:
     print(f"collecting for apps {', '.join(collector.keys.apps)} on http://{args.host}:{args.port}{PATH} "
           f"into {args.topic} at {args.kafka}", flush=True)
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None, backlog=args.backlog,
-                shutdown_timeout=args.ack_seconds + 1)
+                shutdown_timeout=args.ack_seconds + 1, loop=event_loop())
     print(f"collector stopped after {time.time() - started:.0f} s: " +
           ", ".join(f"{k} {v:,}" for k, v in sorted(collector.counters.values.items())), flush=True)

@@ -48,12 +48,13 @@ class JobOptions:
             if self.streaming and cfg.window.type == "global" and not cfg.early_firing_seconds:
                 raise ValueError(f"collection {name!r}: a global window never closes in streaming, so it needs "
                                  f"early_firing_seconds, got early_firing_seconds={cfg.early_firing_seconds!r}")
-            if self.streaming and cfg.bounds_keys:
+            if self.streaming and cfg.bounds_keys and cfg.window.type == "global":
                 raise ValueError(
                     f"collection {name!r}: privacy.unit 'device' with dimensions {[d.name for d in cfg.dimensions]} "
-                    f"bounds the keys a device adds to per slice (max_keys_per_device="
-                    f"{cfg.device.max_keys_per_device}) in batch only: the streaming engine keeps no state across a "
-                    "slice's keys yet (docs/design.md); run it in batch, or drop the dimensions to stream it")
+                    f"on a global window: the streaming engine bounds a device's keys (max_keys_per_device="
+                    f"{cfg.device.max_keys_per_device}) when the slice's window closes, and a global window closes "
+                    "only when the stream ends, so its early panes would publish nothing (docs/design.md); use "
+                    "fixed or sliding windows, run it in batch, or drop the dimensions to stream it")
 
 
 def build(pipeline, source, sink, options: JobOptions) -> dict:

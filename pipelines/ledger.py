@@ -23,7 +23,9 @@ HEADER = "ldp-requests"   # a Kafka record's header: one line per request whose 
 
 
 def ranges(positions) -> str:
-    """Sorted positions -> ``a-b`` ranges (inclusive), space-separated."""
+    """Sorted positions (a list, or a ``range`` of step 1) -> ``a-b`` ranges (inclusive), space-separated."""
+    if isinstance(positions, range):
+        return f"{positions.start}-{positions.stop - 1}" if positions else ""
     out, start, prev = [], None, None
     for p in positions:
         if start is None:
@@ -68,7 +70,11 @@ class Entry:
     def complete(self) -> bool:
         return self.acked.count(1) == self.total
 
-    def missing(self) -> list:
+    def missing(self):
+        """The positions Kafka does not hold: a ``range`` when it holds none (a request's first
+        attempt), else a list."""
+        if not self.acked.count(1):
+            return range(self.total)
         return [i for i, a in enumerate(self.acked) if not a]
 
 
@@ -134,8 +140,7 @@ class AckingProducer(KafkaReportProducer):
             with self._acks:
                 self.in_flight += len(submission.reports)
             self._queue.append(submission)
-            for report in submission.reports:
-                self._send(self.batcher.add(report))
+            self._send(self.batcher.extend(submission.reports))
 
     def _record(self, container):
         covered, lines, n = [], [], container.reports
@@ -166,21 +171,29 @@ class AckingProducer(KafkaReportProducer):
         with self._acks:
             for sub, a, b in covered:
                 if err is None:
-                    for p in sub.positions[a:b]:
-                        sub.entry.acked[p] = 1
+                    held = sub.positions[a:b]
+                    if isinstance(held, range):
+                        sub.entry.acked[held.start:held.stop] = b"\x01" * len(held)
+                    else:
+                        for p in held:
+                            sub.entry.acked[p] = 1
                 elif sub.failed is None:
                     sub.failed = type(err).__name__
                 sub.outstanding -= 1
                 if sub.outstanding == 0 and sub.assigned == len(sub.reports):
                     self.in_flight -= len(sub.reports)
                     done.append(sub)
+        loops = {}
         for sub in done:
-            sub.loop.call_soon_threadsafe(_resolve, sub.entry.future, sub.failed)
+            loops.setdefault(sub.loop, []).append((sub.entry.future, sub.failed))
+        for loop, settled in loops.items():   # one wake-up of the loop for all a container settles
+            loop.call_soon_threadsafe(_resolve, settled)
 
 
-def _resolve(future, failed) -> None:
-    if not future.done():
-        future.set_result(failed)
+def _resolve(settled: list) -> None:
+    for future, failed in settled:
+        if not future.done():
+            future.set_result(failed)
 
 
 def new_future(entry: Entry, loop: asyncio.AbstractEventLoop):

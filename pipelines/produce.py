@@ -10,6 +10,7 @@ extra); :func:`create_topic` makes a topic. ``ldp-marginals produce`` sends Avro
 """
 from __future__ import annotations
 
+import functools
 import io
 import threading
 import time
@@ -53,8 +54,7 @@ def encode_container(reports: list, codec: str = "deflate") -> bytes:
     if reports and isinstance(reports[0], Encoded):
         # fastavro writes the header (schema, codec, sync marker); the one block is framed here around
         # the reports' bytes: its count and size (Avro longs), the data (raw deflate), the sync marker
-        fastavro.writer(buf, schemas.load_schema("noisy_report"), [], codec=codec)
-        header = buf.getvalue()
+        header = _header(codec)
         data = b"".join(r.datum for r in reports)
         if codec == "deflate":
             packer = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
@@ -63,6 +63,19 @@ def encode_container(reports: list, codec: str = "deflate") -> bytes:
             raise ValueError(f"codec must be 'deflate' or 'null' for encoded reports, got codec={codec!r}")
         return header + _long(len(reports)) + _long(len(data)) + data + header[-16:]
     fastavro.writer(buf, schemas.load_schema("noisy_report"), reports, codec=codec)
+    return buf.getvalue()
+
+
+@functools.lru_cache(maxsize=None)
+def _header(codec: str) -> bytes:
+    """An empty NoisyReport container written by fastavro: its header (schema, codec, sync marker),
+    whose last 16 bytes are the sync marker. Made once per codec: one marker for every container of a
+    process is valid Avro (a marker need only be the same within a file)."""
+    import fastavro
+
+    from ldp_marginals import schemas
+    buf = io.BytesIO()
+    fastavro.writer(buf, schemas.load_schema("noisy_report"), [], codec=codec)
     return buf.getvalue()
 
 
@@ -128,6 +141,22 @@ class ContainerBatcher:
         if len(self._held) >= self.max_reports:
             return self.flush()
         return self.due()
+
+    def extend(self, reports: list) -> list:
+        """Hold every one of ``reports`` -> the containers now due: what :meth:`add` one by one gives
+        when the clock stands still meanwhile (the age is checked with the first), in slices."""
+        if not reports:
+            return []
+        out, i = self.add(reports[0]), 1
+        while i < len(reports):
+            if not self._held:
+                self._since = self.clock()
+            k = min(len(reports) - i, self.max_reports - len(self._held))
+            self._held.extend(reports[i:i + k])
+            i += k
+            if len(self._held) >= self.max_reports:
+                out += self.flush()
+        return out
 
     def due(self) -> list:
         """The held reports as containers if the oldest has waited ``max_seconds``, else nothing."""

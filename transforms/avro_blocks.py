@@ -305,8 +305,14 @@ def distinct_ids(block: ReportBlock, offset_col: int, end_col: int | None = None
     f = block.fields
     offs = np.ascontiguousarray(f[:, offset_col])
     length = np.ascontiguousarray(f[:, end_col] - f[:, offset_col] if end_col is not None else f[:, length_col])
-    _, firsts, ids = np.unique(span_hashes(block.buf, offs, length), return_index=True, return_inverse=True)
-    ids = ids.reshape(-1).astype(np.int64)
+    hashes = span_hashes(block.buf, offs, length)
+    if len(hashes) and (hashes == hashes[0]).all():
+        # one distinct hash (a batch of one collection, or of one dimension map: the collector's
+        # requests, most blocks): what np.unique gives, without its sorts
+        ids, firsts = np.zeros(len(hashes), dtype=np.int64), np.zeros(1, dtype=np.int64)
+    else:
+        _, firsts, ids = np.unique(hashes, return_index=True, return_inverse=True)
+        ids = ids.reshape(-1).astype(np.int64)
     if equal_to_representatives(block.buf, offs, length, firsts[ids]):
         return ids, firsts.astype(np.int64)
     return distinct_ids_by_bytes(block.buf, offs, length)

@@ -7,6 +7,9 @@ streaming engines, keyed apart so that no worker holds a collection's every key
   (:class:`~ldp_marginals.transforms.publication.clock.Clock`);
 - ``Atoms`` (:class:`AtomsFn`, keyed by (collection, dimensions)): a key's accumulators, released into
   atoms at the clock's commands (:class:`~ldp_marginals.transforms.publication.atoms.Atoms`);
+- under ``privacy.unit: device`` with dimensions, ``SliceKeys`` (keyed by (collection, slice)), between
+  the partials and clock and the atoms: each device's keys of a slice, bounded when the slice is sealed
+  (:mod:`ldp_marginals.transforms.publication.slices`, :mod:`ldp_marginals.transforms.slice_keys`);
 - ``Panes`` (:class:`PanesFn`, keyed by (collection, capped key)): the panes of the keys a window
   publishes under one capped key, their rows and pane files
   (:class:`~ldp_marginals.transforms.publication.panes.Panes`);
@@ -49,22 +52,25 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from ldp_marginals.schemas.dead_letters import NAMESPACE, OVER_DEVICE_BOUND, REPORTS_PUBLISHED, VALID
+from ldp_marginals.schemas.dead_letters import NAMESPACE, OVER_DEVICE_BOUND, OVER_KEY_BOUND, REPORTS_PUBLISHED, VALID
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms import coders
 from ldp_marginals.transforms.dead_letters import TAG, count, count_withheld, late_batch
 from ldp_marginals.transforms.publication import state
 from ldp_marginals.transforms.publication.atoms import Atoms, KeyStatus
+from ldp_marginals.transforms.publication.key_atoms import KeyBoundAtoms
 from ldp_marginals.transforms.publication.clock import Clock, ClockStatus
 from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, PaneFile
 from ldp_marginals.transforms.publication.messages import Arrival, Weight
 from ldp_marginals.transforms.publication.panes import Panes, PanesStatus
 from ldp_marginals.transforms.publication.rollup_panes import message_to_bytes as rollup_to_bytes
+from ldp_marginals.transforms.publication.slices import DeviceKeys
 from ldp_marginals.transforms.rollup_panes import RollupsFn
+from ldp_marginals.transforms.slice_keys import SliceKeysFn, slice_name
 
 PANES = "panes"   # the output of pane files: one PaneFile per kind, window, capped key and pane
 ARRIVALS = "arrivals"
-TO_KEYS, TO_CAPPED, TO_ROLLUPS = "to_keys", "to_capped", "to_rollups"
+TO_KEYS, TO_CAPPED, TO_SLICES, TO_ROLLUPS = "to_keys", "to_capped", "to_slices", "to_rollups"
 __all__ = ["PANES", "PaneFile", "StreamingPanes"]
 
 
@@ -87,7 +93,11 @@ def key_of(name: str) -> tuple:
 
 class SplitPartialFn(beam.DoFn):
     """A partial -> its weight, to its collection's clock (main output, ``(collection, bytes)``), and
-    its accumulator, to its key's atoms (``arrivals``, ``(key, bytes)``), both under one new id."""
+    its accumulator, to its key's atoms (``arrivals``, ``(key, bytes)``), both under one new id; under a
+    bound on keys (``bounds_keys``) also its device keys, to its slice (``to_slices``)."""
+
+    def __init__(self, bounds_keys: bool = False):
+        self.bounds_keys = bounds_keys
 
     def setup(self):
         self._prefix = uuid.uuid4().hex[:12]   # an identifier, not a random draw: unique per worker
@@ -101,6 +111,9 @@ class SplitPartialFn(beam.DoFn):
         yield partial.collection, state.message_to_bytes(Weight(pid, partial.dimensions, start, acc.received))
         yield beam.pvalue.TaggedOutput(ARRIVALS, (key_name(partial.collection, partial.dimensions),
                                                   state.message_to_bytes(Arrival(pid, start, acc))))
+        if self.bounds_keys:
+            yield beam.pvalue.TaggedOutput(TO_SLICES, (slice_name(partial.collection, start), state.message_to_bytes(
+                DeviceKeys(pid, partial.dimensions, start, acc.devices.devices))))
 
 
 def delay_us(watermark_delay_seconds: float) -> int:
@@ -214,6 +227,8 @@ class ClockFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(TO_CAPPED, (key_name(name, key), state.message_to_bytes(message)))
         for window, message in step.to_rollups:
             yield beam.pvalue.TaggedOutput(TO_ROLLUPS, (window_key_name(name, window), rollup_to_bytes(message)))
+        for start, message in step.to_slices:
+            yield beam.pvalue.TaggedOutput(TO_SLICES, (slice_name(name, start), state.message_to_bytes(message)))
 
 
 class AtomsFn(beam.DoFn):
@@ -235,7 +250,7 @@ class AtomsFn(beam.DoFn):
         stored = status.read()
         now = state.key_from_bytes(stored) if stored else KeyStatus()
         message = state.message_from_bytes(data, agg)
-        engine = Atoms(self.config, dims)
+        engine = (KeyBoundAtoms if self.config.bounds_keys else Atoms)(self.config, dims)
 
         def read():
             return ([state.message_from_bytes(d, agg) for d in arrived.read()],
@@ -256,6 +271,8 @@ class AtomsFn(beam.DoFn):
         status.write(state.key_to_bytes(now))
         if step.over_bound:   # privacy.unit: device: counts only, at a slice's let-go
             count(OVER_DEVICE_BOUND, step.over_bound)
+        if step.over_key_bound:   # privacy.unit: device with dimensions: at a slice's seal
+            count(OVER_KEY_BOUND, step.over_key_bound)
         for route, contribution in step.contributions:
             yield key_name(self.config.name, route), state.message_to_bytes(contribution, agg)
         for window, part in step.rollup_parts:
@@ -321,15 +338,24 @@ class StreamingPanes(beam.PTransform):
     def expand(self, partials):
         cfg = self.config
         # col : (collection, weight) and (key, arrival), versioned records under string keys
-        split = partials | "SplitPartials" >> beam.ParDo(SplitPartialFn()).with_output_types(
-            coders.KeyedBytes).with_outputs(ARRIVALS, main="weights")
+        bounded = cfg.bounds_keys   # steps added only then: the stage labels of other collections are unchanged
+        extra = (TO_SLICES,) if bounded else ()
         rolled = (TO_ROLLUPS,) if cfg.rollups else ()
+        split = partials | "SplitPartials" >> beam.ParDo(SplitPartialFn(bounded)).with_output_types(
+            coders.KeyedBytes).with_outputs(ARRIVALS, *extra, main="weights")
         clock = split["weights"] | "Clock" >> beam.ParDo(
-            ClockFn(cfg, self.clock, self.watermark_delay_seconds)).with_outputs(TO_KEYS, TO_CAPPED, TAG, *rolled)
-        for tagged in (split[ARRIVALS], clock[TO_KEYS], clock[TO_CAPPED]):
+            ClockFn(cfg, self.clock, self.watermark_delay_seconds)).with_outputs(TO_KEYS, TO_CAPPED, *extra, TAG,
+                                                                                 *rolled)
+        for tagged in (split[ARRIVALS], clock[TO_KEYS], clock[TO_CAPPED]) + tuple(
+                pc[TO_SLICES] for pc in (split, clock) if bounded):
             tagged.element_type = coders.KeyedBytes   # tagged outputs carry no type hint
-        # col : (key, arrival | command | drop)
-        keyed = (split[ARRIVALS], clock[TO_KEYS]) | "ToKeys" >> beam.Flatten().with_output_types(coders.KeyedBytes)
+        to_keys = (split[ARRIVALS], clock[TO_KEYS])
+        if bounded:   # col : (slice key, device keys | accept | drop) -> (key, kept)
+            to_keys += ((split[TO_SLICES], clock[TO_SLICES]) | "ToSlices" >> beam.Flatten().with_output_types(
+                coders.KeyedBytes) | "SliceKeys" >> beam.ParDo(SliceKeysFn(cfg, key_name)).with_output_types(
+                coders.KeyedBytes),)
+        # col : (key, arrival | command | drop | kept)
+        keyed = to_keys | "ToKeys" >> beam.Flatten().with_output_types(coders.KeyedBytes)
         atoms = beam.ParDo(AtomsFn(cfg)).with_output_types(coders.KeyedBytes)
         if cfg.rollups:   # a second output: without rollups the stateful step keeps its name (savepoints, --update)
             atoms = keyed | "Atoms" >> atoms.with_outputs(TO_ROLLUPS)

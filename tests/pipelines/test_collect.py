@@ -268,3 +268,38 @@ def test_a_retry_while_kafka_has_not_answered_waits_for_the_first_send():
     first, retry = run(go())
     assert first[0] == 503 and retry[0] == 200
     assert len(stub.records) == 1 and len(acked_reports(stub)) == 50   # sent once
+
+
+WARM = """
+import sys
+from ldp_marginals.pipelines.admission import screen_body, screen_singles
+from ldp_marginals.pipelines.collect import warm_up
+from tests.pipelines.test_collect import CONFIGS, GOOD, container, single
+
+def compiled():
+    return {(m, n): len(f.signatures) for m, mod in list(sys.modules.items()) if m.startswith("ldp_marginals")
+            for n, f in vars(mod).items() if hasattr(f, "signatures") and hasattr(f, "py_func")}
+
+if sys.argv[1] == "warm":
+    warm_up(CONFIGS)
+before = compiled()
+screen_singles([single(r) for r in GOOD[:50]], CONFIGS)
+screen_body(container(GOOD[:100]), CONFIGS)
+print(sum(before.values()), sorted(k for k, v in compiled().items() if v != before.get(k, 0)))
+"""
+
+
+@pytest.mark.parametrize("how", ["warm", "cold"])
+def test_the_screening_kernels_are_compiled_before_the_collector_serves(how):
+    # in a fresh process: after warm_up, screening requests compiles no kernel (cold: it does)
+    import subprocess
+    import sys
+    from pathlib import Path
+    done = subprocess.run([sys.executable, "-c", WARM, how], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    ready, newly = done.stdout.split(" ", 1)
+    if how == "warm":
+        assert int(ready) > 0 and newly.strip() == "[]"
+    else:
+        assert newly.strip() != "[]"

@@ -2,8 +2,8 @@
 device adds to at most K keys, the K of smallest key rank, whatever the order of the reports; within
 a kept key at most M reports (the bottom M by rank); ``min_reports`` counts a key's own devices; the
 reports to keys past the bound are counted in the summary and the manifest; a device in two keys
-that the cap merges into ``__other__`` is not counted twice by the guard; a streaming job refuses
-the bound it cannot keep."""
+that the cap merges into ``__other__`` is not counted twice by the guard; a streaming job publishes the
+same (TestStream) and refuses the bound on a global window."""
 import json
 
 import numpy as np
@@ -148,7 +148,54 @@ def test_a_device_in_two_keys_merged_into_other_is_counted_once_per_key(tmp_path
     assert [(r["dimensions"]["region"], r["n_reports"]) for r in held] == [("__other__", 60)]
 
 
-def test_streaming_refuses_a_bound_on_keys_it_cannot_keep():
-    with pytest.raises(ValueError, match=r"collection 'dk': privacy.unit 'device' with dimensions \['region'\] "
-                                         r"bounds the keys .*max_keys_per_device=2\) in batch only"):
-        JobOptions({"dk": parse_config(CONFIG)}, streaming=True)
+def test_streaming_refuses_a_bound_on_keys_on_a_global_window():
+    """A streaming job bounds a slice's keys when its window closes; a global window closes only when the
+    stream ends, so it is refused (fixed and sliding windows stream: tests/transforms/test_device_keys_stream.py)."""
+    spec = dict(CONFIG, window={"type": "global"}, early_firing_seconds=60)
+    with pytest.raises(ValueError, match=r"collection 'dk': privacy.unit 'device' with dimensions \['region'\] on a "
+                                         r"global window: .*max_keys_per_device=2\)"):
+        JobOptions({"dk": parse_config(spec)}, streaming=True)
+    JobOptions({"dk": parse_config(CONFIG)}, streaming=True)
+
+
+def _latest(panes, kind):
+    """``{(window start, region): rows}`` of each window and key's latest pane of ``kind``."""
+    latest = {}
+    for f in panes:
+        if f.kind == kind:
+            key = (f.window[0], dict(f.key)["region"])
+            if key not in latest or f.pane > latest[key][0]:
+                latest[key] = (f.pane, f.rows)
+    return {key: sorted((tuple(r.get("columns", ())), round(r.get("estimate", 0.0), 9), r["n_reports"])
+                        for r in rows) for key, (_, rows) in latest.items()}
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_streaming_publishes_what_batch_publishes(tmp_path, order):
+    """TestStream, the job as a streaming job runs it: the reports in bundles of the collector's
+    sizes, a device's keys in different bundles, hour 1's first reports before hour 0 is closed, in
+    two orders; each window and key's latest pane equals the batch run's rows (and withheld rows)."""
+    from apache_beam.testing import test_stream
+
+    from tests.pipelines.test_streaming import run_stream
+
+    records = _reports(seed=2)
+    batch = _run(tmp_path, CONFIG, records, f"batch{order}")
+    want = {}
+    for kind in ("marginals", "withheld"):
+        for r in read_rows(batch, kind):
+            want.setdefault(kind, {}).setdefault((r["window_start"], r["dimensions"]["region"]), []).append(
+                (tuple(r.get("columns", ())), round(r.get("estimate", 0.0), 9), r["n_reports"]))
+    rng = np.random.default_rng(order)
+    shuffled = [records[i] for i in rng.permutation(len(records))]
+    first = [r for r in shuffled if r["event_time"] < T0 + HOUR or r["event_time"] < T0 + HOUR + HOUR // 4]
+    rest = [r for r in shuffled if r not in first]
+    stream = test_stream.TestStream().advance_watermark_to(T0 / 1000)
+    for at in range(0, len(first), 97):
+        stream = stream.add_elements(first[at:at + 97])
+    stream = stream.advance_watermark_to((T0 + HOUR) / 1000).add_elements(rest).advance_watermark_to_infinity()
+    got, _ = run_stream(stream, parse_config(CONFIG))
+    assert not got["dead_letters"]
+    for kind in ("marginals", "withheld"):
+        assert _latest(got["panes"], kind) == {k: sorted(v) for k, v in want[kind].items()}, kind
+    assert len(want["marginals"]) >= 4 and want["withheld"]

@@ -52,6 +52,24 @@ def test_containers_leave_when_full_or_aged_stamped_with_their_earliest_report(s
         assert c.timestamp_ms == min(r["event_time"] for r in decoded(c)) and c.reports == len(decoded(c))
 
 
+def test_a_request_s_reports_held_at_once_leave_as_when_held_one_by_one(sample):
+    # extend (the collector holds a request's reports at once) against add, report by report: the same
+    # containers, full ones at max_reports across requests, aged ones when the oldest waited
+    sizes = [1, 37, 100, 63, 250, 1, 99, 200, 49]   # requests of these many reports, 800 in all
+    got = {}
+    for way in ("add", "extend"):
+        clock, out, first = Clock(), [], 0
+        batcher = ContainerBatcher(max_reports=100, max_seconds=10, clock=clock)
+        for i, n in enumerate(sizes):
+            clock.now += 11.0 if i in (1, 5, 8) else 0.5   # the second, sixth and last requests age a container
+            reports = sample[first:first + n]
+            first += n
+            out += batcher.extend(reports) if way == "extend" else [c for r in reports for c in batcher.add(r)]
+        got[way] = ([c.reports for c in out], [decoded(c) for c in out], len(batcher))
+    assert got["extend"] == got["add"]
+    assert sum(got["add"][0]) + got["add"][2] == sum(sizes) and 100 in got["add"][0] and got["add"][0][0] < 100
+
+
 def test_a_container_over_the_byte_limit_is_split_until_each_fits(sample):
     whole = containers(sample)
     assert len(whole) == 1 and whole[0].reports == len(sample)

@@ -88,7 +88,7 @@ class Scenario:
     channel: str = "symmetric"
     derived: bool = False     # also a numeric feature m, a table, a conditional and a conditional mean
     device_bound: int | None = None   # privacy.unit: device with this max_reports_per_device (tokens: devices)
-    key_bound: int | None = None      # and with dimensions: this max_keys_per_device (batch only)
+    key_bound: int | None = None      # and with dimensions: this max_keys_per_device
     delivery: int = 0         # the seed of the order the engines' messages are delivered in
     periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
     rollups: tuple | None = None   # two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
@@ -804,7 +804,7 @@ def sliding_clients_scenario(rng) -> Scenario:
 
 
 def device_keys_scenario(rng) -> Scenario:
-    """``privacy.unit: device`` with dimensions (batch): a few devices, each sending 1 to 4 reports over
+    """``privacy.unit: device`` with dimensions: a few devices, each sending 1 to 4 reports over
     the slices and over 1 to 3 values of the key (a device that changes region), a bound of 1 or 2
     reports per device, slice and key and of 1 or 2 keys per device and slice, a cap of 1 to 3 values
     (the rest in ``__other__``), min_reports 2 or 3 devices."""

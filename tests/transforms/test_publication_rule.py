@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.ldp.devices import _select as _SELECT
-from ldp_marginals.transforms.publication import atoms, engine, messages, panes, release, rollup_panes, rollups, rows
+from ldp_marginals.transforms.publication import atoms, engine, key_atoms, messages, panes, release, rollup_panes, rollups, rows
 from tests.transforms import publication_model as model
 
 
@@ -258,12 +258,13 @@ def test_under_the_device_unit_nothing_depends_on_fewer_than_min_reports_devices
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(model.device_keys_scenario))
 def test_under_a_bound_on_keys_nothing_depends_on_fewer_than_min_reports_devices_across_keys(s):
-    """privacy.unit: device with dimensions (batch; streaming refuses it): a device in several keys of
-    a slice is in at most max_keys_per_device of them, and no combination of published fields, over
-    keys and ``__other__``, depends on fewer than min_reports devices (all of their reports, in every
-    key)."""
-    isolated, unaccounted = model.violations(s, batch=True)
-    assert isolated is None and unaccounted is None, (isolated, unaccounted)
+    """privacy.unit: device with dimensions, in batch and in streaming (the slice step, bundles, late
+    data, early panes): a device in several keys of a slice is in at most max_keys_per_device of them,
+    and no combination of published fields, over keys and ``__other__``, depends on fewer than
+    min_reports devices (all of their reports, in every key)."""
+    for batch in (True, False):
+        isolated, unaccounted = model.violations(s, batch=batch)
+        assert isolated is None and unaccounted is None, (batch, isolated, unaccounted)
 
 
 def test_the_key_scenarios_publish_devices_in_two_keys_and_leave_keys_out():
@@ -412,6 +413,12 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "devices: no bound on the keys of a slice": (
         mock.patch("ldp_marginals.transforms.publication.engine.keys_over_bound", _no_key_bound),
         lambda rng, n: model.device_keys_scenario(rng), (True,)),
+    "devices: streaming, every device keeps every key of its slice": (
+        mock.patch("ldp_marginals.transforms.publication.slices.kept_in", lambda table, key: np.unique(table.device)),
+        lambda rng, n: model.device_keys_scenario(rng), (False,)),
+    "devices: streaming, a slice's keys released before it is sealed": (
+        mock.patch.object(key_atoms.KeyBoundAtoms, "_releasing", lambda self, cmd: None),
+        lambda rng, n: model.device_keys_scenario(rng), (False,)),
     "rollups: each checked alone, no complementary suppression": (
         mock.patch.object(rollups, "nested", _each_rollup_alone), lambda rng, n: model.rollup_scenario(rng), (True,)),
     "rollups: every rollup row published": (

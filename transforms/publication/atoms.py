@@ -43,6 +43,7 @@ class AtomsStep:
     inbox: list | None = None
     entries: list | None = None
     over_bound: int = 0   # reports past a device's bound in the slices let go (privacy.unit: device)
+    over_key_bound: int = 0   # reports of devices to keys past their bound on keys (:mod:`.key_atoms`)
 
 
 class Atoms:
@@ -73,6 +74,7 @@ class Atoms:
         by_id = {a.id: a for a in arrived}
         drops = [m for m in inbox if isinstance(m, Drop)]
         commands = {m.prev: m for m in inbox if isinstance(m, Command)}
+        notes = [m for m in inbox if not isinstance(m, (Drop, Command))]   # what a bound across keys waits for
         kept_drops = []
         for d in drops:
             if by_id.pop(d.id, None) is None:
@@ -81,18 +83,32 @@ class Atoms:
         while status.last in commands:
             cmd = commands[status.last]
             missing = [i for i in cmd.ids if i not in by_id]
-            if missing:
+            if missing or not self._ready(cmd, entries, [by_id[i] for i in cmd.ids], notes):
                 break
             del commands[status.last]
             entries += [Entry(a.start, self.dims, PENDING, a.acc) for a in (by_id.pop(i) for i in cmd.ids)]
-            entries = compact(self.config, entries)
+            entries, notes = self._bounded(step, cmd, entries, notes)
+            entries = compact(self.config, entries, self._releasing(cmd))
             entries = self._contribute(step, status, cmd, entries)
             status.last = cmd.event
         status.waiting = {d.id for d in kept_drops} | set(missing)
         step.arrived = list(by_id.values())
-        step.inbox = kept_drops + sorted(commands.values())
+        step.inbox = kept_drops + notes + sorted(commands.values())
         step.entries = entries
         return step
+
+    # hooks of a bound across a slice's keys (:class:`~.key_atoms.KeyBoundAtoms`); here, none
+    def _ready(self, cmd: Command, entries: list, arrivals: list, notes: list) -> bool:
+        """Whether ``cmd`` may be applied now (its partials ``arrivals`` have come)."""
+        return True
+
+    def _bounded(self, step: AtomsStep, cmd: Command, entries: list, notes: list) -> tuple:
+        """``(entries, notes)`` once ``cmd``'s partials are in ``entries``, before any release."""
+        return entries, notes
+
+    def _releasing(self, cmd: Command):
+        """Which slices' pending parts ``cmd`` may release (a predicate of the slice start), None: all."""
+        return None
 
     def _contribute(self, step: AtomsStep, status: KeyStatus, cmd: Command, entries: list) -> list:
         """The window's released atoms its capped key lacks (and, at its close, the count still held);

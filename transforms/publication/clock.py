@@ -10,6 +10,10 @@ watermark has passed ``T`` when its own event timer for ``T`` fires. So it alone
   :class:`~.messages.Drop` to its key) or counted;
 - where each key of a window is published: its capped key (:mod:`.cap`), decided at the window's
   events from the values' weights, sticky;
+- under a bound on a slice's keys (``privacy.unit: device`` with dimensions): a slice is *sealed* at
+  its first window's close, and a partial of a sealed slice is late; the slice step is told which
+  partials were counted (:class:`~.slices.Accept`), how many at the seal, and which were late
+  (:mod:`.slices`);
 - when a window publishes: an *event* (early firings, the on-time pane when the watermark passes the
   window's end, a late pane at once for a partial that arrives after that, the final pane at the end
   plus the allowed lateness, when the window closes), numbered per collection. An event commands the
@@ -32,6 +36,7 @@ from ldp_marginals.transforms.publication import rollup_panes
 from ldp_marginals.transforms.publication.cap import add_weights, capped, decide, value_weights
 from ldp_marginals.transforms.publication.engine import CLOSED, EARLY, END_OF_TIME_US, LATE, NEVER, ON_TIME, LateBatch
 from ldp_marginals.transforms.publication.messages import Command, Drop, Expect
+from ldp_marginals.transforms.publication.slices import Accept, sealed_by
 
 
 @dataclass
@@ -62,6 +67,13 @@ class Book:
 
 
 @dataclass
+class KeyBook(Book):
+    """The book of a collection under a bound on keys: also, per slice not sealed, its partials counted."""
+
+    slices: dict = field(default_factory=dict)     # slice start -> partials counted
+
+
+@dataclass
 class ClockStep:
     """What one event of the clock produced: reports counted, late batches (dead letters), messages to
     keys (``(dims, Drop | Command)``) and to capped keys (``(capped key, Expect)``), weights to append
@@ -72,6 +84,7 @@ class ClockStep:
     late: list = field(default_factory=list)
     to_keys: list = field(default_factory=list)
     to_capped: list = field(default_factory=list)
+    to_slices: list = field(default_factory=list)   # under a bound on keys: (slice start, Accept | Drop)
     to_rollups: list = field(default_factory=list)   # (window, RollupExpect): collections with rollups
     append: list = field(default_factory=list)
     clear: bool = False
@@ -112,10 +125,14 @@ class Clock:
         has passed publishes a late pane at once."""
         step = ClockStep()
         open_windows = [w for w in self.window.windows_of_slice(weight.start) if self.close_us(w) > status.through_us]
+        if self.config.bounds_keys and len(open_windows) < len(self.window.windows_of_slice(weight.start)):
+            open_windows = []   # its slice was sealed at its first window's close (.slices)
         if not open_windows:
             step.late.append(LateBatch(self.config.name, weight.dims, weight.start, self.window.slice_end(weight.start),
                                        weight.n, self.config.allowed_lateness_seconds))
             step.to_keys.append((weight.dims, Drop(weight.id)))
+            if self.config.bounds_keys:
+                step.to_slices.append((weight.start, Drop(weight.id)))
             step.event_us = self.next_event_us(status)
             return step
         step.counted = weight.n
@@ -127,7 +144,7 @@ class Clock:
             if status.windows[w][0]:
                 late_now.append(w)
         if late_now:   # a late pane at once: the bag is folded into the book
-            book = self._folded(status, read_book(), list(read_bag()) + [weight])
+            book = self._folded(status, read_book(), list(read_bag()) + [weight], step)
             step.clear, step.book = True, book
             for w in late_now:
                 status.windows[w][1] = False
@@ -151,7 +168,7 @@ class Clock:
         due = [w for w, (on_time, _) in sorted(status.windows.items()) if not on_time and self.end_us(w) <= now_us]
         closing = sorted(w for w in status.windows if self.close_us(w) <= now_us)
         if due or closing:
-            book = self._folded(status, read_book(), read_bag())
+            book = self._folded(status, read_book(), read_bag(), step)
             step.clear, step.book = True, book
             for w in due:
                 status.windows[w] = [True, False]
@@ -174,7 +191,7 @@ class Clock:
         status.early_set = False
         dirty = [w for w, (on_time, new) in sorted(status.windows.items()) if new and not on_time]
         if dirty:
-            book = self._folded(status, read_book(), read_bag())
+            book = self._folded(status, read_book(), read_bag(), step)
             step.clear, step.book = True, book
             for w in dirty:
                 status.windows[w][1] = False
@@ -183,10 +200,16 @@ class Clock:
         return step
 
     # -- the book ---------------------------------------------------------------------------------
-    def _folded(self, status: ClockStatus, book: Book | None, weights) -> Book:
+    def _folded(self, status: ClockStatus, book: Book | None, weights, step: ClockStep) -> Book:
         """``book`` with the bag's weights added: each to the open windows of its slice, its id to its
-        key's partials to accept."""
-        book = book or Book()
+        key's partials to accept (and under a bound on keys, to its slice's)."""
+        book = book or (KeyBook() if self.config.bounds_keys else Book())
+        if self.config.bounds_keys:
+            accepted = {}
+            for w in weights:
+                accepted.setdefault(w.start, []).append(w.id)
+                book.slices[w.start] = book.slices.get(w.start, 0) + 1
+            step.to_slices += [(start, Accept(start, tuple(ids))) for start, ids in sorted(accepted.items())]
         for w in weights:
             for window in self.window.windows_of_slice(w.start):
                 if window in status.windows:
@@ -206,6 +229,11 @@ class Clock:
         A key's partials accepted since its last command (``book.ids``) go with its first command, for
         whichever window; its commands for the other windows its partials fall in carry none, yet
         release and contribute what the partials hold to those windows' panes too."""
+        if final and self.config.bounds_keys:   # the slices this close seals: their keys' choice is made
+            for start in sorted(sealed_by(self.window, window)):
+                total = book.slices.pop(start, 0)
+                if total:
+                    step.to_slices.append((start, Accept(start, (), True, total)))
         wb = book.windows.get(window)
         if wb is None:   # a window that only ever held late partials of closed slices: nothing to publish
             return

@@ -75,10 +75,11 @@ class LateBatch(NamedTuple):
     lateness_seconds: float
 
 
-def compact(config, entries) -> list:
+def compact(config, entries, release=None) -> list:
     """Merge entries per (slice, dims, atom) into new accumulators, and release a pending part that
     holds enough (:func:`~ldp_marginals.transforms.publication.release.releasable`): it becomes the
-    slice and key's next atom, for good. Atoms are never merged with each other."""
+    slice and key's next atom, for good. Atoms are never merged with each other. ``release``: a
+    predicate of the slice start, the slices whose pending part may be released now (None: every one)."""
     aggregator = config.aggregator
     parts = {}
     for e in entries:
@@ -95,7 +96,7 @@ def compact(config, entries) -> list:
         if atom == PENDING and acc is not None:   # under a device bound: what the slice's released atoms leave each device
             acc = merged[(start, dims, atom)] = aggregator.within_slice(acc, [
                 a for (s, d, n), a in merged.items() if (s, d) == (start, dims) and n != PENDING and a is not None])
-        if atom == PENDING and acc is not None and releasable(config, acc):
+        if atom == PENDING and acc is not None and (release is None or release(start)) and releasable(config, acc):
             number = following[(start, dims)]
             following[(start, dims)] = number + 1
             merged[(start, dims, number)] = aggregator.settle(merged.pop((start, dims, PENDING)))

@@ -126,7 +126,7 @@ class Rollups:
 
 # -- versioned records ------------------------------------------------------------------------------------
 
-PART, EXPECT, STATUS = b"LDPU", b"LDPV", b"LDPZ"
+PART, EXPECT, STATUS = b"LDPO", b"LDPV", b"LDPZ"
 
 
 def _pairs(dims) -> list:

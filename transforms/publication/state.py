@@ -6,7 +6,9 @@ Records by magic: ``LDPE`` an entry (an atom or pending part of one slice and ke
 accumulator), and the streaming engines' messages (``LDPW`` weight, ``LDPR``
 arrival, ``LDPD`` drop, ``LDPC`` command, ``LDPX`` expectation, ``LDPN`` contribution) and states
 (``LDPK`` the clock's status, ``LDPB`` its book, ``LDPY`` a key's status, ``LDPQ`` a capped key's
-status). Scalars go in the JSON header, accumulators in the tail (:func:`~ldp_marginals.ldp.versioned.join`).
+status); under a bound on keys also the slice step's (:mod:`.slices`: ``LDPU`` device keys, ``LDPJ``
+accept, ``LDPT`` kept; ``LDPS`` its status, ``LDPG`` its key table), a step only such collections have,
+so the layout of every other job is unchanged. Scalars go in the JSON header, accumulators in the tail (:func:`~ldp_marginals.ldp.versioned.join`).
 
 Every function that reads an accumulator takes the collection's aggregator, optional: given, a state
 written for another shape (counted sets, extremes) is refused naming what changed; omitted (a Beam
@@ -34,8 +36,9 @@ from ldp_marginals.ldp.versioned import (
     split,
     unpack,
 )
+from ldp_marginals.transforms.publication import slices
 from ldp_marginals.transforms.publication.atoms import KeyStatus
-from ldp_marginals.transforms.publication.clock import Book, ClockStatus, WindowBook
+from ldp_marginals.transforms.publication.clock import Book, ClockStatus, KeyBook, WindowBook
 from ldp_marginals.transforms.publication.engine import PENDING, Entry
 from ldp_marginals.transforms.publication.messages import Arrival, Command, Contribution, Drop, Expect, Weight
 from ldp_marginals.transforms.publication.panes import PaneState, PanesStatus
@@ -101,7 +104,10 @@ def _flagged(start: int, dims: tuple, released: bool, acc) -> Entry:
 # -- messages -----------------------------------------------------------------------------------------
 
 def message_to_bytes(message, aggregator=None) -> bytes:
-    """Any message of :mod:`.messages` as a record."""
+    """Any message of :mod:`.messages` (or of the bound on keys, :mod:`.slices`) as a record."""
+    record = slices.message_to_bytes(message)
+    if record is not None:
+        return record
     if isinstance(message, Weight):
         return pack(WEIGHT, {"id": message.id, "dims": [list(kv) for kv in message.dims], "start": message.start,
                              "n": message.n})
@@ -128,6 +134,9 @@ def message_to_bytes(message, aggregator=None) -> bytes:
 def message_from_bytes(data: bytes, aggregator=None):
     data = bytes(data)
     magic = data[:4]
+    message = slices.message_from_bytes(data)
+    if message is not None:
+        return message
     _, h, tail = _parsed(magic, data)
     if magic == WEIGHT:
         return Weight(h["id"], _dims(h["dims"]), int(h["start"]), int(h["n"]))
@@ -173,7 +182,8 @@ def book_to_bytes(book: Book) -> bytes:
                     for w, wb in sorted(book.windows.items())],
         "ids": [[[list(kv) for kv in d], list(ids)] for d, ids in sorted(book.ids.items())],
         "prev": [[[list(kv) for kv in d], e] for d, e in sorted(book.prev.items())],
-        "prev_capped": [[[list(kv) for kv in k], e] for k, e in sorted(book.prev_capped.items())]})
+        "prev_capped": [[[list(kv) for kv in k], e] for k, e in sorted(book.prev_capped.items())]}
+        | ({"slices": sorted([s, n] for s, n in book.slices.items())} if isinstance(book, KeyBook) else {}))
 
 
 def book_from_bytes(data: bytes) -> Book:
@@ -183,8 +193,11 @@ def book_from_bytes(data: bytes) -> Book:
         routes = {_dims(d): None if r is None else _dims(r) for d, r in routes}
         # a book written before ``fresh`` was kept: every key of the window is commanded at its next event
         windows[(w0, w1)] = WindowBook(weights, decided, routes, {_dims(d) for d in fresh[0]} if fresh else set(routes))
-    return Book(h["event"], windows, {_dims(d): list(ids) for d, ids in h["ids"]},
-                {_dims(d): e for d, e in h["prev"]}, {_dims(k): e for k, e in h["prev_capped"]})
+    parts = (h["event"], windows, {_dims(d): list(ids) for d, ids in h["ids"]}, {_dims(d): e for d, e in h["prev"]},
+             {_dims(k): e for k, e in h["prev_capped"]})
+    if "slices" in h:   # under a bound on keys
+        return KeyBook(*parts, {int(s): int(n) for s, n in h["slices"]})
+    return Book(*parts)
 
 
 def key_to_bytes(status: KeyStatus) -> bytes:

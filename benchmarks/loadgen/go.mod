@@ -1,0 +1,3 @@
+module ldp-marginals/benchmarks/loadgen
+
+go 1.22
