@@ -26,7 +26,7 @@ def test_rollup_messages_and_status_are_versioned_records():
     assert rollup_panes.message_from_bytes(rollup_panes.message_to_bytes(expect)) == expect
     status = rollup_panes.RollupStatus(2, {7: expect}, {7: 5, 9: 1})
     assert rollup_panes.status_from_bytes(rollup_panes.status_to_bytes(status)) == status
-    with pytest.raises(ValueError, match="a rollup message must be a record LDPU or LDPV, got one starting b'LDPD'"):
+    with pytest.raises(ValueError, match="a rollup message must be a record LDPO or LDPV, got one starting b'LDPD'"):
         rollup_panes.message_from_bytes(state.message_to_bytes(Drop("x")))
     with pytest.raises(ValueError, match="state must be a record LDPZ"):
         rollup_panes.status_from_bytes(state.clock_to_bytes(state.ClockStatus()))
