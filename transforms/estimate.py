@@ -93,7 +93,6 @@ class PublishKeyFn(beam.DoFn):
 
     def publish(self, element, w, ledger):
         (collection, key), (released, held) = element
-        window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         by_kind = batch_key(self.config, window_bounds_ms(w), key, released, held,
                             **({} if ledger is None else {"ledger": ledger}))
         ledgered, _, client_reason = ledger_part(ledger, window_bounds_ms(w), key)
