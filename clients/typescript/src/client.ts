@@ -106,13 +106,58 @@ export function checkValues(features: readonly Feature[], values: FeatureValues)
   return given;
 }
 
+/** A report: its record, and the intermediate values that made it. */
+export interface Traced<T> {
+  readonly record: NoisyReport;
+  readonly trace: T;
+}
+
+/**
+ * What every kind of client shares ({@link DeviceClient}, `HadamardDeviceClient`): the public report
+ * methods, and the first checks of the input in the specification's order (the event time, then the
+ * dimensions) before the kind's encoder ({@link ReportingClient.encode}) runs.
+ */
+export abstract class ReportingClient<T> {
+  /** The `NoisyReport` record of one report. */
+  async report(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<NoisyReport> {
+    return (await this.reportWithTrace(values, eventMs, dimensions)).record;
+  }
+
+  /** The Avro bytes of one report: what the device sends. */
+  async reportBytes(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<Uint8Array> {
+    return encodeNoisyReport(await this.report(values, eventMs, dimensions));
+  }
+
+  /**
+   * A report and its trace. The input is checked and the coins requested before this returns its
+   * promise, so concurrent calls draw in the order they were made.
+   */
+  reportWithTrace(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<Traced<T>> {
+    try {
+      const time = checkEventTime(eventMs);
+      const dims = checkDimensions(dimensions);
+      return this.encode(values, time, dims);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * The kind's encoder, given a checked event time and the checked, sorted dimensions: it checks the
+   * values (throwing a {@link Refusal}) and requests its coins before it returns its promise.
+   */
+  protected abstract encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
+      Promise<Traced<T>>;
+}
+
 /** One device's client for one collection. */
-export class DeviceClient {
+export class DeviceClient extends ReportingClient<Trace> {
   readonly spec: ClientSpec;
   private readonly key: CryptoKey;
   private readonly coins: CoinSource;
 
   private constructor(spec: ClientSpec, key: CryptoKey, coins: CoinSource) {
+    super();
     this.spec = spec;
     this.key = key;
     this.coins = coins;
@@ -129,33 +174,12 @@ export class DeviceClient {
     return new DeviceClient(spec, await secretKey(secret), coins);
   }
 
-  /** The `NoisyReport` record of one report. */
-  async report(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<NoisyReport> {
-    return (await this.reportWithTrace(values, eventMs, dimensions)).record;
-  }
-
-  /** The Avro bytes of one report: what the device sends. */
-  async reportBytes(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<Uint8Array> {
-    return encodeNoisyReport(await this.report(values, eventMs, dimensions));
-  }
-
-  /**
-   * A report and its trace. The input is checked and the coins requested before this returns its
-   * promise, so concurrent calls draw in the order they were made.
-   */
-  reportWithTrace(values: FeatureValues, eventMs: number, dimensions?: Dimensions):
-      Promise<{ record: NoisyReport; trace: Trace }> {
-    try {
-      const time = checkEventTime(eventMs);
-      const dims = checkDimensions(dimensions);
-      const unit = checkValues(this.spec.features, values);
-      const spec = this.spec;
-      const fresh = spec.features.filter((f, k) => f.type === "numeric" && spec.permanent[spec.firstBit[k]!] === null);
-      const drawn = this.coins.generate(COIN_BYTES * (fresh.length + spec.nBits));
-      return this.randomize(unit, time, dims, fresh.map((f) => f.name), drawn);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]): Promise<Traced<Trace>> {
+    const unit = checkValues(this.spec.features, values);
+    const spec = this.spec;
+    const fresh = spec.features.filter((f, k) => f.type === "numeric" && spec.permanent[spec.firstBit[k]!] === null);
+    const drawn = this.coins.generate(COIN_BYTES * (fresh.length + spec.nBits));
+    return this.randomize(unit, eventMs, dimensions, fresh.map((f) => f.name), drawn);
   }
 
   private async randomize(values: Map<unknown, unknown>, eventMs: number, dimensions: [string, string][],

@@ -13,8 +13,8 @@
  * 5. pack each slot as its index in `B = bit length of T` bits, least significant first, then its parity
  *    bit; `client` is null.
  */
-import { encodeNoisyReport, type NoisyReport } from "./avro.js";
-import { checkDimensions, checkEventTime, checkValues, type Dimensions, type FeatureValues } from "./client.js";
+import type { NoisyReport } from "./avro.js";
+import { ReportingClient, checkValues, type FeatureValues, type Traced } from "./client.js";
 import { COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, SystemCoins, coinValue, decide, units, type CoinSource } from "./coins.js";
 import { bad, keys, text, window, type Feature, type Window } from "./config.js";
 import { secretKey, type Secret } from "./device.js";
@@ -135,11 +135,12 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
 }
 
 /** One device's client for one Hadamard-sampling collection. */
-export class HadamardDeviceClient {
+export class HadamardDeviceClient extends ReportingClient<HadamardTrace> {
   readonly spec: HadamardSpec;
   private readonly coins: CoinSource;
 
   private constructor(spec: HadamardSpec, coins: CoinSource) {
+    super();
     this.spec = spec;
     this.coins = coins;
   }
@@ -157,32 +158,12 @@ export class HadamardDeviceClient {
     return new HadamardDeviceClient(spec, coins);
   }
 
-  /** The `NoisyReport` record of one report. */
-  async report(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<NoisyReport> {
-    return (await this.reportWithTrace(values, eventMs, dimensions)).record;
-  }
-
-  /** The Avro bytes of one report: what the device sends. */
-  async reportBytes(values: FeatureValues, eventMs: number, dimensions?: Dimensions): Promise<Uint8Array> {
-    return encodeNoisyReport(await this.report(values, eventMs, dimensions));
-  }
-
-  /**
-   * A report and its trace. The input is checked and the coins requested before this returns its
-   * promise, so concurrent calls draw in the order they were made.
-   */
-  reportWithTrace(values: FeatureValues, eventMs: number, dimensions?: Dimensions):
-      Promise<{ record: NoisyReport; trace: HadamardTrace }> {
-    try {
-      const time = checkEventTime(eventMs);
-      const dims = checkDimensions(dimensions);
-      const given = checkValues(this.spec.features, values);
-      const encoded = this.spec.features.map((f) => (given.get(f.name) ? 1 : 0));
-      const drawn = this.coins.generate(2 * COIN_BYTES * this.spec.slots);
-      return this.randomize(encoded, time, dims, drawn);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+  protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
+      Promise<Traced<HadamardTrace>> {
+    const given = checkValues(this.spec.features, values);
+    const encoded = this.spec.features.map((f) => (given.get(f.name) ? 1 : 0));
+    const drawn = this.coins.generate(2 * COIN_BYTES * this.spec.slots);
+    return this.randomize(encoded, eventMs, dimensions, drawn);
   }
 
   private async randomize(encoded: number[], eventMs: number, dimensions: [string, string][],

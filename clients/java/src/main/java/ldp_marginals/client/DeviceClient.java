@@ -1,13 +1,8 @@
 package ldp_marginals.client;
 
-import java.math.BigInteger;
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * One device's client for one collection: {@link #report} turns the device's feature values into one
@@ -31,22 +26,10 @@ import java.util.TreeMap;
  *
  * Thread-safe: reports are made one at a time.
  */
-public final class DeviceClient {
-    /** Event times are in [1970-01-01, 2100-01-01) UTC, in milliseconds. */
-    static final long MAX_EVENT_MS = 4_102_444_800_000L;
-
-    private final ClientSpec spec;
-    private final DeviceSecret secret;
-    private final Coins coins;
-
+public final class DeviceClient extends ReportingClient<ClientSpec, DeviceClient.Trace> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
     public DeviceClient(ClientSpec spec, DeviceSecret secret, Coins coins) {
-        if (spec == null || secret == null || coins == null) {
-            throw new IllegalArgumentException("spec, secret and coins must not be null");
-        }
-        this.spec = spec;
-        this.secret = secret;
-        this.coins = coins;
+        super(spec, secret, coins);
     }
 
     /** A device's client drawing its coins from the operating system's secure generator. */
@@ -54,37 +37,13 @@ public final class DeviceClient {
         return new DeviceClient(spec, secret, Coins.system());
     }
 
-    public ClientSpec spec() {
-        return spec;
-    }
-
-    /** The report of the feature values (every feature's name to its value) at an event time (ms). */
-    public NoisyReport report(Map<String, ?> values, long eventMs) {
-        return report(values, eventMs, Collections.<String, String>emptyMap());
-    }
-
     /**
-     * The report of the feature values at an event time (ms since 1970 UTC), with public dimensions.
-     * A boolean feature takes a {@code Boolean}, a categorical one one of its listed {@code String}s, a
-     * numeric one any {@code Number} in its range.
+     * The encoder of the per-bit kind (the {@code report} overloads and {@link #trace} call it, the event
+     * time and dimensions checked): a boolean feature takes a {@code Boolean}, a categorical one one of
+     * its listed {@code String}s, a numeric one any {@code Number} in its range.
      */
-    public NoisyReport report(Map<String, ?> values, long eventMs, Map<String, ?> dimensions) {
-        return trace(values, eventMs, dimensions).report;
-    }
-
-    /**
-     * The same, for an event time held as a boxed number (parsed JSON, Kotlin's {@code Any}): an integer
-     * type ({@code Long}, {@code Integer}, {@code Short}, {@code Byte}, {@code BigInteger}) in range, or
-     * refusal {@code bad_event_time} (a {@code Double}, even 1.0, is not an integer, as in the reference).
-     */
-    public NoisyReport report(Map<String, ?> values, Number eventMs, Map<String, ?> dimensions) {
-        return report(values, eventTime(eventMs), dimensions);
-    }
-
-    /** The report with its intermediate values (tests and debugging another client). */
-    synchronized Trace trace(Map<String, ?> values, long eventMs, Map<String, ?> dimensions) {
-        checkEventTime(eventMs);
-        Map<String, String> dims = dimensions(dimensions);
+    @Override
+    Trace encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
         double[] units = check(values);
         byte[] drawn = coins.generate(Coins.COIN_BYTES * spec.drawnCoins);
         int fresh = spec.drawnCoins - spec.bitCount;
@@ -131,59 +90,17 @@ public final class DeviceClient {
     }
 
     /** A report and the values that made it. */
-    static final class Trace {
-        final NoisyReport report;
+    static final class Trace extends ReportingClient.Traced {
         final byte[] coins;             // the bytes drawn from the generator
         final int[] encoded;            // the true bits
         final List<Integer> permanent;  // per bit, the permanent bit (null where it does not memoize)
 
         Trace(NoisyReport report, byte[] coins, int[] encoded, List<Integer> permanent) {
-            this.report = report;
+            super(report);
             this.coins = coins;
             this.encoded = encoded;
             this.permanent = permanent;
         }
-    }
-
-    /** Refusal {@code bad_event_time} unless the event time is in [0, {@link #MAX_EVENT_MS}). */
-    static void checkEventTime(long eventMs) {
-        if (eventMs < 0 || eventMs >= MAX_EVENT_MS) {
-            throw new Refusal(Refusal.Code.BAD_EVENT_TIME, "event time must be an integer in [0, " + MAX_EVENT_MS
-                    + ") ms, got " + eventMs);
-        }
-    }
-
-    static long eventTime(Number eventMs) {
-        if (eventMs instanceof Long || eventMs instanceof Integer || eventMs instanceof Short || eventMs instanceof Byte) {
-            return eventMs.longValue();
-        }
-        if (eventMs instanceof BigInteger && ((BigInteger) eventMs).bitLength() < 64) {
-            return eventMs.longValue();
-        }
-        if (eventMs instanceof BigInteger) {
-            return -1;   // out of range either way
-        }
-        throw new Refusal(Refusal.Code.BAD_EVENT_TIME, "event time must be an integer in [0, " + MAX_EVENT_MS
-                + ") ms, got a " + (eventMs == null ? "null" : eventMs.getClass().getSimpleName()));
-    }
-
-    /** The dimensions sorted by their keys' UTF-8 bytes; refusal unless non-empty strings map to strings. */
-    static Map<String, String> dimensions(Map<String, ?> dimensions) {
-        Map<String, String> out = new TreeMap<>(DeviceClient::compareUtf8);
-        if (dimensions == null) {
-            return out;
-        }
-        for (Map.Entry<?, ?> e : dimensions.entrySet()) {
-            Object k = e.getKey();
-            Object v = e.getValue();
-            if (!(k instanceof String) || ((String) k).isEmpty() || !ClientSpec.isText((String) k)
-                    || !(v instanceof String) || !ClientSpec.isText((String) v)) {
-                throw new Refusal(Refusal.Code.BAD_DIMENSIONS, "dimensions must map non-empty strings to strings "
-                        + "(well-formed Unicode), got a " + typeOf(v) + " for key " + (k instanceof String ? "\"" + k + "\"" : typeOf(k)));
-            }
-            out.put((String) k, (String) v);
-        }
-        return out;
     }
 
     /** Checks the values (docs/client.md, section 3, step 1); per feature, a numeric value's unit value. */
@@ -213,48 +130,6 @@ public final class DeviceClient {
             }
         }
         return units;
-    }
-
-    /** Refusal {@code bad_value} for null values, {@code missing_feature}, then {@code unknown_feature}. */
-    static void checkNames(List<String> names, Map<String, ?> values) {
-        if (values == null) {
-            throw new Refusal(Refusal.Code.BAD_VALUE, "values must map feature names to values, got null");
-        }
-        List<String> missing = new ArrayList<>();
-        for (String name : names) {
-            if (!values.containsKey(name)) {
-                missing.add(name);
-            }
-        }
-        if (!missing.isEmpty()) {
-            throw new Refusal(Refusal.Code.MISSING_FEATURE, "values must give every feature, missing " + missing);
-        }
-        if (values.size() != names.size()) {
-            List<String> unknown = new ArrayList<>();
-            for (Object key : values.keySet()) {
-                if (!names.contains(key)) {
-                    unknown.add(String.valueOf(key));
-                }
-            }
-            throw new Refusal(Refusal.Code.UNKNOWN_FEATURE, "values name features the collection does not have: " + unknown);
-        }
-    }
-
-    static String typeOf(Object v) {
-        return v == null ? "null" : v.getClass().getSimpleName();
-    }
-
-    /** Compares strings by their UTF-8 bytes, which is their order of code points (not of UTF-16 units). */
-    static int compareUtf8(String a, String b) {
-        byte[] x = a.getBytes(StandardCharsets.UTF_8);
-        byte[] y = b.getBytes(StandardCharsets.UTF_8);
-        for (int i = 0; i < Math.min(x.length, y.length); i++) {
-            int d = (x[i] & 0xff) - (y[i] & 0xff);
-            if (d != 0) {
-                return d;
-            }
-        }
-        return x.length - y.length;
     }
 
     @Override

@@ -1,6 +1,5 @@
 package ldp_marginals.client;
 
-import java.util.Collections;
 import java.util.Map;
 
 /**
@@ -23,17 +22,10 @@ import java.util.Map;
  * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
  * Thread-safe: reports are made one at a time.
  */
-public final class HadamardDeviceClient {
-    private final HadamardSpec spec;
-    private final Coins coins;
-
+public final class HadamardDeviceClient extends ReportingClient<HadamardSpec, HadamardDeviceClient.Trace> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
     public HadamardDeviceClient(HadamardSpec spec, DeviceSecret secret, Coins coins) {
-        if (spec == null || secret == null || coins == null) {
-            throw new IllegalArgumentException("spec, secret and coins must not be null");
-        }
-        this.spec = spec;
-        this.coins = coins;
+        super(spec, secret, coins);
     }
 
     /** A device's client drawing its coins from the operating system's secure generator. */
@@ -41,30 +33,13 @@ public final class HadamardDeviceClient {
         return new HadamardDeviceClient(spec, secret, Coins.system());
     }
 
-    public HadamardSpec spec() {
-        return spec;
-    }
-
-    /** The report of the answers (every feature's name to a {@code Boolean}) at an event time (ms). */
-    public NoisyReport report(Map<String, ?> values, long eventMs) {
-        return report(values, eventMs, Collections.<String, String>emptyMap());
-    }
-
-    /** The report of the answers at an event time (ms since 1970 UTC), with public dimensions. */
-    public NoisyReport report(Map<String, ?> values, long eventMs, Map<String, ?> dimensions) {
-        return trace(values, eventMs, dimensions).report;
-    }
-
-    /** The same, for an event time held as a boxed number (an integer type, as {@link DeviceClient} takes it). */
-    public NoisyReport report(Map<String, ?> values, Number eventMs, Map<String, ?> dimensions) {
-        return report(values, DeviceClient.eventTime(eventMs), dimensions);
-    }
-
-    /** The report with its intermediate values (tests and debugging another client). */
-    synchronized Trace trace(Map<String, ?> values, long eventMs, Map<String, ?> dimensions) {
-        DeviceClient.checkEventTime(eventMs);
-        Map<String, String> dims = DeviceClient.dimensions(dimensions);
-        DeviceClient.checkNames(spec.features, values);
+    /**
+     * The encoder of the Hadamard kind (the {@code report} overloads and {@link #trace} call it, the
+     * event time and dimensions checked): every feature takes a {@code Boolean}.
+     */
+    @Override
+    Trace encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
+        checkNames(spec.features, values);
         int d = spec.features.size();
         int[] encoded = new int[d];
         long x = 0;
@@ -72,7 +47,7 @@ public final class HadamardDeviceClient {
             Object v = values.get(spec.features.get(i));
             if (!(v instanceof Boolean)) {
                 throw new Refusal(Refusal.Code.BAD_VALUE, "feature \"" + spec.features.get(i)
-                        + "\" is boolean: its value must be a Boolean, got a " + DeviceClient.typeOf(v));
+                        + "\" is boolean: its value must be a Boolean, got a " + typeOf(v));
             }
             encoded[i] = (Boolean) v ? 1 : 0;
             x |= (long) encoded[i] << i;
@@ -104,15 +79,14 @@ public final class HadamardDeviceClient {
     }
 
     /** A report and the values that made it. */
-    static final class Trace {
-        final NoisyReport report;
+    static final class Trace extends ReportingClient.Traced {
         final byte[] coins;      // the bytes drawn from the generator
         final int[] encoded;     // the true bits
         final int[] indices;     // per slot, the coefficient's family index (1..T)
         final int[] parities;    // per slot, the parity bit sent
 
         Trace(NoisyReport report, byte[] coins, int[] encoded, int[] indices, int[] parities) {
-            this.report = report;
+            super(report);
             this.coins = coins;
             this.encoded = encoded;
             this.indices = indices;
