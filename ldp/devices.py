@@ -50,6 +50,8 @@ def report_ranks(collection_key: int, device_keys: np.ndarray, packed: np.ndarra
     bits): FNV-1a over the bits' bytes from a start mixed from the two keys, then mixed again."""
     keys = np.asarray(device_keys, dtype=np.uint64)
     packed = np.asarray(packed, dtype=np.uint8)
+    if _compiled.AVAILABLE:   # the same hash, in one compiled pass
+        return _compiled.report_ranks(np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF), keys, packed)
     with np.errstate(over="ignore"):
         h = _mix(keys ^ np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF))
         for j in range(packed.shape[1]):
@@ -106,10 +108,10 @@ def _select(owner: np.ndarray, rank: np.ndarray, bound: int) -> tuple:
         empty = np.zeros(0, dtype=np.int64)
         return np.zeros(0, dtype=np.uint64), empty, empty
     if _compiled.AVAILABLE:
-        devices, seen, keep = _compiled.bottom_per_owner(owner, rank, bound)
+        devices, seen, best = _compiled.bottom_per_owner(owner, rank, bound)
         order = np.argsort(devices)
-        keep = keep[np.lexsort((rank[keep], owner[keep]))] if bound > 1 else keep[np.argsort(owner[keep])]
-        return devices[order], seen[order], keep
+        keep = best[order].reshape(-1)   # per owner in order, its kept ranks ascending
+        return devices[order], seen[order], keep if bound == 1 else keep[keep >= 0]
     order = np.lexsort((rank, owner))
     own = owner[order]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
@@ -156,8 +158,11 @@ def merge_tables(tables, bound: int) -> DeviceTable:
 
 
 def kept_per_device(table: DeviceTable) -> tuple:
-    """``(devices uint64, kept int64)``: each device with kept reports and how many it has."""
-    return np.unique(table.owner, return_counts=True)
+    """``(devices uint64, kept int64)``: each device with kept reports and how many it has (runs of the
+    candidates, sorted by owner)."""
+    owner = table.owner
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else np.zeros(0, dtype=np.int64)
+    return owner[starts], np.diff(np.r_[starts, owner.size]).astype(np.int64)
 
 
 def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarray, bound: int) -> DeviceTable:

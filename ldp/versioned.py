@@ -41,10 +41,16 @@ LENGTH = struct.Struct("<I")    # the length prefix of a nested record
 ACCUMULATOR = b"LDPA"
 
 
-def pack(magic: bytes, header: dict, tail: bytes = b"") -> bytes:
-    """A record of this release: ``magic``, :data:`VERSION`, the JSON ``header``, then ``tail``."""
+def pack(magic: bytes, header: dict, tail=b"") -> bytes:
+    """A record of this release: ``magic``, :data:`VERSION`, the JSON ``header``, then ``tail`` (bytes,
+    or a list of bytes-like parts written one after the other)."""
     text = json.dumps(header, separators=(",", ":")).encode()
-    return HEAD.pack(magic, VERSION, len(text)) + text + tail
+    return b"".join([HEAD.pack(magic, VERSION, len(text)), text, *(tail if isinstance(tail, list) else [tail])])
+
+
+def packed_size(header: dict, tail_size: int) -> int:
+    """The length of :func:`pack`'s record of ``header`` and a tail of ``tail_size`` bytes."""
+    return HEAD.size + len(json.dumps(header, separators=(",", ":")).encode()) + tail_size
 
 
 def unpack(magic: bytes, data: bytes) -> tuple | None:
@@ -88,10 +94,23 @@ def accumulator_to_bytes(acc: WindowAccumulator, aggregator=None) -> bytes:
     (counts int64, extreme sums float64, client keys uint64, client states float64). The shape is the
     aggregator's when given, else read from ``acc`` (its counted sets and numbers of extremes, with
     the extremes' operations and bits unknown)."""
+    header, parts = _accumulator_parts(acc, aggregator)
+    return pack(ACCUMULATOR, header, parts)
+
+
+def accumulator_size(acc: WindowAccumulator) -> int:
+    """``len(accumulator_to_bytes(acc))``, without writing the arrays (a coder's size estimate)."""
+    header, parts = _accumulator_parts(acc)
+    return packed_size(header, sum(p.nbytes for p in parts))
+
+
+def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
+    """``(header, arrays)`` of :func:`accumulator_to_bytes`: the arrays little-endian and contiguous,
+    copied only where their type or layout is not already that."""
     shape = accumulator_shape(aggregator) if aggregator is not None else _shape_of(acc)
     header = {"shape": shape, "n_sets": int(acc.cooc.counts.size), "n_clients": acc.n_clients}
-    parts = [acc.cooc.counts.astype("<i8").tobytes(), acc.extreme_sums.astype("<f8").tobytes(),
-             acc.clients.astype("<u8").tobytes(), acc.client_states.astype("<f8").tobytes()]
+    parts = [_le(acc.cooc.counts, "<i8"), _le(acc.extreme_sums, "<f8"), _le(acc.clients, "<u8"),
+             _le(acc.client_states, "<f8")]
     t = acc.devices
     if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound:
         # privacy.unit: device: the settled counts, the devices the slice's released atoms used, and
@@ -99,11 +118,17 @@ def accumulator_to_bytes(acc: WindowAccumulator, aggregator=None) -> bytes:
         header["devices"] = dict(device_count=int(acc.device_count), over_bound=int(acc.over_bound),
                                  open=t is not None, n_devices=0 if t is None else int(t.devices.size),
                                  n_candidates=0 if t is None else int(t.kept), n_used=int(acc.used_devices.size))
-        parts += [acc.used_devices.astype("<u8").tobytes(), acc.used_counts.astype("<i8").tobytes()]
+        parts += [_le(acc.used_devices, "<u8"), _le(acc.used_counts, "<i8")]
         if t is not None:
-            parts += [t.devices.astype("<u8").tobytes(), t.seen.astype("<i8").tobytes(),
-                      t.owner.astype("<u8").tobytes(), t.rank.astype("<u8").tobytes(), t.bits.tobytes()]
-    return pack(ACCUMULATOR, header, b"".join(parts))
+            parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.owner, "<u8"), _le(t.rank, "<u8"),
+                      _le(t.bits, "u1")]
+    return header, parts
+
+
+def _le(array: np.ndarray, dtype: str) -> np.ndarray:
+    """``array`` as ``dtype`` (little-endian) in C order, whose buffer is its bytes: ``array`` itself
+    where it already is that."""
+    return np.ascontiguousarray(array, dtype=dtype)
 
 
 def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:

@@ -14,7 +14,15 @@ import typing
 import apache_beam as beam
 
 from ldp_marginals.ldp.aggregate import WindowAccumulator
-from ldp_marginals.ldp.versioned import ACCUMULATOR, accumulator_from_bytes, accumulator_to_bytes, pack, unpack
+from ldp_marginals.ldp.versioned import (
+    ACCUMULATOR,
+    accumulator_from_bytes,
+    accumulator_size,
+    accumulator_to_bytes,
+    pack,
+    packed_size,
+    unpack,
+)
 from ldp_marginals.transforms.source import Partial
 
 PARTIAL = b"LDPP"   # a partial: its collection and dimensions in the header, its accumulator in the tail
@@ -25,9 +33,12 @@ KeyedAccumulator = typing.Tuple[typing.Tuple[str, Dims], WindowAccumulator]
 KeyedBytes = beam.typehints.Tuple[str, bytes]   # Beam's own hint: also set directly on tagged outputs
 
 
+def _partial_header(partial: Partial) -> dict:
+    return {"collection": partial.collection, "dims": [list(kv) for kv in partial.dimensions]}
+
+
 def partial_to_bytes(partial: Partial) -> bytes:
-    return pack(PARTIAL, {"collection": partial.collection, "dims": [list(kv) for kv in partial.dimensions]},
-                accumulator_to_bytes(partial.accumulator))
+    return pack(PARTIAL, _partial_header(partial), accumulator_to_bytes(partial.accumulator))
 
 
 def partial_from_bytes(data: bytes) -> Partial:
@@ -43,6 +54,11 @@ class AccumulatorCoder(beam.coders.Coder):
 
     def encode(self, value):
         return accumulator_to_bytes(value)
+
+    def estimate_size(self, value):
+        # exact, without writing the record: Beam sizes elements it samples by encoding them
+        # otherwise, and an open accumulator under a device bound holds megabytes
+        return accumulator_size(value)
 
     def decode(self, encoded):
         if bytes(encoded[:4]) != ACCUMULATOR:
@@ -62,6 +78,9 @@ class PartialCoder(beam.coders.Coder):
 
     def encode(self, value):
         return partial_to_bytes(value)
+
+    def estimate_size(self, value):
+        return packed_size(_partial_header(value), accumulator_size(value.accumulator))   # exact, as above
 
     def decode(self, encoded):
         return partial_from_bytes(encoded)

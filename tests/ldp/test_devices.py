@@ -126,13 +126,35 @@ def test_merge_tables_of_one_table_is_that_table():
 
 
 @pytest.mark.parametrize("bound", [1, 3])
-def test_the_compiled_selection_equals_the_sort(bound, monkeypatch):
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_compiled_selection_equals_the_sort(bound, tied, monkeypatch):
+    """The compiled pass (its table grown from 16 slots past 100 owners) keeps what the sort keeps, in the
+    same order; with ranks forced into ties (which real ranks have with probability 2^-64), the earlier
+    report first, as the stable sort."""
     from ldp_marginals.ldp import _compiled, devices
     rng = np.random.default_rng(9)
     packed, owners = _reports(rng, n=3000, devices=500)
     ranks = report_ranks(3, owners, packed)
+    if tied:
+        ranks = ranks % np.uint64(3)
     compiled = devices._select(owners, ranks, bound)
     monkeypatch.setattr(_compiled, "AVAILABLE", False)
     plain = devices._select(owners, ranks, bound)
+    assert np.unique(owners).size > 100 and compiled[2].size < owners.size
     for a, b in zip(compiled, plain):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("key", [0, 12345, -5, (1 << 64) - 1, (1 << 63) + 7])
+def test_the_compiled_ranks_equal_their_numpy_definition(key, monkeypatch):
+    from ldp_marginals.ldp import _compiled
+    rng = np.random.default_rng(4)
+    for width in (1, 4, 33):
+        owners = rng.integers(0, 1 << 64, 500, dtype=np.uint64)
+        packed = rng.integers(0, 256, (500, width), dtype=np.uint8)
+        compiled = report_ranks(key, owners, packed)
+        monkeypatch.setattr(_compiled, "AVAILABLE", False)
+        plain = report_ranks(key, owners, packed)
+        monkeypatch.setattr(_compiled, "AVAILABLE", True)
+        assert compiled.dtype == plain.dtype == np.uint64
+        np.testing.assert_array_equal(compiled, plain)

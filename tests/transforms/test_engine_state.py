@@ -17,6 +17,7 @@ from apache_beam.coders.coder_impl import create_InputStream, create_OutputStrea
 from apache_beam.transforms.window import GlobalWindow
 
 from ldp_marginals.ldp.aggregate import REPORTS, WindowAccumulator, client_key
+from ldp_marginals.ldp.encoding import pack_bits
 from ldp_marginals.ldp.versioned import VERSION, accumulator_from_bytes, accumulator_to_bytes, split
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms import coders
@@ -185,6 +186,31 @@ def test_beam_moves_accumulators_and_partials_with_their_coders_not_pickles():
     for label, tag in edges:
         (coder,) = [c for (name, t), c in seen.items() if name.endswith(f"Panes/{label}") and t == tag]
         assert repr(coder) == "TupleCoder[StrUtf8Coder, BytesCoder]", (label, tag, coder)
+
+
+def test_the_coders_size_estimate_is_the_records_length_without_writing_it(monkeypatch):
+    """Beam sizes the elements it samples with the coder's estimate (by encoding them, unless the coder
+    says): the estimate is the exact length of the record for every accumulator (with clients,
+    empty, open under a device bound with its kept reports, settled) and partial, and writes none."""
+    cfg = parse_config(SMALL_CONFIG)
+    agg = parse_config(dict(SMALL_CONFIG, privacy={"unit": "device", "max_reports_per_device": 2})).aggregator
+    rng = np.random.default_rng(5)
+    packed = pack_bits(rng.integers(0, 2, (300, agg.family.n_bits)))
+    opened = agg.add_devices(agg.create_open(), packed, rng.integers(0, 40, 300).astype(np.uint64) * np.uint64(7919))
+    values = []
+    for acc in (make_state_v4.accumulator(cfg), cfg.aggregator.create(), agg.create_open(), opened, agg.settle(opened)):
+        values += [(coders.AccumulatorCoder(), acc), (coders.PartialCoder(), Partial("app", (("v", "é"),), acc))]
+    lengths = [len(coder.encode(value)) for coder, value in values]
+    assert lengths[6] > 300 * 8   # the open accumulator holds its kept reports
+
+    def written(*_):
+        raise AssertionError("the estimate wrote the record")
+
+    monkeypatch.setattr(coders.AccumulatorCoder, "encode", written)
+    monkeypatch.setattr(coders.PartialCoder, "encode", written)
+    assert [coder.estimate_size(value) for coder, value in values] == lengths
+    assert [coder.get_impl().estimate_size(value, nested=True) for coder, value in values] == [
+        n + len(beam.coders.VarIntCoder().encode(n)) for n in lengths]   # nested: its length prefixed
 
 
 def _walk(applied, seen):
