@@ -26,12 +26,12 @@ import json
 import os
 import re
 import statistics
-import threading
 import time
 
 import yaml
 
 from benchmarks import e2e
+from benchmarks.procs import Sampler, cpu_seconds
 from ldp_marginals import schemas
 from deploy.local import cluster as local_cluster
 from ldp_marginals.pipelines.read import read_rows
@@ -122,26 +122,6 @@ def _pane_out(out: str, window) -> bool:
     return any(os.path.exists(os.path.join(out, entry_path(run_id, kind, stem))) for kind in (MARGINALS, WITHHELD))
 
 
-TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_seconds() -> dict:
-    """CPU seconds used so far by every process of this machine, by ``(process group, pid)``
-    (Linux's /proc; empty elsewhere): the local cluster starts each part in a group of its own."""
-    out = {}
-    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                stat = fh.read()
-        except OSError:   # the process ended
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[(int(fields[2]), int(name))] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
-
-
 def cpu_by_part(before: dict, after: dict, pids: dict) -> dict:
     """CPU seconds spent between two :func:`cpu_seconds` by each part of the cluster (its process
     groups by name) and by this process's group (``bench``: the submission, the producer)."""
@@ -154,40 +134,29 @@ def cpu_by_part(before: dict, after: dict, pids: dict) -> dict:
     return {name: round(t, 1) for name, t in sorted(parts.items(), key=lambda kv: -kv[1]) if t >= 0.1}
 
 
-class CpuMeter:
+class CpuMeter(Sampler):
     """``with CpuMeter(pids) as meter: ...`` then ``meter.parts``: CPU seconds spent in the block by
     part (:func:`cpu_by_part`), from samples every ``interval`` seconds while it runs, so that the
     processes that end within it (a job's SDK workers exit with the job) are counted to their last
     sample."""
 
     def __init__(self, pids: dict, interval: float = 0.5):
-        self.pids, self.interval = pids, interval
+        super().__init__(interval)
+        self.pids = pids
         self.parts, self.seconds = {}, 0.0
-        self._stop = threading.Event()
 
-    def _sample(self):
-        for key, value in cpu_seconds().items():
-            self._last[key] = value
-
-    def _loop(self):
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def __enter__(self):
+    def begin(self):
         self._before = cpu_seconds()
         self._last = dict(self._before)
         self._start = time.perf_counter()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
 
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+    def sample(self):
+        for key, value in cpu_seconds().items():
+            self._last[key] = value
+
+    def end(self):
         self.seconds = time.perf_counter() - self._start
         self.parts = cpu_by_part(self._before, self._last, self.pids)
-        return False
 
     @property
     def cores(self) -> float:

@@ -34,10 +34,11 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import apache_beam as beam
+
+from benchmarks.procs import Sampler, cpu_seconds, peak_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = (50, 40)   # values of the two dimensions: 2,000 keys
@@ -122,56 +123,34 @@ def _write_input(folder: str, keys: tuple, reports: int, name: str) -> tuple:
 def _group_stats(group: int) -> dict:
     """``{pid: (peak resident set kB, CPU seconds)}`` of the processes of a process group."""
     out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                stat = fh.read()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[2]) != group:
-                continue
-            with open(f"/proc/{name}/status") as fh:
-                hwm = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
-        except (OSError, StopIteration):
-            continue
-        out[int(name)] = (hwm, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    for (g, pid), cpu in cpu_seconds().items():
+        hwm = peak_kb(pid) if g == group else None
+        if hwm is not None:
+            out[pid] = (hwm, cpu)
     return out
 
 
-class WorkerMeter:
+class WorkerMeter(Sampler):
     """``with WorkerMeter(group) as meter: ...`` then ``meter.peak_kb`` and ``meter.cpu_s``, by pid: the
     peak resident set (VmHWM) and the CPU seconds spent inside the block of the processes of a process
     group (the worker pool and its SDK workers), sampled every 0.2 s (a worker that ends within the
     block is counted to its last sample)."""
 
     def __init__(self, group: int):
+        super().__init__(0.2)
         self.group, self.peak_kb, self.cpu_s = group, {}, {}
-        self._first, self._stop = {}, threading.Event()
+        self._first = {}
 
-    def _sample(self):
+    def begin(self):
+        for pid, (_, cpu) in _group_stats(self.group).items():
+            self._first[pid] = cpu
+        self.earlier = set(self._first)   # workers of earlier jobs (their peaks are not this job's)
+
+    def sample(self):
         for pid, (hwm, cpu) in _group_stats(self.group).items():
             self.peak_kb[pid] = max(self.peak_kb.get(pid, 0), hwm)
             self._first.setdefault(pid, cpu)
             self.cpu_s[pid] = cpu - self._first[pid]
-
-    def _loop(self):
-        while not self._stop.wait(0.2):
-            self._sample()
-
-    def __enter__(self):
-        for pid, (_, cpu) in _group_stats(self.group).items():
-            self._first[pid] = cpu
-        self.earlier = set(self._first)   # workers of earlier jobs (their peaks are not this job's)
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-        return False
 
 
 def _run_job(path: str, config_path: str, out: str, args: list, cluster, timeout_s: float = 1800.0) -> dict:
