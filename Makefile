@@ -76,9 +76,12 @@ cluster-up: $(STAMP) jvm
 cluster-down: $(STAMP)
 	$(PY) -m deploy.local.cluster down
 
-# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this
+# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this. pytest-xdist
+# runs the suite in TEST_WORKERS processes, a test module to one (tests/conftest.py orders them, slow first):
+# the cluster, browser and pip tests mostly wait, so they overlap the CPU-bound rest
+TEST_WORKERS ?= 3
 test: $(STAMP) $(CHROMEDRIVER) jvm clients-java clients-ts
-	$(PY) -m pytest --hypothesis-profile=ci
+	$(PY) -m pytest --hypothesis-profile=ci -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 demo: $(STAMP)
 	$(VENV)/bin/ldp-marginals demo --out out/demo

@@ -20,3 +20,22 @@ settings.load_profile("dev")
 @pytest.fixture
 def small_config():
     return parse_config(SMALL_CONFIG)
+
+
+# The kinds of slow test (pyproject's markers): they wait on clusters, watermarks, browsers and pip.
+SLOW_MARKERS = ("flink", "kafka", "browser", "plain_install")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The order of the work units of `make test`'s pytest-xdist run (``--dist loadfile``: a test
+    module to one worker, so its module- and session-scoped fixtures, a venv, a month of windows, a
+    cluster, are built once there): the modules holding slow tests first, those of the Flink session
+    cluster (the longest) first of all, so that their waiting overlaps the CPU-bound rest instead of
+    ending the run. (xdist's ``loadgroup``, which could keep the session cluster's two modules on one
+    worker, does nothing on pytest 9: it renames items by an attribute pytest 9 no longer reads.)"""
+    def module(item):
+        return item.nodeid.split("::")[0]
+
+    session = {module(item) for item in items if "session_cluster" in item.fixturenames}
+    slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
+    items.sort(key=lambda item: (module(item) not in session, module(item) not in slow))

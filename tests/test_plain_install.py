@@ -15,9 +15,10 @@ import pytest
 pytestmark = pytest.mark.plain_install
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# what the source tree holds besides the package's own files (a stale build/ would leak into the wheel)
+# what the source tree holds besides the package's own files (a stale build/ would leak into the wheel;
+# Maven's target/, which another test may be writing at the same time under xdist, is the JVM client's)
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", ".jvm", "build", "*.egg-info", "out", "__pycache__",
-                                     ".pytest_cache", "node_modules")
+                                     ".pytest_cache", "node_modules", "target")
 
 STREAMING_JOB = r'''
 """A streaming job on TestStream, run where only the installed package and what pip resolved for it are."""
