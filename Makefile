@@ -76,10 +76,11 @@ cluster-up: $(STAMP) jvm
 cluster-down: $(STAMP)
 	$(PY) -m deploy.local.cluster down
 
-# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this. pytest-xdist
-# runs the suite in TEST_WORKERS processes, a test module to one (tests/conftest.py orders them, slow first):
-# the cluster, browser and pip tests mostly wait, so they overlap the CPU-bound rest
-TEST_WORKERS ?= 3
+# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this. TEST_WORKERS=3
+# runs it in 3 pytest-xdist processes, a test module to one, slow modules first (tests/conftest.py); not the
+# default yet: under load a parallel run failed the Flink crash test (a lagging job's late reports), and a
+# cancelled job on the job server's Flink keeps running there (README, Tests)
+TEST_WORKERS ?= 0
 test: $(STAMP) $(CHROMEDRIVER) jvm clients-java clients-ts
 	$(PY) -m pytest --hypothesis-profile=ci -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -27,7 +29,7 @@ SLOW_MARKERS = ("flink", "kafka", "browser", "plain_install")
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order of the work units of `make test`'s pytest-xdist run (``--dist loadfile``: a test
+    """The order of the work units of a pytest-xdist run (`make test TEST_WORKERS=3`, ``--dist loadfile``: a test
     module to one worker, so its module- and session-scoped fixtures, a venv, a month of windows, a
     cluster, are built once there): the modules holding slow tests first, those of the Flink session
     cluster (the longest) first of all, so that their waiting overlaps the CPU-bound rest instead of
@@ -36,6 +38,8 @@ def pytest_collection_modifyitems(config, items):
     def module(item):
         return item.nodeid.split("::")[0]
 
+    if not os.environ.get("PYTEST_XDIST_WORKER"):   # a run in one process keeps the collection order
+        return
     session = {module(item) for item in items if "session_cluster" in item.fixturenames}
     slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
     items.sort(key=lambda item: (module(item) not in session, module(item) not in slow))

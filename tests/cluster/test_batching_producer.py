@@ -26,7 +26,7 @@ from tests.cluster import streams
 from tests.cluster.test_flink_batch import RAW
 from tests.pipelines.test_same_answers import reports
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
 
 WINDOW_S = 10
 # every report published in early panes; no presence-tested rows (a late pane can withhold what an
@@ -50,7 +50,8 @@ def latest_panes(out: str) -> dict:
     return {(e["window_start"], json.dumps(e["key"], sort_keys=True)): e["pane"] for e in files}
 
 
-def test_collectors_that_batch_lose_nothing_to_the_watermark_at_the_defaults(cluster, tmp_path):
+def test_collectors_that_batch_lose_nothing_to_the_watermark_at_the_defaults(own_cluster, tmp_path):
+    cluster = own_cluster
     (tmp_path / "c.json").write_text(json.dumps(CONFIG))
     population = reports(parse_config(CONFIG))[:-6]   # the faults at its end are other tests' business
     streams.produce(cluster.bootstrap, "collected", [])   # the topic, two partitions

@@ -22,7 +22,7 @@ from ldp_marginals.schemas.outputs import MARGINALS
 from tests.cluster import collectors, streams
 from tests.stats import ALPHA, Z
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAVA = os.path.join(ROOT, "clients", "java")
@@ -69,7 +69,8 @@ def devices(t0_ms: int, seed: int = 39) -> tuple:
     return lines, bits
 
 
-def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(cluster, tmp_path):
+def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(own_cluster, tmp_path):
+    cluster = own_cluster
     classpath = java_classpath()
     (tmp_path / "c.json").write_text(json.dumps(CONFIG))
     (tmp_path / "client.json").write_text(json.dumps(CLIENT))

@@ -27,7 +27,7 @@ from tests.cluster import streams
 from tests.cluster.test_kafka_streaming import STREAM, WINDOW_S, closed
 from tests.pipelines.test_same_answers import container, reports
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
 
 CRASH = dict(STREAM, allowed_lateness_seconds=5)
 # privacy.unit: device, one report per device and window in one key of the window: the reports' two

@@ -22,7 +22,7 @@ from tests.cluster import streams
 from tests.cluster.test_flink_batch import RAW
 from tests.pipelines.test_same_answers import container, reports
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
 
 WINDOW_S, LATENESS_S = 10, 20
 STREAM = dict(RAW, window={"type": "fixed", "size_seconds": WINDOW_S}, allowed_lateness_seconds=LATENESS_S)

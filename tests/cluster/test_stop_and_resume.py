@@ -44,7 +44,7 @@ from tests.cluster.test_flink_recovery import DAMAGED, window_of
 from tests.cluster.test_kafka_streaming import WINDOW_S
 from tests.pipelines.test_same_answers import container, reports
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THREADS]
 
 # no conditionals and no conditional means: their presence test may withhold in a late pane what an
 # earlier pane published, and the reader's latest pane of that kind is then the earlier one
