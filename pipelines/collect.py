@@ -33,7 +33,7 @@ PATH = "/v1/reports"
 CONTENT_TYPES = ("application/octet-stream", "application/avro", "avro/binary", "application/vnd.apache.avro+binary")
 MAX_LISTED = 100   # refusals listed in one answer (refused_count says how many in all)
 DEFAULTS = dict(host="127.0.0.1", port=8088, max_body_bytes=1 << 20, ack_seconds=10.0, batch_reports=500,
-                batch_seconds=0.05, token_per_minute=6.0, token_burst=20, dedupe_seconds=86_400.0,
+                batch_seconds=0.01, token_per_minute=6.0, token_burst=20, dedupe_seconds=86_400.0,
                 dedupe_entries=1_000_000, read_back_records=10_000, max_in_flight=500_000, backlog=4096)
 
 
