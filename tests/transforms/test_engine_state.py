@@ -1,7 +1,8 @@
 """State survives an upgrade of the code and crosses the wire as versioned records, never pickles: what
 earlier releases stored loads with this one (version 1, Beam's pickles, tests/transforms/data/
 state_v1.json; version 2 entries), what this release writes (version 4: tests/transforms/data/
-state_v4.bin, written by make_state_v4.py beside it) loads to what it held, every record round-trips,
+state_v4.bin, written by make_state_v4.py beside it; the slice and rollups steps' records in
+state_v4_steps.bin, by make_state_v4_steps.py) loads to what it held, every record round-trips,
 a state written for another shape of collection is refused by name, and Beam moves accumulators and
 partials with the coders of transforms/coders.py wherever the job declares their types."""
 import base64
@@ -22,12 +23,12 @@ from ldp_marginals.ldp.versioned import VERSION, accumulator_from_bytes, accumul
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms import coders
 from ldp_marginals.transforms.combiners import CollectionCombineFn, ReleasedHeldCombineFn
-from ldp_marginals.transforms.publication import state
+from ldp_marginals.transforms.publication import slices, state
 from ldp_marginals.transforms.publication.engine import END_OF_TIME_US, Entry
 from ldp_marginals.transforms.publication.release import client_rule
 from ldp_marginals.transforms.source import Partial
 from tests.configs import SMALL_CONFIG
-from tests.transforms.data import make_state_v4
+from tests.transforms.data import make_state_v4, make_state_v4_steps
 
 DATA = pathlib.Path(__file__).parent / "data"
 V1 = json.loads((DATA / "state_v1.json").read_text())
@@ -64,6 +65,41 @@ def test_the_version_4_state_file_loads_to_what_it_held():
         assert make_state_v4.describe(make_state_v4.read(what, data, cfg)) == want["decoded"][what], what
     acc = accumulator_from_bytes(records[0], cfg.aggregator)
     assert acc.n == 6 and acc.named_reports == 4 and acc.client_reports.tolist() == [2.0, 2.0]
+
+
+def test_the_version_4_steps_state_file_loads_to_what_it_held_and_writes_the_same_bytes():
+    """The records of the slice step of the bound on keys (and the clock's book under it) and of the rollups
+    step, as this release wrote them (state_v4_steps.bin, make_state_v4_steps.py beside it), read by this
+    release to what they held, and written again to the same bytes: a later release must keep this test
+    as it is."""
+    cfg = parse_config(SMALL_CONFIG)
+    want = json.loads((DATA / "state_v4_steps.json").read_text())
+    records = split((DATA / "state_v4_steps.bin").read_bytes())
+    assert [r[:5] for r in records] == [m + b"\x04" for m in (b"LDPU", b"LDPJ", b"LDPT", b"LDPS", b"LDPG", b"LDPB",
+                                                              b"LDPO", b"LDPV", b"LDPZ")]
+    assert want["records"] == ["device_keys", "accept", "kept", "slice", "table", "key_book", "rollup_part",
+                               "rollup_expect", "rollup_status"]
+    for what, data in zip(want["records"], records):
+        value = make_state_v4_steps.read(what, data, cfg)
+        assert make_state_v4.describe(value) == want["decoded"][what], what
+        assert make_state_v4_steps.write(what, value, cfg) == data, what
+    device_keys, accept, kept, status, table, book, part, expect, rollup = (
+        make_state_v4_steps.read(what, data, cfg) for what, data in zip(want["records"], records))
+    devices = [11, 29, 2**63 + 5, 2**64 - 1]
+    assert device_keys.devices.dtype == np.uint64 and device_keys.devices.tolist() == devices
+    assert (device_keys.id, device_keys.dims, device_keys.start) == ("p1", (("region", "eu"),), 1767225600000)
+    assert accept == (1767225600000, ("p1", "p2"), True, 5)
+    assert (kept.start, kept.devices.tolist()) == (1767225600000, [11, 2**63 + 5])
+    assert (status.merged, status.total, status.accepted) == (2, 5, {slices.id_hash("p4")})
+    assert status.dropped == {slices.id_hash(p) for p in ("p5", "p6")}
+    assert status.keys == {(("region", "eu"),), (("region", "us"),)}
+    assert table.device.tolist() == devices and table.key.dtype == np.uint64   # bound 1: one key per device
+    assert type(book).__name__ == "KeyBook" and book.slices == {1767225600000: 3, 1767229200000: 1}
+    assert book.windows[(1767225600000, 1767229200000)].fresh == {(("region", "us"),)}
+    assert (part.event, part.dims, part.route, part.held, part.acc.n) == (7, (("region", "eu"),),
+                                                                          (("region", "__other__"),), 3, 6)
+    assert expect == (8, (1767225600000, 1767229200000), "on_time", False, 2)
+    assert (rollup.panes, rollup.expects, rollup.arrived) == (1, {8: expect}, {8: 1, 9: 2})
 
 
 def test_every_record_of_this_release_round_trips_with_its_version():

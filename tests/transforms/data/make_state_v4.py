@@ -14,6 +14,7 @@ import pathlib
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.key_table import KeyTable
 from ldp_marginals.ldp.versioned import accumulator_to_bytes, join
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.coders import partial_to_bytes
@@ -65,13 +66,17 @@ def records(cfg) -> list:
 
 
 def describe(value):
-    """A JSON rendering of a decoded record: accumulators as their arrays (NaN as null), named tuples and
-    dataclasses by field, sets sorted."""
+    """A JSON rendering of a decoded record: accumulators as their arrays (NaN as null), other arrays as
+    lists, key tables by column, named tuples and dataclasses by field, sets sorted."""
     if hasattr(value, "cooc"):
         return {"counts": value.cooc.counts.tolist(), "extreme_sums": value.extreme_sums.tolist(),
                 "clients": [int(c) for c in value.clients],
                 "client_states": [[[None if math.isnan(x) else x for x in row] for row in c]
                                   for c in value.client_states.tolist()]}
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, KeyTable):
+        return {f: getattr(value, f).tolist() for f in KeyTable.__slots__}
     if hasattr(value, "_fields"):
         return {f: describe(getattr(value, f)) for f in value._fields}
     if hasattr(value, "__dataclass_fields__"):
