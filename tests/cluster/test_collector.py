@@ -45,10 +45,13 @@ def test_every_acknowledged_report_is_on_the_topic_once_across_broker_and_collec
         for i in range(10):   # the broker up
             answers[i] = collectors.post_until_accepted(lambda: c.url, bodies[i], request_id=ids[i])
         with concurrent.futures.ThreadPoolExecutor(8) as pool:   # the broker killed and restarted meanwhile
-            futures = {i: pool.submit(collectors.post_until_accepted, lambda: c.url, bodies[i], 180, ids[i])
-                       for i in range(10, len(bodies))}
-            time.sleep(1.0)
+            def post(i):
+                return pool.submit(collectors.post_until_accepted, lambda: c.url, bodies[i], 180, ids[i])
+            # some in flight when the broker is killed, the rest posted while it is down: a collector that
+            # acknowledges the 4,000 reports within a second would otherwise be done before the kill
+            futures = {i: post(i) for i in range(10, 20)}
             cluster.kill("kafka")
+            futures.update({i: post(i) for i in range(20, len(bodies))})
             time.sleep(8.0)
             cluster.start_kafka()
             answers.update({i: f.result() for i, f in futures.items()})
