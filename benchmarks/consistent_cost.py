@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from contextlib import contextmanager
 
 import apache_beam as beam
 import yaml
 
+from benchmarks.procs import timed
 from benchmarks.streaming import container, job, stream_of
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.demo import DEMO_CONFIG
@@ -58,13 +58,6 @@ def records(spec: dict, n: int, hours: float) -> list:
         pop = simulate_population(cfg, n // 2, seed=seed, start_ms=DEFAULT_START_MS, span_seconds=hours * 3600)
         out += list(report_records(cfg, pop, {"region": region} if cfg.dimensions else None))
     return out
-
-
-def timed(fn) -> tuple:
-    """``(wall seconds, CPU seconds of this process)`` of ``fn()``."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def batch_seconds(folder: str, out: str) -> tuple:

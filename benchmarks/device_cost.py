@@ -17,11 +17,11 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 
 import numpy as np
 import yaml
 
+from benchmarks.procs import timed
 from ldp_marginals import schemas
 from ldp_marginals.pipelines.simulate import DEFAULT_START_MS
 
@@ -34,13 +34,6 @@ REPORT_CONFIG = {
     "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 1}
 DEVICE_CONFIG = dict(REPORT_CONFIG, privacy={"unit": "device", "max_reports_per_device": 1})
 REGIONS = ("eu", "us", "asia")
-
-
-def timed(fn) -> tuple:
-    """``(wall seconds, CPU seconds of this process)`` of ``fn()``."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def batch_job(pattern, config_path, out_dir) -> tuple:

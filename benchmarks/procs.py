@@ -1,13 +1,22 @@
 """The processes of a benchmark, read from Linux's /proc (nothing elsewhere): their CPU seconds and peak
 resident sets, and :class:`Sampler`, which reads them while a block runs so that a process that ends
 within it (a job's SDK workers exit with the job) is counted to its last sample. The cluster
-benchmarks (``flink.py``, ``keys.py``) measure their processes with these."""
+benchmarks (``flink.py``, ``keys.py``) measure their processes with these; :func:`timed` gives a block's
+wall and CPU seconds in this process (the DirectRunner benchmarks ``consistent_cost.py``, ``device_cost.py``)."""
 from __future__ import annotations
 
 import os
 import threading
+import time
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def timed(fn) -> tuple:
+    """``(wall seconds, CPU seconds of this process)`` of ``fn()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def cpu_seconds() -> dict:

@@ -65,10 +65,10 @@ from ldp_marginals.transforms.publication.messages import Arrival, Weight
 from ldp_marginals.transforms.publication.panes import Panes, PanesStatus
 from ldp_marginals.transforms.publication.rollup_panes import message_to_bytes as rollup_to_bytes
 from ldp_marginals.transforms.publication.slices import DeviceKeys
+from ldp_marginals.transforms.pane_outputs import PANES, pane_outputs
 from ldp_marginals.transforms.rollup_panes import RollupsFn
 from ldp_marginals.transforms.slice_keys import SliceKeysFn, slice_name
 
-PANES = "panes"   # the output of pane files: one PaneFile per kind, window, capped key and pane
 ARRIVALS = "arrivals"
 TO_KEYS, TO_CAPPED, TO_SLICES, TO_ROLLUPS = "to_keys", "to_capped", "to_slices", "to_rollups"
 __all__ = ["PANES", "PaneFile", "StreamingPanes"]
@@ -318,10 +318,7 @@ class PanesFn(beam.DoFn):
         for pane in step.panes:
             if pane.kind == WITHHELD:
                 count_withheld(pane.rows)
-            if self.row_outputs:
-                for row in pane.rows:
-                    yield beam.pvalue.TaggedOutput(pane.kind, row)
-            yield beam.pvalue.TaggedOutput(PANES, pane)
+            yield from pane_outputs(pane, self.row_outputs)
 
 
 class StreamingPanes(beam.PTransform):
@@ -372,7 +369,7 @@ class StreamingPanes(beam.PTransform):
                 tagged.element_type = coders.KeyedBytes
             # col : ((collection, window), expectation | part), at each window's close
             rows = ((clock[TO_ROLLUPS], atoms[TO_ROLLUPS]) | "ToRollups" >> beam.Flatten().with_output_types(
-                coders.KeyedBytes) | "Rollups" >> beam.ParDo(RollupsFn(cfg, self.row_outputs, PANES)).with_outputs(
+                coders.KeyedBytes) | "Rollups" >> beam.ParDo(RollupsFn(cfg, self.row_outputs)).with_outputs(
                 *ESTIMATE_KINDS, PANES))
             result = {k: (result[k], rows[k]) | f"With{k.title()}Rollups" >> beam.Flatten() for k in result}
         result[TAG] = clock[TAG]

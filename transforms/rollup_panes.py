@@ -9,6 +9,7 @@ import apache_beam as beam
 from apache_beam.coders import BytesCoder
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
 
+from ldp_marginals.transforms.pane_outputs import pane_outputs
 from ldp_marginals.transforms.publication import rollup_panes
 
 
@@ -19,10 +20,9 @@ class RollupsFn(beam.DoFn):
     STATUS = ReadModifyWriteStateSpec("rollups", BytesCoder())
     PARTS = BagStateSpec("parts", BytesCoder())
 
-    def __init__(self, config, row_outputs: bool, panes: str):
+    def __init__(self, config, row_outputs: bool):
         self.config = config
         self.row_outputs = row_outputs   # False: rows only in their pane files
-        self.panes = panes               # the tag of pane files: transforms.panes.PANES (which imports this module)
 
     def process(self, element, status=beam.DoFn.StateParam(STATUS), parts=beam.DoFn.StateParam(PARTS)):
         _, data = element
@@ -44,7 +44,4 @@ class RollupsFn(beam.DoFn):
                 parts.add(data)
             status.write(rollup_panes.status_to_bytes(now))
         for pane in step.panes:
-            if self.row_outputs:
-                for row in pane.rows:
-                    yield beam.pvalue.TaggedOutput(pane.kind, row)
-            yield beam.pvalue.TaggedOutput(self.panes, pane)
+            yield from pane_outputs(pane, self.row_outputs)
