@@ -303,6 +303,17 @@ def check_names(values, names: list) -> None:
         raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
 
 
+def boolean_bits(values, names: list) -> list:
+    """The true bits of a report whose features are all boolean (``names`` in layout order), after
+    :func:`check_names`: ``bad_value`` unless every value is ``True``/``False``."""
+    check_names(values, names)
+    for n in names:
+        if not isinstance(values[n], bool):
+            raise Refusal(BAD_VALUE, f"feature {n!r} is boolean: its value must be true or false, got "
+                                     f"{type(values[n]).__name__}")
+    return [int(values[n]) for n in names]
+
+
 def _dimensions(dims) -> dict:
     """Dimensions as a dict sorted by the keys' UTF-8 bytes; string keys and values only."""
     if not isinstance(dims, Mapping) or not all(isinstance(k, str) and k and isinstance(v, str) and _is_text(k)

@@ -38,13 +38,12 @@ import numpy as np
 
 from ldp_marginals.ldp.client import (
     BAD_CONFIG,
-    BAD_VALUE,
     DeviceClient,
     Refusal,
     _is_text,
     _keys,
     _window,
-    check_names,
+    boolean_bits,
     checked_event,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
@@ -170,7 +169,7 @@ class HadamardDeviceClient(DeviceClient):
     def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
         spec = self.spec
         dims = checked_event(event_ms, dimensions)
-        bits = self._bits(values)
+        bits = boolean_bits(values, list(spec.features))
         drawn = self.coins.generate(2 * COIN_BYTES * spec.slots)
         x = sum(b << i for i, b in enumerate(bits))
         b = spec.index_bits
@@ -188,12 +187,3 @@ class HadamardDeviceClient(DeviceClient):
         record = {"collection": spec.collection, "event_time": event_ms, "bits": packed, "dimensions": dims,
                   "client": None}
         return record, HadamardTrace(drawn, tuple(bits), tuple(indices), tuple(parities))
-
-    def _bits(self, values) -> list:
-        names = list(self.spec.features)
-        check_names(values, names)
-        for n in names:
-            if not isinstance(values[n], bool):
-                raise Refusal(BAD_VALUE, f"feature {n!r} is boolean: its value must be true or false, got "
-                                         f"{type(values[n]).__name__}")
-        return [int(values[n]) for n in names]

@@ -1,0 +1,106 @@
+"""Writes subset.json beside this file from the Python reference client of subset-randomized-response
+collections (ldp/subset_client.py; docs/client.md section 12). Run from the repository:
+`.venv/bin/python clients/test-vectors/make_subset_vectors.py`.
+
+tests/ldp/test_subset_client.py checks that the Python client still reproduces them. Regenerate only
+when the specification changes on purpose, and say so in the commit.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from make_hadamard_vectors import T0, values   # the same times and value maps (run as a script)
+from make_vectors import SECRET, SEED, _refusal
+
+from ldp_marginals.ldp.coins import HmacDrbg
+from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
+from ldp_marginals.ldp.subset_rr import SubsetRR
+from ldp_marginals.ldp.windows import Window
+from ldp_marginals.schemas import encode_message
+
+HERE = Path(__file__).resolve().parent
+
+
+def spec(d: int, k: int, epsilon: float, width=None, name="survey") -> dict:
+    mech = SubsetRR(d, k, epsilon, width)
+    return SubsetClientSpec.of(name, [f"q{i}" for i in range(d)], Window("fixed", 3600.0), mech).to_json()
+
+
+CASES = [
+    {"name": "7 answers, 3-way tables, whole report epsilon 4: the best width, 6",
+     "config": spec(7, 3, 4.0),
+     "reports": [(values(7, p), T0 + i, {} if i % 2 else {"region": "eu"}) for i, p in enumerate((0, 127, 0b1010101,
+                                                                                                  0b0110011, 5, 64))]},
+    {"name": "5 answers, 2-way tables, whole report epsilon 1: width 2 (MargPS)", "config": spec(5, 2, 1.0, width=2),
+     "reports": [(values(5, p), T0 + 3_600_000 + i, {}) for i, p in enumerate((0, 31, 0b10110, 0b01001))]},
+    {"name": "InpPS: 12 answers up to 3-way, width 12 (the whole input), epsilon 8",
+     "config": spec(12, 3, 8.0, width=12, name="inpps"),
+     "reports": [(values(12, p), T0 + i, {}) for i, p in enumerate((0, 4095, 0b101100111000, 0b010011000111))]},
+    {"name": "62 answers, 3-way tables, epsilon 0.5: width 3 of 62 (the most features)",
+     "config": spec(62, 3, 0.5, width=3),
+     "reports": [(values(62, p), T0 + i, {}) for i, p in enumerate((0, (1 << 62) - 1, 0x2AAAAAAAAAAAAAAA))]},
+]
+
+
+def reports() -> list:
+    cases = []
+    for case in CASES:
+        client = SubsetDeviceClient(SubsetClientSpec.from_json(case["config"]), bytes.fromhex(SECRET),
+                                    HmacDrbg(bytes.fromhex(SEED)))
+        out = []
+        for v, t, dims in case["reports"]:
+            record, trace = client.report_with_trace(v, t, dims)
+            out.append({"values": v, "event_ms": t, "dimensions": dims,
+                        "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
+                                   "subset": list(trace.subset), "kept": trace.kept, "pattern": list(trace.pattern),
+                                   "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
+        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
+    return cases
+
+
+def refusals() -> list:
+    base = spec(5, 2, 1.0, width=3)
+    sub = base["subset"]
+    bad_configs = [
+        ("a categorical feature", dict(base, features=[{"name": "os", "type": "categorical"}] + base["features"][1:])),
+        ("width below max_order", dict(base, subset=dict(sub, width=1))),
+        ("width above the features", dict(base, subset=dict(sub, width=6))),
+        ("max_order zero", dict(base, subset=dict(sub, max_order=0))),
+        ("width not an integer", dict(base, subset=dict(sub, width=2.5))),
+        ("width a boolean", dict(base, subset=dict(sub, width=True))),
+        ("keep at most 2^-width", dict(base, subset=dict(sub, keep=0.125))),
+        ("keep above 1", dict(base, subset=dict(sub, keep=1.5))),
+        ("keep a string", dict(base, subset=dict(sub, keep="0.5"))),
+        ("a missing key", dict(base, subset={"max_order": 2, "width": 3})),
+        ("an unknown key", dict(base, channels=[])),
+        ("63 features", dict(base, features=[{"name": f"q{i}", "type": "boolean"} for i in range(63)])),
+    ]
+    out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: SubsetClientSpec.from_json(c))}
+           for n, c in bad_configs]
+    good = dict(values(5, 3))
+    bad_reports = [("a missing feature", {k: v for k, v in good.items() if k != "q4"}, T0),
+                   ("an unknown feature", dict(good, q9=True), T0),
+                   ("a boolean given as 1", dict(good, q2=1), T0),
+                   ("an event time before 1970", good, -1)]
+    for n, v, t in bad_reports:
+        client = SubsetDeviceClient(SubsetClientSpec.from_json(base), bytes.fromhex(SECRET),
+                                    HmacDrbg(bytes.fromhex(SEED)))
+        out.append({"name": n, "config": base, "input": {"values": v, "event_ms": t, "dimensions": {}},
+                    "refusal": _refusal(lambda v=v, t=t: client.report(v, t, {}))})
+    return out
+
+
+def main() -> None:
+    data = {"about": "Subset randomized response client vectors (docs/client.md section 12): per case one HMAC_DRBG "
+                     "instantiated with the seed makes the reports in order; expect holds the drawn coins, the true "
+                     "bits, the chosen positions, whether the true pattern was kept (1) or flipped (0), the sent "
+                     "pattern (bit j of the j-th chosen position), the packed bits and the Avro bytes of the "
+                     "NoisyReport. refusals: a config refused when read (input null) or one report refused, with its "
+                     "code.",
+            "cases": reports(), "refusals": refusals()}
+    (HERE / "subset.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

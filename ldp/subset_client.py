@@ -1,0 +1,170 @@
+"""The reference client of a subset-randomized-response collection (``channel: {kind: subset}``), byte for
+byte as docs/client.md section 12 specifies (test vectors: ``clients/test-vectors/subset.json``).
+
+The client config a device receives (its numbers final: no client computes an exponential)::
+
+    {"collection": "survey", "features": [{"name": "q0", "type": "boolean"}, ...],
+     "window": {"type": "fixed", "size_seconds": 3600},
+     "subset": {"max_order": 3, "width": 6, "keep": 0.4640...}}
+
+``width`` s: how many of the d bits a report carries; ``keep``: the probability that it sends their true
+pattern, ``p = e^epsilon / (e^epsilon + 2^s - 1)`` (:class:`~ldp_marginals.ldp.subset_rr.SubsetRR`); every
+other pattern is sent with ``q = (1 - p) / (2^s - 1)``. Features are boolean (the collection config
+refuses others).
+
+One report:
+
+1. check the input as the per-bit client does (``bad_event_time``, ``bad_dimensions``,
+   ``missing_feature``, ``unknown_feature``, ``bad_value``), drawing no coin on a refusal;
+2. draw ``4 (d + 1 + s)`` bytes in one request: ``d`` subset coins, one keep coin, ``s`` mask coins;
+3. encode the features to bits (a boolean is its bit, in layout order);
+4. the subset, by sequential selection: position ``i = 0..d-1`` joins iff ``decide(coin_i, r / (d - i))``,
+   ``r`` the positions still to choose (``s`` minus those chosen), the quotient in doubles (``r = 0``
+   never joins, ``r = d - i`` always does: exactly s join);
+5. the flip mask, a uniform non-zero pattern of s bits, bit by bit ``j = 0..s-1`` with ``m = s - j`` bits
+   left: once a bit is set, bit j is ``decide(coin, 0.5)``; before, ``decide(coin, h / (2h - 1))`` with
+   ``h = 2^(m-1)`` in doubles (1 at the last bit, so the mask is never zero);
+6. the sent pattern: bit j is the true bit of the j-th chosen position (ascending), XOR the mask's bit j
+   unless ``decide(keep coin, keep)``;
+7. pack as the job reads it (:mod:`~ldp_marginals.ldp.subset_reports`): the d-bit subset mask (bit i:
+   position i chosen), then the s pattern bits in order, least significant first; ``client`` null.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ldp_marginals.ldp.client import (
+    BAD_CONFIG,
+    DeviceClient,
+    Refusal,
+    _is_text,
+    _keys,
+    _window,
+    boolean_bits,
+    checked_event,
+)
+from ldp_marginals.ldp.coins import COIN_BYTES, decide
+from ldp_marginals.ldp.subset_rr import SubsetRR
+from ldp_marginals.ldp.windows import Window
+
+MAX_FEATURES = 62   # subsets and patterns are 64-bit masks in every client and in the job
+
+
+@dataclass(frozen=True)
+class SubsetClientSpec:
+    """What a device is told about a subset-RR collection (module docstring)."""
+
+    collection: str
+    features: tuple          # boolean feature names, in layout (bit) order
+    window: Window
+    max_order: int
+    width: int
+    keep: float
+
+    def __post_init__(self):
+        if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
+            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
+                                      f"got collection={self.collection!r}")
+        d = len(self.features)
+        if not 1 <= d <= MAX_FEATURES:
+            raise Refusal(BAD_CONFIG, f"features must list 1 to {MAX_FEATURES} boolean features, got {d}")
+        for name, value in (("max_order", self.max_order), ("width", self.width)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise Refusal(BAD_CONFIG, f"subset.{name} must be an integer >= 1, got {name}={value!r}")
+        if not self.max_order <= self.width <= d:
+            raise Refusal(BAD_CONFIG, f"subset.width must be in [max_order={self.max_order}, {d} features], "
+                                      f"got width={self.width}")
+        keep = self.keep
+        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 2.0 ** -self.width < keep <= 1.0:
+            raise Refusal(BAD_CONFIG, f"subset.keep must be a number in (2^-width, 1], got keep={keep!r}")
+
+    @classmethod
+    def of(cls, collection: str, features, window: Window, mechanism: SubsetRR) -> "SubsetClientSpec":
+        """The spec the server publishes for a collection's mechanism."""
+        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.width, mechanism.p)
+
+    @classmethod
+    def from_json(cls, spec) -> "SubsetClientSpec":
+        _keys(spec, "config", ("collection", "features", "window", "subset"))
+        feats = spec["features"]
+        if not isinstance(feats, list) or not feats:
+            raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
+        names = []
+        for i, f in enumerate(feats):
+            _keys(f, f"features[{i}]", ("name", "type"))
+            if f["type"] != "boolean" or not isinstance(f["name"], str) or not f["name"] or not _is_text(f["name"]):
+                raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean feature with a name, got {f!r}")
+            names.append(f["name"])
+        if len(set(names)) != len(names):
+            raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
+        s = _keys(spec["subset"], "subset", ("max_order", "width", "keep"))
+        return cls(spec["collection"], tuple(names), _window(spec["window"]), s["max_order"], s["width"], s["keep"])
+
+    def to_json(self) -> dict:
+        window = {"type": self.window.type}
+        if self.window.type != "global":
+            window["size_seconds"] = self.window.size_seconds
+        if self.window.type == "sliding":
+            window["period_seconds"] = self.window.period_seconds
+        return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
+                "window": window, "subset": {"max_order": self.max_order, "width": self.width, "keep": self.keep}}
+
+    @property
+    def n_coins(self) -> int:
+        return len(self.features) + 1 + self.width
+
+
+@dataclass(frozen=True)
+class SubsetTrace:
+    coins: bytes        # the bytes drawn
+    encoded: tuple      # the true bits
+    subset: tuple       # the chosen positions, ascending
+    kept: int           # 1 when the true pattern was sent
+    pattern: tuple      # the sent pattern, bit j <-> subset[j]
+
+
+def chosen_positions(coins: list, n_bits: int, width: int) -> list:
+    """Step 4 of the module docstring: the positions sequential selection chooses with ``n_bits`` coins."""
+    out = []
+    for i in range(n_bits):
+        if decide(coins[i], (width - len(out)) / (n_bits - i)):
+            out.append(i)
+    return out
+
+
+def flip_mask(coins: list) -> list:
+    """Step 5 of the module docstring: a non-zero pattern of ``len(coins)`` bits, uniform over the
+    ``2^s - 1``."""
+    s, out = len(coins), []
+    for j, coin in enumerate(coins):
+        if any(out):
+            out.append(decide(coin, 0.5))
+        else:
+            h = 2.0 ** (s - j - 1)
+            out.append(decide(coin, h / (2.0 * h - 1.0)))
+    return out
+
+
+class SubsetDeviceClient(DeviceClient):
+    """One device's client for one subset-RR collection: ``report(values, event_ms)`` (the secret checked
+    and ``report`` as the per-bit client's)."""
+
+    def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
+        spec = self.spec
+        dims = checked_event(event_ms, dimensions)
+        bits = boolean_bits(values, list(spec.features))
+        d, s = len(bits), spec.width
+        drawn = self.coins.generate(COIN_BYTES * spec.n_coins)
+        coins = [drawn[k:k + COIN_BYTES] for k in range(0, len(drawn), COIN_BYTES)]
+        subset = chosen_positions(coins[:d], d, s)
+        kept = decide(coins[d], spec.keep)
+        mask = flip_mask(coins[d + 1:])
+        pattern = [bits[i] ^ (0 if kept else mask[j]) for j, i in enumerate(subset)]
+        out = [int(i in subset) for i in range(d)] + pattern
+        packed = np.packbits(np.array(out, dtype=np.uint8), bitorder="little").tobytes()
+        record = {"collection": spec.collection, "event_time": event_ms, "bits": packed, "dimensions": dims,
+                  "client": None}
+        return record, SubsetTrace(drawn, tuple(bits), tuple(subset), kept, tuple(pattern))
