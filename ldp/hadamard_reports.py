@@ -147,6 +147,10 @@ class HadamardAggregator(ReportAggregator):
         out.odd = np.concatenate([[0], counts[t + 1:]])
         return out
 
+    def marginals(self, acc: WindowAccumulator) -> "WindowMarginals":
+        """:func:`window_marginals` of ``acc``."""
+        return window_marginals(self, acc)
+
     @property
     def shape_extra(self) -> dict:
         """What a saved state must also match (beside the virtual family): the mechanism."""

@@ -10,15 +10,34 @@ subset's j-th position (ascending). Bits are packed as every report's: bit ``i``
 ``ceil((d + s) / 8)`` bytes (2 bytes for d = 7, s = 6); a subset mask that does not hold exactly ``s``
 bits is a ``bad_subset`` dead letter (a pattern bit cannot fall outside the subset: the pattern holds
 only the subset's values).
+
+Accumulator. The job keeps the same :class:`~ldp_marginals.ldp.aggregate.WindowAccumulator` as for
+per-bit channels, over ``V = sum_{o<=k} C(d, o) 2^o`` *virtual bits* counted at order 1: its counts
+are ``N`` then, order by order (``o = 1..k``), table by table (``family.members(o)`` order), cell by cell,
+the reports whose subset held the table and sent the cell: ``counts[o]`` of
+:class:`~ldp_marginals.ldp.subset_rr.SubsetAccumulator`, flattened. They are sums over reports: merging
+is addition, and every published field is a function of the released sum, as the per-bit counts are
+(the publication rule's atoms apply unchanged). The coders, the versioned state and the combiners see
+an ordinary accumulator; the state's shape records the mechanism (:attr:`SubsetAggregator.shape_extra`).
+
+Estimates (:func:`window_marginals`): for each set K of 1..k bits, the count of reports whose bits are
+all 1 on K, ``N pi_K(1..1)``, and its variance ``N^2 Cov(pi_K)[1..1, 1..1]``, with ``pi_K`` and its
+closed-form covariance (plugged in) those of :class:`~ldp_marginals.ldp.subset_rr.SubsetEstimate`; a
+table no report's subset held gives a NaN estimate and an infinite variance.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ldp_marginals.ldp.aggregate import ReportAggregator, WindowAccumulator
+from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.encoding import unpack_bits
-from ldp_marginals.ldp.subset_rr import SubsetRR
+from ldp_marginals.ldp.hadamard_reports import WindowMarginals
+from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.subset_rr import SubsetAccumulator, SubsetRR, estimate_subset, randomize_subset
 
 KIND = "subset"   # the channel kind's name in configs, client specs and descriptions
 
@@ -76,3 +95,102 @@ class SubsetFormat:
             return np.zeros(0, dtype=bool)
         bits = unpack_bits(arr, self.n_bits)
         return bits[:, :self.mechanism.n_bits].sum(axis=1) != self.mechanism.width
+
+
+def encode_reports(true_bits, mechanism: SubsetRR, rng=None) -> np.ndarray:
+    """Simulated devices: true 0/1 bits ``(n, d)`` -> packed reports ``(n, n_bytes)`` (``rng`` a seeded
+    ``numpy.random.Generator``; None: the OS CSPRNG). The client of record is
+    :mod:`ldp_marginals.ldp.subset_client`."""
+    subsets, patterns = randomize_subset(np.atleast_2d(true_bits), mechanism, rng)
+    return SubsetFormat(mechanism).pack(subsets, patterns)
+
+
+def cell_variance_per_report(mechanism: SubsetRR, order: int) -> float:
+    """N times the variance of one cell of an ``order``-bit table at the uniform table (the worst case of
+    the trace, :func:`~ldp_marginals.ldp.subset_rr.table_variance_per_report`) as N grows: the trace over
+    its ``2^o`` cells, which all have it there. The figure ``plan`` gives for this kind."""
+    return mechanism.table_variance_per_report(order) / float(1 << order)
+
+
+def table_cells(mechanism: SubsetRR) -> int:
+    """``V``: the counts of a window beside N (module docstring)."""
+    fam = mechanism.family
+    return sum(fam.members(o).shape[0] << o for o in range(1, mechanism.max_order + 1))
+
+
+def sets_per_report(mechanism: SubsetRR) -> int:
+    """The tables one report's subset holds, each a count the job adds to: ``sum_{o<=k} C(s, o)``."""
+    return sum(math.comb(mechanism.width, o) for o in range(1, mechanism.max_order + 1))
+
+
+_ELEMENTS = 1 << 17   # tables per vectorized pass of the job's accumulator (bounds its memory, ~10 MiB)
+
+
+class SubsetAggregator(ReportAggregator):
+    """Fills the job's accumulators of a subset-RR collection (module docstring): counts of ``V`` virtual
+    bits at order 1. No extremes, no device bound (the config refuses them)."""
+
+    def __init__(self, mechanism: SubsetRR):
+        self.cells = table_cells(mechanism)
+        super().__init__(SetFamily.all_up_to(self.cells, 1), ChannelSet.uniform(Channel(0.0, 1.0), self.cells))
+        self.mechanism = mechanism
+        self.format = SubsetFormat(mechanism)
+        self._block = max(1, _ELEMENTS // sets_per_report(mechanism))
+
+    def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None) -> WindowAccumulator:
+        """Vectorized: a block of ``(n, n_bytes)`` reports (subsets checked by the readers first)."""
+        subsets, patterns = self.format.unpack(packed)
+        part = SubsetAccumulator(self.mechanism)
+        for start in range(0, subsets.size, self._block):
+            part.add(subsets[start:start + self._block], patterns[start:start + self._block])
+        counts = acc.cooc.counts
+        counts[0] += part.n_reports
+        counts[1:] += np.concatenate([c.ravel() for c in part.counts[1:]])
+        return acc
+
+    def table_counts(self, acc: WindowAccumulator) -> SubsetAccumulator:
+        """The window's counts as the mechanism's own accumulator."""
+        out = SubsetAccumulator(self.mechanism)
+        counts = acc.cooc.counts
+        out.n_reports = int(counts[0])
+        at = 1
+        for o in range(1, self.mechanism.max_order + 1):
+            size = out.counts[o].size
+            out.counts[o] = counts[at:at + size].reshape(out.counts[o].shape)
+            at += size
+        return out
+
+    def marginals(self, acc: WindowAccumulator) -> WindowMarginals:
+        """:func:`window_marginals` of ``acc``."""
+        return window_marginals(self, acc)
+
+    @property
+    def shape_extra(self) -> dict:
+        """What a saved state must also match (beside the virtual family): the mechanism."""
+        m = self.mechanism
+        return {"kind": KIND, "bits": m.n_bits, "order": m.max_order, "epsilon": m.epsilon, "width": m.width}
+
+
+def window_marginals(aggregator: SubsetAggregator, acc: WindowAccumulator) -> WindowMarginals:
+    """Every set of 1..k bits' all-ones count and variance from the window's accumulator (module
+    docstring)."""
+    est = estimate_subset(aggregator.table_counts(acc))
+    family = est.mechanism.family
+    n = est.n_reports
+    means, variances = np.empty(len(family)), np.empty(len(family))
+    means[0], variances[0] = n, 0.0
+    spread = 0.0 if n <= 1 else 1.0 / (n - 1)
+    for o in range(1, est.mechanism.max_order + 1):
+        ones = (1 << o) - 1
+        p1, q1 = est.mechanism.projected(o)
+        delta = p1 - q1
+        n_k = est.drawn(o).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = est.counts[o][:, ones] / n_k              # the observed share of the all-ones cell
+            pi = (share - q1) / delta
+            # the all-ones diagonal entry of subset_rr.table_covariance at the plugged-in share
+            var = share * (1 - share) / (n_k * delta * delta) - (n_k - 1) / n_k * spread * pi * (1 - pi)
+        at = slice(family.offset(o), family.offset(o) + n_k.size)
+        means[at] = n * pi
+        variances[at] = np.where(n_k > 0, n * n * var, np.inf)
+    return WindowMarginals(n, family, means, variances, est)

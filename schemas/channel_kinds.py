@@ -2,18 +2,25 @@
 
     channel: {kind: hadamard, epsilon: 2.0}          # optional: slots (default: the best for epsilon),
                                                      # weights: sqrt (default) or uniform (InpHT)
+    channel: {kind: subset, epsilon: 4.0}            # optional: width (default: best_width(d, k, epsilon))
 
 Hadamard sampling (:mod:`ldp_marginals.ldp.hadamard`, on the wire :mod:`ldp_marginals.ldp.hadamard_reports`)
-makes the whole report ``epsilon``-LDP, not each bit: the kind for a ``local`` promise over many bits. What
-this release supports with it, each refusal a ``ValueError`` naming the field:
+and subset randomized response (:mod:`ldp_marginals.ldp.subset_rr`, on the wire
+:mod:`ldp_marginals.ldp.subset_reports`) make the whole report ``epsilon``-LDP, not each bit: the kinds
+for a ``local`` promise over many bits. What this release supports with them, each refusal a
+``ValueError`` naming the field:
 
 - boolean features only (a categorical's one-hot bits or a numeric's encoded bit would make tables
-  of structural zeros and means this kind does not estimate yet);
+  of structural zeros and means these kinds do not estimate yet);
 - marginals of every set of 1..max_order bits, and tables of feature groups of at most max_order
   features (the unbiased ones; their consistent tables are not made for this kind yet);
 - no extremes, conditionals, means or extra sets; privacy model ``local`` only (its ``epsilon`` at
   least the channel's) and unit ``report`` (a device bound would need the devices' reports kept
-  in the wire format, which this release does not do).
+  in the wire format, which this release does not do);
+- hadamard: at most 2^18 coefficients of order 1..max_order; subset: at most 2^19 counts per window and
+  key (``sum_{o<=k} C(d, o) 2^o``, the same 4 MiB as hadamard's two counts per coefficient: 62 bits at
+  max_order 3 are 310,248) and at most 2^12 tables per report (``sum_{o<=k} C(s, o)``: the counts one
+  report adds to, its cost in the job; the best widths of the benchmark hold at most 175).
 """
 from __future__ import annotations
 
@@ -22,11 +29,16 @@ import math
 from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.encoding import BOOLEAN, Layout
 from ldp_marginals.ldp.hadamard import WEIGHTS, HadamardSampling
-from ldp_marginals.ldp.hadamard_reports import KIND
+from ldp_marginals.ldp.hadamard_reports import KIND as HADAMARD
+from ldp_marginals.ldp.subset_reports import KIND as SUBSET
+from ldp_marginals.ldp.subset_reports import sets_per_report, table_cells
+from ldp_marginals.ldp.subset_rr import SubsetRR
 
-KINDS = (KIND,)
-_KEYS = ("kind", "epsilon", "slots", "weights")
+KINDS = (HADAMARD, SUBSET)
+_KEYS = {HADAMARD: ("kind", "epsilon", "slots", "weights"), SUBSET: ("kind", "epsilon", "width")}
 MAX_COEFFICIENTS = 1 << 18   # 4 MiB of counts per window and key; 62 bits at max_order 3 are 39,773
+MAX_CELLS = 1 << 19          # subset: the same 4 MiB of counts; 62 bits at max_order 3 are 310,248
+MAX_SETS_PER_REPORT = 1 << 12   # subset: the counts one report adds to (module docstring)
 UNSUPPORTED = ("extremes", "conditionals", "means", "sets")   # config fields this kind refuses
 
 
@@ -35,23 +47,33 @@ def is_kind(chan) -> bool:
     return isinstance(chan, dict) and "kind" in chan
 
 
-def parse_kind(chan: dict, layout: Layout, max_order: int) -> HadamardSampling:
-    """The mechanism of ``channel: {kind: ...}`` for ``layout``'s bits and tables up to ``max_order``."""
-    if chan["kind"] not in KINDS:
+def kind_of(mechanism) -> str:
+    """The kind's name of a collection's mechanism (``CollectionConfig.sampling``)."""
+    return SUBSET if isinstance(mechanism, SubsetRR) else HADAMARD
+
+
+def parse_kind(chan: dict, layout: Layout, max_order: int):
+    """The mechanism of ``channel: {kind: ...}`` for ``layout``'s bits and tables up to ``max_order``:
+    a :class:`~ldp_marginals.ldp.hadamard.HadamardSampling` or a :class:`~ldp_marginals.ldp.subset_rr.SubsetRR`."""
+    kind = chan["kind"]
+    if kind not in KINDS:
         raise ValueError(f"channel.kind must be one of {list(KINDS)}, got kind={chan['kind']!r}")
-    unknown = sorted(str(k) for k in set(chan) - set(_KEYS))
+    unknown = sorted(str(k) for k in set(chan) - set(_KEYS[kind]))
     if unknown:
-        raise ValueError(f"channel has unknown keys {unknown}; known keys for kind {KIND!r} are {sorted(_KEYS)}")
+        raise ValueError(f"channel has unknown keys {unknown}; known keys for kind {kind!r} are "
+                         f"{sorted(_KEYS[kind])}")
     if "epsilon" not in chan:
-        raise ValueError(f"channel of kind {KIND!r} must have 'epsilon' (the whole report's), got keys={sorted(chan)}")
+        raise ValueError(f"channel of kind {kind!r} must have 'epsilon' (the whole report's), got keys={sorted(chan)}")
     others = [f.name for f in layout.features if f.kind != BOOLEAN]
     if others:
-        raise ValueError(f"channel kind {KIND!r} takes boolean features only, got non-boolean features {others}")
+        raise ValueError(f"channel kind {kind!r} takes boolean features only, got non-boolean features {others}")
     if layout.n_bits > 62:
-        raise ValueError(f"channel kind {KIND!r} holds at most 62 bits, got {layout.n_bits}")
+        raise ValueError(f"channel kind {kind!r} holds at most 62 bits, got {layout.n_bits}")
+    if kind == SUBSET:
+        return _subset(chan, layout.n_bits, max_order)
     coefficients = sum(math.comb(layout.n_bits, j) for j in range(1, max_order + 1))
     if coefficients > MAX_COEFFICIENTS:
-        raise ValueError(f"channel kind {KIND!r} samples among the {coefficients:,} coefficients of order 1..max_order "
+        raise ValueError(f"channel kind {kind!r} samples among the {coefficients:,} coefficients of order 1..max_order "
                          f"of {layout.n_bits} bits, over the {MAX_COEFFICIENTS:,} it holds (a window keeps two counts "
                          f"per coefficient and every client enumerates them): lower max_order, got max_order={max_order}")
     epsilon = check_positive("channel.epsilon", chan["epsilon"])
@@ -64,32 +86,60 @@ def parse_kind(chan: dict, layout: Layout, max_order: int) -> HadamardSampling:
     return HadamardSampling(layout.n_bits, max_order, epsilon, slots, weights)
 
 
+def _subset(chan: dict, n_bits: int, max_order: int) -> SubsetRR:
+    epsilon = check_positive("channel.epsilon", chan["epsilon"])
+    width = chan.get("width")
+    if width is not None:
+        check_int("channel.width", width, minimum=1)
+        if not max_order <= width <= n_bits:
+            raise ValueError(f"channel.width must be in [max_order={max_order}, {n_bits} bits], got width={width}")
+    mech = SubsetRR(n_bits, max_order, epsilon, width)
+    cells = table_cells(mech)
+    if cells > MAX_CELLS:
+        raise ValueError(f"channel kind {SUBSET!r} counts the {cells:,} cells of the tables of order 1..max_order of "
+                         f"{n_bits} bits, over the {MAX_CELLS:,} a window holds: lower max_order, got "
+                         f"max_order={max_order}")
+    per_report = sets_per_report(mech)
+    if per_report > MAX_SETS_PER_REPORT:
+        raise ValueError(f"channel kind {SUBSET!r}: a subset of width={mech.width} holds {per_report:,} tables of order "
+                         f"1..max_order, each a count the job adds per report, over the {MAX_SETS_PER_REPORT:,} it "
+                         f"allows: lower channel.width")
+    return mech
+
+
 def check_config(spec: dict, groups: tuple, max_order: int) -> None:
-    """The fields of a collection config that this kind refuses (module docstring)."""
+    """The fields of a collection config that a kind refuses (module docstring)."""
+    kind = spec["channel"]["kind"]
     for key in UNSUPPORTED:
         if spec.get(key):
-            raise ValueError(f"{key} are not supported with channel kind {KIND!r} yet, got {key}={spec[key]!r}")
+            raise ValueError(f"{key} are not supported with channel kind {kind!r} yet, got {key}={spec[key]!r}")
     privacy = spec.get("privacy") or {}
     if isinstance(privacy, dict):
         if privacy.get("unit", "report") != "report":
-            raise ValueError(f"privacy.unit must be 'report' with channel kind {KIND!r}, got unit={privacy['unit']!r}")
+            raise ValueError(f"privacy.unit must be 'report' with channel kind {kind!r}, got unit={privacy['unit']!r}")
         if privacy.get("model", "local") != "local":
-            raise ValueError(f"privacy.model must be 'local' with channel kind {KIND!r} (it randomizes the whole "
+            raise ValueError(f"privacy.model must be 'local' with channel kind {kind!r} (it randomizes the whole "
                              f"report, not each bit), got model={privacy['model']!r}")
     for i, g in enumerate(groups):
         if len(g) > max_order:
-            raise ValueError(f"groups[{i}] has {len(g)} features, over max_order={max_order}: channel kind {KIND!r} "
+            raise ValueError(f"groups[{i}] has {len(g)} features, over max_order={max_order}: channel kind {kind!r} "
                              f"estimates tables of at most max_order bits")
 
 
 def describe_kind(cfg) -> dict:
-    """:meth:`~ldp_marginals.schemas.collection.CollectionConfig.describe` of a collection of this kind:
+    """:meth:`~ldp_marginals.schemas.collection.CollectionConfig.describe` of a collection of a kind:
     the same fields (no per-bit p and q: empty lists), and ``channel`` with the mechanism."""
     m = cfg.sampling
+    kind = kind_of(m)
+    if kind == SUBSET:
+        channel = {"kind": kind, "epsilon": m.epsilon, "width": m.width, "keep": m.p, "cells": table_cells(m),
+                   "report_bits": cfg.wire.n_bits}
+    else:
+        channel = {"kind": kind, "epsilon": m.epsilon, "slots": m.slots, "weights": m.weights,
+                   "coefficients": m.n_coefficients, "report_bits": cfg.wire.n_bits}
     return {"collection": cfg.name, "labels": list(cfg.layout.labels), "p": [], "q": [],
-            "mechanisms": [KIND] * cfg.layout.n_bits,
-            "channel": {"kind": KIND, "epsilon": m.epsilon, "slots": m.slots, "weights": m.weights,
-                        "coefficients": m.n_coefficients, "report_bits": cfg.wire.n_bits},
+            "mechanisms": [kind] * cfg.layout.n_bits,
+            "channel": channel,
             "local_epsilon": float(m.epsilon),
             "window": cfg.window.describe(), "min_reports": cfg.min_reports, "max_order": cfg.max_order,
             "level": cfg.level, "groups": [list(g) for g in cfg.groups],

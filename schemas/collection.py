@@ -166,7 +166,8 @@ class CollectionConfig:
     mechanisms: tuple = ()   # per bit: the channel's mechanism as configured (symmetric, optimized_unary, ..., or p/q)
     device: DeviceUnit | None = None   # privacy.unit: device (None: the unit is the report)
     permanent: tuple = ()   # per bit: the permanent channel of a bit that memoizes (rappor, memoize), or None
-    sampling: object = None   # channel kind hadamard: its HadamardSampling (ldp/hadamard_reports.py); None: per bit
+    sampling: object = None   # a channel kind: its HadamardSampling (ldp/hadamard_reports.py) or SubsetRR
+    #                           (ldp/subset_reports.py); None: per bit
     rollups: tuple = ()     # the dimensions each rollup keeps (sorted name tuples, each a proper subset)
 
     def __post_init__(self):
@@ -270,6 +271,9 @@ class CollectionConfig:
         """Fills this collection's per-window accumulators: the counted sets, per-report and per-client
         extremes, and under ``privacy.unit: device`` the bound per device."""
         from ldp_marginals.ldp.aggregate import client_key
+        if self.channel_kind == "subset":
+            from ldp_marginals.ldp.subset_reports import SubsetAggregator
+            return SubsetAggregator(self.sampling)
         if self.sampling is not None:
             from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
             return HadamardAggregator(self.sampling)
@@ -279,15 +283,23 @@ class CollectionConfig:
 
     @property
     def channel_kind(self) -> str:
-        """``per_bit`` (randomized response bit by bit) or ``hadamard`` (Hadamard sampling)."""
-        return "per_bit" if self.sampling is None else "hadamard"
+        """``per_bit`` (randomized response bit by bit), ``hadamard`` (Hadamard sampling) or ``subset``
+        (subset randomized response)."""
+        if self.sampling is None:
+            return "per_bit"
+        from ldp_marginals.schemas.channel_kinds import kind_of
+        return kind_of(self.sampling)
 
     @cached_property
     def wire(self):
         """What a report's ``bits`` hold: the layout's bits (per bit), or the sampled coefficients
-        (:class:`~ldp_marginals.ldp.hadamard_reports.HadamardFormat`); both have ``n_bits`` and ``n_bytes``."""
+        (:class:`~ldp_marginals.ldp.hadamard_reports.HadamardFormat`) or the subset and its pattern
+        (:class:`~ldp_marginals.ldp.subset_reports.SubsetFormat`); all have ``n_bits`` and ``n_bytes``."""
         if self.sampling is None:
             return self.layout
+        if self.channel_kind == "subset":
+            from ldp_marginals.ldp.subset_reports import SubsetFormat
+            return SubsetFormat(self.sampling)
         from ldp_marginals.ldp.hadamard_reports import HadamardFormat
         return HadamardFormat(self.sampling)
 

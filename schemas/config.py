@@ -13,7 +13,7 @@ JSON or YAML (a mapping, or a list of mappings for several collections)::
                                                    # or {mechanism: optimized_unary, epsilon},
                                                    # {mechanism: symmetric, flip}, {mechanism: rappor, f, p, q};
                                                    # or by feature name: {os: {...}, default: {...}};
-                                                   # or a kind: {kind: hadamard, epsilon} (schemas/channel_kinds.py)
+                                                   # or a kind: {kind: hadamard | subset, epsilon} (schemas/channel_kinds.py)
     max_order: 2
     window: {type: fixed, size_seconds: 3600}      # or {type: sliding, size_seconds, period_seconds}, {type: global}
     min_reports: 1000
@@ -63,7 +63,6 @@ from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
-from ldp_marginals.ldp.hadamard_reports import KIND
 from ldp_marginals.schemas.channel_kinds import check_config, is_kind, parse_kind
 from ldp_marginals.schemas.collection import (
     INTERVALS,
@@ -490,7 +489,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     cfg = CollectionConfig(name, layout, channels, max_order, window, min_reports, sets, tuple(groups), level,
                            float(lateness), early, tuple(extremes), dimensions, privacy, conditionals,
                            tuple(group_intervals), means, marginal_interval, alpha,
-                           mechanisms=(KIND,) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
+                           mechanisms=(chan_spec["kind"],) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
                            device=device, permanent=() if kind else _permanent(spec["channel"], layout),
                            sampling=sampling,
                            rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]))

@@ -42,6 +42,7 @@ UNKNOWN_COLLECTION = "unknown_collection"
 WRONG_LENGTH = "wrong_length"
 PADDING_BITS = "padding_bits"
 BAD_COEFFICIENT = "bad_coefficient"
+BAD_SUBSET = "bad_subset"
 BAD_TIMESTAMP = "bad_timestamp"
 BAD_FIELD = "bad_field"
 UNDECLARED_DIMENSION = "undeclared_dimension"
@@ -62,6 +63,8 @@ REASONS = types.MappingProxyType({
     PADDING_BITS: "a bit past the layout's last bit is set",
     BAD_COEFFICIENT: "a report of a Hadamard-sampling collection (channel kind hadamard) names a coefficient "
                      "index outside 1..T, the coefficients its collection counts",
+    BAD_SUBSET: "a report of a subset-randomized-response collection (channel kind subset) whose subset mask "
+                "does not hold exactly the collection's width of bits",
     BAD_TIMESTAMP: "event_time is missing, not int millis, or outside [1970, 2100)",
     BAD_FIELD: "a field has the wrong type (collection, bits, dimensions, client) or a client token is "
                "longer than 128 characters",

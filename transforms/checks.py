@@ -21,7 +21,7 @@ from ldp_marginals.ldp.encoding import padding_mask
 from ldp_marginals.ldp.windows import MAX_EVENT_MS, MIN_EVENT_MS
 from ldp_marginals.schemas.collection import NAME_PATTERN
 from ldp_marginals.schemas.dead_letters import (
-    BAD_COEFFICIENT, BAD_FIELD, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH,
+    BAD_COEFFICIENT, BAD_FIELD, BAD_SUBSET, BAD_TIMESTAMP, NO_DEVICE_TOKEN, PADDING_BITS, WRONG_LENGTH,
 )
 from ldp_marginals.transforms.avro_kernels import (
     BITS_LEN,
@@ -53,6 +53,11 @@ def padding_detail(n_bits: int) -> str:
 def coefficient_detail(cfg) -> str:
     return (f"a slot names no coefficient of collection {cfg.name!r} (channel kind hadamard: indices 1.."
             f"{cfg.sampling.n_coefficients})")
+
+
+def subset_detail(cfg) -> str:
+    return (f"the subset mask does not hold {cfg.sampling.width} of the {cfg.sampling.n_bits} bits of collection "
+            f"{cfg.name!r} (channel kind subset)")
 
 
 def collection_detail(name) -> str:
@@ -98,6 +103,7 @@ CHECKS = (
     Check(lambda v, alive: v.padded(alive), _fixed(PADDING_BITS), lambda v, i: padding_detail(v.cfg.wire.n_bits)),
     Check(lambda v, alive: v.bad_coefficient(alive), _fixed(BAD_COEFFICIENT),
           lambda v, i: coefficient_detail(v.cfg)),
+    Check(lambda v, alive: v.bad_subset(alive), _fixed(BAD_SUBSET), lambda v, i: subset_detail(v.cfg)),
     Check(lambda v, alive: v.dimension_faulty(alive), lambda v, i: v.dimension_fault(i)[0],
           lambda v, i: v.dimension_fault(i)[1]),
     Check(lambda v, alive: v.client_too_long(alive), _fixed(BAD_FIELD), lambda v, i: client_detail(v.client_chars(i))),
@@ -143,8 +149,14 @@ class BlockView:
 
     def bad_coefficient(self, alive: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n, dtype=bool)
-        if self.cfg.sampling is not None:
+        if self.cfg.channel_kind == "hadamard":
             out[alive] = self.cfg.wire.bad_index(self.packed(alive))
+        return out
+
+    def bad_subset(self, alive: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n, dtype=bool)
+        if self.cfg.channel_kind == "subset":
+            out[alive] = self.cfg.wire.bad_subset(self.packed(alive))
         return out
 
     def dimension_faulty(self, alive: np.ndarray) -> np.ndarray:
@@ -211,9 +223,14 @@ class RecordView:
         return padding_mask(self._bits(), self.cfg.wire.n_bits)
 
     def bad_coefficient(self, alive: np.ndarray) -> np.ndarray:
-        if self.cfg.sampling is None:
+        if self.cfg.channel_kind != "hadamard":
             return np.zeros(1, dtype=bool)
         return self.cfg.wire.bad_index(self._bits())
+
+    def bad_subset(self, alive: np.ndarray) -> np.ndarray:
+        if self.cfg.channel_kind != "subset":
+            return np.zeros(1, dtype=bool)
+        return self.cfg.wire.bad_subset(self._bits())
 
     def dimension_faulty(self, alive: np.ndarray) -> np.ndarray:
         self._fault = self.cfg.dimension_fault(self.record.get("dimensions") or {})

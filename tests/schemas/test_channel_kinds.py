@@ -1,8 +1,10 @@
-"""channel: {kind: hadamard} in a collection config (schemas/channel_kinds.py): what it builds, and a
+"""channel: {kind: hadamard} and {kind: subset} in a collection config (schemas/channel_kinds.py): what it builds, and a
 ValueError naming the field for everything it refuses."""
 import pytest
 
 from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
+from ldp_marginals.ldp.subset_reports import SubsetAggregator
+from ldp_marginals.ldp.subset_rr import best_width
 from ldp_marginals.schemas.config import parse_config
 
 
@@ -34,7 +36,7 @@ def test_a_hadamard_collection():
 
 
 @pytest.mark.parametrize("changes,message", [
-    ({"channel": {"kind": "walsh", "epsilon": 1}}, r"channel.kind must be one of \['hadamard'\], got kind='walsh'"),
+    ({"channel": {"kind": "walsh", "epsilon": 1}}, r"channel.kind must be one of \['hadamard', 'subset'\], got kind='walsh'"),
     ({"channel": {"kind": "hadamard"}}, "channel of kind 'hadamard' must have 'epsilon'"),
     ({"channel": {"kind": "hadamard", "epsilon": 0}}, "channel.epsilon"),
     ({"channel": {"kind": "hadamard", "epsilon": 1, "p": 0.1}}, r"channel has unknown keys \['p'\]"),
@@ -62,3 +64,62 @@ def test_a_hadamard_collection_holds_at_most_2_18_coefficients():
     with pytest.raises(ValueError, match=r"597,618 coefficients .* got max_order=4"):
         parse_config(spec(features=wide, max_order=4))
     assert parse_config(spec(features=wide, max_order=3)).sampling.n_coefficients == 39773
+
+
+def test_a_subset_collection():
+    cfg = parse_config(spec(channel={"kind": "subset", "epsilon": 4.0}, groups=[["q0", "q1", "q2"]],
+                            privacy={"model": "local", "epsilon": 4.0}))
+    assert cfg.channel_kind == "subset"
+    assert (cfg.sampling.n_bits, cfg.sampling.max_order, cfg.sampling.epsilon, cfg.sampling.width) == (7, 3, 4.0, 6)
+    assert cfg.sampling.width == best_width(7, 3, 4.0)
+    assert (cfg.wire.n_bits, cfg.wire.n_bytes) == (13, 2)
+    assert isinstance(cfg.aggregator, SubsetAggregator)
+    assert len(cfg.published_sets) == 63
+    d = cfg.describe()
+    # cells: 7 * 2 + 21 * 4 + 35 * 8 = 378
+    assert d["channel"] == {"kind": "subset", "epsilon": 4.0, "width": 6, "keep": cfg.sampling.p, "cells": 378,
+                            "report_bits": 13}
+    assert d["local_epsilon"] == 4.0 and d["mechanisms"] == ["subset"] * 7
+    margps = parse_config(spec(channel={"kind": "subset", "epsilon": 1, "width": 3}))
+    assert (margps.sampling.width, margps.wire.n_bytes) == (3, 2)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"channel": {"kind": "subset"}}, "channel of kind 'subset' must have 'epsilon'"),
+    ({"channel": {"kind": "subset", "epsilon": -1}}, "channel.epsilon"),
+    ({"channel": {"kind": "subset", "epsilon": 1, "slots": 2}}, r"channel has unknown keys \['slots'\]; known keys for kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 1, "width": 2}}, r"channel.width must be in \[max_order=3, 7 bits\], got width=2"),
+    ({"channel": {"kind": "subset", "epsilon": 1, "width": 8}}, r"channel.width must be in \[max_order=3, 7 bits\], got width=8"),
+    ({"channel": {"kind": "subset", "epsilon": 1, "width": 4.5}}, "channel.width"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "features": [{"name": "x", "type": "numeric", "low": 0, "high": 1}],
+      "max_order": 1}, r"boolean features only, got non-boolean features \['x'\]"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1"]}]},
+     "extremes are not supported with channel kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "conditionals": [{"of": ["q0"], "given": ["q1"]}]},
+     "conditionals are not supported with channel kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "means": [{"of": "q0"}]}, "means are not supported"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
+     "privacy.model must be 'local' with channel kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device"}},
+     "privacy.unit must be 'report' with channel kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 2}, "privacy": {"model": "local", "epsilon": 1.5}},
+     "promises local DP at epsilon=1.5, but the channel gives"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "groups": [["q0", "q1", "q2", "q3"]]},
+     r"groups\[0\] has 4 features, over max_order=3: channel kind 'subset'"),
+])
+def test_subset_refusals_name_the_field(changes, message):
+    with pytest.raises(ValueError, match=message):
+        parse_config(spec(**changes))
+
+
+def test_a_subset_collection_holds_at_most_2_19_counts_and_2_12_tables_per_report():
+    """62 bits at max_order 4 have 9,235,768 cells (refused, naming max_order); at 3, 310,248 are kept. A width
+    of 30 at max_order 3 holds 4,525 tables per report (refused, naming channel.width); 29 holds 4,089."""
+    wide = [{"name": f"q{i}", "type": "boolean"} for i in range(62)]
+    with pytest.raises(ValueError, match=r"9,235,768 cells .* got max_order=4"):
+        parse_config(spec(features=wide, max_order=4, channel={"kind": "subset", "epsilon": 1, "width": 4}))
+    cfg = parse_config(spec(features=wide, max_order=3, channel={"kind": "subset", "epsilon": 1, "width": 29}))
+    assert cfg.describe()["channel"]["cells"] == 310248
+    with pytest.raises(ValueError, match=r"width=30 holds 4,525 tables .* lower channel.width"):
+        parse_config(spec(features=wide, max_order=3, channel={"kind": "subset", "epsilon": 1, "width": 30}))

@@ -1,16 +1,18 @@
-"""The estimates behind the rows a window and key of a Hadamard-sampling collection (``channel: {kind:
-hadamard}``) publishes: ``marginals`` (every set of 1..max_order bits: the count of reports whose bits are all 1 on it) and
+"""The estimates behind the rows a window and key of a channel kind's collection (``channel: {kind:
+hadamard}``, Hadamard sampling, or ``{kind: subset}``, subset randomized response) publishes: ``marginals`` (every set of 1..max_order bits: the count of reports whose bits are all 1 on it) and
 ``tables`` (every configured group of boolean features), from the released accumulator as every
 kind's rows are (:mod:`~ldp_marginals.transforms.publication.rows`), with the same schemas, intervals
 and out-of-range policy. The estimates and their closed-form variances are
 :func:`~ldp_marginals.ldp.hadamard_reports.window_marginals` and
-:meth:`~ldp_marginals.ldp.hadamard.HadamardEstimate.table`.
+:meth:`~ldp_marginals.ldp.hadamard.HadamardEstimate.table`, or
+:func:`~ldp_marginals.ldp.subset_reports.window_marginals` and
+:meth:`~ldp_marginals.ldp.subset_rr.SubsetEstimate.table` (the same shapes; cell z of a table has bit j
+the value of its j-th column in both).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ldp_marginals.ldp.hadamard_reports import window_marginals
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.tables import GroupTable, group_cells
 
@@ -38,5 +40,5 @@ def hadamard_group_tables(config, marginals) -> list:
 def hadamard_estimates(config, acc) -> tuple:
     """``(marginals, groups)`` of one window and key: what :func:`~ldp_marginals.transforms.publication.rows.
     marginal_rows` and ``table_rows`` publish."""
-    marginals = window_marginals(config.aggregator, acc)
+    marginals = config.aggregator.marginals(acc)
     return marginals, hadamard_group_tables(config, marginals)

@@ -215,7 +215,7 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         raise ValueError("acc must hold released reports, got n=0")
     base = base_row(config.name, window, dims)
     counted = dict(base, n_reports=acc.n)
-    if config.sampling is not None:   # channel kind hadamard: marginals and tables, in linear panes only
+    if config.sampling is not None:   # a channel kind (hadamard, subset): marginals and tables, in linear panes only
         if linear:
             marginals, groups = hadamard_estimates(config, acc)
             yield MARGINALS, marginal_rows(config, marginals, counted)
