@@ -37,7 +37,13 @@ from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.hadamard_reports import WindowMarginals
 from ldp_marginals.ldp.sets import SetFamily
-from ldp_marginals.ldp.subset_rr import SubsetAccumulator, SubsetRR, estimate_subset, randomize_subset
+from ldp_marginals.ldp.subset_rr import (
+    SubsetAccumulator,
+    SubsetRR,
+    estimate_subset,
+    holding_share,
+    randomize_subset,
+)
 
 KIND = "subset"   # the channel kind's name in configs, client specs and descriptions
 
@@ -106,10 +112,25 @@ def encode_reports(true_bits, mechanism: SubsetRR, rng=None) -> np.ndarray:
 
 
 def cell_variance_per_report(mechanism: SubsetRR, order: int) -> float:
-    """N times the variance of one cell of an ``order``-bit table at the uniform table (the worst case of
-    the trace, :func:`~ldp_marginals.ldp.subset_rr.table_variance_per_report`) as N grows: the trace over
-    its ``2^o`` cells, which all have it there. The figure ``plan`` gives for this kind."""
-    return mechanism.table_variance_per_report(order) / float(1 << order)
+    """N times the largest variance of one cell of an ``order``-bit table (the all-ones cell is a marginal) as
+    N grows, over the cell's true frequency pi: with ``n_K = f_o N`` reports holding the table and the share
+    ``P = q' + delta pi`` the cell is sent, the covariance of :mod:`~ldp_marginals.ldp.subset_rr` gives
+    ``g(pi) = P (1 - P) / (f_o delta^2) - pi (1 - pi)``, a concave (at ``f_o = 1`` linear) quadratic in pi
+    whose maximum on [0, 1] is at its stationary point clipped to [0, 1]. Not the table's trace over its
+    cells (:meth:`~ldp_marginals.ldp.subset_rr.SubsetRR.table_variance_per_report`, largest at the uniform
+    table): one cell is at its worst near ``pi = 1/2``. The figure ``plan`` and the dashboard give per cell."""
+    f = holding_share(mechanism.n_bits, mechanism.width, order)
+    p1, q1 = mechanism.projected(order)
+    delta = p1 - q1
+
+    def g(pi):
+        share = q1 + delta * pi
+        return share * (1 - share) / (f * delta * delta) - pi * (1 - pi)
+
+    candidates = [0.0, 1.0]
+    if f < 1:   # g'(pi) = (1 - 2 q' - 2 delta pi) / (f delta) - 1 + 2 pi = 0
+        candidates.append(min(1.0, max(0.0, (1 - (1 - 2 * q1) / (f * delta)) / (2 - 2 / f))))
+    return max(g(pi) for pi in candidates)
 
 
 def table_cells(mechanism: SubsetRR) -> int:

@@ -251,11 +251,17 @@ def precision(marginals: list, tables: list, means: list, c: dict | None) -> lis
                     "planned": half_width_of(planned_variance, level), "measured": measured,
                     "interval": r.get("interval", "per_cell")})
 
-    if (c.get("channel") or {}).get("kind") == "hadamard":   # a channel kind: its closed-form worst case
-        from ldp_marginals.ldp.hadamard import HadamardSampling
-        from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
+    kind = (c.get("channel") or {}).get("kind")
+    if kind in ("hadamard", "subset"):   # a channel kind: its closed-form worst case
         ch = c["channel"]
-        mech = HadamardSampling(len(c["labels"]), c["max_order"], ch["epsilon"], ch["slots"], ch["weights"])
+        if kind == "subset":
+            from ldp_marginals.ldp.subset_reports import cell_variance_per_report
+            from ldp_marginals.ldp.subset_rr import SubsetRR
+            mech = SubsetRR(len(c["labels"]), c["max_order"], ch["epsilon"], ch["width"])
+        else:
+            from ldp_marginals.ldp.hadamard import HadamardSampling
+            from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
+            mech = HadamardSampling(len(c["labels"]), c["max_order"], ch["epsilon"], ch["slots"], ch["weights"])
         for r, kind in [(r, "marginals") for r in marginals if len(r["columns"]) == 1] + [(r, "tables") for r in tables]:
             label = r["labels"][0] if kind == "marginals" else ", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"]))
             add(r, kind, label, cell_variance_per_report(mech, len(r["columns"])) / r["n_reports"],

@@ -565,6 +565,10 @@
       return "Hadamard sampling: " + c.channel.slots + " of " + c.channel.coefficients + " parity coefficients a report (" +
         c.channel.weights + " weights) over " + c.labels.length + " bits, the whole report ε = " + fmt(c.channel.epsilon, 3);
     }
+    if (c.channel && c.channel.kind === "subset") {
+      return "Subset randomized response: " + c.channel.width + " of " + c.labels.length + " bits a report, their " +
+        "pattern sent true with probability " + fmt(c.channel.keep, 3) + ", the whole report ε = " + fmt(c.channel.epsilon, 3);
+    }
     const kinds = new Set(c.labels.map((_, i) => bitChannel(c, i)));
     if (kinds.size === 1) return bitChannel(c, 0) + " on each of " + c.p.length + " bits";
     return kinds.size + " channels over " + c.p.length + " bits: by feature below";

@@ -1,0 +1,149 @@
+"""A subset-RR collection (channel: {kind: subset}) through the batch job: its rows equal the estimator's on
+each window's reports (ldp/subset_reports.py), through both readers and with shards merged; the guard
+withholds a small window; malformed reports are dead letters with their reason; the CLI, read and the
+dashboard; streaming equal to batch."""
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from ldp_marginals import schemas
+from ldp_marginals.ldp.subset_reports import encode_reports, window_marginals
+from ldp_marginals.pipelines.job import JobOptions, build
+from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.transforms.blocks import ReadReportFilesFast
+from ldp_marginals.transforms.reports import ReadNoisyReportFiles
+from tests.pipelines.test_hadamard_job import START, expected_consistent
+from tests.pipelines.test_job_batch import Shards
+
+CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(5)],
+          "channel": {"kind": "subset", "epsilon": 4.0, "width": 4}, "max_order": 3,
+          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 500, "groups": [["q0", "q2"]]}
+
+
+def reports(cfg, seed=0):
+    """2,400 reports in hour 0, 300 in hour 1 (below min_reports); correlated bits."""
+    rng = np.random.default_rng(seed)
+    n = 2700
+    z = rng.random(n) < 0.4
+    bits = (rng.random((n, 5)) < np.where(z[:, None], 0.8, 0.2)).astype(np.uint8)
+    event = START + np.where(np.arange(n) < 2400, rng.integers(0, 3_600_000, n), 3_600_000 + rng.integers(0, 3_600_000, n))
+    packed = encode_reports(bits, cfg.sampling, rng)
+    records = [{"collection": cfg.name, "event_time": int(event[i]), "bits": packed[i].tobytes(), "dimensions": {},
+                "client": None} for i in range(n)]
+    return records, packed, event
+
+
+def expected(cfg, packed, event):
+    idx = np.flatnonzero(event < START + 3_600_000)
+    agg = cfg.aggregator
+    got = window_marginals(agg, agg.add_packed(agg.create(), packed[idx]))
+    marg = [(tuple(s), round(got.means[i], 6), round(got.variances[i], 4)) for i, s in enumerate(got.family) if s]
+    table = got.estimate.table((0, 2))   # cell z: bit 0 is q0, bit 1 q2; the group lists ff, ft, tf, tt
+    cells = [(("false", "false"), table.estimate[0]), (("false", "true"), table.estimate[2]),
+             (("true", "false"), table.estimate[1]), (("true", "true"), table.estimate[3])]
+    return marg, [(c, round(e, 6)) for c, e in cells]
+
+
+@pytest.mark.parametrize("reader", ["records", "per_element", "block_reader"])
+def test_rows_are_the_estimators_on_each_window(tmp_path, reader):
+    cfg = parse_config(CONFIG)
+    assert cfg.wire.n_bytes == 2          # 5 mask bits + 4 pattern bits
+    records, packed, event = reports(cfg)
+    bad = [dict(records[0], bits=bytes([0b00000111, 0])),     # a mask of 3 bits, width 4
+           dict(records[0], bits=bytes([0b00011111, 0])),     # a mask of 5 bits
+           dict(records[0], bits=b"\x0f"),                    # one byte: wrong length
+           dict(records[0], bits=bytes([0b00001111, 0b10]))]  # bit 9 is padding (9 bits a report)
+    marg, cells = expected(cfg, packed, event)
+    with BeamTestPipeline() as p:
+        if reader == "records":
+            source = Shards(records + bad)
+        else:
+            schemas.write_avro(tmp_path / "r.avro", "noisy_report", records + bad)
+            pattern = str(tmp_path / "*.avro")
+            source = ReadReportFilesFast(pattern, {cfg.name: cfg}) if reader == "block_reader" else \
+                ReadNoisyReportFiles(pattern)
+        outs = build(p, source, None, JobOptions({cfg.name: cfg}))
+        assert_that(outs["marginals"] | beam.Map(lambda r: (tuple(r["columns"]), round(r["estimate"], 6),
+                                                            round(r["variance"], 4))),
+                    equal_to(marg), label="marginals")
+        assert_that(outs["tables"] | beam.Map(lambda r: (tuple(r["cell"]), round(r["estimate"], 6))),
+                    equal_to(cells), label="tables")
+        assert_that(outs["consistent_tables"] | beam.Map(lambda r: (tuple(r["cell"]), round(r["frequency"], 6),
+                                                                   r["method"])),
+                    equal_to(expected_consistent(cells)), label="consistent tables")
+        assert_that(outs["withheld"] | beam.Map(lambda r: (r["window_start"], r["n_reports"], r["cause"])),
+                    equal_to([(START + 3_600_000, 300, "privacy")]), label="guard")
+        assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]),
+                    equal_to(["bad_subset", "bad_subset", "wrong_length", "padding_bits"]), label="dead")
+        assert_that(outs["extremes"], equal_to([]), label="no extremes")
+
+
+def test_the_run_command_read_and_the_dashboard_view(tmp_path):
+    """As a user runs it: `ldp-marginals run` on an Avro file, then `read` and the dashboard's view: the
+    collection says its kind, the tables are there, and the precision panel's plan (the closed-form worst
+    case of one cell) is at least the measured half-width of every 1-way marginal and cell (less the noise
+    of n_K), and not far above it on these tables near 1/2."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
+    from ldp_marginals.pipelines.read import read
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
+    cfg = parse_config(CONFIG)
+    records, _, _ = reports(cfg, seed=5)
+    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
+    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
+                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    marginals = read(str(tmp_path / "out"), "marginals")
+    assert len(marginals) == 25 and set(marginals["n_reports"].to_pylist()) == {2400}
+    assert read(str(tmp_path / "out"), "tables", estimator="unbiased").num_rows == 4
+    consistent = read(str(tmp_path / "out"), "tables")        # the default: the consistent tables
+    assert consistent.num_rows == 4 and set(consistent["estimator"].to_pylist()) == {"consistent"}
+    freq = np.array(consistent["frequency"].to_pylist())
+    assert freq.min() >= 0 and abs(freq.sum() - 1) < 1e-9
+    data = view(str(tmp_path / "out"), parse_selection({}), FileCache(str(tmp_path / "out")))
+    (info,) = data["collections"]
+    assert info["channel"]["kind"] == "subset" and info["channel"]["width"] == 4 and info["local_epsilon"] == 4.0
+    assert len(data["tables"]) == 4
+    rows = data["precision"]
+    assert sorted(r["kind"] for r in rows) == ["marginals"] * 5 + ["tables"] * 4
+    for r in rows:
+        assert r["measured"] <= 1.05 * r["planned"], r
+        assert r["measured"] >= 0.7 * r["planned"], r      # a 1.5x wrong plan (or the per-bit figure, 0) fails
+
+
+def test_streaming_and_sliding_windows_give_the_batch_answers():
+    """The kind through the streaming engine (single messages and a container, two regions, sliding windows
+    with their slices and panes): every window and key's latest pane holds the batch job's rows exactly."""
+    from apache_beam.testing import test_stream
+
+    from tests.collect import Collected
+    from tests.pipelines.test_same_answers import canonical, container, latest_panes, run_batch
+    from tests.pipelines.test_streaming import streaming_pipeline
+    cfg = parse_config(dict(CONFIG, window={"type": "sliding", "size_seconds": 7200, "period_seconds": 3600},
+                            dimensions={"region": {}}, min_reports=200))
+    records, _, _ = reports(cfg, seed=3)
+    records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
+    records.append(dict(records[0], bits=bytes([0b00000111, 0])))
+    messages = [schemas.encode_message("noisy_report", r) for r in records]
+    batch = run_batch(beam.Create(messages), cfg)
+    stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages[:1500])
+              .add_elements([container(records[1500:])]).advance_watermark_to_infinity())
+    got = Collected()
+    with streaming_pipeline() as p:
+        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
+        for kind, pcoll in outs.items():
+            pcoll | got.into(kind)
+    expected = canonical({k: batch[k] for k in ("marginals", "tables", "withheld", "extremes", "conditionals",
+                                                "means", "consistent_tables")})
+    assert len(expected["marginals"]) > 25 and expected["tables"] and expected["withheld"]
+    assert len(expected["consistent_tables"]) == len(expected["tables"])
+    assert canonical(latest_panes(got)) == expected
+    assert [d["reason"] for d in got["dead_letters"]] == [d["reason"] for d in batch["dead_letters"]] == [
+        "bad_subset"]
