@@ -68,19 +68,22 @@ def best_mechanism(n_bits: int, order: int, epsilon: float) -> Candidate:
 
 
 # the candidates the job offers as channel kinds, and the config that asks for each
-JOB_KINDS = {"per-bit": "per_bit", "hadamard": "hadamard"}
+JOB_KINDS = {"per-bit": "per_bit", "hadamard": "hadamard", "subset-rr": "subset"}
 
 
 def kind_choice(n_bits: int, order: int, epsilon: float) -> dict:
     """For a ``local`` promise at whole-report ``epsilon`` over ``n_bits`` boolean bits and tables up to
     ``order``: the job's channel kinds (:data:`JOB_KINDS`) with their worst-case top-order table variance
-    per report, and the better one. ``{"candidates": [{kind, label, variance_per_report, channel}], "best":
-    kind, "ratio": the other's variance over the best's}``; ``channel`` is the config's ``channel`` for it."""
+    per report, best first, and the best one. ``{"candidates": [{kind, label, variance_per_report, channel}],
+    "best": kind, "ratio": the runner-up's variance over the best's}``; ``channel`` is the config's ``channel``
+    for it (hadamard's slots and subset's width are the kinds' defaults, the ones figured here)."""
     found = [c for c in candidates(n_bits, order, epsilon) if c.name in JOB_KINDS]
     rows = []
     for c in found:
         if c.name == "hadamard":
             channel = {"kind": "hadamard", "epsilon": float(epsilon)}
+        elif c.name == "subset-rr":
+            channel = {"kind": "subset", "epsilon": float(epsilon)}
         else:
             channel = {"mechanism": "symmetric", "epsilon": float(epsilon) / n_bits}
         rows.append({"kind": JOB_KINDS[c.name], "label": c.label, "variance_per_report": c.variance_per_report,

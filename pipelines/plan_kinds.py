@@ -1,23 +1,26 @@
-"""``plan`` for channel kinds: the precision of a Hadamard-sampling collection's marginals and table
-cells (the worst case, :func:`~ldp_marginals.ldp.hadamard_reports.cell_variance_per_report`), and for a
-collection with a ``local`` promise at a stated epsilon, which of the job's channel kinds gives the
-lower worst-case variance of its top-order tables at that whole-report epsilon
-(:func:`~ldp_marginals.ldp.mechanism_choice.kind_choice`), both figures printed."""
+"""``plan`` for channel kinds: the precision of a Hadamard-sampling or subset-RR collection's marginals and
+table cells (the worst case of one cell, :func:`~ldp_marginals.ldp.hadamard_reports.cell_variance_per_report`
+and :func:`~ldp_marginals.ldp.subset_reports.cell_variance_per_report`), and for a collection with a ``local``
+promise at a stated epsilon, which of the job's channel kinds (per-bit, hadamard, subset) gives the lowest
+worst-case variance of its top-order tables at that whole-report epsilon
+(:func:`~ldp_marginals.ldp.mechanism_choice.kind_choice`), every figure printed."""
 from __future__ import annotations
 
 from ldp_marginals.ldp.encoding import BOOLEAN
-from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
+from ldp_marginals.ldp import hadamard_reports, subset_reports
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.mechanism_choice import kind_choice
 
 
 def kind_precision(cfg, n, target, frequencies, precision) -> tuple:
-    """``(set rows, cell rows)`` of a Hadamard-sampling collection, as :func:`~ldp_marginals.pipelines.plan.plan`
+    """``(set rows, cell rows)`` of a channel kind's collection, as :func:`~ldp_marginals.pipelines.plan.plan`
     writes them for per-bit channels (``precision``: its ``_precision``)."""
     if any(f is not None for f in frequencies):
-        raise ValueError(f"--frequency is for per-bit channels: collection {cfg.name!r} uses channel kind hadamard, "
-                         "whose plan gives the worst case (every coefficient 0) only")
+        raise ValueError(f"--frequency is for per-bit channels: collection {cfg.name!r} uses channel kind "
+                         f"{cfg.channel_kind}, whose plan gives the worst case only")
     labels, mech = cfg.layout.labels, cfg.sampling
+    kind = subset_reports if cfg.channel_kind == "subset" else hadamard_reports
+    cell_variance_per_report = kind.cell_variance_per_report
     published = [list(s) for s in cfg.published_sets]
     level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
     rows = [{"labels": [labels[b] for b in cols], "columns": cols,
@@ -41,10 +44,11 @@ def mechanism_advice(cfg) -> dict:
         return {"reason": "no local promise with an epsilon (privacy: {model: local, epsilon: E}) to compare "
                           "the channel kinds at"}
     if any(f.kind != BOOLEAN for f in cfg.layout.features):
-        return {"reason": "the comparison takes boolean features only (channel kind hadamard does)"}
+        return {"reason": "the comparison takes boolean features only (channel kinds hadamard and subset do)"}
     choice = kind_choice(cfg.layout.n_bits, cfg.max_order, p.epsilon)
+    figures = {c["kind"]: c["variance_per_report"] for c in choice["candidates"]}
     return dict(choice, epsilon=p.epsilon, order=cfg.max_order, current=cfg.channel_kind,
-                reason=None)
+                current_ratio=figures[cfg.channel_kind] / figures[choice["best"]], reason=None)
 
 
 def advice_lines(m: dict) -> list:
@@ -53,15 +57,15 @@ def advice_lines(m: dict) -> list:
     lines = [f"mechanism for the local promise at whole-report epsilon {m['epsilon']:g} (worst-case summed cell "
              f"variance of a {m['order']}-way table, per report: divide by N):"]
     for c in m["candidates"]:
-        mark = "  <- better" if c["kind"] == m["best"] else ""
+        mark = "  <- best" if c["kind"] == m["best"] else ""
         lines.append(f"  {c['label']:<28} {c['variance_per_report']:>14,.2f}   channel: "
                      f"{_flow(c['channel'])}{mark}")
     if m["current"] == m["best"]:
-        lines.append(f"  this collection uses the better kind ({m['current']}); the other's variance is "
+        lines.append(f"  this collection uses the best kind ({m['current']}); the runner-up's variance is "
                      f"{m['ratio']:,.3g}x")
     else:
-        lines.append(f"  this collection uses {m['current']}: {m['best']} would give a {m['ratio']:,.3g}x lower "
-                     "variance at the same promise")
+        lines.append(f"  this collection uses {m['current']}: {m['best']} would give a {m['current_ratio']:,.3g}x "
+                     "lower variance at the same promise")
     return lines
 
 
@@ -86,8 +90,13 @@ def calibrate_kind(cfg, epsilon) -> dict:
 
 def render_kind(r: dict) -> list:
     c = r["channel"]
-    lines = [f"collection {r['collection']}: Hadamard sampling over {r['bits']} bits ({c['slots']} slot(s) of "
-             f"{c['coefficients']} coefficients, {c['weights']} weights; {c['report_bits']} bits a report)",
+    if c["kind"] == "subset":
+        what = (f"subset randomized response over {r['bits']} bits (a subset of {c['width']} a report, its true "
+                f"pattern kept with probability {c['keep']:.4g}; {c['report_bits']} bits a report)")
+    else:
+        what = (f"Hadamard sampling over {r['bits']} bits ({c['slots']} slot(s) of {c['coefficients']} coefficients, "
+                f"{c['weights']} weights; {c['report_bits']} bits a report)")
+    lines = [f"collection {r['collection']}: {what}",
              f"  local epsilon of a whole report   {r['local_epsilon']:.4g}"]
     p = r["promise"]
     if p is None:

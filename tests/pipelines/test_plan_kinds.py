@@ -1,6 +1,7 @@
-"""plan with channel kinds (pipelines/plan_kinds.py): a Hadamard-sampling collection's half-widths are its
-closed-form worst case, and for a stated local promise plan names the kind with the lower worst-case
-table variance, both figures printed (the better kind flips between epsilon 4 and 8 at d = 7, k = 3)."""
+"""plan with channel kinds (pipelines/plan_kinds.py): a Hadamard-sampling or subset-RR collection's half-widths
+are its closed-form worst case, and for a stated local promise plan names the kind with the lowest worst-case
+table variance, every figure printed (the best kind is hadamard up to epsilon 2 and subset at 4 and 8 at
+d = 7, k = 3)."""
 import argparse
 
 import numpy as np
@@ -60,20 +61,25 @@ def test_a_hadamard_collections_plan(tmp_path):
         run(tmp_path, config({"kind": "hadamard", "epsilon": 2.0}, 2.0), frequency=[0.1])
 
 
-@pytest.mark.parametrize("epsilon,best", [(0.5, "hadamard"), (2.0, "hadamard"), (4.0, "hadamard"), (8.0, "per_bit")])
-def test_plan_picks_the_better_kind_for_the_promise(tmp_path, epsilon, best):
+@pytest.mark.parametrize("epsilon,best", [(0.5, "hadamard"), (2.0, "hadamard"), (4.0, "subset"), (8.0, "subset")])
+def test_plan_picks_the_best_kind_for_the_promise(tmp_path, epsilon, best):
     figures = {c.name: c.variance_per_report for c in candidates(7, 3, epsilon)}
+    assert best == {"hadamard": "hadamard", "subset-rr": "subset"}[min(figures, key=figures.get)]
     for channel, current in (({"kind": "hadamard", "epsilon": epsilon}, "hadamard"),
+                             ({"kind": "subset", "epsilon": epsilon}, "subset"),
                              ({"mechanism": "symmetric", "epsilon": epsilon / 7}, "per_bit")):
         out = run(tmp_path, config(channel, epsilon))
         m = out["collections"][0]["mechanism"]
         assert m["best"] == best and m["current"] == current
         got = {c["kind"]: c["variance_per_report"] for c in m["candidates"]}
-        assert got == pytest.approx({"hadamard": figures["hadamard"], "per_bit": figures["per-bit"]})
-        assert m["ratio"] == pytest.approx(max(got.values()) / min(got.values()))
+        assert got == pytest.approx({"hadamard": figures["hadamard"], "per_bit": figures["per-bit"],
+                                     "subset": figures["subset-rr"]})
+        assert m["ratio"] == pytest.approx(sorted(got.values())[1] / min(got.values()))
+        assert m["current_ratio"] == pytest.approx(got[current] / got[best])
         text = render(out)
-        assert "Hadamard sampling" in text and "per-bit RR" in text
-        assert ("uses the better kind" in text) == (current == best)
+        assert "Hadamard sampling" in text and "per-bit RR" in text and "subset RR (s=" in text
+        assert f"channel: {{kind: {best}, epsilon: {epsilon:g}}}  <- best" in text
+        assert ("uses the best kind" in text) == (current == best)
     # the kind plan recommends is one the config accepts as written
     (rec,) = [c for c in m["candidates"] if c["kind"] == best]
     assert run(tmp_path, config(rec["channel"], epsilon))["collections"][0]["mechanism"]["current"] == best
@@ -96,9 +102,38 @@ def test_calibrate_states_the_kind_its_promise_and_the_choice(tmp_path):
     had, bit = sorted(from_config(args), key=lambda r: r["collection"])
     assert (had["kind"], had["local_epsilon"], had["promise_kept"], had["sufficient_crowd"]) == ("hadamard", 2.0,
                                                                                                   False, None)
-    assert had["mechanism"]["best"] == "hadamard" and bit["mechanism"]["best"] == "per_bit"
+    assert had["mechanism"]["best"] == "hadamard" and bit["mechanism"]["best"] == "subset"
     assert bit["kind"] == "per_bit" and bit["local_epsilon"] == pytest.approx(8.0)
     text = render_config([had, bit])
     assert "NOT kept: a whole report's epsilon is 2; lower channel.epsilon" in text
     assert "sufficient DP: not for this kind" in text
-    assert "this collection uses the better kind (per_bit)" in text
+    assert "this collection uses per_bit: subset would give a 161x lower variance" in text
+    assert "this collection uses the best kind (hadamard)" in text
+
+
+def test_a_subset_collections_plan_and_calibrate(tmp_path):
+    """The half-widths are the worst case of one cell at N reports (subset_reports.cell_variance_per_report, not
+    the table trace over its cells); calibrate names the kind, its width and keep, and the choice."""
+    from ldp_marginals.ldp.subset_reports import cell_variance_per_report
+    from ldp_marginals.ldp.subset_rr import SubsetRR
+    from ldp_marginals.pipelines.calibrate import from_config, render_config
+    out = run(tmp_path, config({"kind": "subset", "epsilon": 4.0}, 4.0, groups=[["a0", "a1", "a2"]]))
+    (coll,) = out["collections"]
+    mech = SubsetRR(7, 3, 4.0)
+    assert len(coll["sets"]) == 63
+    for r in coll["sets"]:
+        assert r["half_width"]["worst"] == pytest.approx(
+            half_width_of(cell_variance_per_report(mech, len(r["columns"])) / 33144, 0.95))
+    assert len(coll["cells"]) == 8 and coll["cells"][0]["half_width"]["worst"] == pytest.approx(
+        half_width_of(cell_variance_per_report(mech, 3) / 33144, 0.95))
+    assert cell_variance_per_report(mech, 3) > mech.table_variance_per_report(3) / 8
+    assert coll["mechanism"]["best"] == coll["mechanism"]["current"] == "subset"
+    with pytest.raises(ValueError, match="uses channel kind subset"):
+        run(tmp_path, config({"kind": "subset", "epsilon": 4.0}, 4.0), frequency=[0.1])
+    args = argparse.Namespace(config=str(tmp_path / "c.yaml"), epsilon=None, eta=0.01, bits=None, population=None,
+                              flip=None)
+    (row,) = from_config(args)
+    assert (row["kind"], row["local_epsilon"], row["promise_kept"]) == ("subset", 4.0, True)
+    text = render_config([row])
+    assert "subset randomized response over 7 bits (a subset of 6 a report" in text
+    assert "this collection uses the best kind (subset)" in text
