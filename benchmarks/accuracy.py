@@ -17,6 +17,9 @@ Mechanisms, each with max order 3 (one collection gives the 2-way and 3-way tabl
   runs it: its config parsed, reports made on the wire (ldp/hadamard_reports.py), counted by the job's
   accumulator and estimated from it;
 - ``subset RR``: the product's subset randomized response (ldp/subset_rr.py, at its best width);
+- ``kind subset`` (whole-report rows): the job's channel kind ``{kind: subset, epsilon}`` (its default width, the
+  best) the same way: config parsed, reports on the wire (ldp/subset_reports.py), the job's accumulator, the
+  estimate from its counts;
 - ``InpHT`` (anchor): the same code as Hadamard sampling with uniform weights and one slot, as in the paper;
 - ``MargPS`` (anchor, ldp/marginal_sampling.py): one sampled 3-way marginal per report, its cell
   by preferential sampling; 2-way tables average the projections of the 3-way tables.
@@ -41,7 +44,7 @@ from ldp_marginals.ldp.channels import Channel, ChannelSet
 from ldp_marginals.ldp.consistent import consistent_tables, lower_from_tables, project_tables
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.hadamard import HadamardAccumulator, HadamardSampling, estimate_hadamard, randomize_hadamard
-from ldp_marginals.ldp.hadamard_reports import encode_reports
+from ldp_marginals.ldp import hadamard_reports, subset_reports
 from ldp_marginals.ldp.marginal_sampling import (
     MarginalSampling, count_marginal_reports, estimate_marginals, lower_tables, randomize_marginal,
 )
@@ -140,19 +143,33 @@ def hadamard(bits, eps, rng, **kw):
     return {o: est.frequencies(o) for o in (2, ORDER)}
 
 
+def kind_config(d: int, kind: str, eps: float):
+    """The collection config of a channel kind over ``d`` boolean answers, as a user writes it."""
+    from ldp_marginals.schemas.config import parse_config
+    return parse_config({"collection": "bench", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(d)],
+                         "channel": {"kind": kind, "epsilon": eps}, "max_order": ORDER,
+                         "window": {"type": "global"}, "min_reports": 0, "privacy": {"model": "local", "epsilon": eps}})
+
+
 def kind_hadamard(bits, eps, rng):
     """The channel kind through the product's own path: a collection config with ``channel: {kind: hadamard}``,
     reports on the wire, the job's accumulator (``config.aggregator``), the estimate from its counts."""
-    from ldp_marginals.schemas.config import parse_config
-    d = bits.shape[1]
-    cfg = parse_config({"collection": "bench", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(d)],
-                        "channel": {"kind": "hadamard", "epsilon": eps}, "max_order": ORDER,
-                        "window": {"type": "global"}, "min_reports": 0, "privacy": {"model": "local", "epsilon": eps}})
+    cfg = kind_config(bits.shape[1], "hadamard", eps)
     agg = cfg.aggregator
-    acc = agg.add_packed(agg.create(), encode_reports(bits, cfg.sampling, rng))
+    acc = agg.add_packed(agg.create(), hadamard_reports.encode_reports(bits, cfg.sampling, rng))
     est = estimate_hadamard(agg.coefficient_counts(acc))
     est = type(est)(est.mechanism, est.n_reports, est.drawn, np.nan_to_num(est.theta, nan=0.0))
     return {o: est.frequencies(o) for o in (2, ORDER)}
+
+
+def kind_subset(bits, eps, rng):
+    """The channel kind ``{kind: subset}`` the same way: config, reports on the wire, the job's accumulator, the
+    estimate from its counts (a table no subset held: uniform, as :func:`subset_rr`)."""
+    cfg = kind_config(bits.shape[1], "subset", eps)
+    agg = cfg.aggregator
+    acc = agg.add_packed(agg.create(), subset_reports.encode_reports(bits, cfg.sampling, rng))
+    est = estimate_subset(agg.table_counts(acc))
+    return {o: np.nan_to_num(est.frequencies(o), nan=1.0 / (1 << o)) for o in (2, ORDER)}
 
 
 def margps(bits, eps, rng):
@@ -176,7 +193,7 @@ WHOLE_REPORT = {
     "MargPS": margps,
 }
 ANCHORS = ("InpHT", "MargPS")
-KIND = "kind hadamard"   # the job's channel kind (issue 40, item 2)
+KINDS = {"kind hadamard": kind_hadamard, "kind subset": kind_subset}   # the job's channel kinds (issue 40, item 2)
 ROW_OF = {"per-bit": "per-bit", "hadamard": "hadamard", "subset-rr": "subset RR"}   # mechanism_choice name -> row
 
 
@@ -229,19 +246,20 @@ def run_dataset(name: str, reps: int, ratio_reps: int, seed: int = 40) -> dict:
 
 
 def add_kind_rows(result: dict, ratio_reps: int, seed: int = 40) -> dict:
-    """The channel kind's whole-report rows (:data:`KIND`), recorded after every other row of ``result`` so
-    that the others keep their seeds (a run's seeds count the rows before): the same numbers whether the
-    whole benchmark runs or only these rows are added to its saved results (``--add-kind``)."""
+    """The channel kinds' whole-report rows (:data:`KINDS`, hadamard's then subset's), recorded after every
+    other row of ``result`` so that the others keep their seeds (a run's seeds count the rows before): the
+    same numbers whether the whole benchmark runs or only these rows are added to its saved results
+    (``--add-kind``)."""
     bits = load(result["data"])
     truth = {o: true_tables(bits, o) for o in (2, ORDER)}
-    rows = [r for r in result["rows"] if r["mechanism"] != KIND]
-    for eps in WHOLE:
+    rows = [r for r in result["rows"] if r["mechanism"] not in KINDS]
+    for (kind, fn), eps in [(k, e) for k in KINDS.items() for e in WHOLE]:
         tv = {2: [], ORDER: []}
         for rep in range(ratio_reps):
-            tables = kind_hadamard(bits, eps, np.random.default_rng([seed, rep, int(eps * 100), len(rows)]))
+            tables = fn(bits, eps, np.random.default_rng([seed, rep, int(eps * 100), len(rows)]))
             for o in tv:
                 tv[o].append(mean_tv(tables[o], truth[o]))
-        rows.append({"data": result["data"], "promise": "whole", "epsilon": eps, "mechanism": KIND, "reps": ratio_reps,
+        rows.append({"data": result["data"], "promise": "whole", "epsilon": eps, "mechanism": kind, "reps": ratio_reps,
                      **{f"tv{o}": float(np.mean(v)) for o, v in tv.items()},
                      **{f"tv{o}_sd": float(np.std(v, ddof=1)) for o, v in tv.items()},
                      "tv3_reps": [float(v) for v in tv[ORDER]]})
@@ -271,9 +289,11 @@ def goals(results: list) -> dict:
                      **_ratio(by[("whole", eps, ROW_OF[pick.name])]["tv3_reps"], anchor["tv3_reps"]),
                      "hadamard_ratio": by[("whole", eps, "hadamard")]["tv3"] / anchor["tv3"],
                      "subset_rr_ratio": by[("whole", eps, "subset RR")]["tv3"] / anchor["tv3"]}
-            if ("whole", eps, KIND) in by:
-                kind = _ratio(by[("whole", eps, KIND)]["tv3_reps"], anchor["tv3_reps"])
-                entry.update(kind_ratio=kind["ratio"], kind_low=kind["low"], kind_high=kind["high"])
+            for name, prefix in (("kind hadamard", "kind"), ("kind subset", "kind_subset")):
+                if ("whole", eps, name) in by:
+                    kind = _ratio(by[("whole", eps, name)]["tv3_reps"], anchor["tv3_reps"])
+                    entry.update({f"{prefix}_ratio": kind["ratio"], f"{prefix}_low": kind["low"],
+                                  f"{prefix}_high": kind["high"]})
             out["ours_vs_best_anchor_3way"].append(entry)
         for eps in PER_BIT:
             raw = by[("per-bit", eps, "per-bit")]
@@ -304,12 +324,14 @@ def render(results: list, goal: dict, seconds: float, reps: int, ratio_reps: int
               f"TV (goal: <= 1.10 at every epsilon; ratio of means over {ratio_reps} repetitions each, its 95% "
               "interval, and the standard deviation of the repetition-by-repetition ratios):", "",
               "| data | epsilon | ours | best anchor | ratio | 95% interval | sd over repetitions | Hadamard sampling's ratio "
-              "| the channel kind hadamard's ratio (95% interval) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| the channel kind hadamard's ratio (95% interval) | the channel kind subset's ratio (95% interval) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for g in goal["ours_vs_best_anchor_3way"]:
-        kind = f"{g['kind_ratio']:.3f} ({g['kind_low']:.3f} - {g['kind_high']:.3f})" if "kind_ratio" in g else ""
+        kinds = [f"{g[p + '_ratio']:.3f} ({g[p + '_low']:.3f} - {g[p + '_high']:.3f})" if p + "_ratio" in g else ""
+                 for p in ("kind", "kind_subset")]
         lines.append(f"| {g['data']} | {g['epsilon']:g} | {g['ours']} | {g['best_anchor']} | {g['ratio']:.3f} | "
-                     f"{g['low']:.3f} - {g['high']:.3f} | {g['reps_sd']:.3f} | {g['hadamard_ratio']:.3f} | {kind} |")
+                     f"{g['low']:.3f} - {g['high']:.3f} | {g['reps_sd']:.3f} | {g['hadamard_ratio']:.3f} | "
+                     f"{kinds[0]} | {kinds[1]} |")
     lines += ["", f"Consistent tables' 3-way TV / the raw estimates' (per-bit epsilon, the same {reps} randomizations; "
               "goal at gss, 1: <= 0.70):", "",
               "| data | epsilon | method | ratio | +- se | sd over repetitions |", "|---|---|---|---|---|---|"]
@@ -401,7 +423,7 @@ def run(reps: int = 30, ratio_reps: int = 100, out: str = os.path.join(ROOT, "be
 
 
 def add_kind(out: str = os.path.join(ROOT, "benchmarks", "results"), readme: bool = True) -> dict:
-    """Only the channel kind's rows, added to the saved results of a whole run (``accuracy.json``; its other
+    """Only the channel kinds' rows, added to the saved results of a whole run (``accuracy.json``; its other
     rows keep their seeds, so they are what a whole run gives), then the tables, plot and README again."""
     with open(os.path.join(out, "accuracy.json")) as fh:
         saved = json.load(fh)
@@ -436,7 +458,7 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     parser.add_argument("--no-readme", dest="readme", action="store_false")
     parser.add_argument("--add-kind", action="store_true",
-                        help="only the channel kind's rows, added to the saved results of a whole run (its other rows "
+                        help="only the channel kinds' rows (hadamard, subset), added to the saved results of a whole run (its other rows "
                              "keep their seeds), and the tables, plot and README written again")
     args = parser.parse_args(argv)
     if args.add_kind:
