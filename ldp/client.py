@@ -108,6 +108,49 @@ def _window(spec) -> Window:
     return window
 
 
+def window_json(window: Window) -> dict:
+    """The config's ``window`` object of ``window`` (what :func:`_window` reads)."""
+    out = {"type": window.type}
+    if window.type != "global":
+        out["size_seconds"] = window.size_seconds
+    if window.type == "sliding":
+        out["period_seconds"] = window.period_seconds
+    return out
+
+
+MAX_BOOLEAN_FEATURES = 62   # a whole-report kind's bits are a 64-bit mask in every client and in the job
+
+
+def check_whole_report(collection, features) -> int:
+    """The checks every whole-report kind's spec shares (docs/client.md sections 11 and 12): the collection's
+    name and 1 to 62 features; returns their number."""
+    if not isinstance(collection, str) or not collection or not _is_text(collection):
+        raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
+                                  f"got collection={collection!r}")
+    d = len(features)
+    if not 1 <= d <= MAX_BOOLEAN_FEATURES:
+        raise Refusal(BAD_CONFIG, f"features must list 1 to {MAX_BOOLEAN_FEATURES} boolean features, got {d}")
+    return d
+
+
+def boolean_features(spec, kind: str) -> tuple:
+    """``(names, kind's object)`` of a whole-report kind's client config: exactly the keys ``collection``,
+    ``features``, ``window`` and ``kind``; every feature ``{name, type: boolean}``, the names unique."""
+    _keys(spec, "config", ("collection", "features", "window", kind))
+    feats = spec["features"]
+    if not isinstance(feats, list) or not feats:
+        raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
+    names = []
+    for i, f in enumerate(feats):
+        _keys(f, f"features[{i}]", ("name", "type"))
+        if f["type"] != "boolean" or not isinstance(f["name"], str) or not f["name"] or not _is_text(f["name"]):
+            raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean feature with a name, got {f!r}")
+        names.append(f["name"])
+    if len(set(names)) != len(names):
+        raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
+    return tuple(names), spec[kind]
+
+
 @dataclass(frozen=True)
 class ClientSpec:
     """What a device is told about a collection (docs/client.md)."""
@@ -182,11 +225,7 @@ class ClientSpec:
             if f.kind == NUMERIC:
                 item.update(low=f.low, high=f.high)
             features.append(item)
-        window = {"type": self.window.type}
-        if self.window.type != "global":
-            window["size_seconds"] = self.window.size_seconds
-        if self.window.type == "sliding":
-            window["period_seconds"] = self.window.period_seconds
+        window = window_json(self.window)
         channels = []
         for inst, perm in zip(self.channels.instantaneous, self.channels.permanent):
             item = {"p": inst.p, "q": inst.q}

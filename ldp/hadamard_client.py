@@ -40,11 +40,13 @@ from ldp_marginals.ldp.client import (
     BAD_CONFIG,
     DeviceClient,
     Refusal,
-    _is_text,
     _keys,
     _window,
     boolean_bits,
+    boolean_features,
+    check_whole_report,
     checked_event,
+    window_json,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
 from ldp_marginals.ldp.hadamard import HadamardSampling
@@ -64,12 +66,7 @@ class HadamardClientSpec:
     weights: tuple           # per order 1..max_order: each coefficient's probability
 
     def __post_init__(self):
-        if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
-            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
-                                      f"got collection={self.collection!r}")
-        d = len(self.features)
-        if not 1 <= d <= 62:
-            raise Refusal(BAD_CONFIG, f"features must list 1 to 62 boolean features, got {d}")
+        d = check_whole_report(self.collection, self.features)
         for name, value, low in (("max_order", self.max_order, 1), ("slots", self.slots, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise Refusal(BAD_CONFIG, f"hadamard.{name} must be an integer >= {low}, got {name}={value!r}")
@@ -96,30 +93,15 @@ class HadamardClientSpec:
 
     @classmethod
     def from_json(cls, spec) -> "HadamardClientSpec":
-        _keys(spec, "config", ("collection", "features", "window", "hadamard"))
-        feats = spec["features"]
-        if not isinstance(feats, list) or not feats:
-            raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
-        names = []
-        for i, f in enumerate(feats):
-            _keys(f, f"features[{i}]", ("name", "type"))
-            if f["type"] != "boolean" or not isinstance(f["name"], str) or not f["name"] or not _is_text(f["name"]):
-                raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean feature with a name, got {f!r}")
-            names.append(f["name"])
-        if len(set(names)) != len(names):
-            raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
-        h = _keys(spec["hadamard"], "hadamard", ("max_order", "slots", "keep", "weights"))
+        names, kind = boolean_features(spec, "hadamard")
+        h = _keys(kind, "hadamard", ("max_order", "slots", "keep", "weights"))
         if not isinstance(h["weights"], list):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must be a list, got weights={h['weights']!r}")
         return cls(spec["collection"], tuple(names), _window(spec["window"]), h["max_order"], h["slots"], h["keep"],
                    tuple(h["weights"]))
 
     def to_json(self) -> dict:
-        window = {"type": self.window.type}
-        if self.window.type != "global":
-            window["size_seconds"] = self.window.size_seconds
-        if self.window.type == "sliding":
-            window["period_seconds"] = self.window.period_seconds
+        window = window_json(self.window)
         return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
                 "window": window, "hadamard": {"max_order": self.max_order, "slots": self.slots, "keep": self.keep,
                                                "weights": list(self.weights)}}

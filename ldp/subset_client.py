@@ -40,18 +40,17 @@ from ldp_marginals.ldp.client import (
     BAD_CONFIG,
     DeviceClient,
     Refusal,
-    _is_text,
     _keys,
     _window,
     boolean_bits,
+    boolean_features,
+    check_whole_report,
     checked_event,
+    window_json,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, decide
 from ldp_marginals.ldp.subset_rr import SubsetRR
 from ldp_marginals.ldp.windows import Window
-
-MAX_FEATURES = 62   # subsets and patterns are 64-bit masks in every client and in the job
-
 
 @dataclass(frozen=True)
 class SubsetClientSpec:
@@ -65,12 +64,7 @@ class SubsetClientSpec:
     keep: float
 
     def __post_init__(self):
-        if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
-            raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
-                                      f"got collection={self.collection!r}")
-        d = len(self.features)
-        if not 1 <= d <= MAX_FEATURES:
-            raise Refusal(BAD_CONFIG, f"features must list 1 to {MAX_FEATURES} boolean features, got {d}")
+        d = check_whole_report(self.collection, self.features)
         for name, value in (("max_order", self.max_order), ("width", self.width)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise Refusal(BAD_CONFIG, f"subset.{name} must be an integer >= 1, got {name}={value!r}")
@@ -88,27 +82,12 @@ class SubsetClientSpec:
 
     @classmethod
     def from_json(cls, spec) -> "SubsetClientSpec":
-        _keys(spec, "config", ("collection", "features", "window", "subset"))
-        feats = spec["features"]
-        if not isinstance(feats, list) or not feats:
-            raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
-        names = []
-        for i, f in enumerate(feats):
-            _keys(f, f"features[{i}]", ("name", "type"))
-            if f["type"] != "boolean" or not isinstance(f["name"], str) or not f["name"] or not _is_text(f["name"]):
-                raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean feature with a name, got {f!r}")
-            names.append(f["name"])
-        if len(set(names)) != len(names):
-            raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
-        s = _keys(spec["subset"], "subset", ("max_order", "width", "keep"))
+        names, kind = boolean_features(spec, "subset")
+        s = _keys(kind, "subset", ("max_order", "width", "keep"))
         return cls(spec["collection"], tuple(names), _window(spec["window"]), s["max_order"], s["width"], s["keep"])
 
     def to_json(self) -> dict:
-        window = {"type": self.window.type}
-        if self.window.type != "global":
-            window["size_seconds"] = self.window.size_seconds
-        if self.window.type == "sliding":
-            window["period_seconds"] = self.window.period_seconds
+        window = window_json(self.window)
         return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
                 "window": window, "subset": {"max_order": self.max_order, "width": self.width, "keep": self.keep}}
 

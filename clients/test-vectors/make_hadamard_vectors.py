@@ -72,16 +72,22 @@ def refusals() -> list:
     ]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
            for n, c in bad_configs]
+    return out + report_refusals(base, lambda: HadamardDeviceClient(
+        HadamardClientSpec.from_json(base), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))))
+
+
+def report_refusals(base: dict, client) -> list:
+    """The refused reports of a whole-report kind's 5 boolean answers ``base`` (``client()`` makes its client)."""
     good = dict(values(5, 3))
     bad_reports = [("a missing feature", {k: v for k, v in good.items() if k != "q4"}, T0),
                    ("an unknown feature", dict(good, q9=True), T0),
                    ("a boolean given as 1", dict(good, q2=1), T0),
                    ("an event time before 1970", good, -1)]
+    out = []
     for n, v, t in bad_reports:
-        client = HadamardDeviceClient(HadamardClientSpec.from_json(base), bytes.fromhex(SECRET),
-                                      HmacDrbg(bytes.fromhex(SEED)))
+        made = client()
         out.append({"name": n, "config": base, "input": {"values": v, "event_ms": t, "dimensions": {}},
-                    "refusal": _refusal(lambda v=v, t=t: client.report(v, t, {}))})
+                    "refusal": _refusal(lambda v=v, t=t: made.report(v, t, {}))})
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from make_hadamard_vectors import T0, values   # the same times and value maps (run as a script)
+from make_hadamard_vectors import T0, report_refusals, values   # the same times, values and refused reports
 from make_vectors import SECRET, SEED, _refusal
 
 from ldp_marginals.ldp.coins import HmacDrbg
@@ -78,17 +78,8 @@ def refusals() -> list:
     ]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: SubsetClientSpec.from_json(c))}
            for n, c in bad_configs]
-    good = dict(values(5, 3))
-    bad_reports = [("a missing feature", {k: v for k, v in good.items() if k != "q4"}, T0),
-                   ("an unknown feature", dict(good, q9=True), T0),
-                   ("a boolean given as 1", dict(good, q2=1), T0),
-                   ("an event time before 1970", good, -1)]
-    for n, v, t in bad_reports:
-        client = SubsetDeviceClient(SubsetClientSpec.from_json(base), bytes.fromhex(SECRET),
-                                    HmacDrbg(bytes.fromhex(SEED)))
-        out.append({"name": n, "config": base, "input": {"values": v, "event_ms": t, "dimensions": {}},
-                    "refusal": _refusal(lambda v=v, t=t: client.report(v, t, {}))})
-    return out
+    return out + report_refusals(base, lambda: SubsetDeviceClient(SubsetClientSpec.from_json(base),
+                                                                  bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))))
 
 
 def main() -> None:
