@@ -9,7 +9,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from ldp_marginals import schemas
 from ldp_marginals.ldp.consistent import project_group_tables
-from ldp_marginals.ldp.hadamard_reports import encode_reports, window_marginals
+from ldp_marginals.ldp.hadamard_reports import encode_reports
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
@@ -22,14 +22,15 @@ CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolea
           "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 500, "groups": [["q0", "q2"]]}
 
 
-def reports(cfg, seed=0):
-    """2,400 reports in hour 0, 300 in hour 1 (below min_reports); correlated bits."""
+def reports(cfg, seed=0, encode=encode_reports):
+    """2,400 reports in hour 0, 300 in hour 1 (below min_reports); correlated bits; ``encode`` the kind's
+    simulated devices."""
     rng = np.random.default_rng(seed)
     n = 2700
     z = rng.random(n) < 0.4
     bits = (rng.random((n, 5)) < np.where(z[:, None], 0.8, 0.2)).astype(np.uint8)
     event = START + np.where(np.arange(n) < 2400, rng.integers(0, 3_600_000, n), 3_600_000 + rng.integers(0, 3_600_000, n))
-    packed = encode_reports(bits, cfg.sampling, rng)
+    packed = encode(bits, cfg.sampling, rng)
     records = [{"collection": cfg.name, "event_time": int(event[i]), "bits": packed[i].tobytes(), "dimensions": {},
                 "client": None} for i in range(n)]
     return records, packed, event
@@ -38,7 +39,7 @@ def reports(cfg, seed=0):
 def expected(cfg, packed, event):
     idx = np.flatnonzero(event < START + 3_600_000)
     agg = cfg.aggregator
-    got = window_marginals(agg, agg.add_packed(agg.create(), packed[idx]))
+    got = agg.marginals(agg.add_packed(agg.create(), packed[idx]))
     marg = [(tuple(s), round(got.means[i], 6), round(got.variances[i], 4)) for i, s in enumerate(got.family) if s]
     table = got.estimate.table((0, 2))   # cell z: bit 0 is q0, bit 1 q2; the group lists ff, ft, tf, tt
     cells = [(("false", "false"), table.estimate[0]), (("false", "true"), table.estimate[2]),

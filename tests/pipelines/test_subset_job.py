@@ -9,12 +9,13 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from ldp_marginals import schemas
-from ldp_marginals.ldp.subset_reports import encode_reports, window_marginals
+from ldp_marginals.ldp.subset_reports import encode_reports
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
 from ldp_marginals.transforms.reports import ReadNoisyReportFiles
-from tests.pipelines.test_hadamard_job import START, expected_consistent
+from tests.pipelines import test_hadamard_job as hadamard_job
+from tests.pipelines.test_hadamard_job import START, expected, expected_consistent
 from tests.pipelines.test_job_batch import Shards
 
 CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(5)],
@@ -23,27 +24,7 @@ CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolea
 
 
 def reports(cfg, seed=0):
-    """2,400 reports in hour 0, 300 in hour 1 (below min_reports); correlated bits."""
-    rng = np.random.default_rng(seed)
-    n = 2700
-    z = rng.random(n) < 0.4
-    bits = (rng.random((n, 5)) < np.where(z[:, None], 0.8, 0.2)).astype(np.uint8)
-    event = START + np.where(np.arange(n) < 2400, rng.integers(0, 3_600_000, n), 3_600_000 + rng.integers(0, 3_600_000, n))
-    packed = encode_reports(bits, cfg.sampling, rng)
-    records = [{"collection": cfg.name, "event_time": int(event[i]), "bits": packed[i].tobytes(), "dimensions": {},
-                "client": None} for i in range(n)]
-    return records, packed, event
-
-
-def expected(cfg, packed, event):
-    idx = np.flatnonzero(event < START + 3_600_000)
-    agg = cfg.aggregator
-    got = window_marginals(agg, agg.add_packed(agg.create(), packed[idx]))
-    marg = [(tuple(s), round(got.means[i], 6), round(got.variances[i], 4)) for i, s in enumerate(got.family) if s]
-    table = got.estimate.table((0, 2))   # cell z: bit 0 is q0, bit 1 q2; the group lists ff, ft, tf, tt
-    cells = [(("false", "false"), table.estimate[0]), (("false", "true"), table.estimate[2]),
-             (("true", "false"), table.estimate[1]), (("true", "true"), table.estimate[3])]
-    return marg, [(c, round(e, 6)) for c, e in cells]
+    return hadamard_job.reports(cfg, seed, encode_reports)
 
 
 @pytest.mark.parametrize("reader", ["records", "per_element", "block_reader"])
