@@ -386,7 +386,8 @@ def consistent_group_tables(est, layout, groups, frequencies) -> ConsistentGroup
       all d bits, is then an invertible function of the published marginals (every set is one).
     - ``projection`` otherwise (and should the fit miss its KKT check): :func:`project_group_tables`
       of the unbiased group tables themselves. It needs only them, so it serves every estimator of
-      unbiased tables (the channel kind hadamard's too).
+      unbiased tables (the channel kinds hadamard's and subset's too; subset RR's tables come from
+      different reports and need not agree before it).
     Both are functions of the window's published rows only.
     """
     from ldp_marginals.ldp.encoding import BOOLEAN
