@@ -27,8 +27,8 @@ non-negative, sum to one and agree on every shared marginal; :func:`consistent_t
   multiplicative step never revives a cell once it is 0, SQUAREM's extrapolation clipped at 0 sets
   cells to exactly 0, and the fit stopped 4 to 8 log-likelihood units below the maximum (GSS at
   per-bit epsilon 1; KKT violated by 1-2% at the zeroed cells), with mean 3-way TV 0.77 of the raw
-  tables' instead of the maximum's ~0.70-0.72 (130 seeded windows: 0.72; 100 others: 0.703); plain
-  EM gets there but takes 50,000 to 200,000 steps.
+  tables' instead of the maximum's ~0.70-0.72 (130 seeded windows: 0.72; 100 others: 0.703; 400
+  others: 0.717); plain EM gets there but takes 50,000 to 200,000 steps.
 - :func:`project_tables` (any d): the Euclidean projection of the top-order tables onto the set
   of non-negative, consistent tables that sum to one (Dykstra's alternating projections: onto the
   affine set of consistent tables, in closed form by averaging each Hadamard coefficient over
