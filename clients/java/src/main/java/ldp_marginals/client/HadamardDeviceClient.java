@@ -39,17 +39,9 @@ public final class HadamardDeviceClient extends ReportingClient<HadamardSpec, Ha
      */
     @Override
     Trace encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
-        checkNames(spec.features, values);
-        int d = spec.features.size();
-        int[] encoded = new int[d];
+        int[] encoded = booleanBits(spec.features, values);
         long x = 0;
-        for (int i = 0; i < d; i++) {
-            Object v = values.get(spec.features.get(i));
-            if (!(v instanceof Boolean)) {
-                throw new Refusal(Refusal.Code.BAD_VALUE, "feature \"" + spec.features.get(i)
-                        + "\" is boolean: its value must be a Boolean, got a " + typeOf(v));
-            }
-            encoded[i] = (Boolean) v ? 1 : 0;
+        for (int i = 0; i < encoded.length; i++) {
             x |= (long) encoded[i] << i;
         }
         byte[] drawn = coins.generate(2 * Coins.COIN_BYTES * spec.slots);

@@ -4,7 +4,6 @@ import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 
@@ -18,7 +17,7 @@ import java.util.Map;
  */
 public final class HadamardSpec {
     /** The most features a Hadamard collection may have (the job holds a report's bits in 64-bit words). */
-    public static final int MAX_FEATURES = 62;
+    public static final int MAX_FEATURES = WholeReportConfig.MAX_FEATURES;
 
     final String collection;
     final List<String> features;   // boolean feature names, in layout (bit) order
@@ -103,36 +102,13 @@ public final class HadamardSpec {
     static HadamardSpec fromObject(Object config) {
         Map<String, Object> spec = ClientSpec.keys(config, "config", Arrays.asList("collection", "features", "window", "hadamard"),
                 Collections.<String>emptyList());
-        Object collection = spec.get("collection");
-        if (!(collection instanceof String) || ((String) collection).isEmpty() || !ClientSpec.isText((String) collection)) {
-            throw ClientSpec.refuse("collection must be a non-empty string, got collection=" + ClientSpec.show(collection));
-        }
-        Object feats = spec.get("features");
-        if (!(feats instanceof List) || ((List<?>) feats).isEmpty()) {
-            throw ClientSpec.refuse("features must be a non-empty list, got features=" + ClientSpec.show(feats));
-        }
-        List<String> names = new ArrayList<>();
-        for (Object f : (List<?>) feats) {
-            String where = "features[" + names.size() + "]";
-            Map<String, Object> feature = ClientSpec.keys(f, where, Arrays.asList("name", "type"), Collections.<String>emptyList());
-            Object name = feature.get("name");
-            if (!"boolean".equals(feature.get("type")) || !(name instanceof String) || ((String) name).isEmpty()
-                    || !ClientSpec.isText((String) name)) {
-                throw ClientSpec.refuse(where + " must be a boolean feature with a name, got " + feature);
-            }
-            names.add((String) name);
-        }
-        if (new HashSet<>(names).size() != names.size()) {
-            throw ClientSpec.refuse("feature names must be unique, got " + names);
-        }
+        String collection = WholeReportConfig.collection(spec.get("collection"));
+        List<String> names = WholeReportConfig.booleanFeatures(spec.get("features"));
         int d = names.size();
-        if (d > MAX_FEATURES) {
-            throw ClientSpec.refuse("features must list 1 to " + MAX_FEATURES + " boolean features, got " + d);
-        }
         Map<String, Object> h = ClientSpec.keys(spec.get("hadamard"), "hadamard",
                 Arrays.asList("max_order", "slots", "keep", "weights"), Collections.<String>emptyList());
-        int maxOrder = integer(h.get("max_order"), "max_order");
-        int slots = integer(h.get("slots"), "slots");
+        int maxOrder = WholeReportConfig.integer(h.get("max_order"), "hadamard", "max_order");
+        int slots = WholeReportConfig.integer(h.get("slots"), "hadamard", "slots");
         if (maxOrder > d) {
             throw ClientSpec.refuse("hadamard.max_order must be <= the " + d + " features, got max_order=" + maxOrder);
         }
@@ -140,7 +116,7 @@ public final class HadamardSpec {
             throw ClientSpec.refuse("hadamard.slots draws too many coins, got slots=" + slots);
         }
         Object keep = h.get("keep");
-        if (!isProbability(keep) || !(((Number) keep).doubleValue() > 0.5)) {
+        if (!WholeReportConfig.isProbability(keep) || !(((Number) keep).doubleValue() > 0.5)) {
             throw ClientSpec.refuse("hadamard.keep must be a number in (0.5, 1], got keep=" + ClientSpec.show(keep));
         }
         Object w = h.get("weights");
@@ -152,7 +128,7 @@ public final class HadamardSpec {
         double total = 0.0;
         for (int j = 0; j < maxOrder; j++) {
             Object wj = ((List<?>) w).get(j);
-            if (!isProbability(wj) || !(((Number) wj).doubleValue() > 0)) {
+            if (!WholeReportConfig.isProbability(wj) || !(((Number) wj).doubleValue() > 0)) {
                 throw ClientSpec.refuse("hadamard.weights must hold probabilities in (0, 1], got weights=" + w);
             }
             weights[j] = ((Number) wj).doubleValue();
@@ -162,21 +138,8 @@ public final class HadamardSpec {
             throw ClientSpec.refuse("hadamard.weights must sum to 1 over the coefficients, got " + total);
         }
         Window window = ClientSpec.window(spec.get("window"));
-        return new HadamardSpec((String) collection, Collections.unmodifiableList(names), window, maxOrder, slots,
+        return new HadamardSpec(collection, names, window, maxOrder, slots,
                 ((Number) keep).doubleValue(), weights);
-    }
-
-    /** An integer >= 1 written as one (a {@code Long}: {@code 1.0} is not an integer, as in the reference). */
-    private static int integer(Object value, String name) {
-        if (!(value instanceof Long) || (Long) value < 1 || (Long) value > Integer.MAX_VALUE) {
-            throw ClientSpec.refuse("hadamard." + name + " must be an integer >= 1, got " + name + "=" + ClientSpec.show(value));
-        }
-        return (int) (long) (Long) value;
-    }
-
-    private static boolean isProbability(Object value) {
-        double v = value instanceof Number ? ((Number) value).doubleValue() : Double.NaN;
-        return v >= 0.0 && v <= 1.0;
     }
 
     /** {@code C(n, k)} rounded to a double, as Python's {@code math.comb(n, k) * w} rounds it. */

@@ -9,10 +9,10 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * What every kind of device client shares ({@link DeviceClient}, {@link HadamardDeviceClient}): the
- * constructor's checks, the public {@code report} overloads, and the first checks of the input, in the
- * specification's order (the event time, then the dimensions) before the kind's encoder
- * ({@link #encode}) checks the values, draws its coins and makes the report.
+ * What every kind of device client shares ({@link DeviceClient}, {@link HadamardDeviceClient},
+ * {@link SubsetDeviceClient}): the constructor's checks, the public {@code report} overloads, and the
+ * first checks of the input, in the specification's order (the event time, then the dimensions) before
+ * the kind's encoder ({@link #encode}) checks the values, draws its coins and makes the report.
  *
  * Thread-safe: reports are made one at a time.
  *
@@ -147,6 +147,24 @@ abstract class ReportingClient<S, T extends ReportingClient.Traced> {
             }
             throw new Refusal(Refusal.Code.UNKNOWN_FEATURE, "values name features the collection does not have: " + unknown);
         }
+    }
+
+    /**
+     * The true bits of a collection whose features are all boolean ({@code names} in layout order): the
+     * checks of {@link #checkNames}, then refusal {@code bad_value} unless every value is a {@code Boolean}.
+     */
+    static int[] booleanBits(List<String> names, Map<String, ?> values) {
+        checkNames(names, values);
+        int[] bits = new int[names.size()];
+        for (int i = 0; i < bits.length; i++) {
+            Object v = values.get(names.get(i));
+            if (!(v instanceof Boolean)) {
+                throw new Refusal(Refusal.Code.BAD_VALUE, "feature \"" + names.get(i)
+                        + "\" is boolean: its value must be a Boolean, got a " + typeOf(v));
+            }
+            bits[i] = (Boolean) v ? 1 : 0;
+        }
+        return bits;
     }
 
     static String typeOf(Object v) {

@@ -1,0 +1,100 @@
+package ldp_marginals.client;
+
+import java.util.Map;
+
+/**
+ * One device's client for one subset-randomized-response collection (docs/client.md, section 12):
+ * {@link #report} turns the device's boolean answers into one {@link NoisyReport}, byte for byte as the
+ * Python reference ({@code ldp_marginals.ldp.subset_client}) makes it. In order:
+ *
+ * <ol>
+ *   <li>check the input as {@link DeviceClient} does ({@code bad_event_time}, {@code bad_dimensions},
+ *       {@code missing_feature}, {@code unknown_feature}, {@code bad_value}; no coin drawn);</li>
+ *   <li>draw {@code 4 (d + 1 + s)} bytes in one request: d subset coins, the keep coin, s mask coins;</li>
+ *   <li>the true bits are the booleans in layout order;</li>
+ *   <li>the subset, by sequential selection: position {@code i = 0..d-1} joins iff
+ *       {@code decide(coin i, r / (d - i))}, r the positions still to choose, the quotient in doubles
+ *       (exactly s join);</li>
+ *   <li>the flip mask, uniform over the {@code 2^s - 1} non-zero patterns: bit {@code j} is
+ *       {@code decide(mask coin j, 0.5)} once an earlier bit is 1, else {@code decide(mask coin j, h / (2h - 1))},
+ *       {@code h = 2^(s - j - 1)} in doubles;</li>
+ *   <li>the sent pattern: bit j is the true bit of the j-th chosen position (ascending), XOR the mask's
+ *       bit j unless {@code decide(keep coin, keep)};</li>
+ *   <li>pack the d-bit subset mask (bit i: position i chosen), then the s pattern bits in order, least
+ *       significant first; {@code client} is null (these collections count reports, not devices).</li>
+ * </ol>
+ *
+ * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
+ * Thread-safe: reports are made one at a time.
+ */
+public final class SubsetDeviceClient extends ReportingClient<SubsetSpec, SubsetDeviceClient.Trace> {
+    /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
+    public SubsetDeviceClient(SubsetSpec spec, DeviceSecret secret, Coins coins) {
+        super(spec, secret, coins);
+    }
+
+    /** A device's client drawing its coins from the operating system's secure generator. */
+    public static SubsetDeviceClient create(SubsetSpec spec, DeviceSecret secret) {
+        return new SubsetDeviceClient(spec, secret, Coins.system());
+    }
+
+    /**
+     * The encoder of the subset kind (the {@code report} overloads and {@link #trace} call it, the event
+     * time and dimensions checked): every feature takes a {@code Boolean}.
+     */
+    @Override
+    Trace encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
+        int[] encoded = booleanBits(spec.features, values);
+        int d = encoded.length;
+        int s = spec.width;
+        byte[] drawn = coins.generate(Coins.COIN_BYTES * spec.coins());
+        int[] subset = new int[s];
+        int chosen = 0;
+        for (int i = 0; i < d; i++) {
+            if (Coins.decide(drawn, Coins.COIN_BYTES * i, (double) (s - chosen) / (d - i)) == 1) {
+                subset[chosen++] = i;
+            }
+        }
+        int kept = Coins.decide(drawn, Coins.COIN_BYTES * d, spec.keep);
+        int[] pattern = new int[s];
+        boolean set = false;   // whether an earlier bit of the flip mask is 1
+        for (int j = 0; j < s; j++) {
+            double h = Math.scalb(1.0, s - j - 1);
+            int flip = Coins.decide(drawn, Coins.COIN_BYTES * (d + 1 + j), set ? 0.5 : h / (2.0 * h - 1.0));
+            set |= flip == 1;
+            pattern[j] = encoded[subset[j]] ^ (kept == 1 ? 0 : flip);
+        }
+        byte[] packed = new byte[(d + s + 7) / 8];
+        for (int i : subset) {
+            packed[i / 8] |= (byte) (1 << (i % 8));
+        }
+        for (int j = 0; j < s; j++) {
+            packed[(d + j) / 8] |= (byte) (pattern[j] << ((d + j) % 8));
+        }
+        NoisyReport report = new NoisyReport(spec.collection, eventMs, packed, dims, null);
+        return new Trace(report, drawn, encoded, subset, kept, pattern);
+    }
+
+    /** A report and the values that made it. */
+    static final class Trace extends ReportingClient.Traced {
+        final byte[] coins;      // the bytes drawn from the generator
+        final int[] encoded;     // the true bits
+        final int[] subset;      // the chosen positions, ascending
+        final int kept;          // 1 when the true pattern was sent
+        final int[] pattern;     // the sent pattern, bit j of position subset[j]
+
+        Trace(NoisyReport report, byte[] coins, int[] encoded, int[] subset, int kept, int[] pattern) {
+            super(report);
+            this.coins = coins;
+            this.encoded = encoded;
+            this.subset = subset;
+            this.kept = kept;
+            this.pattern = pattern;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "SubsetDeviceClient(collection=" + spec.collection + ")";
+    }
+}
