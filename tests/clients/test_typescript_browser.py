@@ -1,7 +1,8 @@
 """The TypeScript client in a browser (headless Chromium, Debian's): the built module
 (clients/typescript/dist, which `make clients-ts` builds) reproduces every test vector's bytes,
-refusal codes and coin decisions in a page, and the web snippet of docs/client-web.md (clients/typescript/examples/
-report.js) keeps its secret in IndexedDB across page loads and posts reports the job's decoder reads."""
+refusal codes and coin decisions in a page (the whole-report kinds hadamard and subset too), and the
+web snippet of docs/client-web.md (clients/typescript/examples/report.js) keeps its secret in IndexedDB
+across page loads and posts reports the job's decoder reads."""
 import json
 import threading
 import time
@@ -84,10 +85,11 @@ def page(site, tmp_path_factory):
 
 
 RUN_VECTORS = """
-const [reportsText, refusalsText, coinsText, hadamardText, done] = arguments;
+const [reportsText, refusalsText, coinsText, hadamardText, subsetText, done] = arguments;
 (async () => {
   const reports = JSON.parse(reportsText), refusals = JSON.parse(refusalsText), coins = JSON.parse(coinsText);
-  const hadamard = JSON.parse(hadamardText);
+  const kinds = {hadamard: [JSON.parse(hadamardText), "HadamardDeviceClient"],
+                 subset: [JSON.parse(subsetText), "SubsetDeviceClient"]};
   const m = await import("/typescript/dist/index.js");
   const hex = (s) => Uint8Array.from(s.match(/../g) || [], (b) => parseInt(b, 16));
   const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
@@ -108,30 +110,33 @@ const [reportsText, refusalsText, coinsText, hadamardText, done] = arguments;
       refused.push("accepted");
     } catch (err) { refused.push(codeOf(err)); }
   }
-  const hadamardMade = [];
-  for (const c of hadamard.cases) {
-    const client = await m.HadamardDeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(hex(c.seed)));
-    for (const r of c.reports) hadamardMade.push(toHex(await client.reportBytes(r.values, r.event_ms, r.dimensions)));
-  }
-  const hadamardRefused = [];
-  for (const c of hadamard.refusals) {
-    try {
-      const client = await m.HadamardDeviceClient.create(c.config, new Uint8Array(32), new m.HmacDrbg(new Uint8Array(32)));
-      if (c.input !== null) await client.report(c.input.values, c.input.event_ms, c.input.dimensions);
-      hadamardRefused.push("accepted");
-    } catch (err) { hadamardRefused.push(codeOf(err)); }
+  const whole = {};   // per whole-report kind: the Avro hex of every positive vector, the code of every refusal
+  for (const [kind, [vectors, name]] of Object.entries(kinds)) {
+    const made = [], refused = [];
+    for (const c of vectors.cases) {
+      const client = await m[name].create(c.config, hex(c.secret), new m.HmacDrbg(hex(c.seed)));
+      for (const r of c.reports) made.push(toHex(await client.reportBytes(r.values, r.event_ms, r.dimensions)));
+    }
+    for (const c of vectors.refusals) {
+      try {
+        const client = await m[name].create(c.config, new Uint8Array(32), new m.HmacDrbg(new Uint8Array(32)));
+        if (c.input !== null) await client.report(c.input.values, c.input.event_ms, c.input.dimensions);
+        refused.push("accepted");
+      } catch (err) { refused.push(codeOf(err)); }
+    }
+    whole[kind] = {made, refused};
   }
   const rules = coins.units.map((u) => m.units(u.probability) === u.units)
     .concat(coins.decisions.map((d) => m.decide(hex(d.coin), d.probability) === d.decision));
-  return {made, refused, hadamardMade, hadamardRefused, rules, agent: navigator.userAgent};
+  return {made, refused, whole, rules, agent: navigator.userAgent};
 })().then(done, (err) => done({error: String(err)}));
 """
 
 
 def test_the_built_module_reproduces_every_vector_in_chromium(page):
-    names = ("reports.json", "refusals.json", "coins.json", "hadamard.json")
+    names = ("reports.json", "refusals.json", "coins.json", "hadamard.json", "subset.json")
     texts = [(VECTORS / name).read_text(encoding="utf-8") for name in names]
-    reports, refusals, coins, hadamard = map(json.loads, texts)
+    reports, refusals, coins, hadamard, subset = map(json.loads, texts)
     # as the files' text: WebDriver's JSON cannot carry the negative vectors' unpaired surrogates
     got = page.execute_async_script(RUN_VECTORS, *texts)
     assert "error" not in got, got
@@ -139,8 +144,9 @@ def test_the_built_module_reproduces_every_vector_in_chromium(page):
     expected = [r["expect"].get("avro", r["expect"].get("refusal")) for c in reports["cases"] for r in c["reports"]]
     assert got["made"] == expected
     assert got["refused"] == [c["refusal"] for c in refusals["cases"]]
-    assert got["hadamardMade"] == [r["expect"]["avro"] for c in hadamard["cases"] for r in c["reports"]]
-    assert got["hadamardRefused"] == [c["refusal"] for c in hadamard["refusals"]]
+    for kind, vectors in (("hadamard", hadamard), ("subset", subset)):
+        assert got["whole"][kind] == {"made": [r["expect"]["avro"] for c in vectors["cases"] for r in c["reports"]],
+                                      "refused": [c["refusal"] for c in vectors["refusals"]]}, kind
     assert got["rules"] == [True] * (len(coins["units"]) + len(coins["decisions"]))
 
 

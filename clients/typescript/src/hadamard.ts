@@ -14,14 +14,15 @@
  *    bit; `client` is null.
  */
 import type { NoisyReport } from "./avro.js";
-import { ReportingClient, checkValues, type FeatureValues, type Traced } from "./client.js";
+import { ReportingClient, type FeatureValues, type Traced } from "./client.js";
 import { COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, SystemCoins, coinValue, decide, units, type CoinSource } from "./coins.js";
 import { bad, keys, text, window, type Feature, type Window } from "./config.js";
 import { secretKey, type Secret } from "./device.js";
 import { shown } from "./refusal.js";
+import { MAX_WHOLE_REPORT_FEATURES, booleanBits, booleanFeatures, integer, isProbability } from "./whole-report.js";
 
 /** The most features a Hadamard collection may have (the job keeps a report's bits in 64-bit words). */
-export const MAX_HADAMARD_FEATURES = 62;
+export const MAX_HADAMARD_FEATURES = MAX_WHOLE_REPORT_FEATURES;
 
 export interface HadamardSpec {
   readonly collection: string;
@@ -60,17 +61,6 @@ function binomial(n: number, k: number): number {
   return Math.round(out);
 }
 
-function integer(v: unknown, name: string, low: number): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < low) {
-    throw bad(`hadamard.${name} must be an integer >= ${low}, got ${name}=${shown(v)}`);
-  }
-  return v;
-}
-
-function isProbability(v: unknown): v is number {
-  return typeof v === "number" && v >= 0 && v <= 1;
-}
-
 /** The sets of `order` bits out of `d`, in lexicographic order of their bit indices. */
 function combinations(d: number, order: number): number[][] {
   const out: number[][] = [];
@@ -88,24 +78,14 @@ function combinations(d: number, order: number): number[][] {
 /** The spec of a Hadamard collection from its client config (parsed JSON); a `bad_config` {@link Refusal} otherwise. */
 export function parseHadamardSpec(json: unknown): HadamardSpec {
   const spec = keys(json, "config", ["collection", "features", "window", "hadamard"]);
-  const feats = spec.features;
-  if (!Array.isArray(feats) || feats.length === 0) throw bad(`features must be a non-empty list, got features=${shown(feats)}`);
-  const features: Feature[] = feats.map((f, i) => {
-    const where = `features[${i}]`;
-    const entry = keys(f, where, ["name", "type"]);
-    if (entry.type !== "boolean") throw bad(`${where} must be a boolean feature, got type=${shown(entry.type)}`);
-    return { name: text(entry.name, `${where}.name`), type: "boolean" };
-  });
-  const names = features.map((f) => f.name);
-  if (new Set(names).size !== names.length) throw bad(`feature names must be unique, got ${shown(names)}`);
+  const features = booleanFeatures(spec.features);
   const h = keys(spec.hadamard, "hadamard", ["max_order", "slots", "keep", "weights"]);
   if (!Array.isArray(h.weights)) throw bad(`hadamard.weights must be a list, got weights=${shown(h.weights)}`);
   const win = window(spec.window);
   const collection = text(spec.collection, "collection");
   const d = features.length;
-  if (d > MAX_HADAMARD_FEATURES) throw bad(`features must list 1 to ${MAX_HADAMARD_FEATURES} boolean features, got ${d}`);
-  const maxOrder = integer(h.max_order, "max_order", 1);
-  const slots = integer(h.slots, "slots", 1);
+  const maxOrder = integer(h.max_order, "hadamard", "max_order");
+  const slots = integer(h.slots, "hadamard", "slots");
   if (maxOrder > d) throw bad(`hadamard.max_order must be <= the ${d} features, got max_order=${maxOrder}`);
   if (2 * slots * COIN_BYTES > MAX_REQUEST_BYTES) throw bad(`hadamard.slots draws too many coins, got slots=${slots}`);
   if (!isProbability(h.keep) || !(h.keep > 0.5)) throw bad(`hadamard.keep must be a number in (0.5, 1], got keep=${shown(h.keep)}`);
@@ -160,8 +140,7 @@ export class HadamardDeviceClient extends ReportingClient<HadamardTrace> {
 
   protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
       Promise<Traced<HadamardTrace>> {
-    const given = checkValues(this.spec.features, values);
-    const encoded = this.spec.features.map((f) => (given.get(f.name) ? 1 : 0));
+    const encoded = booleanBits(this.spec.features, values);
     const drawn = this.coins.generate(2 * COIN_BYTES * this.spec.slots);
     return this.randomize(encoded, eventMs, dimensions, drawn);
   }

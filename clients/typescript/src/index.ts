@@ -16,3 +16,6 @@ export {
 } from "./hadamard.js";
 export { CODES, Refusal, type RefusalCode } from "./refusal.js";
 export { storedSecretKey } from "./storage.js";
+export {
+  MAX_SUBSET_FEATURES, SubsetDeviceClient, parseSubsetSpec, type SubsetSpec, type SubsetTrace,
+} from "./subset.js";
