@@ -59,13 +59,7 @@ public final class ClientSpec {
 
     /** The spec from the JSON text of a client config; refusal {@code bad_config} when it is not one. */
     public static ClientSpec fromJson(String json) {
-        Object parsed;
-        try {
-            parsed = Json.parse(json);
-        } catch (IllegalArgumentException e) {
-            throw refuse("the config is " + e.getMessage());
-        }
-        return fromObject(parsed);
+        return fromObject(parsed(json));
     }
 
     /** The collection's name. */
@@ -276,6 +270,15 @@ public final class ClientSpec {
             throw refuse(where + " must be a finite number, got " + show(value));
         }
         return v;
+    }
+
+    /** The JSON value of a client config's text (any kind's); refusal {@code bad_config} when it is not JSON. */
+    static Object parsed(String json) {
+        try {
+            return Json.parse(json);
+        } catch (IllegalArgumentException e) {
+            throw refuse("the config is " + e.getMessage());
+        }
     }
 
     @SuppressWarnings("unchecked")

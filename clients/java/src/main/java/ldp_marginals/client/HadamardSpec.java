@@ -69,13 +69,7 @@ public final class HadamardSpec {
 
     /** The spec from the JSON text of a client config; refusal {@code bad_config} when it is not one. */
     public static HadamardSpec fromJson(String json) {
-        Object parsed;
-        try {
-            parsed = Json.parse(json);
-        } catch (IllegalArgumentException e) {
-            throw ClientSpec.refuse("the config is " + e.getMessage());
-        }
-        return fromObject(parsed);
+        return fromObject(ClientSpec.parsed(json));
     }
 
     /** The collection's name. */
