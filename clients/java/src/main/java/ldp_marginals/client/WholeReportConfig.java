@@ -1,11 +1,11 @@
 package ldp_marginals.client;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Arrays;
 
 /**
  * What the client configs of the kinds that randomize a whole report share ({@link HadamardSpec},
