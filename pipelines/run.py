@@ -107,6 +107,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _option(parser, "--savepoint-on-stop", action="store_true",
             help="streaming on Flink (with --flink_master): on Ctrl-C or SIGTERM stop the job with a savepoint "
                  "instead of cancelling it (it is then resumed from the savepoint, not its last checkpoint)")
+    _option(parser, "--flink-rest", metavar="HOST:FIRST-LAST",
+            help="Flink inside Beam's job server (--flink-master=[local], the local cluster's): the REST ports "
+                 "its Flink serves on (the local cluster prints them), so that Ctrl-C or SIGTERM cancels the job "
+                 "there too (Beam's cancel ends only the job server's wait)")
     _option(parser, "--dead-letter-seconds", type=int, default=60, metavar="S",
             help="streaming: write the dead letters gathered so far every S seconds of processing time "
                  "(default 60)")
@@ -341,6 +345,9 @@ def make_pipeline(argv=None, expansion_service=None):
         if not options.view_as(FlinkJobOptions).checkpointing_interval:
             raise ValueError("--savepoint-on-stop needs --checkpointing_interval=MS: the files are then written from "
                              "checkpointed input only, so nothing the stop cuts off reaches them")
+    if args.flink_rest:
+        from ldp_marginals.pipelines.stopping import embedded_rests
+        embedded_rests(args.flink_rest)   # a malformed one refused now, not at the stop
     args.argv = list(argv) if argv is not None else sys.argv[2:]   # the command, for the line that resumes it
     # Dataflow's --update replaces a running job and carries its state, as a savepoint does: the run goes on
     update = args.streaming and options.view_as(GoogleCloudOptions).update

@@ -12,8 +12,16 @@ While the command waits for its job, both signals raise :class:`StopRequested` i
   Beam's own cancel cannot be used alone there: a job server submitting to a remote Flink cancels
   only its wait, and the job keeps running (and restarting, once the submitting process's LOOPBACK
   worker is gone).
-- any other runner (the DirectRunner, Flink inside the job server, Dataflow): Beam's cancel, and a
-  wait until the runner says the job has ended. Nothing there can be resumed.
+- Flink inside Beam's job server (``--flink-master=[local]``) with its REST addresses given
+  (``--flink-rest=HOST:FIRST-LAST``: each job there runs in a Flink of its own, which serves its REST
+  API on the first free port of the range the job server's Flink configuration sets): the job, found
+  by its name on those ports, is cancelled through that API. Beam's cancel alone is not enough there
+  either: it ends the job server's wait, and the job ran on (seen: still RUNNING after Beam's job
+  service said CANCELLED; with checkpoints, RESTARTING over and over once the submitting process had
+  gone), holding the slots. Nothing there can be resumed (Beam 2.62's job server applies
+  ``--savepoint_path`` only with a remote Flink).
+- any other runner (the DirectRunner, Dataflow): Beam's cancel, and a wait until the runner says the
+  job has ended. Nothing there can be resumed.
 
 The run's streaming manifest records the stop (``stopped``: when, how, what to resume from), so a
 later run into the same ``--output`` can name the command that resumes it
@@ -117,6 +125,47 @@ def flink_rest(flink_master: str | None) -> str | None:
     return flink_master if "://" in flink_master else f"http://{flink_master}"
 
 
+def embedded_rests(spec: str | None) -> list:
+    """The REST addresses ``--flink-rest`` names (``HOST:PORT`` or ``HOST:FIRST-LAST``) -> their URLs."""
+    if not spec:
+        return []
+    host, _, ports = spec.rpartition(":")
+    first, _, last = ports.partition("-")
+    if not (host and first.isdigit() and (not last or last.isdigit()) and int(first) <= int(last or first) <= 65535):
+        raise ValueError(f"--flink-rest must be HOST:PORT or HOST:FIRST-LAST, got --flink-rest={spec!r}")
+    return [f"http://{host}:{port}" for port in range(int(first), int(last or first) + 1)]
+
+
+def embedded_job(rests: list, name: str) -> tuple:
+    """The Flink (of ``rests``, those that answer) that runs an active job named ``name`` -> ``(its REST
+    URL, the job's id)``, or ``(None, None)``."""
+    for rest in rests:
+        try:
+            job = flink_job(rest, name, timeout_s=0)
+        except OSError:   # no Flink on that port (urllib's URLError is an OSError)
+            continue
+        if job is not None:
+            return rest, job
+    return None, None
+
+
+def cancel_embedded(rest: str, job: str, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Cancel ``job`` in a job server's embedded Flink and wait until it has ended: that Flink goes
+    with its job, so a REST API that no longer answers is an end too."""
+    _call(rest, f"/jobs/{job}?mode=cancel", method="PATCH")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            state = _call(rest, f"/jobs/{job}")["state"]
+        except OSError:
+            return
+        if state not in ACTIVE_FLINK:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Flink job {job} is still {state} {timeout_s:.0f} s after it was stopped")
+        time.sleep(0.5)
+
+
 def _call(rest: str, path: str, body: dict | None = None, method: str | None = None) -> dict:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(rest + path, data=data, headers={"Content-Type": "application/json"},
@@ -206,6 +255,15 @@ def _beam_cancel(result, timeout_s: float = STOP_TIMEOUT_S) -> str:
     return str(state)
 
 
+def _quiet_lost_runner(hook):
+    """``hook`` except for a gRPC error in a thread: the in-process (LOOPBACK) SDK worker's threads
+    end with one (CANCELLED, "Runner closed connection") when the stopped job's runner lets go of them."""
+    def quiet(args):
+        if not type(args.exc_value).__module__.startswith("grpc"):
+            hook(args)
+    return quiet
+
+
 def resume_command(argv, savepoint: str) -> str:
     """``ldp-marginals run`` with ``argv`` (any ``--savepoint_path`` dropped) and ``savepoint``."""
     kept = []
@@ -246,6 +304,7 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
     # the runner's own account of the end (a cancelled job's "JobCancellationException", worker
     # threads losing their job) is not news: the command's one line says what happened
     logging.disable(logging.CRITICAL)
+    threading.excepthook = _quiet_lost_runner(threading.excepthook)
     why = f"stopped by {signal.Signals(signum).name}"
     rest = flink_rest(options.view_as(FlinkRunnerOptions).flink_master)
     with signals_ignored():
@@ -259,7 +318,13 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
             return JobStopped(f"{why}: the job was submitted with --detach and keeps running", signum)
         resume_from, how = None, "cancelled"
         job = flink_job(rest, job_name) if rest and job_name else None
-        if job is not None:
+        embedded, ejob = (None, None) if rest or not job_name else embedded_job(
+            embedded_rests(getattr(args, "flink_rest", None)), job_name)
+        if ejob is not None:
+            _beam_cancel(result, timeout_s=30)   # the job server's wait first: its job service says CANCELLED
+            cancel_embedded(embedded, ejob)
+            what = f"Flink job {ejob} cancelled in the job server's Flink"
+        elif job is not None:
             if args.savepoint_on_stop:
                 resume_from, how = savepoint_stop(rest, job), "stopped with a savepoint"
             else:
@@ -279,7 +344,9 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
         return JobStopped(f"{why}: {what}; the batch run did not finish (run the same command again)", signum)
     if resume_from:
         return JobStopped(f"{why}: {what}; resume it with: {resume_command(argv, resume_from)}", signum)
-    if job is not None:
+    if ejob is not None:
+        hint = "the job server's embedded Flink resumes nothing (Beam 2.62 applies --savepoint_path only to a remote Flink)"
+    elif job is not None:
         hint = "Flink kept no checkpoint of it (run with --checkpointing_interval=MS, or --savepoint-on-stop)"
     elif rest:
         hint = "no savepoint was taken"

@@ -95,6 +95,9 @@ class Cluster:
     taskmanagers: int = 1        # the session cluster's (flink="session"), the slots shared among them
     detached: bool = False       # outlives the process that started it (`make cluster-up`), else ends with it
     rest_port: int = 0           # the session cluster's REST port (flink="session")
+    # flink="local": the ports the job server's embedded Flink serves its REST API on (each job gets a
+    # Flink of its own, on the first free one), "HOST:FIRST-LAST", for `ldp-marginals run --flink-rest`
+    embedded_rest: str = ""
     workers_port: int = 0        # the Python SDK worker pool's port (workers=True), else LOOPBACK
     metrics_ports: dict = field(default_factory=dict)   # Flink process -> its Prometheus reporter's port
     jvm_dir: str = JVM_DIR
@@ -295,6 +298,27 @@ def _signal_group(pid: int, sig) -> None:
         os.killpg(pid, sig)
 
 
+EMBEDDED_REST_PORTS = 4   # jobs at once on the job server's embedded Flink that `run --flink-rest` can reach
+
+
+def _free_range(n: int) -> int:
+    """The first of ``n`` consecutive ports free now."""
+    for _ in range(100):
+        first = free_port()
+        if first + n <= 65535 and all(_bindable(first + i) for i in range(n)):
+            return first
+    raise ClusterError(f"found no {n} consecutive free ports")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -431,6 +455,13 @@ def _flink_conf(cluster: Cluster) -> str:
         "state.savepoints.dir": f"file://{cluster.savepoints}",
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
         **PROMETHEUS_REPORTER, "metrics.reporter.prom.port": cluster.metrics_ports["job_server"]}
+    if cluster.flink == "local":
+        # each job's Flink serves its REST API on the first free port of a known range (Flink's default
+        # there is a random one), so that `run --flink-rest` can cancel the job there: Beam's cancel
+        # ends only the job server's wait, and the job ran on, holding the slots
+        first = _free_range(EMBEDDED_REST_PORTS)
+        settings["rest.bind-port"] = f"{first}-{first + EMBEDDED_REST_PORTS - 1}"
+        cluster.embedded_rest = f"localhost:{settings['rest.bind-port']}"
     if cluster.flink == "session":
         settings.update({
             "jobmanager.rpc.address": "localhost", "jobmanager.rpc.port": free_port(),
@@ -598,7 +629,8 @@ def main(argv=None) -> int:
         if args.action == "up":
             c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism, flink=args.flink,
                       taskmanagers=args.taskmanagers, detached=True)
-            flink = f"; Flink's REST API on {c.rest}" if c.flink == "session" else ""
+            flink = (f"; Flink's REST API on {c.rest}" if c.flink == "session" else
+                     f"; its Flink's REST API on {c.embedded_rest} (run --flink-rest={c.embedded_rest})")
             metrics = ", ".join(f"{part} :{port}" for part, port in sorted(c.metrics_ports.items()))
             print(f"Kafka on {c.bootstrap}, Flink job server on {c.job_endpoint} (parallelism {c.parallelism}), "
                   f"Kafka IO expansion service on {c.expansion_service}{flink}; Prometheus metrics at "

@@ -11,7 +11,8 @@ The command runs as a user runs it, a process of its own, and is sent the signal
   are produced while it is down, and the job resumes from the savepoint. Each time Flink's REST API
   shows no job running or restarting once the command has ended. At the end the outputs equal the
   batch path's on every report: none skipped, none counted twice.
-- on Flink inside Beam's job server (the local cluster's default): Ctrl-C cancels the job there.
+- on Flink inside Beam's job server (the local cluster's default), given its REST ports
+  (``--flink-rest``): Ctrl-C cancels the job there, and Flink's REST API shows it ended.
 
 (SIGTERM on the DirectRunner: ``tests/pipelines/test_stopping.py``.)
 
@@ -29,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -184,21 +186,47 @@ def jobs_on(job_server: str) -> list:
     return [(i.job_id, beam_job_api_pb2.JobState.Enum.Name(i.state)) for i in infos]
 
 
+def embedded_jobs(cluster) -> list:
+    """``(name, state)`` of every job the job server's embedded Flinks show on their REST ports (each
+    job runs in a Flink of its own, on the first free port of ``cluster.embedded_rest``'s range)."""
+    from ldp_marginals.pipelines.stopping import embedded_rests
+    jobs = []
+    for rest in embedded_rests(cluster.embedded_rest):
+        with contextlib.suppress(OSError):   # no Flink on that port
+            jobs += [(j["name"], j["state"]) for j in cluster_rest_overview(rest)]
+    return jobs
+
+
+def cluster_rest_overview(rest: str) -> list:
+    with urllib.request.urlopen(rest + "/jobs/overview", timeout=5) as resp:
+        return json.load(resp)["jobs"]
+
+
 def test_ctrl_c_cancels_the_job_in_the_job_servers_flink(cluster, tmp_path):
+    """With checkpoints, the job Beam's cancel alone left behind RESTARTING (its LOOPBACK worker gone
+    with the command) over and over, holding both slots: here Flink itself must show it ended."""
     _, _, _, _, argv, out = stream_in_three(cluster, tmp_path, "local")
-    argv = [a for a in argv if not a.startswith("--checkpointing_interval")]
+    argv += [f"--flink-rest={cluster.embedded_rest}"]
     log = tmp_path / "run.log"
     with command(argv, log) as proc:
-        # the job reads and writes: the damaged message's dead letter (written within a second of its
-        # read; the first window's pane would come only after its end, 30-40 s on)
+        # the job reads and writes: the damaged message's dead letter (written within a second or two of
+        # its read, once a checkpoint has covered it; the first window's pane would come only after its
+        # end, 30-40 s on)
         streams.wait_until("the damaged message's dead letter", lambda: os.path.exists(
             os.path.join(out, "manifest.json")) and any(
             d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 240)
+        with open(os.path.join(out, "manifest.json")) as fh:
+            name = "ldp-marginals-" + json.load(fh)["run_id"].lower()   # the job's name (run.job_name)
+        assert (name, "RUNNING") in embedded_jobs(cluster)   # Flink's REST API shows it
         code, line = stopped(proc, signal.SIGINT, log)
     assert code == 128 + signal.SIGINT
-    assert "stopped by SIGINT: the job was cancelled (CANCELLED); it cannot be resumed" in line
-    with open(os.path.join(out, "manifest.json")) as fh:
-        name = "ldp-marginals-" + json.load(fh)["run_id"].lower()   # the job's name (run.job_name)
+    assert re.search(r"stopped by SIGINT: Flink job [0-9a-f]{32} cancelled in the job server's Flink; it cannot "
+                     r"be resumed", line), line
     jobs = jobs_on(cluster.job_endpoint)
     assert [state for job, state in jobs if job.startswith(name)] == ["CANCELLED"], jobs
     assert not [job for job, state in jobs if state in ("RUNNING", "STARTING", "STOPPED")], jobs
+    # and Flink itself runs it no more, now and later (Beam's CANCELLED alone left it running)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert not [j for j in embedded_jobs(cluster) if j[1] not in ("CANCELED", "FAILED", "FINISHED")]
+        time.sleep(0.5)

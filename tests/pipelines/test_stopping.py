@@ -2,11 +2,13 @@
 refused rerun (item 3) that need no cluster: a signal raises in the command's main thread, the resume
 command, a used ``--output``, and SIGTERM on a batch run of the DirectRunner (a real process). The
 stops on Flink are tested on the local clusters (``tests/cluster/test_stop_and_resume.py``)."""
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from apache_beam.testing import test_stream
@@ -15,7 +17,8 @@ from ldp_marginals import schemas
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.run import check_output_unused
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
-from ldp_marginals.pipelines.stopping import StopRequested, flink_rest, resume_command, signals_stop
+from ldp_marginals.pipelines.stopping import (StopRequested, cancel_embedded, embedded_job, embedded_rests, flink_rest,
+                                              resume_command, signals_stop)
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE
 from ldp_marginals.transforms.panes import engine_us, timer_us
@@ -88,6 +91,69 @@ def test_flink_rest_address_from_flink_master():
     assert flink_rest("localhost:8081") == "http://localhost:8081"
     assert flink_rest("https://flink:443") == "https://flink:443"
     assert flink_rest("[auto]") is None and flink_rest(None) is None
+
+
+def test_flink_rest_ports_of_the_job_servers_flink():
+    assert embedded_rests("localhost:8081-8083") == [f"http://localhost:{p}" for p in (8081, 8082, 8083)]
+    assert embedded_rests("flink:9000") == ["http://flink:9000"] and embedded_rests(None) == []
+    for bad in ("8081", "localhost:", "localhost:9-8", "localhost:a-b", "localhost:70000"):
+        with pytest.raises(ValueError, match=f"--flink-rest must be HOST:PORT or HOST:FIRST-LAST, got --flink-rest='{bad}'"):
+            embedded_rests(bad)
+
+
+class _EmbeddedFlink(http.server.BaseHTTPRequestHandler):
+    """The REST API of a job server's Flink running one job, ``jobs``: ``{id: [name, state]}``; it
+    goes (as that Flink does with its job) once the job is cancelled: then every call is refused."""
+    jobs = {}
+
+    def _send(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):   # noqa: N802 - http.server's name
+        if self.path == "/jobs/overview":
+            self._send({"jobs": [{"jid": j, "name": n, "state": st, "start-time": 1} for j, (n, st) in self.jobs.items()]})
+        else:
+            self._send({"state": self.jobs[self.path.split("/")[2]][1]})
+
+    def do_PATCH(self):   # noqa: N802
+        self.jobs[self.path.split("/")[2].split("?")[0]][1] = "CANCELED"
+        self._send({})
+        threading.Thread(target=lambda: (self.server.shutdown(), self.server.server_close())).start()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_job_in_the_job_servers_flink_is_found_by_name_on_its_ports_and_cancelled():
+    _EmbeddedFlink.jobs = {"a" * 32: ["ldp-marginals-run1", "RUNNING"]}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddedFlink)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        rests = embedded_rests(f"127.0.0.1:{port - 1}-{port}")   # no Flink on the first port
+        assert embedded_job(rests, "other") == (None, None)
+        rest, job = embedded_job(rests, "ldp-marginals-run1")
+        assert (rest, job) == (f"http://127.0.0.1:{port}", "a" * 32)
+        cancel_embedded(rest, job, timeout_s=10)   # that Flink went with its job: an end
+        assert _EmbeddedFlink.jobs[job][1] == "CANCELED"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
+def test_a_malformed_flink_rest_is_refused_before_the_job(tmp_path):
+    from ldp_marginals.pipelines.run import make_pipeline
+    (tmp_path / "c.json").write_text(json.dumps(SMALL_CONFIG))
+    with pytest.raises(ValueError, match="--flink-rest must be HOST:PORT or HOST:FIRST-LAST"):
+        make_pipeline(["--config", str(tmp_path / "c.json"), "--output", str(tmp_path / "o"), "--streaming",
+                       "--subscription", "projects/my-project/subscriptions/s", "--flink-rest=localhost"])
 
 
 def test_a_signal_raises_in_the_main_thread_inside_the_block_only():
