@@ -50,7 +50,7 @@ def late_shares(cluster, tmp: str, delay_s: float, seconds: float, rate: float, 
                     "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
                     "--kafka-expansion-service", cluster.expansion_service, "--output", outs[name],
                     "--progress-seconds", "0", "--dead-letter-seconds", "2"] + extra + cluster.pipeline_args()
-            jobs.enter_context(streams.running_job(argv))
+            jobs.enter_context(streams.running_job(argv, cluster))
         time.sleep(20)   # the jobs read the topic before the first report is sent
         sent = streams.collect(cluster.bootstrap, topic, records, rate_per_s=rate,
                                max_seconds=[delay_s] * collectors)

@@ -8,7 +8,9 @@ Two kinds of Flink (``flink=``):
 
 - ``"local"`` (the default): the job server runs Flink in its own JVM (``--flink-master=[local]``).
   Quick (a job starts in ~3 s), but nothing survives the process, and Beam 2.62's job server applies
-  ``--savepoint_path`` only with a remote master.
+  ``--savepoint_path`` only with a remote master. Each job gets a Flink of its own, which serves its
+  REST API on the first free port of :attr:`Cluster.embedded_rest` (``run --flink-rest`` cancels
+  the job there on Ctrl-C: Beam's cancel only ends the job server's wait).
 - ``"session"``: a Flink session cluster of its own processes, a JobManager
   (``StandaloneSessionClusterEntrypoint``) and one or more TaskManagers (``TaskManagerRunner``,
   ``taskmanagers=``, the slots shared among them), started from the same Maven classpath as the job
@@ -342,6 +344,14 @@ def _wait_port(port: int, proc: subprocess.Popen, name: str, log: str, timeout: 
     raise ClusterError(f"{name} did not listen on {port} within {timeout:.0f} s; see {log}")
 
 
+def _waited(wait: bool, port: int, proc: subprocess.Popen, name: str, log: str):
+    """:func:`_wait_port` now (``wait``), or the wait as a function to call later (None now)."""
+    if wait:
+        _wait_port(port, proc, name, log)
+        return None
+    return lambda: _wait_port(port, proc, name, log)
+
+
 def lib_dir(jvm_dir: str, part: str) -> str:
     """``.jvm/<part>/lib``, or a ClusterError that says to run ``make jvm``."""
     path = os.path.join(jvm_dir, part, "lib")
@@ -378,9 +388,9 @@ def _spawn(cmd: list, log: str, cluster: Cluster, env: dict | None = None) -> su
     return proc
 
 
-def _start_kafka(cluster: Cluster, fresh: bool = True) -> None:
+def _start_kafka(cluster: Cluster, fresh: bool = True, wait: bool = True):
     """Start the broker: ``fresh``, on a new log directory; else again on the one it had (a restart
-    that keeps every record)."""
+    that keeps every record). Without ``wait``: returns the wait until it listens, to call later."""
     lib = lib_dir(cluster.jvm_dir, "kafka")
     folder = os.path.join(cluster.run_dir, "kafka")
     props = os.path.join(folder, "server.properties")
@@ -390,7 +400,7 @@ def _start_kafka(cluster: Cluster, fresh: bool = True) -> None:
         _format_kafka(folder, props, cluster.kafka_port, cp)
     proc = _spawn([_java(), "-Xmx512m", "-cp", cp, BROKER_MAIN, props], log, cluster)
     cluster.pids["kafka"] = proc.pid
-    _wait_port(cluster.kafka_port, proc, "the Kafka broker", log)
+    return _waited(wait, cluster.kafka_port, proc, "the Kafka broker", log)
 
 
 def _format_kafka(folder: str, props: str, kafka_port: int, cp: str) -> None:
@@ -504,23 +514,27 @@ def _start_jobmanager(cluster: Cluster) -> None:
     _wait_port(cluster.rest_port, proc, "the Flink JobManager", log)
 
 
-def _start_taskmanager(cluster: Cluster, part: str = "taskmanager", timeout: float = 120.0) -> None:
+def _start_taskmanager(cluster: Cluster, *parts: str, timeout: float = 120.0) -> None:
+    """Start TaskManagers ``parts`` (default: one, ``taskmanager``) at once and wait until all have
+    registered with the JobManager."""
     lib = lib_dir(cluster.jvm_dir, "job-server")
-    log = os.path.join(cluster.run_dir, f"{part}.log")
     before = {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]}
-    proc = _spawn(_flink_jvm(lib, "1g", *TASKMANAGER_JIT) + [TASKMANAGER_MAIN, "--configDir",
-                                                            os.path.join(cluster.run_dir, "flink-conf"),
-                                                            _metrics_port(cluster, part)],
-                  log, cluster)
-    cluster.pids[part] = proc.pid
+    procs = {}
+    for part in parts or ("taskmanager",):
+        log = os.path.join(cluster.run_dir, f"{part}.log")
+        procs[log] = _spawn(_flink_jvm(lib, "1g", *TASKMANAGER_JIT) + [
+            TASKMANAGER_MAIN, "--configDir", os.path.join(cluster.run_dir, "flink-conf"),
+            _metrics_port(cluster, part)], log, cluster)
+        cluster.pids[part] = procs[log].pid
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ClusterError(f"the Flink TaskManager exited with code {proc.returncode}; see {log}")
-        if {tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]} - before:
+        for log, proc in procs.items():
+            if proc.poll() is not None:
+                raise ClusterError(f"the Flink TaskManager exited with code {proc.returncode}; see {log}")
+        if len({tm["id"] for tm in cluster.rest_call("/taskmanagers")["taskmanagers"]} - before) >= len(procs):
             return
         time.sleep(0.3)
-    raise ClusterError(f"the Flink TaskManager did not register within {timeout:.0f} s; see {log}")
+    raise ClusterError(f"the Flink TaskManagers did not register within {timeout:.0f} s; see {', '.join(procs)}")
 
 
 def _start_job_server(cluster: Cluster) -> None:
@@ -528,8 +542,7 @@ def _start_job_server(cluster: Cluster) -> None:
     conf = _flink_conf(cluster)
     if cluster.flink == "session":
         _start_jobmanager(cluster)
-        for part in cluster.taskmanager_parts:
-            _start_taskmanager(cluster, part)
+        _start_taskmanager(cluster, *cluster.taskmanager_parts)
     master = f"localhost:{cluster.rest_port}" if cluster.flink == "session" else "[local]"
     log = os.path.join(cluster.run_dir, "job-server.log")
     proc = _spawn(_flink_jvm(lib, "3g") + [JOB_SERVER_MAIN, f"--flink-master={master}", f"--flink-conf-dir={conf}",
@@ -539,17 +552,17 @@ def _start_job_server(cluster: Cluster) -> None:
     _wait_port(cluster.job_port, proc, "the Flink job server", log)
 
 
-def _start_expansion(cluster: Cluster) -> None:
+def _start_expansion(cluster: Cluster, wait: bool = True):
     lib = lib_dir(cluster.jvm_dir, "job-server")
     log = os.path.join(cluster.run_dir, "expansion.log")
     proc = _spawn([_java(), "-Xmx1g", *JAVA_OPENS, *JAVA_LOGGING, "-cp", os.path.join(lib, "*"), EXPANSION_MAIN,
                    str(cluster.expansion_port), "--defaultEnvironmentType=EMBEDDED",
                    "--experiments=use_deprecated_read"], log, cluster)
     cluster.pids["expansion"] = proc.pid
-    _wait_port(cluster.expansion_port, proc, "the Kafka IO expansion service", log)
+    return _waited(wait, cluster.expansion_port, proc, "the Kafka IO expansion service", log)
 
 
-def _start_workers(cluster: Cluster) -> None:
+def _start_workers(cluster: Cluster, wait: bool = True):
     """Beam's Python worker pool (``worker_pool_main``), which starts each SDK worker the job asks
     for as a process running this interpreter (it runs ``python``: this environment's comes first
     on the PATH)."""
@@ -558,7 +571,7 @@ def _start_workers(cluster: Cluster) -> None:
     proc = _spawn([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
                    f"--service_port={cluster.workers_port}"], log, cluster, env=env)
     cluster.pids["workers"] = proc.pid
-    _wait_port(cluster.workers_port, proc, "the Python worker pool", log)
+    return _waited(wait, cluster.workers_port, proc, "the Python worker pool", log)
 
 
 def start(run_dir: str, jvm_dir: str = JVM_DIR, kafka_port: int | None = None, job_port: int | None = None,
@@ -588,12 +601,15 @@ def start(run_dir: str, jvm_dir: str = JVM_DIR, kafka_port: int | None = None, j
         if _port_open(port):
             raise ClusterError(f"port {port} for {name} is taken (a cluster already up? `make cluster-down`)")
     try:
-        if kafka:
-            _start_kafka(cluster)
-        _start_job_server(cluster)
-        _start_expansion(cluster)
+        # the broker, the expansion service and the worker pool start while Flink does (none needs
+        # another), then each is waited for
+        waits = [_start_kafka(cluster, wait=False)] if kafka else []
+        waits.append(_start_expansion(cluster, wait=False))
         if workers:
-            _start_workers(cluster)
+            waits.append(_start_workers(cluster, wait=False))
+        _start_job_server(cluster)
+        for wait in waits:
+            wait()
     except BaseException:
         cluster.stop()
         raise

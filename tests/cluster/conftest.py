@@ -3,9 +3,10 @@ Flink job server (local Flink, parallelism 2), on free ports, started from the j
 resolved and stopped by process id at the end. Never skipped: a missing part fails the tests with
 the fix in one line.
 
-``cluster`` is shared by the session; ``own_cluster`` belongs to one module, for streaming tests: a
-cancelled streaming job's in-process SDK worker threads end only when the job server goes, with a
-gRPC error that pytest pins on whichever test is running then, so that module stops its own.
+``cluster`` is shared by the session (a streaming test's job is cancelled in the job server's Flink
+through its REST API, ``streams.running_job``, so its in-process SDK worker threads end with it: no
+module needs a cluster of its own; Beam's cancel alone left the job running, and those threads with
+it, until the job server went).
 ``session_cluster`` is a Flink session cluster as deployed (deploy/flink), shared by the session: a
 JobManager and two TaskManagers of one slot each, of their own processes, the Python work in a pool
 of worker processes (one per TaskManager; no worker threads in the test process, so no module needs
@@ -31,13 +32,6 @@ def _started(tmp_path_factory, name, **kw):
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     c = _started(tmp_path_factory, "cluster")
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="module")
-def own_cluster(tmp_path_factory):
-    c = _started(tmp_path_factory, "own_cluster")
     yield c
     c.stop()
 

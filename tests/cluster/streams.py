@@ -19,8 +19,8 @@ from ldp_marginals.schemas.outputs import AVRO, SCHEMA_OF, file_stem, kind_dir, 
 
 HOUR_MS = 3_600_000
 # A streaming job ends when the test cancels it: the in-process (LOOPBACK) SDK worker's gRPC threads
-# then end with CANCELLED or "Socket closed" once the job server goes (the module's own cluster, see
-# conftest), which pytest reports as unhandled thread exceptions. Beam's threads, not ours.
+# then end with CANCELLED or "Multiplexer hanging up" (running_job waits for that, so it happens in the
+# module that ran the job), which pytest reports as unhandled thread exceptions. Beam's threads, not ours.
 CANCELLED_WORKER_THREADS = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 
@@ -140,8 +140,10 @@ def rows_of(output: str, kind: str, stem: str, pane: int) -> list:
 @contextlib.contextmanager
 def running_job(argv, cluster=None):
     """The job of ``ldp-marginals run argv`` submitted and left running -> its parsed arguments
-    (``job_name``: its name on Flink); cancelled on leaving (on a session ``cluster`` through Flink's
-    REST API: Beam's cancel does not reach a remote Flink)."""
+    (``job_name``: its name on Flink); cancelled on leaving through Flink's REST API (Beam's cancel
+    ends only the job server's wait: on a session ``cluster`` the job ran on; in the job server's own
+    Flink it ran on too, with its in-process SDK worker threads, until the job server went), and
+    waited for until Flink says it has ended."""
     pipeline, args, configs = make_pipeline(argv)
     prepare_outputs(args, configs)
     result = pipeline.run()
@@ -150,8 +152,36 @@ def running_job(argv, cluster=None):
     finally:
         with contextlib.suppress(Exception):   # a job server killed by the test cannot answer
             result.cancel()
+        if cluster is not None and cluster.flink == "local" and cluster.pids.get("job_server"):
+            cancel_embedded_job(cluster, args.job_name)
+            worker_threads_ended()
         if cluster is not None and cluster.flink == "session":
             cluster.cancel_jobs()
+
+
+# the in-process (LOOPBACK) SDK worker's threads of a job: they end, with a gRPC error, once the runner
+# lets go of the cancelled job
+WORKER_THREADS = ("run_worker_", "read_grpc_client_inputs", "read_state")
+
+
+def worker_threads_ended(timeout_s: float = 60.0) -> None:
+    """Wait until the in-process SDK worker's threads have ended (the module's test sees their errors,
+    which its mark ignores, not whichever test runs next)."""
+    import threading
+    deadline = time.monotonic() + timeout_s
+    while any(t.name.startswith(WORKER_THREADS) for t in threading.enumerate()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the SDK worker threads of a cancelled job still run {timeout_s:.0f} s after its cancel: "
+                        + ", ".join(t.name for t in threading.enumerate() if t.name.startswith(WORKER_THREADS)))
+        time.sleep(0.2)
+
+
+def cancel_embedded_job(cluster, job_name: str) -> None:
+    """Cancel the job named ``job_name`` in the job server's embedded Flink and wait for its end."""
+    from ldp_marginals.pipelines.stopping import cancel_embedded, embedded_job, embedded_rests
+    rest, job = embedded_job(embedded_rests(cluster.embedded_rest), job_name)
+    if job is not None:
+        cancel_embedded(rest, job)
 
 
 def collect(bootstrap: str, topic: str, records: list, *, rate_per_s: float, max_seconds, max_reports: int = 500,

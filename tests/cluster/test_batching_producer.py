@@ -50,8 +50,7 @@ def latest_panes(out: str) -> dict:
     return {(e["window_start"], json.dumps(e["key"], sort_keys=True)): e["pane"] for e in files}
 
 
-def test_collectors_that_batch_lose_nothing_to_the_watermark_at_the_defaults(own_cluster, tmp_path):
-    cluster = own_cluster
+def test_collectors_that_batch_lose_nothing_to_the_watermark_at_the_defaults(cluster, tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(CONFIG))
     population = reports(parse_config(CONFIG))[:-6]   # the faults at its end are other tests' business
     streams.produce(cluster.bootstrap, "collected", [])   # the topic, two partitions
@@ -60,11 +59,14 @@ def test_collectors_that_batch_lose_nothing_to_the_watermark_at_the_defaults(own
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
             "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "2",
             "--output", out] + cluster.pipeline_args()
-    with streams.running_job(argv) as job:
-        time.sleep(15)   # the job is reading before the collectors start
+    with streams.running_job(argv, cluster) as job:
+        # the job is reading before the collectors start: its dead letter for an undecodable record
+        # (was: a fixed 15 s)
+        where = send_one(cluster.bootstrap, "collected", b"\x00\x01not avro", int(time.time() * 1000))
+        streams.wait_until("the job reading (the undecodable record's dead letter)",
+                           lambda: read_rows(out, DEAD_LETTERS), 240)
         sent = streams.collect(cluster.bootstrap, "collected", population, rate_per_s=56,
                                max_seconds=[10, 10, 10, 10, 1, 1])
-        where = send_one(cluster.bootstrap, "collected", b"\x00\x01not avro", int(time.time() * 1000))
         # every report in the early panes (every 2 s), before any on-time pane can fire: a window's on-time
         # pane waits for the watermark, which follows the records' times (never past the wall clock), to
         # pass the window's end plus the watermark delay

@@ -69,8 +69,7 @@ def devices(t0_ms: int, seed: int = 39) -> tuple:
     return lines, bits
 
 
-def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(own_cluster, tmp_path):
-    cluster = own_cluster
+def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(cluster, tmp_path):
     classpath = java_classpath()
     (tmp_path / "c.json").write_text(json.dumps(CONFIG))
     (tmp_path / "client.json").write_text(json.dumps(CLIENT))
@@ -85,7 +84,7 @@ def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(own_c
     (tmp_path / "devices.txt").write_text("\n".join(lines) + "\n")
     with collectors.running(str(tmp_path / "c.json"), cluster.bootstrap, "devices", str(tmp_path),
                             "--batch-seconds", "0.01") as c, \
-            streams.running_job(argv):
+            streams.running_job(argv, cluster):
         sent = subprocess.run(["java", "-cp", classpath, "ldp_marginals.client.CollectorSender", c.url + "/v1/reports",
                                str(tmp_path / "app.key"), str(tmp_path / "client.json"),
                                os.path.join(ROOT, "schemas", "noisy_report.avsc"), str(tmp_path / "devices.txt"),

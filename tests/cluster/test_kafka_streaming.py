@@ -7,10 +7,12 @@ on the reports the stream counted, the reports past the lateness are late dead l
 plus dead-lettered equals produced.
 
 Windows are 10 s long and the reports are stamped a few seconds ahead (see ``streams``), so the
-stream's watermark is the wall clock and the test takes about a minute and a half."""
+stream's watermark is the wall clock; the reports' times are chosen once the job is reading (its
+dead letter for an undecodable message sent first), 20 s ahead."""
 import json
 import random
 import re
+import time
 
 import pytest
 
@@ -49,30 +51,6 @@ def closed(output: str, collection: str, window: tuple) -> bool:
 
 def test_kafka_stream_on_flink_gives_the_batch_rows(cluster, tmp_path):
     (tmp_path / "c.json").write_text(json.dumps([STREAM, SECOND]))
-    t0 = streams.next_start_ms(WINDOW_S, ahead_s=60)   # the job must read its first window before the clock passes it: 33 s to submit was seen under load
-    records, faults = [], 6   # reports() ends with one report of each fault
-    for raw in (STREAM, SECOND):
-        records += streams.rescale(reports(parse_config(raw)), DEFAULT_START_MS, t0, WINDOW_S)
-    w0 = (t0, t0 + WINDOW_S * 1000)
-    # held back from the first collection's first window: 120 reports sent within its lateness and
-    # 80 after it closed
-    first_w0 = [i for i, r in enumerate(records[:len(records) // 2 - faults])
-                if streams.window_index(r, t0, WINDOW_S) == 0]
-    rng = random.Random(3)
-    held = rng.sample(first_w0, 200)
-    within, past = [records[i] for i in held[:120]], [records[i] for i in held[120:]]
-    held = set(held)
-    on_time = [r for i, r in enumerate(records) if i not in held]
-    rng.shuffle(on_time)   # out of order: windows and collections interleaved
-    messages = streams.singles(on_time[:1500], default_ms=t0)
-    rest = on_time[1500:]
-    batches = [rest[i:i + 400] for i in range(0, len(rest), 400)]
-    messages += [(container(b), min(max(r["event_time"], t0) for r in b)) for b in batches]
-    damaged = [(b"\x00\x01not avro", t0), (messages[-1][0][:200], t0)]
-    messages += damaged
-    rng.shuffle(messages)
-    streams.produce(cluster.bootstrap, "reports", messages)
-
     out = str(tmp_path / "stream")
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", "reports",
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-timestamp-policy", "CreateTime",
@@ -81,10 +59,40 @@ def test_kafka_stream_on_flink_gives_the_batch_rows(cluster, tmp_path):
             # reports stamped ahead of the clock (streams): no batching delay to wait for
             "--watermark-delay-seconds", "0",
             "--output", out] + cluster.pipeline_args()
-    windows = sorted({(t0 + streams.window_index(r, t0, WINDOW_S) * WINDOW_S * 1000,
-                       t0 + (streams.window_index(r, t0, WINDOW_S) + 1) * WINDOW_S * 1000)
-                      for r in on_time if r["event_time"] >= 0})
-    with streams.running_job(argv) as job:
+    undecodable = b"\x00\x01not avro"
+    streams.produce(cluster.bootstrap, "reports", [(undecodable, int(time.time() * 1000))])
+    with streams.running_job(argv, cluster) as job:
+        # the job reads the topic (the undecodable message's dead letter) before the reports' times are
+        # chosen: the first window must start after the job has read it (was: 60 s ahead, for a
+        # submission seen taking 33 s under load, and the pane waited for that minute)
+        streams.wait_until("the job reading (a dead letter)", lambda: read_rows(out, DEAD_LETTERS), 240)
+        t0 = streams.next_start_ms(WINDOW_S, ahead_s=20)
+        records, faults = [], 6   # reports() ends with one report of each fault
+        for raw in (STREAM, SECOND):
+            records += streams.rescale(reports(parse_config(raw)), DEFAULT_START_MS, t0, WINDOW_S)
+        w0 = (t0, t0 + WINDOW_S * 1000)
+        # held back from the first collection's first window: 120 reports sent within its lateness and
+        # 80 after it closed
+        first_w0 = [i for i, r in enumerate(records[:len(records) // 2 - faults])
+                    if streams.window_index(r, t0, WINDOW_S) == 0]
+        rng = random.Random(3)
+        held = rng.sample(first_w0, 200)
+        within, past = [records[i] for i in held[:120]], [records[i] for i in held[120:]]
+        held = set(held)
+        on_time = [r for i, r in enumerate(records) if i not in held]
+        rng.shuffle(on_time)   # out of order: windows and collections interleaved
+        messages = streams.singles(on_time[:1500], default_ms=t0)
+        rest = on_time[1500:]
+        batches = [rest[i:i + 400] for i in range(0, len(rest), 400)]
+        messages += [(container(b), min(max(r["event_time"], t0) for r in b)) for b in batches]
+        damaged = [(undecodable, t0), (messages[-1][0][:200], t0)]   # the first already sent
+        messages += damaged[1:]
+        rng.shuffle(messages)
+        streams.produce(cluster.bootstrap, "reports", messages, create=False)
+        windows = sorted({(t0 + streams.window_index(r, t0, WINDOW_S) * WINDOW_S * 1000,
+                           t0 + (streams.window_index(r, t0, WINDOW_S) + 1) * WINDOW_S * 1000)
+                          for r in on_time if r["event_time"] >= 0})
+
         # the first pane of the first window is its on-time pane (this collection fires no early pane)
         streams.wait_until("the first window's on-time pane", lambda: streams.panes_of(out, MARGINALS, "app", w0), 90)
         assert not closed(out, "app", w0), "the window closed before its late reports were sent"
