@@ -255,6 +255,13 @@ def _beam_cancel(result, timeout_s: float = STOP_TIMEOUT_S) -> str:
     return str(state)
 
 
+def _job_service(options) -> bool:
+    """Whether the job was submitted to a job service (``--job_endpoint``: Beam's Flink job server), where
+    Beam's cancel does not reach the Flink that runs the job."""
+    from apache_beam.options.pipeline_options import PortableOptions
+    return bool(options.view_as(PortableOptions).job_endpoint)
+
+
 def _quiet_lost_runner(hook):
     """``hook`` except for a gRPC error in a thread: the in-process (LOOPBACK) SDK worker's threads
     end with one (CANCELLED, "Runner closed connection") when the stopped job's runner lets go of them."""
@@ -334,6 +341,11 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
             what = f"no running Flink job named {job_name} at {rest}: the job had ended"
         else:
             what = f"the job was cancelled ({_beam_cancel(result)})"
+            if _job_service(options):
+                # Beam's cancel ends the job service's wait; a job server's own Flink keeps the job
+                # until its workers are gone (seen RESTARTING a minute later with checkpoints)
+                what += (" in Beam's job service only: a job server's embedded Flink may still run it (give "
+                         "--flink-rest=HOST:FIRST-LAST, the ports `make cluster-up` prints, to stop it there)")
         if rest and job is not None:
             _beam_cancel(result, timeout_s=30)   # the job server's wait for the job ends too
     stop = {"at": int(time.time() * 1000), "signal": signal.Signals(signum).name, "how": how,

@@ -18,7 +18,7 @@ from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.pipelines.run import check_output_unused
 from ldp_marginals.pipelines.simulate import report_records, simulate_population
 from ldp_marginals.pipelines.stopping import (StopRequested, cancel_embedded, embedded_job, embedded_rests, flink_rest,
-                                              resume_command, signals_stop)
+                                              resume_command, signals_stop, stop_job)
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE
 from ldp_marginals.transforms.panes import engine_us, timer_us
@@ -236,3 +236,26 @@ def test_a_dataflow_update_carries_the_streaming_run_on(tmp_path):
     _, args, configs = make_pipeline(base)
     with pytest.raises(ValueError, match="holds streaming run r1"):
         prepare_outputs(args, configs)
+
+
+class _CancelledJob:
+    """A PipelineResult whose job service says CANCELLED once cancelled."""
+    state = "RUNNING"
+
+    def cancel(self):
+        self.state = "CANCELLED"
+
+
+@pytest.mark.parametrize("submitted, warned", [(["--runner=PortableRunner", "--job_endpoint=localhost:8099"], True),
+                                               (["--runner=DirectRunner"], False)])
+def test_a_cancel_without_flink_rest_says_the_job_servers_flink_may_still_run_it(tmp_path, submitted, warned):
+    from types import SimpleNamespace
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    args = SimpleNamespace(streaming=True, detach=False, savepoint_on_stop=False, flink_rest=None,
+                           output=str(tmp_path), run_id="r")
+    stopped = stop_job(_CancelledJob(), args, PipelineOptions(submitted), [], signal.SIGINT, "job-1")
+    line = str(stopped)
+    assert "the job was cancelled (CANCELLED)" in line
+    assert ("embedded Flink may still run it" in line and "--flink-rest" in line) == warned
