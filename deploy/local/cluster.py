@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -303,13 +304,31 @@ def _signal_group(pid: int, sig) -> None:
 EMBEDDED_REST_PORTS = 4   # jobs at once on the job server's embedded Flink that `run --flink-rest` can reach
 
 
-def _free_range(n: int) -> int:
-    """The first of ``n`` consecutive ports free now."""
-    for _ in range(100):
-        first = free_port()
-        if first + n <= 65535 and all(_bindable(first + i) for i in range(n)):
+def _ephemeral_range() -> tuple:
+    """The kernel's range for ports bound to 0 (Linux: /proc/sys/net/ipv4/ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            low, high = (int(v) for v in fh.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return low, high
+
+
+def _free_range(n: int = 1) -> int:
+    """The first of ``n`` consecutive ports free now and outside the kernel's ephemeral range. The job
+    server's Flink binds its Prometheus port and REST port only while a job runs (each job has a Flink
+    of its own): a port from the ephemeral range could be taken in between by any socket bound to port
+    0 (an SDK worker's gRPC server, the job server's artifact service), and a fresh-clone run once
+    scraped a gRPC server on the metrics port ("Unexpected HTTP/1.x request: GET /metrics")."""
+    low, high = _ephemeral_range()
+    spans = [(lo, hi) for lo, hi in ((10000, low - n), (high + 1, 65535 - n)) if hi > lo]
+    pick = random.Random()
+    for _ in range(200):
+        lo, hi = pick.choice(spans) if spans else (1024, 65535 - n)
+        first = pick.randint(lo, hi)
+        if all(_bindable(first + i) for i in range(n)):
             return first
-    raise ClusterError(f"found no {n} consecutive free ports")
+    raise ClusterError(f"found no {n} consecutive free ports outside the ephemeral range {low}-{high}")
 
 
 def _bindable(port: int) -> bool:
@@ -322,9 +341,10 @@ def _bindable(port: int) -> bool:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, outside the kernel's ephemeral range (:func:`_free_range`): the cluster's parts
+    start together and bind their ports seconds after they are chosen, while the others bind sockets
+    to port 0 (a broker once exited at start-up, its port or its controller's presumably taken)."""
+    return _free_range(1)
 
 
 def _port_open(port: int) -> bool:

@@ -144,3 +144,15 @@ def test_a_kafka_cluster_id_never_reads_as_an_option(monkeypatch):
     ids = iter([b"\xfb" + bytes(15), bytes(16)])   # the first encodes to "-wAA...", the second to "AAAA..."
     monkeypatch.setattr(local_cluster.uuid, "uuid4", lambda: type("U", (), {"bytes": next(ids)})())
     assert local_cluster.uuid_for_kafka() == "A" * 22
+
+
+def test_the_flink_ports_bound_only_while_a_job_runs_are_outside_the_ephemeral_range():
+    # the job server's Flink binds its metrics and REST ports per job: a socket bound to port 0 between
+    # two jobs must not be able to take them (a fresh-clone run scraped a gRPC server there)
+    from deploy.local.cluster import _ephemeral_range, _free_range, free_port
+    low, high = _ephemeral_range()
+    for n in (1, 4):
+        first = _free_range(n)
+        assert all(not low <= p <= high for p in range(first, first + n)), (first, n, low, high)
+    # every port the cluster picks before its part binds it (broker, controller, job server, ...)
+    assert not low <= free_port() <= high
