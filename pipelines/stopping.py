@@ -341,7 +341,10 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
             what = f"no running Flink job named {job_name} at {rest}: the job had ended"
         else:
             what = f"the job was cancelled ({_beam_cancel(result)})"
-            if _job_service(options):
+            if _job_service(options) and getattr(args, "flink_rest", None):
+                what += (f" in Beam's job service; the job server's Flink at --flink-rest={args.flink_rest} ran no "
+                         f"active job named {job_name}")
+            elif _job_service(options):
                 # Beam's cancel ends the job service's wait; a job server's own Flink keeps the job
                 # until its workers are gone (seen RESTARTING a minute later with checkpoints)
                 what += (" in Beam's job service only: a job server's embedded Flink may still run it (give "

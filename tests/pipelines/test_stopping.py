@@ -6,6 +6,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -259,3 +260,21 @@ def test_a_cancel_without_flink_rest_says_the_job_servers_flink_may_still_run_it
     line = str(stopped)
     assert "the job was cancelled (CANCELLED)" in line
     assert ("embedded Flink may still run it" in line and "--flink-rest" in line) == warned
+
+
+def test_a_cancel_with_flink_rest_where_no_such_job_runs_says_so_without_the_hint(tmp_path):
+    """--flink-rest given, no Flink there running the job (here: nothing listening on the port): the line
+    says so, and does not tell the user to give the --flink-rest they gave."""
+    from types import SimpleNamespace
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = SimpleNamespace(streaming=True, detach=False, savepoint_on_stop=False, flink_rest=f"127.0.0.1:{port}",
+                           output=str(tmp_path), run_id="r")
+    options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=localhost:8099"])
+    line = str(stop_job(_CancelledJob(), args, options, [], signal.SIGINT, "job-1"))
+    assert f"the job server's Flink at --flink-rest=127.0.0.1:{port} ran no active job named job-1" in line
+    assert "may still run it" not in line and "give --flink-rest" not in line
