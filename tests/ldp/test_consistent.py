@@ -11,6 +11,7 @@ from ldp_marginals.ldp.consistent import (
     project_group_tables, project_tables,
 )
 from ldp_marginals.ldp.randomizer import randomize_bits
+from ldp_marginals.ldp.sure_em import joint_sure_em
 from ldp_marginals.ldp.tables import noisy_histogram
 from tests.ldp.test_hadamard import histogram, population
 from tests.stats import assert_coverage
@@ -137,10 +138,18 @@ BENCH_MISS = [
 
 def test_consistent_tables_take_the_full_joint_when_every_order_is_counted():
     bits = population(2000, d=5, seed=2)
-    for top, method in ((5, "joint-mle"), (3, "projection")):
+    for top, methods in ((5, ("joint-em", "joint-mle")), (3, ("projection",))):
         _, est = _raw(bits, 1.0, seed=4, top=top)
         out = consistent_tables(est, 3)
-        assert out.method == method and out.iterations >= 1 and out.fallback is None
+        assert out.method in methods and out.iterations >= 1 and out.fallback is None
+        if top == 5:        # the joint SURE chose for the 3-way tables
+            every = tuple(range(5))
+            want = joint_sure_em(noisy_histogram(est, every), lambda i: est.channels[i].matrix(), 5,
+                                 list(combinations(range(5), 3)),
+                                 joint_mle({every: noisy_histogram(est, every)}, lambda i: est.channels[i].matrix(), 5))
+            assert want.method == out.method
+            np.testing.assert_allclose(out.tables[3], [marginal_of_joint(want.joint, 5, s) for s in combinations(range(5), 3)],
+                                       atol=1e-12)
         fam = est.family
         for o in (1, 2, 3):
             t = out.tables[o]
@@ -165,7 +174,7 @@ def _bench_miss():
 def test_joint_mle_reaches_the_maximum_where_l_bfgs_b_stopped_short():
     """The bench's window above, 108 of its 128 cells at 0 in the maximum: the fit meets the KKT conditions
     (checked with the dense channel matrix, independently of the solver) and 5,000 EM steps from uniform
-    (monotone in the likelihood) do not beat it, so consistent_tables publishes the MLE."""
+    (monotone in the likelihood) do not beat it, so it is the MLE candidate SURE weighs for consistent_tables."""
     ch, est = _bench_miss()
     fit, y, a = _fit_of_every_bit(ch, est, 7)
     n = y.sum()
@@ -176,12 +185,14 @@ def test_joint_mle_reaches_the_maximum_where_l_bfgs_b_stopped_short():
     for _ in range(5000):
         em = em * (a.T @ (y / (a @ em))) / n
     assert y @ np.log(a @ em) <= y @ np.log(a @ fit) + 1e-9
-    assert consistent_tables(est, 3).method == "joint-mle"
+    chosen = joint_sure_em(y, lambda i: ch[i].matrix(), 7, list(combinations(range(7), 3)), (fit, 1))
+    assert chosen.path[-1][0] == -1 and consistent_tables(est, 3).method in ("joint-em", "joint-mle")
 
 
-def test_consistent_tables_fall_back_to_the_projection_when_the_mle_misses_its_check(monkeypatch):
-    """A fit that misses its KKT check (here made to): consistent_tables returns the projection of the raw
-    3-way tables, as the job does, and says why in ``fallback``."""
+def test_consistent_tables_without_the_mle_when_it_misses_its_check(monkeypatch):
+    """A fit that misses its KKT check (here made to): below SURE_MAX_BITS it is no candidate (EM's iterates
+    are); above, consistent_tables returns the projection of the raw 3-way tables, as the job does, and
+    says why in ``fallback``."""
     import ldp_marginals.ldp.consistent as consistent
 
     def missed(*args, **kwargs):
@@ -189,8 +200,11 @@ def test_consistent_tables_fall_back_to_the_projection_when_the_mle_misses_its_c
     monkeypatch.setattr(consistent, "joint_mle", missed)
     _, est = _bench_miss()
     out = consistent_tables(est, 3)
+    assert out.method == "joint-em" and out.fallback is None
+    _, est = _raw(population(1500, d=9, seed=3), 0.5, seed=4, top=9)          # d = 9 > SURE_MAX_BITS
+    out = consistent_tables(est, 3)
     assert out.method == "projection" and "misses the KKT conditions" in out.fallback
-    top = SetFamily.all_up_to(7, 3)
+    top = SetFamily.all_up_to(9, 3)
     raw = np.array([marginal_table(est, s).frequencies for s in top.members(3)])
     assert raw.min() < 0
     np.testing.assert_allclose(out.tables[3], project_tables(raw, top, 3)[0], atol=1e-12)
@@ -199,7 +213,6 @@ def test_consistent_tables_fall_back_to_the_projection_when_the_mle_misses_its_c
         np.testing.assert_allclose(out.tables[o].sum(axis=1), 1.0, atol=1e-9)
 
 
-@pytest.mark.statistical
 def test_intervals_of_consistent_tables_cover_at_their_level():
     """150 replicates x 10 tables x 8 cells at per-bit epsilon 1, where a tenth of the raw cells are
     negative: the clipped-and-stretched 95% intervals cover the true cells at 95% (binomial band)."""
@@ -267,25 +280,29 @@ def test_group_projection_leaves_valid_tables_alone_and_makes_noisy_ones_consist
         project_group_tables([t[:-1] for t in noisy], SHAPES)
 
 
-def test_group_tables_of_a_boolean_window_counted_whole_are_marginals_of_the_joint_mle():
+def test_group_tables_of_a_boolean_window_counted_whole_are_marginals_of_the_chosen_joint():
     from ldp_marginals.ldp.encoding import Feature, Layout
     from ldp_marginals.ldp.tables import group_table
 
     bits = population(3000, d=4, seed=5)
     layout = Layout(tuple(Feature.boolean(n) for n in "abcd"))
     groups = [("a", "b"), ("b", "c", "d")]
-    for top, method in ((4, "joint-mle"), (3, "projection")):
+    for top, methods in ((4, ("joint-em", "joint-mle")), (3, ("projection",))):
         _, est = _raw(bits, 0.7, seed=9, top=top)
         raw = [group_table(est, layout, g).estimate / est.n for g in groups]
         out = consistent_group_tables(est, layout, groups, raw)
-        assert out.method == method
+        assert out.method in methods
         for t in out.tables:
             assert (t >= 0).all() and t.sum() == pytest.approx(1.0, abs=1e-9)
         shapes = [[(f, 2) for f in g] for g in groups]
         (a, b), = _shared_marginals(out.tables, shapes)
         np.testing.assert_allclose(a, b, atol=1e-8)
-        if method == "joint-mle":
-            joint, _ = joint_mle({(0, 1, 2, 3): noisy_histogram(est, (0, 1, 2, 3))}, lambda i: est.channels[i].matrix(), 4)
+        if top == 4:        # the joint SURE chose for the groups' tables (bits of a, b and of b, c, d)
+            y = noisy_histogram(est, (0, 1, 2, 3))
+            mle = joint_mle({(0, 1, 2, 3): y}, lambda i: est.channels[i].matrix(), 4)
+            chosen = joint_sure_em(y, lambda i: est.channels[i].matrix(), 4, [(0, 1), (1, 2, 3)], mle)
+            assert chosen.method == out.method
+            joint = chosen.joint
             # cells in group_cells order: first feature slowest, false before true
             want = joint.reshape(2, 2, 2, 2)                           # axes: d, c, b, a
             np.testing.assert_allclose(out.tables[0], want.sum(axis=(0, 1)).T.reshape(-1), atol=1e-12)
