@@ -42,6 +42,7 @@ SURE_MAX_BITS = 8        # dense 2^d x 2^d matrices, three 2^d x 2^d x probes pr
 SURE_PROBES = 16
 SURE_MAX_STEPS = 5000
 _FIRST, _GROW, _PATIENCE, _FLAT, _SLACK = 10, 1.08, 4.0, 1e-4, 0.05
+_TINY = 1e-100
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class _Risk:
             # d step / d joint = diag(g) - diag(joint) A^T diag(y / e^2) A;  d step / d y = diag(joint) A^T diag(1 / e)
             jv = g[:, None] * jv + joint[:, None] * (a.T @ ((v - (y / e)[:, None] * (a @ jv)) / e[:, None]))
             joint = joint * g
+            tiny = joint < _TINY     # EM's vanishing cells, held at 0: subnormal floats would cost ~100x a step
+            joint[tiny], jv[tiny] = 0.0, 0.0
             if t >= mark or t == max_steps:
                 mark = max(mark * _GROW, t + 1.0)
                 yield t, joint, jv
