@@ -120,3 +120,31 @@ def test_batch_files_messages_containers_and_streaming_agree(tmp_path):
                 else:
                     assert a == e, (mode, kind)
         assert sorted((d["reason"], d["detail"]) for d in got["dead_letters"]) == dead, mode
+
+
+def test_consistent_tables_of_the_joint_agree_batch_and_streaming():
+    """Every feature boolean and every order counted: the consistent tables are the joint SURE chooses
+    (ldp/sure_em.py; its probes are seeded by the counts), the same rows to the bit in batch and in the
+    streaming job's last panes."""
+    cfg = parse_config({"collection": "flags", "features": [{"name": n, "type": "boolean"} for n in "abcde"],
+                        "channel": [{"p": 0.2, "q": 0.8}, {"p": 0.15, "q": 0.9}, {"p": 0.25, "q": 0.75},
+                                    {"p": 0.2, "q": 0.8}, {"p": 0.1, "q": 0.85}],
+                        "max_order": 5, "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 50,
+                        "groups": [["a", "b"], ["b", "c", "d"], ["e"]], "dimensions": {"region": {"max_values": 10}}})
+    records = []
+    for seed, region in ((7, "eu"), (8, "us")):
+        pop = simulate_population(cfg, 500, seed=seed, span_seconds=1.5 * 3600, reports_per_client=2)
+        records += list(report_records(cfg, pop, {"region": region}))
+    messages = [schemas.encode_message("noisy_report", r) for r in records]
+    batch = run_batch(beam.Create(messages), cfg)
+    stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages)
+              .advance_watermark_to_infinity())
+    got = Collected()
+    with streaming_pipeline() as p:
+        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
+        for kind, pcoll in outs.items():
+            pcoll | got.into(kind)
+    want = canonical({k: batch[k] for k in ESTIMATE_KINDS})["consistent_tables"]
+    assert want and {r["method"] for r in batch["consistent_tables"]} <= {"joint-em", "joint-mle"}
+    assert "joint-em" in {r["method"] for r in batch["consistent_tables"]}
+    assert canonical(latest_panes(got))["consistent_tables"] == want
