@@ -532,6 +532,27 @@ def _start_jobmanager(cluster: Cluster) -> None:
                                              _metrics_port(cluster, "jobmanager")], log, cluster)
     cluster.pids["jobmanager"] = proc.pid
     _wait_port(cluster.rest_port, proc, "the Flink JobManager", log)
+    _wait_rest(cluster, proc, log)
+
+
+def _wait_rest(cluster: Cluster, proc: subprocess.Popen, log: str, timeout: float = 120.0) -> None:
+    """Wait until the JobManager's REST API answers: it listens before its dispatcher is up and answers
+    503 (Service Unavailable) until then (two session clusters starting at once on a busy machine: the
+    TaskManagers' start read /taskmanagers too early, and the cluster failed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise ClusterError(f"the Flink JobManager exited with code {proc.returncode}; see {log}")
+        try:
+            cluster.rest_call("/taskmanagers")
+            return
+        except urllib.error.HTTPError as err:
+            if err.code != 503:
+                raise
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the Flink JobManager's REST API still answered 503 after {timeout:.0f} s; "
+                                   f"see {log}") from None
+        time.sleep(0.3)
 
 
 def _start_taskmanager(cluster: Cluster, *parts: str, timeout: float = 120.0) -> None:

@@ -156,3 +156,37 @@ def test_the_flink_ports_bound_only_while_a_job_runs_are_outside_the_ephemeral_r
         assert all(not low <= p <= high for p in range(first, first + n)), (first, n, low, high)
     # every port the cluster picks before its part binds it (broker, controller, job server, ...)
     assert not low <= free_port() <= high
+
+
+def test_the_jobmanager_is_up_when_its_rest_api_answers_not_when_it_listens(tmp_path):
+    # Flink's JobManager listens before its dispatcher is up and answers 503 until then: a session
+    # cluster started on a busy machine failed reading /taskmanagers at that moment
+    import http.server
+    import threading
+    answers = [503, 503, 200]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            code = answers.pop(0) if len(answers) > 1 else answers[0]
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(b'{"taskmanagers": []}' if code == 200 else b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("localhost", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        c = _cluster(tmp_path, rest_port=server.server_address[1])
+        local_cluster._wait_rest(c, proc, "jobmanager.log", timeout=30)
+        assert answers == [200]   # it asked until the API answered
+        answers[:] = [503]
+        with pytest.raises(local_cluster.ClusterError, match="still answered 503 after 1 s"):
+            local_cluster._wait_rest(c, proc, "jobmanager.log", timeout=1)
+    finally:
+        proc.kill()
+        proc.wait()
+        server.shutdown()
+        server.server_close()
