@@ -11,10 +11,11 @@ from ldp_marginals.pipelines.run import run
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
+from tests.cluster import streams
 from tests.configs import SMALL_CONFIG
 from tests.pipelines.test_same_answers import FLOATS, reports
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, streams.CANCELLED_WORKER_THREADS]
 
 RAW = dict(SMALL_CONFIG, features=SMALL_CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0,
                                                                "high": 30}],
