@@ -11,7 +11,16 @@ the timeline the crash cut off (the file writers take only checkpointed input: `
 
 An upgrade: the job is stopped with a savepoint mid-stream and submitted again from it; the outputs
 equal the batch path's. A config that would give the state another shape is refused before the job
-is submitted, naming what changed."""
+is submitted, naming what changed.
+
+Pace. The stream's watermark is the newest report time Kafka IO has read from each partition, or the
+clock once it has read all a partition holds (``streams``), so whether a report is on time must not
+depend on how fast the job reads: the first part goes out a window at a time (each window's reports
+shuffled), so no window can close before the job has read all of that part's reports of it, and the
+held-back reports go out while the job is down (the TaskManager killed, the job stopped), so that the
+job, restarted, reads them before it has caught up with the topic. (Sent once the restore was seen,
+and with every window's reports mixed in the first part, a parallel run at load 12-27, the job well
+behind the clock, counted 9 reports as late.)"""
 import json
 import os
 import random
@@ -54,14 +63,16 @@ def pane_files(out: str) -> dict:
 DAMAGED = [(b"\x00\x01not avro", 0)]
 
 
-def start_stream(cluster, tmp_path, topic: str, seed: int, config: dict = CRASH):
-    """``topic``, empty, and the job's arguments -> ``(argv, output, begin)``. ``begin()``, called once
-    the job runs: reports of a few 10 s windows from the near future, shuffled; all but the second half
-    of the last window's (returned, to be sent later) produced with one damaged message ->
-    ``(t0, last window index, records, held back)``. (Produced before the job was submitted, the first
-    window's reports were late once: a busy machine took 33 s to build and submit the job, and the
-    window had closed, its end plus 5 s, by the time the job read them.)"""
-    (tmp_path / "c.json").write_text(json.dumps(config))
+def start_stream(cluster, tmp_path, topic: str, seed: int, configs: tuple = (CRASH,)):
+    """``topic``, empty, and the job's arguments (one collection a config) -> ``(argv, output, begin)``.
+    ``begin()``, called once the job runs: reports of a few 10 s windows from the near future, each
+    collection's the same population, a window at a time, shuffled within each (in time order under
+    privacy.unit: device); all but the second half of the last window's (returned, to be sent later)
+    produced with one damaged message -> ``(t0, last window index, records, held back)``. (Produced
+    before the job was submitted, the first window's reports were late once: a busy machine took 33 s
+    to build and submit the job, and the window had closed, its end plus 5 s, by the time the job read
+    them.)"""
+    (tmp_path / "c.json").write_text(json.dumps(list(configs)))
     streams.produce(cluster.bootstrap, topic, [])
     out = str(tmp_path / "stream")
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
@@ -70,14 +81,21 @@ def start_stream(cluster, tmp_path, topic: str, seed: int, config: dict = CRASH)
             # reports stamped ahead of the clock (streams): no batching delay to wait for
             "--watermark-delay-seconds", "0",
             "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
-    return argv, out, lambda: _begin(cluster, topic, seed, config)
+    return argv, out, lambda: _begin(cluster, topic, seed, configs)
 
 
-def _begin(cluster, topic: str, seed: int, config: dict = CRASH) -> tuple:
+def _begin(cluster, topic: str, seed: int, configs: tuple) -> tuple:
     t0 = streams.next_start_ms(WINDOW_S, ahead_s=20)
-    records = reports(parse_config(CRASH))
-    if "dimensions" not in config:   # the reports without the dimension of the config's key
-        records = [dict(r, dimensions={k: v for k, v in r["dimensions"].items() if k != "region"}) for r in records]
+    population = reports(parse_config(CRASH))   # collection app, and the faults (one of them of no collection)
+    records, in_time_order = [], set()
+    for config in configs:
+        own = population if config["collection"] == CRASH["collection"] else [
+            dict(r, collection=config["collection"]) for r in population if r["collection"] == CRASH["collection"]]
+        if "dimensions" not in config:   # the reports without the dimension of the config's key
+            own = [dict(r, dimensions={k: v for k, v in r["dimensions"].items() if k != "region"}) for r in own]
+        records += own
+        if "privacy" in config:   # in time order: a device's choice is the batch path's when its slice's
+            in_time_order.add(config["collection"])   # reports come before the slice's first release (docs/design.md)
     records = streams.rescale(records, DEFAULT_START_MS, t0, WINDOW_S)
     random.Random(seed).shuffle(records)
     last_window = max(streams.window_index(r, t0, WINDOW_S) for r in records if r["event_time"] >= 0)
@@ -87,8 +105,9 @@ def _begin(cluster, topic: str, seed: int, config: dict = CRASH) -> tuple:
     later_ids = set(last[len(last) // 2:])
     later = [r for i, r in enumerate(records) if i in later_ids]
     now = [r for i, r in enumerate(records) if i not in later_ids]
-    if "privacy" in config:   # in time order: a device's choice is the batch path's when its slice's reports
-        now.sort(key=lambda r: r["event_time"])   # come before the slice's first release (docs/design.md)
+    # the windows in order, each window's reports shuffled (see the module docstring's "Pace")
+    now.sort(key=lambda r: (streams.window_index(r, t0, WINDOW_S),
+                            r["event_time"] if r["collection"] in in_time_order else 0))
     first = streams.singles(now[:800], default_ms=t0) + [
         (container(now[i:i + 300]), max(t0, min(r["event_time"] for r in now[i:i + 300])))
         for i in range(800, len(now), 300)] + [(value, t0) for value, _ in DAMAGED]
@@ -107,24 +126,31 @@ def first_pane(cluster, out: str, begin) -> tuple:
     return job, begun
 
 
-def wait_for_all_windows(out: str, t0: int, last_window: int) -> None:
-    for i in range(last_window + 1):
-        streams.wait_until(f"the close of window {i}", lambda i=i: closed(out, "app", window_of(i, t0)), 120)
+def wait_for_all_windows(out: str, t0: int, last_window: int, collections: tuple = ("app",)) -> None:
+    for c in collections:
+        for i in range(last_window + 1):
+            streams.wait_until(f"the close of {c}'s window {i}", lambda i=i: closed(out, c, window_of(i, t0)), 120)
     streams.wait_until("the undecodable message's dead letter", lambda: any(
         d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 30)
 
 
-def assert_batch_rows_once(tmp_path, records: list, out: str) -> None:
-    """The stream's latest panes are the batch path's rows on ``records``, each dead letter is there
-    once, every file set's panes are 0..n-1 and no temporary file is left."""
-    batch, expected = streams.batch_of(tmp_path, records)
-    streams.assert_same_estimates(out, batch)
-    dead = read_rows(out, DEAD_LETTERS)
+def dead_letters_by_reason(output: str, keep=lambda collection: True) -> dict:
+    """``{reason: reports}`` of the dead letters under ``output`` whose collection ``keep`` keeps."""
     by_reason = {}
-    for d in dead:
-        by_reason[d["reason"]] = by_reason.get(d["reason"], 0) + d["reports"]
+    for d in read_rows(output, DEAD_LETTERS):
+        if keep(d["collection"]):
+            by_reason[d["reason"]] = by_reason.get(d["reason"], 0) + d["reports"]
+    return by_reason
+
+
+def assert_batch_rows_once(out: str, batch: str, collection: str = "app", others: tuple = ()) -> None:
+    """The stream's latest panes of ``collection`` are the batch path's rows (``batch``: its output on
+    the same reports), each dead letter but those of the ``others`` collections is there once, every
+    file set's panes are 0..n-1 and no temporary file is left."""
+    streams.assert_same_estimates(out, batch, collection=collection)
+    by_reason = dead_letters_by_reason(out, lambda c: c not in others)
     assert by_reason.pop("undecodable") == len(DAMAGED)
-    assert by_reason == expected["dead_letters_by_reason"]
+    assert by_reason == dead_letters_by_reason(batch, lambda c: c not in others)
     # every file set's panes are 0..n-1: none of a rolled-back timeline, none written twice under two names
     for key, panes in pane_files(out).items():
         assert panes == list(range(len(panes))), key
@@ -133,60 +159,76 @@ def assert_batch_rows_once(tmp_path, records: list, out: str) -> None:
     assert not leftovers
 
 
-def crash_and_restore(cluster, tmp_path, topic: str, seed: int, config: dict = CRASH) -> tuple:
+def crash_and_restore(cluster, tmp_path, topic: str, seed: int, configs: tuple) -> tuple:
     """The crash of the module docstring on ``topic`` -> ``(output, t0, records)`` once every window closed."""
-    argv, out, begin = start_stream(cluster, tmp_path, topic, seed, config)
+    argv, out, begin = start_stream(cluster, tmp_path, topic, seed, configs)
+    collections = tuple(c["collection"] for c in configs)
     with streams.running_job(argv, cluster):
         job, (t0, last_window, records, after) = first_pane(cluster, out, begin)
-        assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the crash"
+        for c in collections:
+            assert not closed(out, c, window_of(last_window, t0)), f"{c}'s stream ended before the crash"
         checkpoints = cluster.completed_checkpoints(job)
         assert checkpoints >= 1
         cluster.kill("taskmanager")
+        streams.produce(cluster.bootstrap, topic, streams.singles(after), create=False)   # while the job is down
         cluster.start_taskmanager()
         restored = streams.wait_until("the job's restart from a checkpoint",
                                       lambda: cluster.restored_checkpoint(job), 60)
         assert not restored["is_savepoint"] and restored["id"] >= checkpoints
-        streams.produce(cluster.bootstrap, topic, streams.singles(after), create=False)
-        wait_for_all_windows(out, t0, last_window)
+        wait_for_all_windows(out, t0, last_window, collections)
     return out, t0, records
 
 
-def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_nothing(session_cluster, tmp_path):
-    out, _, records = crash_and_restore(session_cluster, tmp_path, "crash", seed=5)
-    assert_batch_rows_once(tmp_path, records, out)
+# The crash of the two tests below is one: one job of two collections, the same population in each,
+# app (CRASH) and devices (DEVICES); each test's assertions read its own collection's rows.
+DEVICES = dict(DEVICE, collection="devices")
 
 
-def test_the_device_bound_holds_after_a_crash_and_restore(session_cluster, tmp_path):
+@pytest.fixture(scope="module")
+def crashed(session_cluster, tmp_path_factory):
+    """``(output, t0, records, the batch path's output on the records, its summary)`` of the crash."""
+    tmp_path = tmp_path_factory.mktemp("crash")
+    out, t0, records = crash_and_restore(session_cluster, tmp_path, "crash", seed=5, configs=(CRASH, DEVICES))
+    return (out, t0, records) + streams.batch_of(tmp_path, records)
+
+
+def test_a_killed_taskmanager_resumes_from_the_checkpoint_and_loses_and_repeats_nothing(crashed):
+    out, _, _, batch, _ = crashed
+    assert_batch_rows_once(out, batch, "app", others=("devices",))
+
+
+def test_the_device_bound_holds_after_a_crash_and_restore(crashed):
     """The crash above under privacy.unit: device with a dimension (M = 1, K = 1: devices of up to 11
-    reports a window, most in both regions, so both bounds bind). Streaming decides a slice's keys and
-    reports when the slice's window closes, from the state the restore brought back plus what came
-    after (docs/design.md section 3). So: (a) each window's published reports plus those held back,
-    over its keys, are at most its devices, one report a device in one key; (b) over the windows they
-    are the devices less at most the late dead letters (none lost, none counted twice across the
-    restore), and the other dead letters are batch's; (c) a window with no late report has batch's
-    rows exactly, every key."""
-    out, t0, records = crash_and_restore(session_cluster, tmp_path, "crash-devices", seed=7, config=DEVICE)
-    batch, expected = streams.batch_of(tmp_path, records)
+    reports a window, most in both regions, so both bounds bind): the collection devices. Streaming
+    decides a slice's keys and reports when the slice's window closes, from the state the restore
+    brought back plus what came after (docs/design.md section 3). So: (a) each window's published
+    reports plus those held back, over its keys, are at most its devices, one report a device in one
+    key; (b) over the windows they are the devices less at most the late dead letters (none lost, none
+    counted twice across the restore), and the other dead letters are batch's; (c) a window with no
+    late report has batch's rows exactly, every key."""
+    out, t0, records, batch, expected = crashed
+    mine = DEVICES["collection"]
     devices = {}   # window start -> the tokens of its valid reports
     for r in records:
-        if r["event_time"] >= t0 and r["collection"] == "app" and set(r["dimensions"]) == {"region"} \
+        if r["event_time"] >= t0 and r["collection"] == mine and set(r["dimensions"]) == {"region"} \
                 and len(r["bits"]) == 1 and r["client"] and len(r["client"]) < 100:
             devices.setdefault(t0 + streams.window_index(r, t0, WINDOW_S) * WINDOW_S * 1000, set()).add(r["client"])
     sent = sum(len(v) for v in devices.values())
-    assert expected["reports_over_device_bound"] > 0 and expected["reports_over_key_bound"] > 0   # both bind
+    # both bind (app, of no privacy unit, has no such reports)
+    assert expected["reports_over_device_bound"] > 0 and expected["reports_over_key_bound"] > 0
     published = {}   # window start -> reports published, over its keys
     for m in read_rows(out, MARGINALS):
-        published.setdefault(m["window_start"], {})[json.dumps(m["dimensions"], sort_keys=True)] = m["n_reports"]
+        if m["collection"] == mine:
+            published.setdefault(m["window_start"], {})[json.dumps(m["dimensions"], sort_keys=True)] = m["n_reports"]
     published = {w: sum(keys.values()) for w, keys in published.items()}
     held = {}   # window start -> reports held back or withheld for privacy (fewer than min_reports devices)
     for w in read_rows(out, WITHHELD):
-        if w["cause"] == "privacy":
+        if w["cause"] == "privacy" and w["collection"] == mine:
             held[w["window_start"]] = held.get(w["window_start"], 0) + w["n_reports"]
     kept = {w: published.get(w, 0) + held.get(w, 0) for w in devices}
-    dead, late_in = {}, {}
+    dead, late_in = dead_letters_by_reason(out, lambda c: c == mine), {}
     for d in read_rows(out, DEAD_LETTERS):
-        dead[d["reason"]] = dead.get(d["reason"], 0) + d["reports"]
-        if d["reason"] == "late":
+        if d["reason"] == "late" and d["collection"] == mine:
             w = t0 + (d["event_time"] - t0) // (WINDOW_S * 1000) * WINDOW_S * 1000
             late_in[w] = late_in.get(w, 0) + d["reports"]
     late = dead.pop("late", 0)
@@ -194,11 +236,11 @@ def test_the_device_bound_holds_after_a_crash_and_restore(session_cluster, tmp_p
                    published.items()}, held={w - t0: n for w, n in held.items()}, late=late)
     assert all(kept[w] <= len(devices[w]) for w in devices), figures                       # (a)
     assert sent - late <= sum(kept.values()) <= sent, figures                                  # (b)
-    assert dead.pop("undecodable") == len(DAMAGED) and dead == expected["dead_letters_by_reason"], (dead, figures)
+    assert dead == dead_letters_by_reason(batch, lambda c: c == mine), (dead, figures)
     whole = [w for w in devices if not late_in.get(w)]                                       # (c)
     assert whole, figures
-    rows = {o: {w: sorted(json.dumps(r, sort_keys=True) for r in read_rows(o, MARGINALS) if r["window_start"] == w)
-                for w in whole} for o in (out, batch)}
+    rows = {o: {w: sorted(json.dumps(r, sort_keys=True) for r in read_rows(o, MARGINALS)
+                          if r["window_start"] == w and r["collection"] == mine) for w in whole} for o in (out, batch)}
     differ = {w - t0: sorted(set(rows[out][w]) ^ set(rows[batch][w])) for w in whole if rows[out][w] != rows[batch][w]}
     assert not differ, (figures, differ)
     print("device crash test:", figures, "windows equal to batch:", [w - t0 for w in whole])
@@ -213,6 +255,7 @@ def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is
         savepoint = cluster.stop_with_savepoint(job)
         streams.wait_until("the job's end", lambda: job not in cluster.running_jobs(), 60)
     assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the savepoint"
+    streams.produce(cluster.bootstrap, "upgrade", streams.singles(later), create=False)   # while the job is down
 
     # a config whose state has another shape (one more order of counted sets) is refused at once
     changed = dict(CRASH, max_order=CRASH.get("max_order", 2) + 1)
@@ -224,6 +267,5 @@ def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is
         job = streams.wait_until("the resumed job", cluster.running_jobs, 120)[0]
         restored = streams.wait_until("the resumed job's restore", lambda: cluster.restored_checkpoint(job), 60)
         assert restored["is_savepoint"] and restored["external_path"].endswith(os.path.basename(savepoint))
-        streams.produce(cluster.bootstrap, "upgrade", streams.singles(later), create=False)
         wait_for_all_windows(out, t0, last_window)
-    assert_batch_rows_once(tmp_path, records, out)
+    assert_batch_rows_once(out, streams.batch_of(tmp_path, records)[0])
