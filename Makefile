@@ -76,11 +76,12 @@ cluster-up: $(STAMP) jvm
 cluster-down: $(STAMP)
 	$(PY) -m deploy.local.cluster down
 
-# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this. TEST_WORKERS=3
-# runs it in 3 pytest-xdist processes, a test module to one, slow modules first (tests/conftest.py); not the
-# default yet: under load a parallel run failed the Flink crash test (a lagging job's late reports), and a
-# cancelled job on the job server's Flink keeps running there (README, Tests)
-TEST_WORKERS ?= 0
+# Hypothesis derandomized (tests/conftest.py's "ci" profile): CI (.ci/run) runs exactly this. The suite runs
+# in TEST_WORKERS pytest-xdist processes (README, Tests): a test module to one (--dist loadfile), the tests of
+# each of tests/cluster/'s two clusters to one, so each cluster starts once, and those first (tests/conftest.py),
+# so that two processes wait on the clusters' watermarks while the third runs the CPU-bound modules.
+# TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 3
 test: $(STAMP) $(CHROMEDRIVER) jvm clients-java clients-ts
 	$(PY) -m pytest --hypothesis-profile=ci -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

@@ -26,20 +26,54 @@ def small_config():
 
 # The kinds of slow test (pyproject's markers): they wait on clusters, watermarks, browsers and pip.
 SLOW_MARKERS = ("flink", "kafka", "browser", "plain_install")
+# The tests of tests/cluster/ (conftest.py there) on its Flink session cluster (node id
+# prefixes); the others there run on its local cluster. A pytest-xdist run (`make test`) gives each of
+# the two groups to one worker (ClusterScheduling), so that each cluster is started once, as in one
+# process. Checked against the tests' fixtures at collection: a test missing here fails the run.
+SESSION_CLUSTER_TESTS = ("tests/cluster/test_flink_recovery.py::",
+                         "tests/cluster/test_stop_and_resume.py::test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_")
+CLUSTER_DIR = "tests/cluster/"
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+def _work_unit(nodeid: str) -> str:
+    """A test's unit of work in a pytest-xdist run: its module, or the cluster group it is in."""
+    if nodeid.startswith(SESSION_CLUSTER_TESTS):
+        return "the session cluster's tests"
+    return "the local cluster's tests" if nodeid.startswith(CLUSTER_DIR) else _module(nodeid)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the cluster groups of :func:`_work_unit` (xdist's ``loadgroup``, which
+    could group tests by a mark, does nothing on pytest 9: it renames items by an attribute pytest 9
+    no longer reads). Other ``--dist`` modes are xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClusterScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return ClusterScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The order of the work units of a pytest-xdist run (`make test TEST_WORKERS=3`, ``--dist loadfile``: a test
-    module to one worker, so its module- and session-scoped fixtures, a venv, a month of windows, a
-    cluster, are built once there): the modules holding slow tests first, those of the Flink session
-    cluster (the longest) first of all, so that their waiting overlaps the CPU-bound rest instead of
-    ending the run. (xdist's ``loadgroup``, which could keep the session cluster's two modules on one
-    worker, does nothing on pytest 9: it renames items by an attribute pytest 9 no longer reads.)"""
-    def module(item):
-        return item.nodeid.split("::")[0]
-
+    """The order of the work units of a pytest-xdist run (``make test``: ``--dist loadfile``, a test
+    module to one worker, so its module-scoped fixtures, a venv, a month of windows, are built once
+    there, and each cluster's tests to one worker, :func:`_work_unit`): the session cluster's tests
+    first (the longest), then the local cluster's, then the other modules holding slow tests, so that
+    their waiting overlaps the CPU-bound rest instead of ending the run."""
+    on_session = {item.nodeid for item in items if "session_cluster" in item.fixturenames}
+    listed = {item.nodeid for item in items if item.nodeid.startswith(SESSION_CLUSTER_TESTS)}
+    if on_session != listed:
+        raise pytest.UsageError("tests/conftest.py: SESSION_CLUSTER_TESTS must name exactly the tests that use the "
+                                f"session_cluster fixture; these differ: {sorted(on_session ^ listed)}")
     if not os.environ.get("PYTEST_XDIST_WORKER"):   # a run in one process keeps the collection order
         return
-    session = {module(item) for item in items if "session_cluster" in item.fixturenames}
-    slow = {module(item) for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
-    items.sort(key=lambda item: (module(item) not in session, module(item) not in slow))
+    slow = {_module(item.nodeid) for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKERS)}
+    items.sort(key=lambda item: (item.nodeid not in on_session, not item.nodeid.startswith(CLUSTER_DIR),
+                                 _module(item.nodeid) not in slow))
