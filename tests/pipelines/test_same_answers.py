@@ -63,6 +63,15 @@ def run_batch(source, config):
     return got
 
 
+def run_streaming(stream, config):
+    got = Collected()
+    with streaming_pipeline() as p:
+        outs = build(p, stream, None, JobOptions({config.name: config}, streaming=True))
+        for kind, pcoll in outs.items():
+            pcoll | got.into(kind)
+    return got
+
+
 def latest_panes(got) -> dict:
     """The rows of each window and capped key's latest pane, by kind (the streaming job's answer at the end)."""
     latest = {}
@@ -97,12 +106,7 @@ def test_batch_files_messages_containers_and_streaming_agree(tmp_path):
               .add_elements(containers[2:])
               .add_elements(messages[700:1000])
               .advance_watermark_to_infinity())
-    got = Collected()
-    with streaming_pipeline() as p:
-        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
-        for kind, pcoll in outs.items():
-            pcoll | got.into(kind)
-    answers["streaming"] = got
+    answers["streaming"] = run_streaming(stream, cfg)
 
     expected = canonical({k: answers["files"][k] for k in ESTIMATE_KINDS})
     assert all(expected[kind] for kind in ESTIMATE_KINDS), {k: len(v) for k, v in expected.items()}
@@ -139,11 +143,7 @@ def test_consistent_tables_of_the_joint_agree_batch_and_streaming():
     batch = run_batch(beam.Create(messages), cfg)
     stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages)
               .advance_watermark_to_infinity())
-    got = Collected()
-    with streaming_pipeline() as p:
-        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
-        for kind, pcoll in outs.items():
-            pcoll | got.into(kind)
+    got = run_streaming(stream, cfg)
     want = canonical({k: batch[k] for k in ESTIMATE_KINDS})["consistent_tables"]
     assert want and {r["method"] for r in batch["consistent_tables"]} <= {"joint-em", "joint-mle"}
     assert "joint-em" in {r["method"] for r in batch["consistent_tables"]}
