@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
+from ldp_marginals.ldp.aggregate import sampled_clients
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.consistent import consistent_group_tables, consistent_intervals
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
@@ -244,8 +245,13 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         if reason is not None:
             yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
             return
-        yield EXTREMES, [extreme_row(base, ext, acc.n_clients, total, var, config.level)
-                         for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc))]
+        n_clients = acc.n_clients
+        if config.client_sample is not None:   # the clients the sample keeps, each on its c reports
+            n_clients = sampled_clients([acc] if atoms is None else atoms, config.client_sample,
+                                        config.min_reports).keys.size
+        sums = config.aggregator.client_sums(acc, atoms, config.min_reports)
+        yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level)
+                         for ext, (total, var) in zip(config.client_extremes, sums)]
 
 
 def _not_shown(config, base, what: str, given: float, threshold: float, statistic: str) -> dict:
