@@ -119,3 +119,22 @@ def test_client_rows_publish_on_realistic_populations_with_a_sample_and_the_line
         tokens[key][r["client"]] += 1
     for key, rows in published.items():   # n: the clients with at least c reports in the window and key
         assert {r["n"] for r in rows} == {sum(1 for n in tokens[key].values() if n >= c)}
+
+
+def test_plan_warns_when_the_client_rows_would_be_withheld_for_the_population(tmp_path, capsys):
+    from ldp_marginals.pipelines.cli import main
+    spec = tmp_path / "c.yaml"
+    spec.write_text(yaml.safe_dump(config()))
+    args = ["plan", "--config", str(spec), "--reports-per-window", "10000", "--clients-per-window", "600",
+            "--reports-per-client", "5-30"]
+    main(args)
+    text = capsys.readouterr().out
+    assert "warning: extremes over clients: about 23 clients send each number of reports" in text
+    assert "reports_per_client: 5 would publish them" in text
+    spec.write_text(yaml.safe_dump(config(reports_per_client=5)))
+    main(args + ["--json"])
+    rows = __import__("json").loads(capsys.readouterr().out)["collections"][0]["client_rows"]
+    assert rows["published"] and rows["kept_clients"] == 600 and rows["reports_per_client"] == 5
+    spec.write_text(yaml.safe_dump(config(reports_per_client=29)))   # 2 x 23 clients send 29 or 30: withheld
+    main(args)
+    assert "fewer than min_reports=100: the client rows are withheld" in capsys.readouterr().out
