@@ -491,6 +491,10 @@ class ClientSample(NamedTuple):
     split: int
     left_out: list
 
+    @property
+    def clients_left_out(self) -> int:
+        return self.short + self.split
+
 
 def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0) -> ClientSample:
     """The clients of the union of ``atoms`` (disjoint accumulators of one key, as for

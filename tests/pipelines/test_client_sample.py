@@ -100,7 +100,7 @@ def linear(out):
                   for r in read_rows(out, "marginals", collection="fleet"))
 
 
-@pytest.mark.parametrize("population, c, windows", [(day_population, 5, 6), (month_population, 15, 14)],
+@pytest.mark.parametrize("population, c, windows", [(day_population, 5, 6), (month_population, 20, 14)],
                          ids=["day", "month"])
 def test_client_rows_publish_on_realistic_populations_with_a_sample_and_the_linear_rows_stay(
         tmp_path, population, c, windows):
@@ -117,8 +117,14 @@ def test_client_rows_publish_on_realistic_populations_with_a_sample_and_the_line
         key = ((r["event_time"] - T0) // DAY * DAY + T0, r["dimensions"]["region"])
         tokens.setdefault(key, {}).setdefault(r["client"], 0)
         tokens[key][r["client"]] += 1
+    left = {(r["window_start"], r["dimensions"]["region"]): r["reason"]
+            for r in read_rows(after, "withheld", collection="fleet") if r["statistic"] == "client_sample"}
     for key, rows in published.items():   # n: the clients with at least c reports in the window and key
-        assert {r["n"] for r in rows} == {sum(1 for n in tokens[key].values() if n >= c)}
+        kept = sum(1 for n in tokens[key].values() if n >= c)
+        assert {r["n"] for r in rows} == {kept}
+        short = len(tokens[key]) - kept   # counted, in a withheld row of statistic client_sample
+        assert (left[key].startswith(f"{short} clients left out of the client rows") if short else key not in left)
+    assert (len(left) > 0) == (population is month_population)   # the month: ~9% send fewer than 20
 
 
 def test_plan_warns_when_the_client_rows_would_be_withheld_for_the_population(tmp_path, capsys):

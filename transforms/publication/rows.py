@@ -41,6 +41,7 @@ MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
 # why a row of kind ``withheld`` exists (its ``cause``), and what it holds back (its ``statistic``)
 PRIVACY, PRECISION = "privacy", "precision"
 ALL, CLIENT_EXTREMES, CONDITIONAL, MEAN = "all", "client_extremes", "conditional", "mean"
+CLIENT_SAMPLE = "client_sample"   # a withheld row: the clients a published client row left out (reports_per_client)
 
 
 def displayed(estimate: float, low: float, high: float, lo: float, hi: float) -> dict:
@@ -245,13 +246,21 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         if reason is not None:
             yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
             return
-        n_clients = acc.n_clients
+        n_clients, sample = acc.n_clients, None
         if config.client_sample is not None:   # the clients the sample keeps, each on its c reports
-            n_clients = sampled_clients([acc] if atoms is None else atoms, config.client_sample,
-                                        config.min_reports).keys.size
+            sample = sampled_clients([acc] if atoms is None else atoms, config.client_sample, config.min_reports)
+            n_clients = sample.keys.size
         sums = config.aggregator.client_sums(acc, atoms, config.min_reports)
         yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level)
                          for ext, (total, var) in zip(config.client_extremes, sums)]
+        if sample is not None and sample.clients_left_out:   # counted: who the client rows leave out, and why
+            yield WITHHELD, [withheld_row(
+                config, base, acc.n,
+                f"{sample.clients_left_out} clients left out of the client rows (reports_per_client="
+                f"{config.client_sample}): {sample.short} sent fewer reports (or two of their reports share the "
+                f"c-th rank), {sample.split} sent theirs in released increments as fewer than "
+                f"min_reports={config.min_reports} others did; their reports count in the other rows",
+                PRIVACY, CLIENT_SAMPLE)]
 
 
 def _not_shown(config, base, what: str, given: float, threshold: float, statistic: str) -> dict:
