@@ -498,10 +498,13 @@ class ClientSample(NamedTuple):
 
 def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0) -> ClientSample:
     """The clients of the union of ``atoms`` (disjoint accumulators of one key, as for
-    :func:`client_groups`) that the client rows take under a sample of ``c`` reports, on their ``c``
-    reports of smallest rank. A client is kept when it has at least ``c`` reports and its c-th
-    smallest rank is below its (c+1)-th (a tie, reports stamped in one millisecond, would make the
-    choice read something other than rank); then, of those, the ones whose composition (their kept
+    :func:`client_groups`, in the order they were released) that the client rows take under a sample
+    of ``c`` reports, on their first ``c`` reports by (atom, rank): its reports in earlier atoms
+    first (so in streaming a client whose ``c`` reports came in the first release keeps them there,
+    and late increments split few clients), by rank within an atom (in batch, one atom: the ``c`` of
+    smallest rank). A client is kept when it has at least ``c`` reports and its c-th report comes
+    strictly before its (c+1)-th (a tie, two reports of an atom stamped in one millisecond, would make
+    the choice read something other than metadata); then, of those, the ones whose composition (their kept
     reports per atom) at least ``min_clients`` kept clients share (with one atom: all of them). Every
     kept client then holds exactly ``c`` reports and shares its composition with at least
     ``min_clients`` others, so the rows treat the clients of a composition alike (docs/design.md,
@@ -512,17 +515,24 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
     states = np.concatenate([a.sample_states for a in atoms]) if owner.size else np.zeros((0, n_ext, STATE_WIDTH))
     atom = np.repeat(np.arange(len(atoms)), [a.sample_owner.size for a in atoms])
     every = np.unique(np.concatenate([a.clients for a in atoms]))
-    devices, seen, keep = _select(owner, rank, c + 1)   # per client its c + 1 smallest ranks, in order
-    own = owner[keep]
+    # per client its c + 1 first reports by (atom, rank): earlier atoms first (an atom's own sample holds
+    # its c + 1 smallest ranks, so the union's first c + 1 are among them), then by rank
+    order = np.lexsort((rank, atom, owner))
+    own = owner[order]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
-    lengths = np.diff(np.r_[starts, own.size])
-    position = np.arange(own.size) - np.repeat(starts, lengths)
+    seen = np.diff(np.r_[starts, own.size])
+    devices = own[starts]
+    position = np.arange(own.size) - np.repeat(starts, seen)
+    keep = order[position <= c]
+    position = position[position <= c]
+    lengths = np.minimum(seen, c + 1)
+    starts = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64) if lengths.size else starts
     ok = seen >= c
-    full = lengths > c   # has a (c+1)-th candidate: its c-th rank must be below it
+    full = lengths > c   # has a (c+1)-th candidate: its c-th must come strictly before it
     if keep.size:
         cth = keep[np.minimum(starts + c - 1, keep.size - 1)]
         nxt = keep[np.minimum(starts + c, keep.size - 1)]
-        ok &= ~full | (rank[cth] < rank[nxt])
+        ok &= ~full | (atom[cth] < atom[nxt]) | (rank[cth] < rank[nxt])
     short = int(every.size - np.count_nonzero(ok))
     client = np.repeat(np.arange(devices.size), lengths)
     taken = (position < c) & ok[client]

@@ -118,3 +118,39 @@ def test_compositions_shared_by_too_few_clients_are_left_out_with_their_reports(
     sample = sampled_clients(atoms, 2, min_clients=3)
     assert sample.keys.tolist() == [1, 2, 3, 4] and sample.split == 3
     assert sample.left_out == [2, 1, 2]
+
+
+def test_the_sample_crosses_a_process_in_the_versioned_record_and_another_c_is_refused():
+    from ldp_marginals.ldp.versioned import accumulator_from_bytes, accumulator_to_bytes
+    rng = np.random.default_rng(5)
+    owner, keys, ms, truth = _population(rng, n_clients=50)
+    agg = _aggregator()
+    acc = agg.add_packed(agg.create(), pack_bits(_noisy(rng, truth)), keys, None, report_ranks(KEY, keys, ms))
+    back = accumulator_from_bytes(accumulator_to_bytes(acc, agg), agg)
+    for name in ("sample_owner", "sample_rank", "sample_states"):
+        assert np.array_equal(getattr(back, name), getattr(acc, name))
+    assert agg.client_sums(back) == agg.client_sums(acc)
+    assert np.array_equal(accumulator_from_bytes(accumulator_to_bytes(acc)).sample_states, acc.sample_states)
+    plain = _aggregator(c=None)   # a state without a sample: refused, naming what changed
+    old = plain.add_packed(plain.create(), pack_bits(_noisy(rng, truth)), keys, None)
+    with pytest.raises(ValueError, match="reports_per_client"):
+        accumulator_from_bytes(accumulator_to_bytes(old, plain), agg)
+    with pytest.raises(ValueError, match="reports_per_client"):
+        accumulator_from_bytes(accumulator_to_bytes(acc, agg), _aggregator(c=2))
+
+
+def test_reports_per_client_is_checked_and_defaults_to_the_device_bound():
+    from ldp_marginals.schemas.config import parse_config
+    base = {"collection": "x", "features": [{"name": "a", "type": "boolean"}], "channel": {"p": 0.25, "q": 0.75},
+            "max_order": 1, "window": {"type": "fixed", "size_seconds": 60}, "min_reports": 5,
+            "extremes": [{"name": "e", "op": "or", "bits": ["a"], "over": "client"}]}
+    assert parse_config(base).client_sample is None
+    assert parse_config(dict(base, reports_per_client=3)).client_sample == 3
+    assert parse_config(dict(base, privacy={"unit": "device", "max_reports_per_device": 4})).client_sample == 4
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="reports_per_client"):
+            parse_config(dict(base, reports_per_client=bad))
+    with pytest.raises(ValueError, match="reports_per_client must be at most privacy.max_reports_per_device=2"):
+        parse_config(dict(base, reports_per_client=3, privacy={"unit": "device", "max_reports_per_device": 2}))
+    with pytest.raises(ValueError, match="has none"):
+        parse_config(dict(base, extremes=[], reports_per_client=3))

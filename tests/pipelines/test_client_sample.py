@@ -144,3 +144,40 @@ def test_plan_warns_when_the_client_rows_would_be_withheld_for_the_population(tm
     spec.write_text(yaml.safe_dump(config(reports_per_client=29)))   # 2 x 23 clients send 29 or 30: withheld
     main(args)
     assert "fewer than min_reports=100: the client rows are withheld" in capsys.readouterr().out
+
+
+def test_live_client_rows_publish_with_late_reports_when_clients_keep_their_first_released_reports():
+    """Streaming (the job's builder on a TestStream, DirectRunner): five one-minute windows, 100 devices
+    a minute each sending 3 or 4 reports, 10% of them late (within the lateness: a second atom). The
+    groups rule splits the clients by their reports per atom and withholds every window; with
+    ``reports_per_client: 3`` a client keeps its reports of the first release first, the few clients a
+    late report splits off are left out (counted), and every window publishes."""
+    from apache_beam.testing import test_stream
+
+    from ldp_marginals.schemas.config import parse_config
+    from tests.pipelines.test_streaming import START, run_stream
+    live = dict(config(), collection="live", window={"type": "fixed", "size_seconds": 60}, min_reports=20,
+                allowed_lateness_seconds=120, dimensions={}, extremes=EXTREMES[:1])
+    rng = np.random.default_rng(0)
+    on, late = {m: [] for m in range(5)}, {m: [] for m in range(5)}
+    for m in range(5):
+        for d in range(100):
+            for _ in range(int(rng.integers(3, 5))):
+                r = {"collection": "live", "event_time": (START + 60 * m + int(rng.integers(60))) * 1000,
+                     "bits": bytes([int(rng.integers(8))]), "dimensions": {}, "client": f"d{d}"}
+                (late if rng.random() < 0.1 else on)[m].append(r)
+    published = {}
+    for c in (None, 3):
+        cfg = parse_config(dict(live, reports_per_client=c) if c else live)
+        stream = test_stream.TestStream().advance_watermark_to(START)
+        for m in range(5):
+            stream = stream.add_elements(on[m]).advance_watermark_to(START + 60 * (m + 1) + 1)
+            if m:
+                stream = stream.add_elements(late[m - 1])
+        got, _ = run_stream(stream.add_elements(late[4]).advance_watermark_to_infinity(), cfg)
+        published[c] = len({f.window for f in got["panes"] if f.kind == "extremes"
+                            and any(r["name"] == "any_ab" for r in f.rows)})
+        if c:
+            left = [r for r in got["withheld"] if r["statistic"] == "client_sample"]
+            assert left and all("clients left out of the client rows" in r["reason"] for r in left)
+    assert published == {None: 0, 3: 5}

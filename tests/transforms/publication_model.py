@@ -178,8 +178,9 @@ def rank_of(s: Scenario, j: int) -> int:
 
 def sampled_groups(s: Scenario, c: int, m: int, reports, atom_of) -> list:
     """The model of the client sample: per client of the row (its reports ``reports``) with at least
-    ``c`` reports and its c-th smallest rank below its (c+1)-th, its ``c`` reports of smallest rank;
-    then only the clients whose composition (those reports per atom, ``atom_of(r)``) at least ``m``
+    ``c`` reports and its c-th report strictly before its (c+1)-th, its first ``c`` reports by
+    (``atom_of(r)``, rank): earlier atoms first (``atom_of`` orders them as they were released), by
+    rank within one; then only the clients whose composition (those reports per atom) at least ``m``
     such clients share (with one atom, all)."""
     clients = {}
     for r in sorted(reports):
@@ -187,8 +188,9 @@ def sampled_groups(s: Scenario, c: int, m: int, reports, atom_of) -> list:
             clients.setdefault(s.reports[r][2], []).append(r)
     kept = {}
     for token, rs in clients.items():
-        rs = sorted(rs, key=lambda r: rank_of(s, r))
-        if len(rs) < c or (len(rs) > c and rank_of(s, rs[c - 1]) == rank_of(s, rs[c])):
+        rs = sorted(rs, key=lambda r: (atom_of(r), rank_of(s, r)))
+        if len(rs) < c or (len(rs) > c and (atom_of(rs[c - 1]), rank_of(s, rs[c - 1])) == (atom_of(rs[c]),
+                                                                                           rank_of(s, rs[c]))):
             continue
         kept[token] = rs[:c]
     comps = {t: tuple(sorted(atom_of(r) for r in rs)) for t, rs in kept.items()}
@@ -427,12 +429,18 @@ def statistics(s: Scenario, cfg, out: Outcome, batch: bool = False) -> list:
             by_name.update({n: (op, m, True) for n, op, m in CLIENT_EXTREMES})
             op, mask, over_clients = by_name[row["name"]]
             if over_clients and cfg.client_sample is not None:
-                first = {}   # a report's atom, as the model sees it: its slice, value and first pane
+                first = {}   # a report's first pane of the window and key that holds it
                 for pane, rs in sorted(latest[(f.window, key)]):
                     for r in rs:
-                        first.setdefault(r, (s.reports[r][0], s.reports[r][1], pane))
+                        first.setdefault(r, pane)
+                # a report's atom as the model sees it, in the engine's release order: its number among
+                # its slice and value's increments (by first pane), then its slice and value
+                panes_of = {}
+                for r in reports:
+                    panes_of.setdefault(s.reports[r][:2], set()).add(first[r])
+                number = {r: sorted(panes_of[s.reports[r][:2]]).index(first[r]) for r in reports}
                 groups = sampled_groups(s, cfg.client_sample, cfg.min_reports, reports,
-                                        (lambda r: 0) if batch else first.__getitem__)
+                                        (lambda r: 0) if batch else lambda r: (number[r], *s.reports[r][:2]))
             elif over_clients:
                 clients = {}
                 for r in reports:
