@@ -538,8 +538,8 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
     taken = (position < c) & ok[client]
     idx = keep[taken]
     kept_client = client[taken]              # index into devices, runs of c
-    comp = np.zeros((devices.size, len(atoms)), dtype=np.int64)
-    np.add.at(comp, (kept_client, atom[idx]), 1)
+    comp = np.bincount(kept_client * len(atoms) + atom[idx], minlength=devices.size * len(atoms)).reshape(
+        devices.size, len(atoms)).astype(np.int64)
     split = 0
     if min_clients > 1 and ok.any() and len(atoms) > 1:
         _, group, size = np.unique(comp[ok], axis=0, return_inverse=True, return_counts=True)
