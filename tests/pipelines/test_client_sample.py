@@ -181,3 +181,26 @@ def test_live_client_rows_publish_with_late_reports_when_clients_keep_their_firs
             left = [r for r in got["withheld"] if r["statistic"] == "client_sample"]
             assert left and all("clients left out of the client rows" in r["reason"] for r in left)
     assert published == {None: 0, 3: 5}
+
+
+def test_under_the_device_unit_the_sample_defaults_to_the_bound(tmp_path):
+    """``privacy.unit: device`` with M = 2 and no reports_per_client: the client rows take each device's
+    two kept reports (the bound's), and leave out (counted) the devices that sent one; the marginals
+    keep the bound's reports of every device."""
+    rng = np.random.default_rng(2)
+    records, sent = [], {}
+    for d in range(150):
+        n = int(rng.integers(1, 5))
+        sent[f"dev{d}"] = n
+        for _ in range(n):
+            records.append({"collection": "fleet", "event_time": T0 + int(rng.integers(DAY)),
+                            "bits": bytes([int(rng.integers(8))]), "dimensions": {}, "client": f"dev{d}"})
+    spec = config(dimensions={}, min_reports=20, privacy={"unit": "device", "max_reports_per_device": 2})
+    out = run_command(tmp_path, spec, records, "dev")
+    rows = [r for r in read_rows(out, "extremes", collection="fleet") if r["name"] in ("any_ab", "all_ab")]
+    two = sum(1 for n in sent.values() if n >= 2)
+    assert len(rows) == 2 and {r["n"] for r in rows} == {two}
+    (left,) = [r for r in read_rows(out, "withheld", collection="fleet") if r["statistic"] == "client_sample"]
+    assert left["reason"].startswith(f"{150 - two} clients left out of the client rows (reports_per_client=2)")
+    marginal = [r for r in read_rows(out, "marginals", collection="fleet") if r["columns"] == [0]]
+    assert marginal[0]["n_reports"] == sum(min(n, 2) for n in sent.values())
