@@ -121,8 +121,8 @@ def _population(args):
     try:
         low, high = int(low), int(high or low)
     except ValueError:
-        raise ValueError(f"--reports-per-client must be LOW or LOW-HIGH (integers), got --reports-per-client={spread!r}") \
-            from None
+        raise ValueError("--reports-per-client must be LOW or LOW-HIGH (integers), got "
+                         f"--reports-per-client={spread!r}") from None
     return n, low, high
 
 

@@ -254,7 +254,8 @@ def test_or_plus_and_minus_a_marginal_is_not_published(channel):
 def _sample_attacks():
     """issue 35's combinations, their windows and their targets (fewer than min_reports parties)."""
     variance = lambda out: field(out, "or_a", "variance") + ALPHA * marginal_a(out)   # noqa: E731
-    or_and = lambda out: field(out, "or_a", "estimate") + field(out, "and_a", "estimate") - marginal_a(out)  # noqa: E731
+    or_and = lambda out: (field(out, "or_a", "estimate") + field(out, "and_a", "estimate")   # noqa: E731
+                          - marginal_a(out))
     two = lambda out: field(out, "or_a", "variance") + field(out, "and_a", "variance")   # noqa: E731
     realistic = ([None] * 20 + [f"s{i}" for i in range(30)] + [f"d{i // 2}" for i in range(40)]
                  + ["T3"] * 3 + ["T4"] * 4)

@@ -451,8 +451,8 @@ def _every_composition():
 
     def unsplit(atoms_, c, min_clients=0):
         return real(atoms_, c, 0)
-    with mock.patch.object(aggregate, "sampled_clients", unsplit), mock.patch.object(release, "sampled_clients", unsplit), \
-            mock.patch.object(rows, "sampled_clients", unsplit):
+    with mock.patch.object(aggregate, "sampled_clients", unsplit), \
+            mock.patch.object(release, "sampled_clients", unsplit), mock.patch.object(rows, "sampled_clients", unsplit):
         yield
 
 
