@@ -656,6 +656,8 @@ def run(argv=None) -> dict:
         try:
             publish_ledger(args.output, args.run_id, args.earlier)   # before the run: killed between, it only withholds more
             finish_run(args.output, args.run_id, summary, started)
+        except ValueError as err:   # the ledger refused the run (a collection over another's reports)
+            raise ValueError(f"{err}; {_discard_unfinished(args)}") from None
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
             raise JobFailed(f"writing the run's release ledger, {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
                             f"{err.strerror or err}; the run is incomplete ({_discard_unfinished(args)}). Free "

@@ -2,12 +2,19 @@
 reruns of issue 35 each let a reader of both runs' outputs single out fewer than ``min_reports``
 reports or clients without the ledger (or with a new one), and not with it, by the rank test over
 every published field of both runs (tests/transforms/publication_model.py). Each part of the rule
-has a mutation that lets one of the attacks through."""
+has a mutation that lets one of the attacks through. Under the device unit (issue 47) two more reruns
+keep every count and swap what devices keep: a report (``swap``) or a key (``key_swap``)."""
 from __future__ import annotations
 
+import itertools
+import json
 from unittest import mock
 
+import numpy as np
 import pytest
+
+from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.devices import key_id, keys_over_bound
 
 from ldp_marginals.transforms.publication import releases
 from tests.transforms import publication_model as model
@@ -20,11 +27,12 @@ def _scenario(reports, *, periods=1, max_values=4, clients=False):
                           reports=list(reports), events=[], periods=periods)
 
 
-def _reruns(scenarios, ledger: bool = True) -> tuple:
-    """Each scenario run in turn into one output (batch), with the ledger carried from run to run or
-    none (every run a new ledger): ``(what the rank test finds over every run's published fields,
-    the ledger's releases, the last run's outcome)``. The last scenario holds every report."""
-    earlier, stats, out = [], [], None
+def _reruns(scenarios, ledger: bool = True, earlier=()) -> tuple:
+    """Each scenario run in turn into one output (batch), with the ledger carried from run to run (from
+    the releases ``earlier``) or none (every run a new ledger): ``(what the rank test finds over every
+    run's published fields, the ledger's releases, the last run's outcome)``. The last scenario holds
+    every report."""
+    earlier, stats, out = list(earlier), [], None
     for s in scenarios:
         cfg, out = model.run_batch(s, earlier if ledger else [])
         stats += model.statistics(s, cfg, out)
@@ -93,8 +101,54 @@ def remainder_case():
     return [_scenario(reports, periods=2), _scenario(reports)]
 
 
+def _device_scenario(reports, payload=(), key_bound=None):
+    return model.Scenario(window="fixed", min_reports=M, lateness=0, max_values=4, clients=False, reports=reports,
+                          events=[], device_bound=1, key_bound=key_bound, payload=list(payload))
+
+
+def _keeps(s, ids: list, j: int) -> bool:
+    """Whether the device bound (M = 1) of scenario ``s``'s config keeps report ``j`` of the reports
+    ``ids`` of one device (by the aggregator the model's runs use, whatever ranks are made of)."""
+    cfg = model.config_of(s, max(len(s.reports), 1))
+    table = model._packed(cfg, s, ids).devices
+    return table.kept == 1 and bool(table.bits[0, j // 8] >> (j % 8) & 1)   # report j's tracer bit
+
+
+def swap_case():
+    """Device unit, M = 1: devices T (a token chosen so), D1, D2 of one report each; the second run adds
+    a report of T that wins T's bound over its first: both runs keep 3 reports of 3 devices, and run 2
+    minus run 1 is T's new report minus its old one."""
+    for token, payload in itertools.product(["T"] + [f"T{i}" for i in range(32)], itertools.product((0, 1), repeat=2)):
+        first = [(0, None, token), (0, None, "D1"), (0, None, "D2")]
+        second = _device_scenario(first + [(0, None, token)], payload=[(), (), (), payload])
+        if _keeps(second, [0, 3], 3):
+            return [_device_scenario(first), second]
+    raise AssertionError("no token's second report wins its bound")
+
+
+def _swapping_tokens() -> tuple:
+    """``(t1, t2)``: with max_keys_per_device 1, t1 in keys a and b is kept in b, t2 in a."""
+    a, b = key_id((("k", "a"),)), key_id((("k", "b"),))
+    prefer = {True: [], False: []}
+    for i in range(64):
+        device = np.array([client_key(f"T{i}")], dtype=np.uint64)
+        over_a, _ = keys_over_bound(client_key("g"), [(a, device), (b, device)], 1)
+        prefer[bool(over_a.size)].append(f"T{i}")
+    return prefer[True][0], prefer[False][0]
+
+
+def key_swap_case():
+    """Device unit, M = 1, max_keys_per_device 1: key a holds t1 and two devices, key b t2 and two. The
+    second run adds t1's report in b and t2's in a, and t1 is then kept in b, t2 in a: both keys keep 3
+    reports of 3 devices, and key a's rows minus the first run's are t2's report minus t1's."""
+    t1, t2 = _swapping_tokens()
+    first = [(0, "a", "A0"), (0, "a", "A1"), (0, "a", t1), (0, "b", "B0"), (0, "b", "B1"), (0, "b", t2)]
+    return [_device_scenario(first, key_bound=1), _device_scenario(first + [(0, "b", t1), (0, "a", t2)], key_bound=1)]
+
+
 CASES = {"windows": windows_case, "client_windows": client_windows_case, "cap": cap_case, "backfill": backfill_case,
-         "linear_then_clients": linear_then_clients_case, "remainder": remainder_case}
+         "linear_then_clients": linear_then_clients_case, "remainder": remainder_case, "swap": swap_case,
+         "key_swap": key_swap_case}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -163,6 +217,40 @@ def test_an_ordinary_rerun_withholds_nothing_and_adds_nothing():
         assert len(earlier) == 1   # the same release again: the ledger keeps one
 
 
+def test_a_ledger_of_format_1_cannot_rule_out_a_swap():
+    """An earlier release read from a ledger of format 1 has no digests of kept reports: under the device
+    unit the rerun's blocks are withheld as unknown, the swap and (the cost of not knowing) an
+    unchanged rerun alike; with the release as this version writes it, the unchanged rerun publishes."""
+    first, swapped = swap_case()
+    cfg, out = model.run_batch(first, [])
+    written = releases.release_to_json(out.release)
+    assert written["witnesses"] and all(s[6] is not None for s in written["slices"])
+    old = dict(written, slices=[s[:6] for s in written["slices"]])
+    del old["witnesses"]
+    old = releases.release_from_json(json.loads(json.dumps(old)), 1)
+    for rerun in (swapped, first):
+        found, _, last = _reruns([first, rerun], earlier=[old])
+        assert found is None and _withheld(last), rerun
+        assert all("recorded no digest" in r["reason"] for r in _withheld(last))
+    found, _, last = _reruns([first, first], earlier=[releases.release_from_json(json.loads(json.dumps(written)))])
+    assert found is None and not _withheld(last)
+
+
+def test_witnesses_find_the_same_devices_under_another_name_and_hold_no_device_key():
+    first, swapped = swap_case()
+    _, a = model.run_batch(first, [])
+    _, b = model.run_batch(swapped, [])
+    _, other = model.run_batch(_device_scenario([(0, None, f"E{i}") for i in range(4)]), [])
+    assert releases.shared_devices({"g": [a.release]}, {"h": b.release}) == ("h", "g")
+    assert releases.shared_devices({"g": [a.release]}, {"g": b.release}) is None   # the same name: the rule's
+    assert releases.shared_devices({"g": [a.release]}, {"h": other.release}) is None
+    assert releases.shared_devices({}, {"g": a.release, "h": b.release}) is not None   # in one run too
+    text = json.dumps(releases.release_to_json(a.release))
+    for token in {r[2] for r in swapped.reports}:
+        key = client_key(token)
+        assert str(key) not in text and f"{key:016x}" not in text
+
+
 def test_the_release_holds_counts_only():
     _, earlier, _ = _reruns(cap_case())
     text = repr(releases.release_to_json(earlier[-1]))
@@ -193,6 +281,10 @@ MUTATIONS = {
         mock.patch.object(releases, "_client_reason", lambda *a: None), "linear_then_clients"),
     "a slice inside an earlier client row's window published apart": (
         mock.patch.object(releases, "_regrouped", lambda *a: []), "cap"),
+    "a swap of the report a device keeps published": (mock.patch.object(releases, "_kept_changed", lambda *a: None),
+                                                      "swap"),
+    "a swap of the key a device is kept in published": (
+        mock.patch.object(releases, "_kept_changed", lambda *a: None), "key_swap"),
 }
 
 
