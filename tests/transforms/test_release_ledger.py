@@ -27,12 +27,11 @@ def _scenario(reports, *, periods=1, max_values=4, clients=False):
                           reports=list(reports), events=[], periods=periods)
 
 
-def _reruns(scenarios, ledger: bool = True, earlier=()) -> tuple:
-    """Each scenario run in turn into one output (batch), with the ledger carried from run to run (from
-    the releases ``earlier``) or none (every run a new ledger): ``(what the rank test finds over every
-    run's published fields, the ledger's releases, the last run's outcome)``. The last scenario holds
-    every report."""
-    earlier, stats, out = list(earlier), [], None
+def _reruns(scenarios, ledger: bool = True) -> tuple:
+    """Each scenario run in turn into one output (batch), with the ledger carried from run to run or
+    none (every run a new ledger): ``(what the rank test finds over every run's published fields,
+    the ledger's releases, the last run's outcome)``. The last scenario holds every report."""
+    earlier, stats, out = [], [], None
     for s in scenarios:
         cfg, out = model.run_batch(s, earlier if ledger else [])
         stats += model.statistics(s, cfg, out)
@@ -229,11 +228,38 @@ def test_a_ledger_of_format_1_cannot_rule_out_a_swap():
     del old["witnesses"]
     old = releases.release_from_json(json.loads(json.dumps(old)), 1)
     for rerun in (swapped, first):
-        found, _, last = _reruns([first, rerun], earlier=[old])
+        found, last = _second_run(first, rerun, old)
         assert found is None and _withheld(last), rerun
         assert all("recorded no digest" in r["reason"] for r in _withheld(last))
-    found, _, last = _reruns([first, first], earlier=[releases.release_from_json(json.loads(json.dumps(written)))])
+    found, last = _second_run(first, first, releases.release_from_json(json.loads(json.dumps(written))))
     assert found is None and not _withheld(last)
+    kept_changed = releases._kept_changed
+
+    def trusting(olds, news):   # the mutation: an earlier slice without a digest taken as unchanged
+        return None if any(o.kept is None for o in olds) else kept_changed(olds, news)
+    with mock.patch.object(releases, "_kept_changed", trusting):
+        found, _ = _second_run(first, swapped, old)
+    assert found is not None
+
+
+def _second_run(first, second, release) -> tuple:
+    """``first`` published (with no ledger), then ``second`` under a ledger holding only ``release``:
+    ``(what the rank test finds over both runs' published fields, the second run's outcome)``."""
+    cfg, out = model.run_batch(first, [])
+    stats = model.statistics(first, cfg, out)
+    cfg, last = model.run_batch(second, [release])
+    return model.isolation(second, stats + model.statistics(second, cfg, last)), last
+
+
+def test_under_the_device_unit_digests_add_over_slices():
+    """Windows of 2 slices, then of 1, over the same devices (3 in each slice, one report each): the
+    first run's digest is the sum of the second run's two, so nothing is withheld (a digest that did not
+    add would withhold both slices)."""
+    reports = [(0, None, f"D{i}") for i in range(3)] + [(1, None, f"E{i}") for i in range(3)]
+    two = model.Scenario(window="fixed", min_reports=M, lateness=0, max_values=4, clients=False, reports=reports,
+                         events=[], device_bound=1, periods=2)
+    found, earlier, out = _reruns([two, _device_scenario(reports)])
+    assert found is None and not _withheld(out) and len(earlier) == 2
 
 
 def test_witnesses_find_the_same_devices_under_another_name_and_hold_no_device_key():

@@ -146,7 +146,8 @@ def witness_candidates(device_keys) -> tuple:
     if keys.size == 0:
         return ()
     order = witness_order(keys)
-    return tuple((int(order[i]), _witness(int(keys[i]))) for i in np.argsort(order, kind="stable")[:WITNESSES])
+    first = np.argpartition(order, WITNESSES)[:WITNESSES] if keys.size > WITNESSES else np.arange(keys.size)
+    return tuple(sorted((int(order[i]), _witness(int(keys[i]))) for i in first))
 
 
 def ledger_slice(config, start: int, dims: tuple, acc) -> tuple:
