@@ -131,3 +131,21 @@ def test_the_servers_config_accepts_exactly_the_rates_a_client_does(rate):
     except ValueError:
         server_ok = False
     assert client_ok == server_ok == (rate in (1, 2, 24, MAX_REPORTS_PER_DAY) and not isinstance(rate, (bool, float)))
+
+
+def test_every_client_and_the_specification_list_the_same_refusal_codes():
+    """The codes are the contract (docs/client.md section 3): the JVM enum, the TypeScript constants and
+    the specification's list name exactly the reference's, the two rate codes included."""
+    import re
+    from pathlib import Path
+
+    from ldp_marginals.ldp.client import CODES
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "client.md").read_text(encoding="utf-8")
+    listed = re.search(r"\*\*Refusal codes\*\*: (.*?)Messages are free", doc, re.S).group(1)
+    java = (root / "clients/java/src/main/java/ldp_marginals/client/Refusal.java").read_text(encoding="utf-8")
+    ts = (root / "clients/typescript/src/refusal.ts").read_text(encoding="utf-8")
+    assert {RATE_EXCEEDED, BAD_STATE} <= set(CODES)
+    assert set(re.findall(r"`([a-z_]+)`", listed)) == set(CODES)
+    assert set(re.findall(r'^\s+[A-Z_]+\("([a-z_]+)"\)', java, re.M)) == set(CODES)
+    assert set(re.findall(r'^export const [A-Z_]+ = "([a-z_]+)";', ts, re.M)) == set(CODES)
