@@ -14,6 +14,7 @@ from functools import cached_property, lru_cache
 from ldp_marginals.ldp._checks import check_int
 from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.client import MAX_REPORTS_PER_DAY
 from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import Layout
 from ldp_marginals.ldp.longitudinal import longitudinal_epsilon
@@ -94,21 +95,25 @@ class DeviceUnit:
     """``privacy.unit: device``: every report names its device (the slice-scoped token in ``client``);
     per slice and key a device adds at most ``max_reports_per_device`` reports (the bottom M by rank,
     :mod:`ldp_marginals.ldp.devices`), and ``min_reports`` counts devices. ``reports_per_day``: the
-    declared rate at which a device reports, for the epsilons per day and month (optional).
+    declared rate at which a device reports (a whole number a UTC day, which the clients enforce), for
+    the epsilons per day and month (optional).
     ``max_keys_per_device``: per slice a device adds to at most this many keys (dimension values: a
     device that changes region), the K of smallest key rank (:func:`~ldp_marginals.ldp.devices.keys_over_bound`)."""
 
     max_reports_per_device: int = 1
-    reports_per_day: float | None = None
+    reports_per_day: int | None = None
     max_keys_per_device: int = 1
 
     def __post_init__(self):
         check_int("privacy.max_reports_per_device", self.max_reports_per_device, minimum=1)
         check_int("privacy.max_keys_per_device", self.max_keys_per_device, minimum=1)
-        if self.reports_per_day is not None and not (isinstance(self.reports_per_day, (int, float))
+        # a whole number: the clients enforce it per UTC day (docs/client.md section 3, "The declared rate")
+        # and refuse any other value in their config, so the job states what the clients hold to
+        if self.reports_per_day is not None and not (isinstance(self.reports_per_day, int)
                                                      and not isinstance(self.reports_per_day, bool)
-                                                     and 0 < self.reports_per_day < math.inf):
-            raise ValueError(f"privacy.reports_per_day must be a positive number, got "
+                                                     and 1 <= self.reports_per_day <= MAX_REPORTS_PER_DAY):
+            raise ValueError(f"privacy.reports_per_day must be a whole number of reports in [1, {MAX_REPORTS_PER_DAY}] "
+                             f"(the clients refuse more than that many a UTC day), got "
                              f"reports_per_day={self.reports_per_day!r}")
 
 

@@ -38,8 +38,15 @@ def test_collections_json_states_the_epsilons_over_time():
     ({"privacy": {"unit": "person"}}, r"privacy.unit must be one of \['report', 'device'\], got unit='person'"),
     ({"privacy": {"unit": "device", "max_reports_per_device": 0}},
      r"privacy.max_reports_per_device must be .*got .*0"),
-    ({"privacy": {"unit": "device", "reports_per_day": -1}}, r"privacy.reports_per_day must be a positive number, "
-                                                             r"got reports_per_day=-1"),
+    ({"privacy": {"unit": "device", "reports_per_day": -1}}, r"privacy.reports_per_day must be a whole number of "
+                                                             r"reports in \[1, 2147483647\].*got reports_per_day=-1"),
+    # the clients enforce whole reports per UTC day and refuse any other rate (docs/client.md section 3)
+    ({"privacy": {"unit": "device", "reports_per_day": 0.5}}, r"privacy.reports_per_day must be a whole number "
+                                                              r".*got reports_per_day=0.5"),
+    ({"privacy": {"unit": "device", "reports_per_day": 24.0}}, r"privacy.reports_per_day must be a whole number "
+                                                               r".*got reports_per_day=24.0"),
+    ({"privacy": {"unit": "device", "reports_per_day": 2 ** 31}}, r"privacy.reports_per_day must be a whole number "
+                                                                  r".*got reports_per_day=2147483648"),
     ({"privacy": {"max_reports_per_device": 2}}, r"privacy.max_reports_per_device is only for unit 'device', "
                                                  r"got unit='report'"),
     ({"privacy": {"unit": "device", "reports_per_day": 24, "model": "local", "epsilon_per_month": 2}},
