@@ -16,7 +16,7 @@ from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import Layout
-from ldp_marginals.ldp.longitudinal import longitudinal_epsilon
+from ldp_marginals.ldp.longitudinal import enforced_epsilon, longitudinal_epsilon
 from ldp_marginals.ldp.memoized import ClientChannels
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
@@ -80,10 +80,15 @@ class Privacy:
     eta: float = 0.01
     flip: float | None = None            # sufficient: the symmetric flip the channels are held to
     smallest_crowd: int | None = None    # sufficient: the least min_reports that keeps the promise
+    # local, unit device: the most a device's published reports of a day / a month may spend, checked
+    # against the enforced figures (CollectionConfig.enforced_epsilons, promise_fault)
+    epsilon_per_day: float | None = None
+    epsilon_per_month: float | None = None
 
     def describe(self) -> dict:
         return {"model": self.model, "epsilon": self.epsilon, "eta": self.eta if self.model == "sufficient" else None,
-                "flip": self.flip, "smallest_crowd": self.smallest_crowd}
+                "flip": self.flip, "smallest_crowd": self.smallest_crowd, "epsilon_per_day": self.epsilon_per_day,
+                "epsilon_per_month": self.epsilon_per_month}
 
 
 UNITS = ("report", "device")   # privacy.unit: what min_reports counts and what the bounds are per
@@ -349,7 +354,8 @@ class CollectionConfig:
 
     def epsilons(self):
         """:class:`~ldp_marginals.ldp.longitudinal.LongitudinalEpsilon` of the collection's channels at
-        its declared ``reports_per_day``, or None when none is declared."""
+        its DECLARED ``reports_per_day`` (the clients' rate, which the job does not enforce), or None
+        when none is declared. The promise is checked against :meth:`enforced_epsilons`."""
         rate = self.device.reports_per_day if self.device is not None else None
         return None if rate is None else self._epsilon_figures
 
@@ -357,17 +363,94 @@ class CollectionConfig:
     def _epsilon_figures(self):
         return longitudinal_epsilon(self.layout, self.client_channels, self.device.reports_per_day)
 
+    @property
+    def reports_per_slice(self) -> int | None:
+        """The most reports of one device the job publishes per slice (its token's scope): ``M``, and
+        ``M * K`` with dimensions; None under ``unit: report`` (nothing links a device's reports)."""
+        if self.device is None:
+            return None
+        return self.device.max_reports_per_device * (self.device.max_keys_per_device if self.dimensions else 1)
+
+    def enforced_epsilons(self):
+        """:class:`~ldp_marginals.ldp.longitudinal.EnforcedEpsilon`: a device's epsilons over a day and a
+        month from the bounds the job enforces (slices a day x ``M`` x ``K``, exact for one value where
+        bits memoize), or None under ``unit: report`` (nothing bounds a device there)."""
+        return None if self.device is None else self._enforced_figures
+
+    @cached_property
+    def _enforced_figures(self):
+        return enforced_epsilon(self.layout, self.client_channels, self.window, self.reports_per_slice)
+
+    def promise_fault(self) -> str | None:
+        """Why the enforced figures break ``privacy.epsilon_per_day`` / ``epsilon_per_month``, naming the
+        figure, where it comes from and a window or bound that would keep it; None when they keep it."""
+        p = self.privacy
+        promised = {"day": p.epsilon_per_day, "month": p.epsilon_per_month} if p is not None else {}
+        figures = self.enforced_epsilons()
+        if figures is None or all(v is None for v in promised.values()):
+            return None
+        got = {"day": figures.per_day, "month": figures.per_month}
+        broken = [span for span in ("month", "day") if promised[span] is not None
+                  and got[span] > promised[span] + 1e-12]
+        if not broken:
+            return None
+        span = broken[0]
+        n = {"day": figures.reports_per_day, "month": figures.reports_per_month}[span]
+        slices = {"day": figures.slices_per_day, "month": figures.slices_per_month}[span]
+        dev = self.device
+        bound = f"max_reports_per_device {dev.max_reports_per_device}" + (
+            f" x max_keys_per_device {dev.max_keys_per_device}" if self.dimensions else "")
+        where = ("a global window (one slice for all time)" if self.window.is_global
+                 else f"{slices} slices of {self.window.period_ms / 1000:g} s a {span}")
+        text = (f"privacy promises epsilon_per_{span}={promised[span]:g}, but the job publishes up to {n:,} reports "
+                f"of one device a {span} ({where} x {bound}: device tokens are scoped to a slice, so nothing "
+                f"links a device across slices), epsilon_per_{span}={got[span]:.4g} with these channels "
+                f"(epsilon_1={figures.one:.4g}, epsilon_infinity="
+                f"{'infinite' if math.isinf(figures.infinity) else format(figures.infinity, '.4g')})")
+        declared = self.epsilons()
+        if declared is not None:
+            text += (f"; the declared reports_per_day={declared.reports_per_day:g} would give epsilon_per_{span}="
+                     f"{getattr(declared, 'per_' + span):.4g}, but the job does not enforce it")
+        return text + "; " + self._promise_advice(promised)
+
+    def _promise_advice(self, promised: dict) -> str:
+        """What keeps the promise: a longer window at the current bounds, else one report per device and
+        slice with a window of at least N s, else more noise."""
+        from ldp_marginals.ldp.longitudinal import shortest_window_keeping
+        cc = self.client_channels
+
+        def spelled(window, m, where=""):
+            figures = enforced_epsilon(self.layout, cc, window, m)
+            kept = ", ".join(f"epsilon_per_{s}={getattr(figures, 'per_' + s):.4g}" for s in ("day", "month")
+                             if promised[s] is not None)
+            if window.is_global:
+                return f"a global window (one slice for all time) gives {kept}{where}"
+            day, month = figures.slices_per_day, figures.slices_per_month
+            slices = f"{day} slice{'s' if day > 1 else ''} a day" + (f", {month} a month" if day == 1 else "")
+            return (f"fixed windows of {window.size_seconds:g} s ({slices}) give {kept}{where} (so do sliding "
+                    "windows of that period)")
+        window = shortest_window_keeping(self.layout, cc, self.reports_per_slice, promised["day"], promised["month"])
+        if window is not None:
+            return spelled(window, self.reports_per_slice, " at these bounds")
+        window = shortest_window_keeping(self.layout, cc, 1, promised["day"], promised["month"])
+        if window is not None:
+            keys = " and max_keys_per_device: 1" if self.dimensions else ""
+            return f"with max_reports_per_device: 1{keys}, " + spelled(window, 1)
+        return "no window keeps it: one report spends epsilon_1; add noise or promise more"
+
     def describe_epsilons(self) -> dict:
-        """epsilon_1 and epsilon_infinity always; per day and month with a declared rate (null where
-        infinite or not declared)."""
+        """epsilon_1 and epsilon_infinity always; ``enforced``: a device's day and month as the job's bounds
+        hold them (None under ``unit: report``: one report spends epsilon_1, and nothing bounds how many a
+        device sends); ``declared``: the same at the declared ``reports_per_day`` (None without one)."""
         from ldp_marginals.ldp.longitudinal import epsilon_infinity, epsilon_one
-        found = self.epsilons()
-        if found is not None:
-            return found.describe()
         cc = self.client_channels
         inf = epsilon_infinity(self.layout, cc)
+        declared = self.epsilons()
+        enforced = self.enforced_epsilons()
         return {"epsilon_1": float(epsilon_one(self.layout, cc)), "epsilon_infinity": None if math.isinf(inf) else inf,
-                "reports_per_day": None, "epsilon_per_day": None, "epsilon_per_month": None}
+                "enforced": None if enforced is None else enforced.describe(),
+                "declared": None if declared is None else {k: v for k, v in declared.describe().items()
+                                                           if k not in ("epsilon_1", "epsilon_infinity")}}
 
     @property
     def client_extremes(self) -> tuple:
