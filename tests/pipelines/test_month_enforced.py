@@ -85,3 +85,13 @@ def test_daily_windows_keep_it_and_publish_at_most_one_report_of_a_device_a_day(
     assert enforced["epsilon_per_day"] == pytest.approx(0.1) and enforced["epsilon_per_month"] == pytest.approx(3.0)
     assert info["epsilons"]["declared"]["reports_per_day"] == 1
     assert info["privacy"]["epsilon_per_month"] == 3
+
+
+def test_a_job_wide_window_override_is_checked_against_the_promise_too(tmp_path):
+    from ldp_marginals.pipelines.run import load_all_configs
+    path = tmp_path / "daily.yaml"
+    path.write_text(yaml.safe_dump(dict(ISSUE_CONFIG, window={"type": "fixed", "size_seconds": 86400})))
+    assert load_all_configs([str(path)])["month"].enforced_epsilons().reports_per_month == 30
+    with pytest.raises(ValueError, match=r"--window fixed:3600: collection 'month': privacy promises "
+                                         r"epsilon_per_month=3, .*epsilon_per_month=72"):
+        load_all_configs([str(path)], window="fixed:3600")
