@@ -95,3 +95,28 @@ def test_a_job_wide_window_override_is_checked_against_the_promise_too(tmp_path)
     with pytest.raises(ValueError, match=r"--window fixed:3600: collection 'month': privacy promises "
                                          r"epsilon_per_month=3, .*epsilon_per_month=72"):
         load_all_configs([str(path)], window="fixed:3600")
+
+
+def test_plan_and_calibrate_state_the_enforced_figures(tmp_path, capsys):
+    daily = tmp_path / "daily.yaml"
+    daily.write_text(yaml.safe_dump(dict(ISSUE_CONFIG, window={"type": "fixed", "size_seconds": 86400})))
+    hourly = tmp_path / "hourly.yaml"
+    hourly.write_text(yaml.safe_dump(ISSUE_CONFIG))
+    assert cli.main(["plan", "--config", str(daily), "--reports-per-window", "1000", "--json"]) == 0
+    (c,) = json.loads(capsys.readouterr().out)["collections"]
+    assert c["privacy"]["epsilons"]["enforced"]["epsilon_per_month"] == pytest.approx(3.0)
+    assert cli.main(["plan", "--config", str(daily), "--reports-per-window", "1000"]) == 0
+    text = capsys.readouterr().out
+    assert ("enforced (at most 1 report of a device per slice, 1 slice a day): per day 0.1 (1 report), "
+            "per month 3 (30 reports); at the declared rate of 1 a day (not enforced by the job)") in text
+    # plan refuses the hourly config as the job does; calibrate, which says what to change, states why
+    assert cli.main(["plan", "--config", str(hourly), "--reports-per-window", "1000"]) == 2
+    assert "epsilon_per_month=72" in capsys.readouterr().err
+    assert cli.main(["calibrate", "--config", str(hourly)]) == 0
+    text = capsys.readouterr().out
+    assert "per month 72 (720 reports)" in text
+    assert ("promise over time (epsilon_per_month=3): NOT kept: privacy promises epsilon_per_month=3, but the job "
+            "publishes up to 720 reports of one device a month") in text
+    assert cli.main(["calibrate", "--config", str(daily), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["promise_over_time_fault"] is None and row["epsilons"]["enforced"]["reports_per_month"] == 30
