@@ -159,22 +159,6 @@ def epsilon_at_most(layout, channels: ClientChannels, n_reports: int) -> float:
     return epsilon_reports(layout, channels, n)
 
 
-def most_reports_within(layout, channels: ClientChannels, epsilon: float, limit: int) -> int:
-    """The most reports, up to ``limit``, whose :func:`epsilon_at_most` is within ``epsilon`` (0 when
-    one report exceeds it; ``limit`` when ``limit`` reports keep it). The epsilon grows with n (more
-    reports of one value can only tell more), so a bisection finds it."""
-    if epsilon_at_most(layout, channels, limit) <= epsilon + 1e-12:
-        return limit
-    low, high = 0, limit   # epsilon(low) <= epsilon < epsilon(high)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if epsilon_at_most(layout, channels, mid) <= epsilon + 1e-12:
-            low = mid
-        else:
-            high = mid
-    return low
-
-
 @dataclass(frozen=True)
 class EnforcedEpsilon:
     """A device's epsilons over a day and a month (30 UTC days) as the job enforces them, for a device
