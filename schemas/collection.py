@@ -382,61 +382,11 @@ class CollectionConfig:
         return enforced_epsilon(self.layout, self.client_channels, self.window, self.reports_per_slice)
 
     def promise_fault(self) -> str | None:
-        """Why the enforced figures break ``privacy.epsilon_per_day`` / ``epsilon_per_month``, naming the
-        figure, where it comes from and a window or bound that would keep it; None when they keep it."""
-        p = self.privacy
-        promised = {"day": p.epsilon_per_day, "month": p.epsilon_per_month} if p is not None else {}
-        figures = self.enforced_epsilons()
-        if figures is None or all(v is None for v in promised.values()):
-            return None
-        got = {"day": figures.per_day, "month": figures.per_month}
-        broken = [span for span in ("month", "day") if promised[span] is not None
-                  and got[span] > promised[span] + 1e-12]
-        if not broken:
-            return None
-        span = broken[0]
-        n = {"day": figures.reports_per_day, "month": figures.reports_per_month}[span]
-        slices = {"day": figures.slices_per_day, "month": figures.slices_per_month}[span]
-        dev = self.device
-        bound = f"max_reports_per_device {dev.max_reports_per_device}" + (
-            f" x max_keys_per_device {dev.max_keys_per_device}" if self.dimensions else "")
-        where = ("a global window (one slice for all time)" if self.window.is_global
-                 else f"{slices} slice{'s' if slices != 1 else ''} of {self.window.period_ms / 1000:g} s a {span}")
-        text = (f"privacy promises epsilon_per_{span}={promised[span]:g}, but the job publishes up to {n:,} reports "
-                f"of one device a {span} ({where} x {bound}: device tokens are scoped to a slice, so nothing "
-                f"links a device across slices), epsilon_per_{span}={got[span]:.4g} with these channels "
-                f"(epsilon_1={figures.one:.4g}, epsilon_infinity="
-                f"{'infinite' if math.isinf(figures.infinity) else format(figures.infinity, '.4g')})")
-        declared = self.epsilons()
-        if declared is not None:
-            text += (f"; the declared reports_per_day={declared.reports_per_day:g} would give epsilon_per_{span}="
-                     f"{getattr(declared, 'per_' + span):.4g}, but the job does not enforce it")
-        return text + "; " + self._promise_advice(promised)
-
-    def _promise_advice(self, promised: dict) -> str:
-        """What keeps the promise: a longer window at the current bounds, else one report per device and
-        slice with a window of at least N s, else more noise."""
-        from ldp_marginals.ldp.longitudinal import shortest_window_keeping
-        cc = self.client_channels
-
-        def spelled(window, m, where=""):
-            figures = enforced_epsilon(self.layout, cc, window, m)
-            kept = ", ".join(f"epsilon_per_{s}={getattr(figures, 'per_' + s):.4g}" for s in ("day", "month")
-                             if promised[s] is not None)
-            if window.is_global:
-                return f"a global window (one slice for all time) gives {kept}{where}"
-            day, month = figures.slices_per_day, figures.slices_per_month
-            slices = f"{day} slice{'s' if day > 1 else ''} a day" + (f", {month} a month" if day == 1 else "")
-            return (f"fixed windows of {window.size_seconds:g} s ({slices}) give {kept}{where} (so do sliding "
-                    "windows of that period)")
-        window = shortest_window_keeping(self.layout, cc, self.reports_per_slice, promised["day"], promised["month"])
-        if window is not None:
-            return spelled(window, self.reports_per_slice, " at these bounds")
-        window = shortest_window_keeping(self.layout, cc, 1, promised["day"], promised["month"])
-        if window is not None:
-            keys = " and max_keys_per_device: 1" if self.dimensions else ""
-            return f"with max_reports_per_device: 1{keys}, " + spelled(window, 1)
-        return "no window keeps it: one report spends epsilon_1; add noise or promise more"
+        """Why the enforced figures break ``privacy.epsilon_per_day`` / ``epsilon_per_month`` (naming the
+        figure, where it comes from and a window or bound that keeps it), None when they keep it
+        (:func:`~ldp_marginals.schemas.promise_over_time.promise_fault`)."""
+        from ldp_marginals.schemas.promise_over_time import promise_fault
+        return promise_fault(self)
 
     def describe_epsilons(self) -> dict:
         """epsilon_1 and epsilon_infinity always; ``enforced``: a device's day and month as the job's bounds
