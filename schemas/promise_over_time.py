@@ -29,7 +29,7 @@ def promise_fault(cfg) -> str | None:
     bound = f"max_reports_per_device {dev.max_reports_per_device}" + (
         f" x max_keys_per_device {dev.max_keys_per_device}" if cfg.dimensions else "")
     where = ("a global window (one slice for all time)" if cfg.window.is_global
-             else f"{slices} slice{'s' if slices != 1 else ''} of {cfg.window.period_ms / 1000:g} s a {span}")
+             else f"{slices:,} slice{'s' if slices != 1 else ''} of {cfg.window.period_ms / 1000:g} s a {span}")
     text = (f"privacy promises epsilon_per_{span}={promised[span]:g}, but the job publishes up to {n:,} reports "
             f"of one device a {span} ({where} x {bound}: device tokens are scoped to a slice, so nothing "
             f"links a device across slices), epsilon_per_{span}={got[span]:.4g} with these channels "
