@@ -156,10 +156,10 @@ def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds:
     if allowed_lateness_seconds is not None:
         overrides["allowed_lateness_seconds"] = float(allowed_lateness_seconds)
     out = {name: replace(cfg, **overrides) for name, cfg in configs.items()}
-    for path_cfg in out.values() if "window" in overrides else ():   # the enforced month follows the window
-        fault = path_cfg.promise_fault()
+    for cfg in out.values() if "window" in overrides else ():   # the enforced month follows the window
+        fault = cfg.promise_fault()
         if fault:
-            raise ValueError(f"--window {window}: collection {path_cfg.name!r}: {fault}")
+            raise ValueError(f"--window {window}: collection {cfg.name!r}: {fault}")
     return out
 
 
