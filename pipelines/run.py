@@ -155,7 +155,12 @@ def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds:
         overrides["window"] = parse_window(window)
     if allowed_lateness_seconds is not None:
         overrides["allowed_lateness_seconds"] = float(allowed_lateness_seconds)
-    return {name: replace(cfg, **overrides) for name, cfg in configs.items()}
+    out = {name: replace(cfg, **overrides) for name, cfg in configs.items()}
+    for cfg in out.values() if "window" in overrides else ():   # the enforced month follows the window
+        fault = cfg.promise_fault()
+        if fault:
+            raise ValueError(f"--window {window}: collection {cfg.name!r}: {fault}")
+    return out
 
 
 # runners that replay a streaming job from its checkpoints and honour stable input (Flink's)
