@@ -31,6 +31,7 @@ from ldp_marginals.schemas.outputs import (
     FROM_RUN,
     MANIFEST_FILE,
     MANIFEST_FORMAT,
+    MARGINALS,
     PARQUET_DIR,
     RUNS_DIR,
     STAGING_DIR,
@@ -169,7 +170,7 @@ def kept_releases(output_dir: str, run_id: str, files: list, previous: dict | No
         olds = earlier[_window_key(e)]
         from_run = olds[0].get(FROM_RUN) or previous["run_id"]
         carried += [dict(o, **{FROM_RUN: o.get(FROM_RUN) or previous["run_id"]}) for o in olds]
-        marginals = [o for o in olds if o["kind"] == "marginals"]
+        marginals = [o for o in olds if o["kind"] == MARGINALS]
         before = None
         if marginals:
             rows = _rows_of(output_dir, marginals[0])
