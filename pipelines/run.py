@@ -643,6 +643,7 @@ def run(argv=None) -> dict:
     summary = summarize(result)
     if args.streaming:   # the release ledger is for batch runs (a streaming run into a ledger is refused)
         summary["reports_withheld_by_ledger"] = summary["client_rows_withheld_by_ledger"] = None   # batch only
+        summary["earlier_releases_kept"] = summary["reports_not_published_where_kept"] = None
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else "")
           + (f"; skipped {summary['damaged_ranges']} damaged byte ranges of files holding "
@@ -660,9 +661,11 @@ def run(argv=None) -> dict:
     if not args.streaming:
         try:
             publish_ledger(args.output, args.run_id, args.earlier)   # before the run: killed between, it only withholds more
-            finish_run(args.output, args.run_id, summary, started)
+            finish_run(args.output, args.run_id, summary, started)   # adds the earlier releases it kept
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
             raise JobFailed(f"writing the run's release ledger, {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
                             f"{err.strerror or err}; the run is incomplete ({_discard_unfinished(args)}). Free "
                             "space and run again.") from None
+        for kept in summary["earlier_releases_kept"]:   # a rerun never unpublishes (docs/design.md, 'The release ledger')
+            print(kept["note"])
     return summary

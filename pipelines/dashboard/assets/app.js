@@ -692,6 +692,8 @@
       (boot.dataUrl ? "; new data at " + new Date().toLocaleTimeString() : "");
     // files that could not be read are named here; the rest of the page shows what could
     $("problems").textContent = (state.data.problems || []).join("\n");
+    // a window and key whose earlier release was kept (the release ledger withheld this run's rows there)
+    $("kept").textContent = (state.data.notes || []).join("\n");
     $("bounded").textContent = boot.bounded || "";
     window.dashboardRenders += 1;
     if (window.dashboardFirstRender === undefined) window.dashboardFirstRender = performance.now();
