@@ -33,6 +33,11 @@ from ldp_marginals.transforms.publication.releases import (
 NEW_LEDGER = "--new-ledger"   # the command's flag: start a new ledger (docs/design.md says what it gives up)
 
 
+class SharedDevices(ValueError):
+    """A run refused by the ledger: one of its collections holds the devices of another collection's
+    release (:func:`publish_ledger`)."""
+
+
 def ledger_path(output_dir: str) -> str:
     return FileSystems.join(output_dir, LEDGER_DIR, LEDGER_FILE)
 
@@ -142,7 +147,7 @@ def publish_ledger(output_dir: str, run_id: str, earlier: dict) -> str | None:
     shared = shared_devices(earlier, releases)
     if shared is not None:
         name, other = shared
-        raise ValueError(f"collection {name!r} holds reports of the devices of collection {other!r}, which "
+        raise SharedDevices(f"collection {name!r} holds reports of the devices of collection {other!r}, which "
                          f"{'this run' if other in releases else 'an earlier run into --output ' + output_dir} "
                          "also published (device tokens are scoped to a collection, so these are the same reports "
                          "under another name, and the release ledger, kept per collection, would check them against "

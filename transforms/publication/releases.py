@@ -282,6 +282,9 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
     return Verdict(withheld, clients, release, held)
 
 
+LEDGER_REASON = "ledger:"   # how the reason of every row the ledger withholds starts (readers match on it)
+
+
 def ledger_part(ledger, window: tuple, key: tuple) -> tuple:
     """``(reports, reason, client reason)`` the ledger withholds of one window and capped key under the
     run's :class:`Verdict` ``ledger`` (None: nothing): its withheld slices' reports and the reason of
@@ -289,10 +292,10 @@ def ledger_part(ledger, window: tuple, key: tuple) -> tuple:
     if ledger is None:
         return 0, None, None
     n, codes = ledger.held.get((tuple(window), key), (0, ()))
-    reason = (f"ledger: {n} reports withheld: " + "; ".join(REASONS[c] for c in sorted(codes))
+    reason = (f"{LEDGER_REASON} {n} reports withheld: " + "; ".join(REASONS[c] for c in sorted(codes))
               + " (docs/design.md, 'The release ledger')") if n else None
     client = ledger.clients.get((tuple(window), key))
-    return n, reason, (f"ledger: client extremes withheld: {REASONS[client]}" if client else None)
+    return n, reason, (f"{LEDGER_REASON} client extremes withheld: {REASONS[client]}" if client else None)
 
 
 def _regrouped(release: Release, contents: dict, published: set, news: dict, dims_of: dict) -> list:
