@@ -124,10 +124,12 @@ def test_two_backfilled_reports_that_swap_the_keys_two_devices_are_kept_in_are_w
 def _renamed_case(tmp_path):
     """Run 1, collection ``dev`` in hourly windows: hour 0 holds 6 devices (published), hour 1 holds 3
     (withheld). Then the same reports as collection ``dev2`` in 2-hour windows into the same output:
-    its window [0, 2h) minus dev's hour 0 (which a reader kept) is the three reports dev withheld."""
+    its window [0, 2h) minus dev's hour 0 (which a reader kept) is the three reports dev withheld.
+    Returns ``(dev's rows of hour 0, the output, dev2's config, dev2's reports)``."""
     records = [_report(f"d{i}", i % 8, i) for i in range(6)] + [_report(f"e{i}", 0b111, 60 + i) for i in range(3)]
     out = tmp_path / "out"
     first = _run(tmp_path, CONFIG, records, "first", out)
+    assert first["reports_withheld_by_ledger"] == 0
     assert {r["window_start"] for r in read_rows(str(out), "marginals")} == {T0}
     assert [r["n_reports"] for r in read_rows(str(out), "withheld")] == [3]
     renamed = dict(CONFIG, collection="dev2", window={"type": "fixed", "size_seconds": 7200})

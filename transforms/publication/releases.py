@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ldp_marginals.ldp.devices import kept_digest, witness_order
+from ldp_marginals.ldp.devices import witness_order
 from ldp_marginals.transforms.publication.cap import capped
 from ldp_marginals.transforms.publication.release import releasable
 
@@ -70,7 +70,7 @@ REASONS = {
              "other reports than they did, in number or in which)",
     UNKNOWN: "an earlier run into this output recorded no digest of the reports its devices kept (a ledger "
              "written before issue 47, or a run under the report unit), so a swap of kept reports cannot be "
-             "ruled out; --new-ledger starts over (docs/design.md, 'The release ledger', says what that gives up)",
+             "ruled out (--new-ledger starts over, and says what that gives up)",
     GROUPED: "an earlier run into this output published extremes over clients that grouped these reports "
              "otherwise (another window, capped key or reports)",
 }
