@@ -19,6 +19,7 @@ from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.schemas import load_schema
 from ldp_marginals.schemas.outputs import LEDGER_DIR, LEDGER_FILE, MANIFEST_FILE
+from ldp_marginals.transforms.publication import releases
 
 T0 = 1_767_225_600_000   # 2026-01-01, an hour boundary
 HOUR = 3_600_000
@@ -57,32 +58,75 @@ def _published_nothing_new(before: dict, after: dict) -> None:
     assert not new, f"the rerun published rows that differ from the first run's: {sorted(new.items())[:3]}"
 
 
-def test_a_backfilled_report_that_swaps_a_devices_kept_report_is_withheld(tmp_path):
-    """Six devices of one report each, M = 1, min_reports 5: the second run adds one report of device
-    d0 that wins its bound over d0's first report. The counts stay 6 reports of 6 devices, and without
-    the digest of the kept ranks run 2 minus run 1 is d0's new report minus its old one."""
+def _swap_inputs(tmp_path) -> tuple:
+    """``(first run's reports, second run's)``: six devices of one report each; the second run adds one
+    report of device d0 that wins its bound (M = 1) over d0's first report (found by a run of d0's two
+    reports alone, so whatever ranks are made of)."""
     others = [_report(f"d{i}", 0b011 if i % 2 else 0b100, 5 + i) for i in range(1, 6)]
     a, b = _report("d0", 0b000, 1), _report("d0", 0b111, 30)
-    # which of d0's two reports its bound keeps, whatever ranks are made of: a run of both alone
     probe = _run(tmp_path, dict(CONFIG, min_reports=1), [a, b], "probe", tmp_path / "probe")
     assert probe["reports_over_device_bound"] == 1
     kept = _values(tmp_path / "probe")[((), (0,))][0]
     winner, loser = (b, a) if kept > 0.5 else (a, b)   # one report: a's estimate is 1.5 if kept a = 1, else -0.5
-    out = tmp_path / "out"
+    return others + [loser], others + [loser, winner]
 
-    first = _run(tmp_path, CONFIG, others + [loser], "first", out)
+
+def test_a_backfilled_report_that_swaps_a_devices_kept_report_is_withheld(tmp_path):
+    """Six devices of one report each, M = 1, min_reports 5: the second run adds one report of device
+    d0 that wins its bound over d0's first report. The counts stay 6 reports of 6 devices, and without
+    the digest of the kept ranks run 2 minus run 1 is d0's new report minus its old one."""
+    first_reports, swapped_reports = _swap_inputs(tmp_path)
+    out = tmp_path / "out"
+    first = _run(tmp_path, CONFIG, first_reports, "first", out)
     before = _values(out)
     assert first["reports_withheld_by_ledger"] == 0 and len(before) == 6
     assert {v[1] for v in before.values()} == {6}
-    again = _run(tmp_path, CONFIG, others + [loser], "again", out)   # the same input: the same kept ranks
+    again = _run(tmp_path, CONFIG, first_reports, "again", out)   # the same input: the same kept ranks
     assert again["reports_withheld_by_ledger"] == 0 and _values(out) == before
 
-    swapped = _run(tmp_path, CONFIG, others + [loser, winner], "swapped", out)
+    swapped = _run(tmp_path, CONFIG, swapped_reports, "swapped", out)
     assert swapped["reports_over_device_bound"] == 1   # 6 reports of 6 devices kept, as in the first run
     _published_nothing_new(before, _values(out))
     assert swapped["reports_withheld_by_ledger"] == 6
     ledger = json.loads((out / LEDGER_DIR / LEDGER_FILE).read_text())
     assert ledger["format"] == 2 and [r["slices"][0][5] for r in ledger["collections"]["dev"]] == [True, False]
+
+
+def test_mutation_without_the_digest_check_the_swap_publishes_one_devices_difference(tmp_path):
+    """The digest comparison off (releases._kept_changed answers None): the swapped run publishes 6
+    reports again, and its estimate of bit a minus the first run's is d0's new report minus its old
+    one, +-2 (one report's debiased bit is 1.5 or -0.5)."""
+    first_reports, swapped_reports = _swap_inputs(tmp_path)
+    out = tmp_path / "out"
+    _run(tmp_path, CONFIG, first_reports, "first", out)
+    before = _values(out)
+    with mock.patch.object(releases, "_kept_changed", lambda *a: None):
+        swapped = _run(tmp_path, CONFIG, swapped_reports, "swapped", out)
+    after = _values(out)
+    assert swapped["reports_withheld_by_ledger"] == 0 and {v[1] for v in after.values()} == {6}
+    assert abs(after[((), (0,))][0] - before[((), (0,))][0]) == pytest.approx(2.0)
+
+
+def test_a_ledger_of_format_1_is_read_as_unknown_digests_and_rewritten(tmp_path):
+    """The first run's ledger rewritten as format 1 (before issue 47: no digest column, no witnesses):
+    the same input again is withheld as unknown (a swap cannot be ruled out), and the ledger is then of
+    format 2; a format this release does not know is refused."""
+    first_reports, _ = _swap_inputs(tmp_path)
+    out = tmp_path / "out"
+    _run(tmp_path, CONFIG, first_reports, "first", out)
+    path = out / LEDGER_DIR / LEDGER_FILE
+    ledger = json.loads(path.read_text())
+    for release in ledger["collections"]["dev"]:
+        release["slices"] = [s[:6] for s in release["slices"]]
+        del release["witnesses"]
+    path.write_text(json.dumps(dict(ledger, format=1)))
+    again = _run(tmp_path, CONFIG, first_reports, "again", out)
+    assert again["reports_withheld_by_ledger"] == 6
+    assert all("recorded no digest" in r["reason"] for r in read_rows(str(out), "withheld"))
+    assert json.loads(path.read_text())["format"] == 2
+    path.write_text(json.dumps(dict(ledger, format=3)))
+    with pytest.raises(ValueError, match=r"format 3, this release reads formats \[1, 2\]"):
+        _run(tmp_path, CONFIG, first_reports, "third", out)
 
 
 def _tokens_swapping_keys(collection: str) -> tuple:
