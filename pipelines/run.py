@@ -26,6 +26,7 @@ from ldp_marginals.pipelines.job import WATERMARK_DELAY_SECONDS, JobOptions, bui
 from ldp_marginals.pipelines.progress import Progress, job_counters
 from ldp_marginals.pipelines.release_ledger import (
     NEW_LEDGER,
+    SharedDevices,
     WriteReleaseFn,
     check_no_ledger,
     check_rollups,
@@ -662,6 +663,8 @@ def run(argv=None) -> dict:
         try:
             publish_ledger(args.output, args.run_id, args.earlier)   # before the run: killed between, it only withholds more
             finish_run(args.output, args.run_id, summary, started)   # adds the earlier releases it kept
+        except SharedDevices as err:   # the ledger refused the run (a collection over another's reports)
+            raise SharedDevices(f"{err}; {_discard_unfinished(args)}") from None
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
             raise JobFailed(f"writing the run's release ledger, {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
                             f"{err.strerror or err}; the run is incomplete ({_discard_unfinished(args)}). Free "
