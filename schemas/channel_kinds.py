@@ -150,5 +150,4 @@ def describe_kind(cfg) -> dict:
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
             "unit": "report", "max_reports_per_device": None, "memoized_bits": [],
             # one report is epsilon-LDP; reports of one device compose (no memoization)
-            "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "reports_per_day": None,
-                         "epsilon_per_day": None, "epsilon_per_month": None}}
+            "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "enforced": None, "declared": None}}
