@@ -843,6 +843,17 @@ def sample_scenario(rng) -> Scenario:
     return s
 
 
+def device_sample_scenario(rng) -> Scenario:
+    """``privacy.unit: device`` with extremes over clients on fixed or global windows: the client rows
+    take each device's ``c`` = M kept reports (the sample's default), and leave out the devices that
+    kept fewer."""
+    s = device_scenario(rng)
+    if s.window == "sliding":
+        s.window = "fixed"
+    s.clients = True
+    return s
+
+
 def derived_scenario(rng) -> Scenario:
     """A random scenario whose collection also publishes a table, a conditional and means (each a
     function of its pane's counts), or withholds them for precision."""

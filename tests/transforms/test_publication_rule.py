@@ -165,6 +165,14 @@ def test_client_rows_on_a_sample_of_c_reports_isolate_nothing(s):
     check(s)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.device_sample_scenario))
+def test_under_the_device_unit_client_rows_on_the_bounds_reports_isolate_nothing(s):
+    """``privacy.unit: device``, extremes over clients: the sample defaults to c = M, the devices that
+    kept fewer are left out; nothing depends on fewer than min_reports devices."""
+    check(s)
+
+
 def test_the_sample_scenarios_publish_client_rows_that_the_groups_rule_withholds():
     """The sample scenarios reach published client rows, in streaming and batch, and many of them are
     windows the groups rule (no sample) withholds."""
@@ -466,6 +474,9 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "sample: a kept client's reports past c not counted as left out": (
         mock.patch.object(release, "sample_rule", _sample_rule(extras=False)), _samples, (False, True)),
     "sample: clients of every composition kept together": (_every_composition(), _samples, (False,)),
+    "sample: devices that kept fewer than M reports not checked (device unit)": (
+        mock.patch.object(release, "sample_rule", _sample_rule(left_out=False)),
+        lambda rng, n: model.device_sample_scenario(rng), (False, True)),
     "rollups: published at every event (early and on-time panes too), not once at the close": (
         mock.patch.object(rollup_panes, "rolls_up", lambda timing, final: True),
         lambda rng, n: model.stream_rollup_scenario(rng), (False,)),
