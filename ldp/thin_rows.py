@@ -61,10 +61,13 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int) -> d
         above = [t for t in published_tables if set(s) < set(t)]
         if n > 0 and above:
             rest = n - sum(int(drawn_of(t)) for t in above)
-            if (len(above) == 1 and 0 < rest < m) or (len(above) > 1 and rest < m):
-                bound = "" if len(above) == 1 else "at least "
-                out[s] = Thin(n, f"the published tables of {len(above)} set(s) above its bits leave {bound}"
-                                 f"{max(rest, 0)} of its {n} reports apart, < min_reports={m}")
+            if len(above) == 1 and 0 < rest < m:
+                out[s] = Thin(n, f"the published tables of 1 set(s) above its bits leave {rest} of its {n} reports "
+                                 f"apart, < min_reports={m}")
+                continue
+            if len(above) > 1 and rest < m:
+                out[s] = Thin(n, f"the published tables of {len(above)} sets above its bits may leave fewer than "
+                                 f"min_reports={m} of its {n} reports apart (at least {max(rest, 0)})")
                 continue
         if s in tables:
             published_tables.append(s)

@@ -156,3 +156,51 @@ def test_streaming_and_sliding_windows_give_the_batch_answers():
     assert canonical(latest_panes(got)) == expected
     assert [d["reason"] for d in got["dead_letters"]] == [d["reason"] for d in batch["dead_letters"]] == [
         "bad_coefficient"]
+
+
+# -- issue 47 item 6: a row that rests on fewer than min_reports reports is withheld ------------------------
+def run_command(tmp_path, config: dict, records: list) -> dict:
+    """``ldp-marginals run`` (batch, DirectRunner) on ``records`` -> its marginals, tables and withheld rows
+    as ``read`` gives them."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from ldp_marginals.pipelines.read import read
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
+    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
+                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {kind: read(str(tmp_path / "out"), kind).to_pylist() for kind in ("marginals", "tables", "withheld")}
+
+
+def test_a_row_holding_a_coefficient_drawn_by_fewer_than_min_reports_reports_is_withheld(tmp_path):
+    """A set's row is N 2^-|S| sum_a (-1)^|a| theta_a over the coefficients a within S, theta_a resting on the
+    n_a reports that drew a; the rows of S and of its subsets difference to theta_S alone. So the row of S
+    is withheld when a coefficient within it was drawn by 1..min_reports-1 reports, even when the reports
+    that drew some coefficient within S number far more (the mutation "count the reports of every
+    coefficient within S together" publishes every row here and fails). Main published all 25 rows and
+    the table; of 2,400 reports, an order-1 coefficient is drawn by ~150, order 2 by ~100, order 3 by ~60."""
+    from itertools import combinations
+    config = dict(CONFIG, min_reports=100)
+    cfg = parse_config(config)
+    records, packed, event = reports(cfg, seed=5)
+    hour0 = packed[event < START + 3_600_000]
+    index = hour0[:, 0].astype(np.int64) & 0b11111          # one slot: a 5-bit family index, then the parity
+    drawn = {cfg.family[a]: int((index == a).sum()) for a in range(1, cfg.sampling.n_coefficients + 1)}
+    assert min(drawn.values()) > 0 and sum(drawn.values()) == 2400
+
+    def thin(s):
+        return any(drawn[a] < 100 for r in range(1, len(s) + 1) for a in combinations(s, r))
+    sets = [s for o in (1, 2, 3) for s in combinations(range(5), o)]
+    assert 5 < sum(map(thin, sets)) < 25 and not thin((0, 2))
+    rows = run_command(tmp_path, config, records)
+    assert {tuple(r["columns"]) for r in rows["marginals"]} == {s for s in sets if not thin(s)}
+    assert len(rows["tables"]) == 4   # the (q0, q2) table: its coefficients q0, q2, q0q2 each drawn by >= 100
+    withheld = sorted(r["reason"].split(" withheld:")[0] for r in rows["withheld"] if r["statistic"] == "marginal")
+    assert withheld == sorted("marginal of " + ",".join(f"q{b}" for b in s) for s in sets if thin(s))
+    assert {(round(r["window_start"].timestamp() * 1000), r["n_reports"], r["statistic"]) for r in rows["withheld"]} == {
+        (START, 2400, "marginal"), (START + 3_600_000, LATE, "all")}

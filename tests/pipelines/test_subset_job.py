@@ -15,7 +15,7 @@ from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
 from ldp_marginals.transforms.reports import ReadNoisyReportFiles
 from tests.pipelines import test_hadamard_job as hadamard_job
-from tests.pipelines.test_hadamard_job import START, expected, expected_consistent
+from tests.pipelines.test_hadamard_job import START, expected, expected_consistent, run_command
 from tests.pipelines.test_job_batch import Shards
 
 CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(5)],
@@ -148,24 +148,6 @@ def test_streaming_and_sliding_windows_give_the_batch_answers():
 PAIRS = {"collection": "pairs", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(8)],
          "channel": {"kind": "subset", "epsilon": 2.0, "width": 2}, "max_order": 2,
          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 2}
-
-
-def run_command(tmp_path, config: dict, records: list) -> dict:
-    """``ldp-marginals run`` (batch, DirectRunner) on ``records`` -> its marginals, tables and withheld rows
-    as ``read`` gives them."""
-    import subprocess
-    import sys
-
-    import yaml
-
-    from ldp_marginals.pipelines.read import read
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
-    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
-                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {kind: read(str(tmp_path / "out"), kind).to_pylist() for kind in ("marginals", "tables", "withheld")}
 
 
 @pytest.mark.parametrize("min_reports", [2, 5])
