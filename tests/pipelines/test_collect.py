@@ -338,6 +338,17 @@ def hostile() -> tuple:
     return records, raw
 
 
+def other_writer(records) -> bytes:
+    """A container of ``records`` by another writer schema (one more field, holding :data:`MARK`): the
+    record-by-record path of the screening."""
+    schema = dict(schemas.load_schema("noisy_report"))
+    schema["fields"] = list(schema["fields"]) + [{"name": "note", "type": "string", "default": ""}]
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), [dict(r, note=f"{MARK}-note") for r in records],
+                    codec="null")
+    return buf.getvalue()
+
+
 HOSTILE_REASONS = ["unknown_collection", "unknown_collection", "undeclared_dimension", "undeclared_dimension",
                    "dimension_too_long", "bad_field", "wrong_length"]
 
@@ -354,14 +365,15 @@ def test_no_answer_or_log_line_names_a_string_the_report_supplied(caplog):
             answers = [await c.post(single(r), request_id=f"hostile-{i:04d}") for i, r in enumerate(records)]
             answers += [await c.post(b, request_id=f"hostile-raw-{i:04d}") for i, b in enumerate(raw)]
             answers.append(await c.post(container(records), request_id="hostile-batch"))
+            answers.append(await c.post(other_writer(records), request_id="hostile-other-writer"))
             return answers
     caplog.set_level(logging.INFO)   # every logger (numba's compiler debug lines quote code, not reports)
     for name in ("ldp_marginals", "aiohttp", "kafka"):
         caplog.set_level(logging.DEBUG, logger=name)
     answers = run(go())
     reasons = [[r["reason"] for r in body.get("refused", [])] for _, body, _ in answers]
-    assert reasons == [[r] for r in HOSTILE_REASONS] + [[]] + [["undecodable"]] * 3 + [HOSTILE_REASONS]
-    assert [s for s, _, _ in answers] == [400] * 7 + [200] + [400] * 3 + [200]
+    assert reasons == [[r] for r in HOSTILE_REASONS] + [[]] + [["undecodable"]] * 3 + [HOSTILE_REASONS] * 2
+    assert [s for s, _, _ in answers] == [400] * 7 + [200] + [400] * 3 + [200] * 2
     for status, body, headers in answers:
         assert MARK not in json.dumps(body) and MARK not in str(dict(headers)), body
     assert caplog.records and MARK not in caplog.text   # the collector's and aiohttp's lines, every level
