@@ -7,7 +7,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from ldp_marginals.ldp.hadamard import HadamardAccumulator, HadamardSampling, estimate_hadamard, randomize_hadamard
+from ldp_marginals.ldp.hadamard import HadamardSampling, randomize_hadamard
 from ldp_marginals.ldp.hadamard_reports import HadamardAggregator, window_marginals
 from ldp_marginals.ldp.subset_rr import SubsetAccumulator, SubsetRR, estimate_subset, randomize_subset
 from ldp_marginals.ldp.thin_rows import hadamard_thin_sets, subset_thin_sets
