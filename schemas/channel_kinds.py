@@ -113,6 +113,11 @@ def check_config(spec: dict, groups: tuple, max_order: int) -> None:
     for key in UNSUPPORTED:
         if spec.get(key):
             raise ValueError(f"{key} are not supported with channel kind {kind!r} yet, got {key}={spec[key]!r}")
+    if spec.get("rollups"):   # a rollup row minus its keys' published rows is a key's row: a withheld thin
+        #                       row (ldp/thin_rows.py) of one key would come back; rollups do not suppress rows
+        raise ValueError(f"rollups are not supported with channel kind {kind!r}: a rollup's row minus its keys' "
+                         f"published rows would give back a key's row withheld for resting on fewer than "
+                         f"min_reports reports, got rollups={spec['rollups']!r}")
     privacy = spec.get("privacy") or {}
     if isinstance(privacy, dict):
         if privacy.get("unit", "report") != "report":

@@ -269,10 +269,9 @@ class CollectionConfig:
         sorted order, so the first fault is the same on every reader."""
         limits = self.dimension_limits
         for key in sorted(dims):
-            if key not in limits:   # a key is named only when it has the form of a dimension name
-                shown = repr(key) if DIMENSION_PATTERN.match(key) else f"of {len(key):,} characters"
-                return (UNDECLARED_DIMENSION, f"dimension {shown} is not declared for collection {self.name!r} "
-                        f"(declared: {sorted(limits) if limits else 'none'})")
+            if key not in limits:   # never named: the key is the report's string (it reaches answers, dead letters)
+                return (UNDECLARED_DIMENSION, f"a dimension name of {len(key):,} characters is not declared for "
+                        f"collection {self.name!r} (declared: {sorted(limits) if limits else 'none'})")
         for key in sorted(dims):
             if len(dims[key]) > limits[key].max_length:
                 return (DIMENSION_TOO_LONG, f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
