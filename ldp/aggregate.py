@@ -21,6 +21,15 @@ What a window keeps, per key:
   also counts the client's reports (column ``REPORTS``): the publication rule for per-client
   statistics groups a window's clients by how many reports each sent in each released increment
   (:func:`client_groups`) and counts the reports that name no client (:func:`unnamed_reports`).
+- with a *client sample* of ``c`` reports (``reports_per_client``; under ``privacy.unit: device`` the
+  bound M by default), each client's ``c + 1`` reports of smallest rank, each with its own state
+  (``sample_owner``, ``sample_rank``, ``sample_states``, sorted by (owner, rank)): the rank is a hash
+  of (collection, client, event ms), never of the bits (:func:`ldp_marginals.ldp.client_sample.report_ranks`),
+  so the sample is blind to content, and a bottom-(c+1) merges in any order. The client rows then
+  take, per client, the OR/AND over exactly its ``c`` reports of smallest rank; a client with fewer
+  (or whose c-th and (c+1)-th ranks tie) is left out of them (:func:`sampled_clients`), so every
+  client in the rows has the same number of reports and the rows treat them alike
+  (docs/design.md, section 7, "Extremes over clients: a sample of c reports").
 
 Reports are added as packed ``(n, n_bytes)`` arrays, one vectorized pass per batch.
 
@@ -32,7 +41,7 @@ earlier version and refuses, naming both, a state whose shape is not the configu
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -41,6 +50,8 @@ from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.devices import (
     DeviceTable,
+    _bottom,
+    _select,
     kept_digest,
     kept_per_device,
     merge_tables,
@@ -87,7 +98,7 @@ class WindowAccumulator:
     upper bound of their distinct devices; ``kept`` the digest of the parts' kept pairs together)."""
 
     __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "devices", "device_count", "over_bound",
-                 "used_devices", "used_counts", "kept")
+                 "used_devices", "used_counts", "kept", "sample_owner", "sample_rank", "sample_states")
 
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
         self.cooc = cooc
@@ -104,17 +115,25 @@ class WindowAccumulator:
         # settled under a bound: the digest of the kept (device, rank) pairs (devices.kept_digest),
         # uint64[2]; it adds when settled accumulators merge (the empty digest is 0)
         self.kept = np.zeros(2, dtype=np.uint64)
+        # with a client sample: each client's c + 1 reports of smallest rank, one state each
+        self.sample_owner = np.zeros(0, dtype=np.uint64)
+        self.sample_rank = np.zeros(0, dtype=np.uint64)
+        self.sample_states = np.zeros((0, n_client_extremes, STATE_WIDTH))
 
     def __getstate__(self):   # a pickle (what crosses the wire is the versioned record instead)
         return {"cooc": self.cooc, "extreme_sums": self.extreme_sums, "clients": self.clients,
                 "client_states": self.client_states, "devices": self.devices, "device_count": self.device_count,
                 "over_bound": self.over_bound, "used_devices": self.used_devices, "used_counts": self.used_counts,
-                "kept": self.kept}
+                "kept": self.kept, "sample_owner": self.sample_owner, "sample_rank": self.sample_rank,
+                "sample_states": self.sample_states}
 
     def __setstate__(self, state):
         self.devices, self.device_count, self.over_bound = None, 0, 0
         self.kept = state.get("kept", np.zeros(2, dtype=np.uint64)) if isinstance(state, dict) \
             else np.zeros(2, dtype=np.uint64)
+        get = state.get if isinstance(state, dict) else (lambda _k, d: d)
+        self.sample_owner = get("sample_owner", np.zeros(0, dtype=np.uint64))
+        self.sample_rank = get("sample_rank", np.zeros(0, dtype=np.uint64))
         self.used_devices = state.get("used_devices", np.zeros(0, dtype=np.uint64)) if isinstance(state, dict) \
             else np.zeros(0, dtype=np.uint64)
         self.used_counts = state.get("used_counts", np.zeros(0, dtype=np.int64)) if isinstance(state, dict) \
@@ -122,9 +141,11 @@ class WindowAccumulator:
         if isinstance(state, tuple):  # version 1: (cooc, extreme_sums, clients, client_states, held)
             self.cooc, self.extreme_sums, self.clients, states, _held = state
             self.client_states = _with_report_counts(states)
+            self.sample_states = np.zeros((0,) + self.client_states.shape[1:])
             return
         self.cooc, self.extreme_sums = state["cooc"], state["extreme_sums"]
         self.clients, self.client_states = state["clients"], state["client_states"]
+        self.sample_states = state.get("sample_states", np.zeros((0,) + self.client_states.shape[1:]))
         self.devices = state.get("devices")
         self.device_count, self.over_bound = state.get("device_count", 0), state.get("over_bound", 0)
 
@@ -195,7 +216,8 @@ class ReportAggregator:
     """
 
     def __init__(self, family: SetFamily, channels: ChannelSet, extremes: Sequence[tuple] = (),
-                 client_extremes: Sequence[tuple] = (), device_bound: int | None = None, collection_key: int = 0):
+                 client_extremes: Sequence[tuple] = (), device_bound: int | None = None, collection_key: int = 0,
+                 client_sample: int | None = None):
         if len(channels) != family.n_bits:
             raise ValueError(f"channels must have one channel per bit ({family.n_bits}), got len={len(channels)}")
         if device_bound is not None and (isinstance(device_bound, bool) or not isinstance(device_bound, int)
@@ -207,6 +229,13 @@ class ReportAggregator:
         self.client_extremes = self._checked(client_extremes, "client_extremes")
         self.device_bound = device_bound
         self.collection_key = int(collection_key)
+        if client_sample is not None and (isinstance(client_sample, bool) or not isinstance(client_sample, int)
+                                          or client_sample < 1):
+            raise ValueError(f"client_sample must be None or an int >= 1, got client_sample={client_sample!r}")
+        if client_sample is not None and device_bound is not None and client_sample > device_bound:
+            raise ValueError(f"client_sample must be at most the device bound {device_bound}, got "
+                             f"client_sample={client_sample}")
+        self.client_sample = client_sample if self.client_extremes else None
 
     def _checked(self, extremes, name: str) -> tuple:
         out = tuple((op, tuple(int(b) for b in bits)) for op, bits in extremes)
@@ -245,7 +274,7 @@ class ReportAggregator:
         out = self.create()
         if table.kept:
             if self.client_extremes:
-                self.add_packed(out, table.bits, table.owner, np.ones(table.kept, dtype=bool))
+                self.add_packed(out, table.bits, table.owner, np.ones(table.kept, dtype=bool), ranks=table.rank)
             else:
                 self.add_packed(out, table.bits)
         out.device_count, out.over_bound = table.n_devices, table.over_bound
@@ -284,10 +313,12 @@ class ReportAggregator:
         return out, reports
 
     def add_packed(self, acc: WindowAccumulator, packed: np.ndarray, client_keys: np.ndarray | None = None,
-                   named: np.ndarray | None = None) -> WindowAccumulator:
+                   named: np.ndarray | None = None, ranks: np.ndarray | None = None) -> WindowAccumulator:
         """Vectorized: a whole ``(n, n_bytes)`` uint8 block of packed reports at once. With client
         extremes, ``client_keys`` uint64 gives each report's client (:func:`client_key`) where
-        ``named`` is true; a report without a client counts in no client extreme."""
+        ``named`` is true; a report without a client counts in no client extreme. With a client
+        sample, ``ranks`` uint64 gives each report's rank
+        (:func:`ldp_marginals.ldp.client_sample.report_ranks` of its client and event time)."""
         if acc.devices is not None:
             raise ValueError("add_packed needs a settled accumulator; an open one takes add_devices")
         bits = unpack_bits(packed, self.family.n_bits)
@@ -300,24 +331,41 @@ class ReportAggregator:
             acc.extreme_sums[i, 0] += per_report.estimate().sum()
             acc.extreme_sums[i, 1] += per_report.variance().sum()
         if self.client_extremes and client_keys is not None:
-            self._add_clients(acc, bits, np.asarray(client_keys, dtype=np.uint64), named)
+            if self.client_sample is not None and ranks is None:
+                raise ValueError(f"add_packed needs each report's rank for the client sample "
+                                 f"(client_sample={self.client_sample}), got ranks=None")
+            self._add_clients(acc, bits, np.asarray(client_keys, dtype=np.uint64), named,
+                              None if ranks is None else np.asarray(ranks, dtype=np.uint64))
         return acc
 
-    def _add_clients(self, acc, bits, keys, named):
+    def _add_clients(self, acc, bits, keys, named, ranks=None):
         if named is not None:
             bits, keys = bits[named], keys[named]
+            ranks = None if ranks is None else ranks[named]
         if keys.size == 0:
             return
         uniq, inverse = np.unique(keys, return_inverse=True)
         inverse = inverse.reshape(-1)
         states = np.zeros((uniq.size, len(self.client_extremes), STATE_WIDTH))
+        per_reports = np.empty((keys.size, len(self.client_extremes), STATE_WIDTH))
         p, q = self.channels.p, self.channels.q
         for e, (op, cols) in enumerate(self.client_extremes):
             cols = list(cols)
-            per_report = _log_states(op, bits[:, cols], p[cols], q[cols])
+            per_report = per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
             for c in range(STATE_WIDTH):  # a per-client sum of each column
                 states[:, e, c] = np.bincount(inverse, weights=per_report[:, c], minlength=uniq.size)
         self._merge_clients(acc, uniq, states)
+        if self.client_sample is not None:   # each client's c + 1 reports of smallest rank, one state each
+            self._merge_sample(acc, [(keys, ranks, per_reports)])
+
+    def _merge_sample(self, acc: WindowAccumulator, parts) -> None:
+        """``acc``'s client sample and ``parts`` (``(owner, rank, states)`` each) cut to the bottom
+        ``c + 1`` per client by rank: the bottom of a union is the bottom of the parts' bottoms."""
+        owner = np.concatenate([acc.sample_owner] + [o for o, _, _ in parts])
+        rank = np.concatenate([acc.sample_rank] + [r for _, r, _ in parts])
+        states = np.concatenate([acc.sample_states] + [s for _, _, s in parts])
+        keep = _bottom(owner, rank, self.client_sample + 1)
+        acc.sample_owner, acc.sample_rank, acc.sample_states = owner[keep], rank[keep], states[keep]
 
     @staticmethod
     def _merge_clients(acc: WindowAccumulator, keys: np.ndarray, states: np.ndarray, distinct: bool = True) -> None:
@@ -355,7 +403,7 @@ class ReportAggregator:
                 raise ValueError("an open accumulator merges only open ones (settle the others' slice first)")
             first.devices = merge_tables([first.devices] + [a.devices for a in rest], self.device_bound)
             return first
-        keys, states = [], []
+        keys, states, samples = [], [], []
         for other in it:
             if other.devices is not None:   # a pending part under a bound, counted as it would be settled
                 other = self.settle(other)
@@ -367,6 +415,10 @@ class ReportAggregator:
             if other.clients.size and clients:
                 keys.append(other.clients)
                 states.append(other.client_states)
+                if self.client_sample is not None and other.sample_owner.size:
+                    samples.append((other.sample_owner, other.sample_rank, other.sample_states))
+        if samples:
+            self._merge_sample(first, samples)
         if len(keys) == 1:
             self._merge_clients(first, keys[0], states[0])
         elif keys:
@@ -377,14 +429,19 @@ class ReportAggregator:
         """A new accumulator equal to ``acc`` (``merge`` into a fresh one)."""
         return self.merge([self.create(), acc])
 
-    def client_sums(self, acc: WindowAccumulator) -> list:
+    def client_sums(self, acc: WindowAccumulator, atoms: Sequence[WindowAccumulator] | None = None,
+                    min_clients: int = 0) -> list:
         """Per client extreme, ``(estimate, variance)`` summed over the window's clients: each
         client's OR (AND) estimate over all its bits, and its unbiased variance estimate (Hehir Thm 1
         and 3); clients are independent, so the sums estimate the number of clients whose OR (AND)
         is 1 and its variance. ``math.fsum`` is exactly rounded: the result does not depend on the
-        order clients arrived in."""
+        order clients arrived in. With a client sample, over the clients of ``atoms`` (the parts
+        of ``acc`` rows were published from apart; None: ``acc``) that :func:`sampled_clients` keeps,
+        each on its ``c`` reports of smallest rank."""
         out = []
         states = acc.client_states
+        if self.client_sample is not None:
+            states = sampled_clients([acc] if atoms is None else atoms, self.client_sample, min_clients).states
         for e, (op, _) in enumerate(self.client_extremes):
             s = states[:, e, :]
             prod_f = ExtremeAccumulator._product(s[:, NEG_F], s[:, LOG_F], s[:, ZEROS_F])
@@ -429,6 +486,95 @@ def client_groups(atoms: Sequence[WindowAccumulator]) -> tuple:
     return clients, total[first]
 
 
+class ClientSample(NamedTuple):
+    """What the client rows take under a client sample of ``c`` reports (:func:`sampled_clients`):
+    ``keys`` uint64 (sorted) and ``states`` float64[clients, client extremes, 7] of the clients kept,
+    each the sum of the states of its ``c`` reports of smallest rank; ``short`` the clients left out
+    for sending fewer than ``c`` reports (or a tie of ranks at the c-th place), ``split`` those left out
+    because their composition (kept reports per atom) is shared by fewer than ``min_clients``
+    clients; ``left_out`` per atom the *parties* of its reports the client rows do not take: reports
+    without a client, and clients with a report there that is not among their kept ``c``."""
+    keys: np.ndarray
+    states: np.ndarray
+    short: int
+    split: int
+    left_out: list
+
+    @property
+    def clients_left_out(self) -> int:
+        return self.short + self.split
+
+
+def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0) -> ClientSample:
+    """The clients of the union of ``atoms`` (disjoint accumulators of one key, as for
+    :func:`client_groups`, in the order they were released) that the client rows take under a sample
+    of ``c`` reports, on their first ``c`` reports by (atom, rank): its reports in earlier atoms
+    first (so in streaming a client whose ``c`` reports came in the first release keeps them there,
+    and late increments split few clients), by rank within an atom (in batch, one atom: the ``c`` of
+    smallest rank). A client is kept when it has at least ``c`` reports and its c-th report comes
+    strictly before its (c+1)-th (a tie, two reports of an atom stamped in one millisecond, would make
+    the choice read something other than metadata); then, of those, the ones whose composition (their kept
+    reports per atom) at least ``min_clients`` kept clients share (with one atom: all of them). Every
+    kept client then holds exactly ``c`` reports and shares its composition with at least
+    ``min_clients`` others, so the rows treat the clients of a composition alike (docs/design.md,
+    section 7). Which clients are kept reads only ranks and counts, never bits."""
+    n_ext = atoms[0].client_states.shape[1]
+    owner = np.concatenate([a.sample_owner for a in atoms])
+    rank = np.concatenate([a.sample_rank for a in atoms])
+    states = np.concatenate([a.sample_states for a in atoms]) if owner.size else np.zeros((0, n_ext, STATE_WIDTH))
+    atom = np.repeat(np.arange(len(atoms)), [a.sample_owner.size for a in atoms])
+    every = np.unique(np.concatenate([a.clients for a in atoms]))
+    # per client its c + 1 first reports by (atom, rank): earlier atoms first (an atom's own sample holds
+    # its c + 1 smallest ranks, so the union's first c + 1 are among them), then by rank
+    order = np.lexsort((rank, atom, owner))
+    own = owner[order]
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
+    seen = np.diff(np.r_[starts, own.size])
+    devices = own[starts]
+    position = np.arange(own.size) - np.repeat(starts, seen)
+    keep = order[position <= c]
+    position = position[position <= c]
+    lengths = np.minimum(seen, c + 1)
+    starts = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64) if lengths.size else starts
+    ok = seen >= c
+    full = lengths > c   # has a (c+1)-th candidate: its c-th must come strictly before it
+    if keep.size:
+        cth = keep[np.minimum(starts + c - 1, keep.size - 1)]
+        nxt = keep[np.minimum(starts + c, keep.size - 1)]
+        ok &= ~full | (atom[cth] < atom[nxt]) | (rank[cth] < rank[nxt])
+    short = int(every.size - np.count_nonzero(ok))
+    client = np.repeat(np.arange(devices.size), lengths)
+    taken = (position < c) & ok[client]
+    idx = keep[taken]
+    kept_client = client[taken]              # index into devices, runs of c
+    comp = np.bincount(kept_client * len(atoms) + atom[idx], minlength=devices.size * len(atoms)).reshape(
+        devices.size, len(atoms)).astype(np.int64)
+    split = 0
+    if min_clients > 1 and ok.any() and len(atoms) > 1:
+        _, group, size = np.unique(comp[ok], axis=0, return_inverse=True, return_counts=True)
+        small = np.zeros(devices.size, dtype=bool)
+        small[np.flatnonzero(ok)] = size[group.reshape(-1)] < min_clients
+        split = int(small.sum())
+        ok &= ~small
+        keep_taken = ok[kept_client]
+        idx, kept_client = idx[keep_taken], kept_client[keep_taken]
+    keys = devices[ok]
+    out = np.zeros((keys.size, n_ext, STATE_WIDTH))
+    if idx.size:
+        run = np.flatnonzero(np.r_[True, kept_client[1:] != kept_client[:-1]])
+        out = np.add.reduceat(states[idx], run, axis=0)
+    left_out = []
+    taken_in = comp[ok]   # kept reports of each kept client per atom
+    for i, a in enumerate(atoms):
+        at = np.searchsorted(keys, a.clients)
+        inside = (at < keys.size) & (keys[np.minimum(at, max(keys.size - 1, 0))] == a.clients) if keys.size \
+            else np.zeros(a.clients.size, dtype=bool)
+        used = np.where(inside, taken_in[np.minimum(at, max(keys.size - 1, 0)), i] if keys.size else 0, 0)
+        sent = np.rint(a.client_reports).astype(np.int64)
+        left_out.append(unnamed_reports(a) + int(np.count_nonzero(sent > used)))
+    return ClientSample(keys, out, short, split, left_out)
+
+
 # -- state that outlives a process: the versioned bytes of ldp_marginals.ldp.versioned -------------
 def accumulator_shape(aggregator: "ReportAggregator") -> dict:
     """What a state must match to be read by ``aggregator``: the counted sets, the extremes and (under
@@ -439,5 +585,7 @@ def accumulator_shape(aggregator: "ReportAggregator") -> dict:
              "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
     if aggregator.device_bound is not None:
         shape["max_reports_per_device"] = aggregator.device_bound
+    if getattr(aggregator, "client_sample", None) is not None:
+        shape["reports_per_client"] = aggregator.client_sample
     shape.update(getattr(aggregator, "shape_extra", {}))   # a channel kind's parameters (ldp/hadamard_reports.py)
     return shape

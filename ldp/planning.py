@@ -133,3 +133,43 @@ def reports_for(variance_per_report: float, target: float, level: float = 0.95) 
     h = check_positive("target_half_width", target)
     z = z_of(level)
     return max(1, math.ceil(z * z * variance_per_report / (h * h)))
+
+
+def client_rows_outlook(clients: int, low: int, high: int, min_reports: int, c: int | None) -> dict:
+    """Whether a window and key's extremes over clients would publish, for ``clients`` clients each
+    sending between ``low`` and ``high`` reports (uniformly, in expectation): under the groups rule
+    (``c`` None) every number of reports must be sent by 0 or at least ``min_reports`` clients; under a
+    sample of ``c`` reports (``reports_per_client``) at least ``min_reports`` clients must send ``c`` or
+    more, and the parties whose reports the client rows leave out (clients that send other than ``c``)
+    must number 0 or at least ``min_reports`` (docs/design.md, section 7). ``{"published": bool,
+    "reason": str | None, "kept_clients": float, "suggested_reports_per_client": int | None}``: the
+    suggestion is the smallest ``c`` under which the rows publish (None if none does): it keeps the
+    most clients, and a client's variance grows exponentially with its bits (``c`` times the
+    extreme's), so a larger ``c`` buys an OR over more of each client's reports at a steep price."""
+    clients = int(clients)
+    low, high = int(low), int(high)
+    if clients < 1 or low < 1 or high < low:
+        raise ValueError(f"the population must be clients >= 1 and 1 <= low <= high, got clients={clients}, "
+                         f"low={low}, high={high}")
+    per = clients / (high - low + 1)   # clients sending each number of reports, in expectation
+
+    def verdict(c):
+        if c is None:
+            if per < min_reports:
+                return clients, (f"about {per:.0f} clients send each number of reports from {low} to {high}, fewer "
+                                 f"than min_reports={min_reports}: the groups rule withholds the client rows "
+                                 "(set reports_per_client)")
+            return clients, None
+        kept = per * max(0, high - max(c, low) + 1)
+        other = clients - (per if low <= c <= high else 0)
+        if kept < min_reports:
+            return kept, (f"about {kept:.0f} clients send at least reports_per_client={c} reports, fewer than "
+                          f"min_reports={min_reports}: the client rows are withheld")
+        if 0 < other < min_reports:
+            return kept, (f"about {other:.0f} clients send other than reports_per_client={c} reports, between 1 and "
+                          f"min_reports={min_reports}: the reports the client rows leave out would be singled out")
+        return kept, None
+    kept, reason = verdict(c)
+    good = [k for k in range(low, high + 1) if verdict(k)[1] is None]
+    return {"published": reason is None, "reason": reason, "kept_clients": float(kept),
+            "suggested_reports_per_client": good[0] if good else None}

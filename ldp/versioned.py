@@ -115,6 +115,9 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
     header = {"shape": shape, "n_sets": int(acc.cooc.counts.size), "n_clients": acc.n_clients}
     parts = [_le(acc.cooc.counts, "<i8"), _le(acc.extreme_sums, "<f8"), _le(acc.clients, "<u8"),
              _le(acc.client_states, "<f8")]
+    if acc.sample_owner.size:
+        # a client sample (reports_per_client): each client's c + 1 reports of smallest rank, a state each
+        header["n_sample"] = int(acc.sample_owner.size)
     t = acc.devices
     if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound or acc.kept.any():
         # privacy.unit: device: the settled counts, the devices the slice's released atoms used, and
@@ -128,6 +131,8 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
         if t is not None:
             parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.owner, "<u8"), _le(t.rank, "<u8"),
                       _le(t.bits, "u1")]
+    if acc.sample_owner.size:
+        parts += [_le(acc.sample_owner, "<u8"), _le(acc.sample_rank, "<u8"), _le(acc.sample_states, "<f8")]
     return header, parts
 
 
@@ -166,6 +171,9 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
         if dev["open"]:
             n_dev, n_cand = dev["n_devices"], dev["n_candidates"]
             layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_cand), ("<u8", n_cand), ("u1", n_cand * n_bytes)]
+    n_sample = header.get("n_sample", 0)   # absent before client samples (and when empty)
+    if n_sample:
+        layout += [("<u8", n_sample), ("<u8", n_sample), ("<f8", n_sample * n_cext * STATE_WIDTH)]
     arrays, at = [], 0
     for dtype, count in layout:
         arrays.append(np.frombuffer(tail, dtype=dtype, count=count, offset=at).copy())
@@ -187,6 +195,9 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
             t.devices, t.seen, t.owner, t.rank = (arrays[6].astype(np.uint64), arrays[7].astype(np.int64),
                                                   arrays[8].astype(np.uint64), arrays[9].astype(np.uint64))
             t.bits = arrays[10].reshape(dev["n_candidates"], n_bytes)
+    if n_sample:
+        acc.sample_owner, acc.sample_rank = arrays[-3].astype(np.uint64), arrays[-2].astype(np.uint64)
+        acc.sample_states = arrays[-1].reshape(n_sample, n_cext, STATE_WIDTH)
     return acc
 
 

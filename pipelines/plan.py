@@ -33,6 +33,11 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-mean-half-width", action="append", default=[], metavar="FEATURE=H",
                         help="the reports per window a numeric feature's mean needs for a half-width of at most H in "
                              "the feature's own unit (repeatable)")
+    parser.add_argument("--clients-per-window", type=int, default=None, metavar="N",
+                        help="the population, for the extremes over clients: N clients per window and key, each "
+                             "sending --reports-per-client reports; warns when the client rows would be withheld")
+    parser.add_argument("--reports-per-client", default=None, metavar="LOW[-HIGH]",
+                        help="with --clients-per-window: each client sends LOW to HIGH reports a window (uniformly)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -46,6 +51,7 @@ def plan(args) -> dict:
         except ValueError:
             raise ValueError(f"--target-mean-half-width must be FEATURE=H, got --target-mean-half-width={item!r}") \
                 from None
+    population = _population(args)
     if args.reports_per_window is None and args.target_half_width is None and not mean_targets:
         raise ValueError("plan needs --reports-per-window N or --target-half-width H, got neither")
     frequencies = [None] + list(args.frequency)
@@ -98,8 +104,35 @@ def plan(args) -> dict:
                           **_precision(per_report, n, mean_targets.get(f.name), cfg.level)})
         out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                    "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
-                                   "means": means, "privacy": _privacy(cfg), "mechanism": mechanism_advice(cfg)})
+                                   "means": means, "privacy": _privacy(cfg), "mechanism": mechanism_advice(cfg),
+                                   "client_rows": _client_rows(cfg, population)})
     return out
+
+
+def _population(args):
+    """``(clients, low, high)`` from ``--clients-per-window`` and ``--reports-per-client``, or None."""
+    n, spread = getattr(args, "clients_per_window", None), getattr(args, "reports_per_client", None)
+    if (n is None) != (spread is None):
+        raise ValueError("plan takes --clients-per-window N and --reports-per-client LOW[-HIGH] together, got "
+                         f"--clients-per-window={n} --reports-per-client={spread}")
+    if n is None:
+        return None
+    low, _, high = str(spread).partition("-")
+    try:
+        low, high = int(low), int(high or low)
+    except ValueError:
+        raise ValueError("--reports-per-client must be LOW or LOW-HIGH (integers), got "
+                         f"--reports-per-client={spread!r}") from None
+    return n, low, high
+
+
+def _client_rows(cfg, population):
+    """Whether the config's extremes over clients would publish for the population (None without either)."""
+    if population is None or not cfg.client_extremes:
+        return None
+    from ldp_marginals.ldp.planning import client_rows_outlook
+    return dict(client_rows_outlook(*population, cfg.min_reports, cfg.client_sample),
+                reports_per_client=cfg.client_sample)
 
 
 def _privacy(cfg) -> dict:
@@ -177,6 +210,14 @@ def render(out: dict) -> str:
         from ldp_marginals.pipelines.calibrate import epsilons_line
         lines.append(f"unit: {pv['unit']}; {epsilons_line(pv['epsilons'])}")
         lines += advice_lines(c["mechanism"])
+        rows_ = c.get("client_rows")
+        if rows_ is not None and not rows_["published"]:
+            hint = rows_["suggested_reports_per_client"]
+            lines.append(f"warning: extremes over clients: {rows_['reason']}" + (
+                f"; reports_per_client: {hint} would publish them" if hint is not None else ""))
+        elif rows_ is not None:
+            lines.append(f"extremes over clients: published, on about {rows_['kept_clients']:.0f} clients per window "
+                         f"and key")
         body = _collapsed(c["sets"], cols, with_n, with_target)
         extra = [(", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"])), _figures(r, ["worst"], with_n,
                                                                                             with_target))

@@ -179,9 +179,11 @@ class CollectionConfig:
     sampling: object = None   # a channel kind: its HadamardSampling (ldp/hadamard_reports.py) or SubsetRR
     #                           (ldp/subset_reports.py); None: per bit
     rollups: tuple = ()     # the dimensions each rollup keeps (sorted name tuples, each a proper subset)
+    reports_per_client: int | None = None   # the client rows' sample per client and window (None: the default)
 
     def __post_init__(self):
         self._check_rollups()
+        self._check_reports_per_client()
         memoized = bool(self.permanent) and any(c is not None for c in self.permanent)
         if memoized and self.device is None:
             raise ValueError(f"collection {self.name!r}: memoized channels (memoize: true) correlate a device's "
@@ -202,6 +204,33 @@ class CollectionConfig:
                              f"windows, got a sliding window of {self.window.size_seconds:g} s every "
                              f"{self.window.period_seconds:g} s: a client's state merged across overlapping "
                              "windows lets a difference of windows single out one client; use a fixed window")
+
+    def _check_reports_per_client(self) -> None:
+        """``reports_per_client`` (c): an int >= 1, with extremes over clients, at most the device bound
+        (a client keeps at most M reports of a window and key, so none would hold more)."""
+        c = self.reports_per_client
+        if c is None:
+            return
+        check_int("reports_per_client", c, minimum=1)
+        if not self.client_extremes:
+            raise ValueError(f"collection {self.name!r}: reports_per_client={c} samples the reports of the extremes "
+                             "over clients, and the collection has none (extremes with over: client)")
+        if self.device is not None and c > self.device.max_reports_per_device:
+            raise ValueError(f"collection {self.name!r}: reports_per_client must be at most "
+                             f"privacy.max_reports_per_device={self.device.max_reports_per_device} (a device keeps "
+                             f"no more of a window and key), got reports_per_client={c}")
+
+    @property
+    def client_sample(self) -> int | None:
+        """c, the reports each client contributes to the client rows (its c of smallest rank; a client
+        with fewer is left out and counted): ``reports_per_client``, by default under ``privacy.unit:
+        device`` the bound ``max_reports_per_device``; None (every report, the groups rule) otherwise
+        or without extremes over clients."""
+        if not self.client_extremes:
+            return None
+        if self.reports_per_client is not None:
+            return self.reports_per_client
+        return self.device.max_reports_per_device if self.device is not None else None
 
     def _check_rollups(self) -> None:
         """Each rollup keeps a proper subset of the declared dimensions, once; fixed or global windows
@@ -288,7 +317,8 @@ class CollectionConfig:
             return HadamardAggregator(self.sampling)
         bound = self.device.max_reports_per_device if self.device is not None else None
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
-                                tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name))
+                                tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
+                                self.client_sample)
 
     @property
     def channel_kind(self) -> str:
@@ -441,6 +471,7 @@ class CollectionConfig:
                 "unit": self.unit,
                 "max_reports_per_device": self.device.max_reports_per_device if self.device is not None else None,
                 "max_keys_per_device": self.device.max_keys_per_device if self.device is not None else None,
+                "reports_per_client": self.client_sample,
                 "memoized_bits": [self.layout.labels[i] for i, c in enumerate(self.permanent) if c is not None],
                 "epsilons": self.describe_epsilons()}
 

@@ -347,7 +347,8 @@ def _bits_of(layout: Layout, items, where: str) -> tuple:
 
 _CONFIG_KEYS = ("collection", "features", "channel", "max_order", "window", "min_reports", "sets", "groups",
                 "level", "allowed_lateness_seconds", "early_firing_seconds", "extremes", "dimensions", "privacy",
-                "conditionals", "means", "marginal_interval", "conditional_alpha", "rollups")
+                "conditionals", "means", "marginal_interval", "conditional_alpha", "rollups",
+                "reports_per_client")
 
 
 def _rollups(spec, declared: list) -> tuple:
@@ -502,7 +503,8 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                            mechanisms=(chan_spec["kind"],) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
                            device=device, permanent=() if kind else _permanent(spec["channel"], layout),
                            sampling=sampling,
-                           rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]))
+                           rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]),
+                           reports_per_client=spec.get("reports_per_client"))
     _check_month(cfg, check_promise)
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [
             (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:

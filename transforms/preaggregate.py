@@ -21,6 +21,7 @@ import apache_beam as beam
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.client_sample import report_ranks
 from ldp_marginals.schemas.dead_letters import VALID
 from ldp_marginals.transforms.avro_kernels import EVENT_MS
 from ldp_marginals.transforms.checks import block_meta, keeps_clients
@@ -35,10 +36,10 @@ class _Buffer:
     """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays, and
     with client extremes each report's client key and whether it names a client."""
 
-    __slots__ = ("packed", "keys", "named", "singles")
+    __slots__ = ("packed", "keys", "named", "event_ms", "singles")
 
     def __init__(self):
-        self.packed, self.keys, self.named, self.singles = [], [], [], []
+        self.packed, self.keys, self.named, self.event_ms, self.singles = [], [], [], [], []
 
 
 class Preaggregator:
@@ -59,39 +60,46 @@ class Preaggregator:
 
     def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None):
         """``packed`` (n, n_bytes) reports; ``clients``: None (no client extremes, or no clients), or
-        ``(keys, named)``: each report's client key (uint64) and whether it names a client."""
+        ``(keys, named)``: each report's client key (uint64) and whether it names a client, or
+        ``(keys, named, event_ms)`` with each report's event time (int64 ms), which a client sample
+        ranks by (``reports_per_client``)."""
         buf = self._buffer(name, dims, start)
         buf.packed.append(packed)
         if keeps_clients(self.configs[name]):
             n = packed.shape[0]
-            keys, named = clients if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
+            keys, named = clients[:2] if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
             buf.keys.append(keys)
             buf.named.append(named)
+            buf.event_ms.append(clients[2] if clients is not None and len(clients) > 2 else np.zeros(n, np.int64))
         self.buffered += packed.shape[0]
 
     def add_report(self, name, dims: tuple, event_ms: int, bits: bytes, client=None):
         """One validated report (the per-record path)."""
         start = self.configs[name].window.slice_of(event_ms)
         self._buffer(name, dims, start).singles.append(
-            (bytes(bits), 0 if client is None else client_key(client), client is not None))
+            (bytes(bits), 0 if client is None else client_key(client), client is not None, int(event_ms)))
         self.buffered += 1
 
     def flush(self) -> list:
         out = []
         for (name, dims, start), buf in sorted(self.buffers.items(), key=lambda kv: kv[0]):
             cfg = self.configs[name]
-            parts, keys, named = list(buf.packed), list(buf.keys), list(buf.named)
+            parts, keys, named, times = list(buf.packed), list(buf.keys), list(buf.named), list(buf.event_ms)
             if buf.singles:
-                parts.append(np.frombuffer(b"".join(b for b, _, _ in buf.singles), dtype=np.uint8).reshape(
+                parts.append(np.frombuffer(b"".join(b for b, _, _, _ in buf.singles), dtype=np.uint8).reshape(
                     len(buf.singles), cfg.wire.n_bytes))
-                keys.append(np.array([k for _, k, _ in buf.singles], dtype=np.uint64))
-                named.append(np.array([m for _, _, m in buf.singles], dtype=bool))
+                keys.append(np.array([k for _, k, _, _ in buf.singles], dtype=np.uint64))
+                named.append(np.array([m for _, _, m, _ in buf.singles], dtype=bool))
+                times.append(np.array([t for _, _, _, t in buf.singles], dtype=np.int64))
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
             aggregator = cfg.aggregator
             if cfg.device is not None:   # every report names its device (checked): an open accumulator
                 acc = aggregator.add_devices(aggregator.create_open(), packed, np.concatenate(keys))
             elif cfg.client_extremes:
-                acc = aggregator.add_packed(aggregator.create(), packed, np.concatenate(keys), np.concatenate(named))
+                keys = np.concatenate(keys)
+                ranks = None if cfg.client_sample is None else report_ranks(aggregator.collection_key, keys,
+                                                                            np.concatenate(times))
+                acc = aggregator.add_packed(aggregator.create(), packed, keys, np.concatenate(named), ranks)
             else:
                 acc = aggregator.add_packed(aggregator.create(), packed)
             out.append((start, Partial(name, dims, acc)))
@@ -123,6 +131,8 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
         packed = view.packed(passed)
         clients = view.clients(passed) if keeps_clients(cfg) else None
         kept = rows[passed]
+        if clients is not None and cfg.client_sample is not None:   # the client sample ranks by event time
+            clients = (*clients[:2], f[kept, EVENT_MS].astype(np.int64))
         starts = cfg.window.slice_starts(f[kept, EVENT_MS])
         row_dims = view.dims_ids(passed)
         groups = row_dims * (1 << 44) + (starts - starts.min())
@@ -133,7 +143,7 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
         cuts = np.flatnonzero(np.diff(groups[order])) + 1
         for sel in np.split(order, cuts):
             pre.add_packed(name, _key(dims_of[row_dims[sel[0]]]), int(starts[sel[0]]), packed[sel],
-                           None if clients is None else (clients[0][sel], clients[1][sel]))
+                           None if clients is None else tuple(c[sel] for c in clients))
 
 
 def _key(dims: dict) -> tuple:

@@ -14,6 +14,7 @@ from apache_beam.testing import test_stream
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
 from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.client_sample import report_ranks
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas import read_avro
 from ldp_marginals.schemas.bigquery import to_row
@@ -158,7 +159,10 @@ def rows_without_guard(cfg, a_bits, tokens):
     packed = np.array([[int(a)] for a in a_bits], dtype=np.uint8)
     keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
     named = np.array([t is not None for t in tokens])
-    acc = cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named)
+    ranks = None   # a client sample (reports_per_client) ranks report i as stamped at i ms
+    if cfg.client_sample is not None:
+        ranks = report_ranks(client_key(cfg.name), keys, np.arange(len(tokens), dtype=np.int64))
+    acc = cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named, ranks)
     return batch_window(cfg, (0, 3_600_000), [(0, (), acc)])[()]
 
 
@@ -245,6 +249,44 @@ def test_or_plus_and_minus_a_marginal_is_not_published(channel):
                                - marginal_a(out))
     assert isolates(spec_, tokens, [8], combination)
     assert_client_rows_withheld(guarded_outputs(spec_, tokens, streaming=False))
+
+
+def _sample_attacks():
+    """issue 35's combinations, their windows and their targets (fewer than min_reports parties)."""
+    variance = lambda out: field(out, "or_a", "variance") + ALPHA * marginal_a(out)   # noqa: E731
+    or_and = lambda out: (field(out, "or_a", "estimate") + field(out, "and_a", "estimate")   # noqa: E731
+                          - marginal_a(out))
+    two = lambda out: field(out, "or_a", "variance") + field(out, "and_a", "variance")   # noqa: E731
+    realistic = ([None] * 20 + [f"s{i}" for i in range(30)] + [f"d{i // 2}" for i in range(40)]
+                 + ["T3"] * 3 + ["T4"] * 4)
+    out = [(f"variance {t}", client_spec([OR_A, AND_A]), FOUR_OF_TWO + t, list(range(8, 8 + len(t))), variance)
+           for t in ([None], ["T"], ["T", "T", "T"])]
+    out.append(("or + and", client_spec([OR_A, AND_A]), FOUR_OF_TWO + [None], [8], or_and))
+    out.append(("realistic", client_spec([OR_A, AND_A], min_reports=5), realistic, list(range(90, 97)), two))
+    return out
+
+
+@pytest.mark.parametrize("c, shown", [(1, 5), (2, 1)])
+def test_under_a_client_sample_the_issue_35_combinations_are_withheld_or_isolate_nothing(c, shown):
+    """reports_per_client c = 1 or 2 on issue 35's windows: each window either withholds its client rows
+    (batch and streaming), or publishes them and the attack's combination, on the engine without a
+    guard, no longer depends on its targets alone (on the realistic window the heavy clients are read
+    through c reports like every other kept client: variance(OR) + variance(AND) no longer singles
+    them out)."""
+    published = 0
+    for name, spec_, tokens, targets, combination in _sample_attacks():
+        spec_ = dict(spec_, reports_per_client=c)
+        outs = [guarded_outputs(spec_, tokens, streaming) for streaming in (False, True)]
+        rows_shown = [bool([r for r in out["extremes"] if r["name"] == "or_a"]) for out in outs]
+        assert rows_shown[0] == rows_shown[1], name
+        if rows_shown[0]:
+            published += 1
+            assert not isolates(spec_, tokens, targets, combination), name
+        else:
+            for out in outs:
+                assert_client_rows_withheld(out)
+    assert published == shown   # c = 1: every window (the left-out reports are >= min_reports parties);
+    #                             c = 2: the realistic one (a lone report past c, or without a client, withholds)
 
 
 def test_a_realistic_windows_two_variances_are_not_published():

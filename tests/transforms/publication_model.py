@@ -50,6 +50,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.client_sample import report_ranks
 from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
@@ -92,6 +93,7 @@ class Scenario:
     delivery: int = 0         # the seed of the order the engines' messages are delivered in
     periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
     rollups: tuple | None = None   # two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
+    client_sample: int | None = None   # reports_per_client: client rows on each client's c reports of smallest rank
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -117,6 +119,8 @@ def config_of(s: Scenario, n_tracers: int):
                     conditional_alpha=0.3)
     if s.clients:
         spec["extremes"] += [{"name": n, "op": op, "bits": names[m], "over": "client"} for n, op, m in CLIENT_EXTREMES]
+        if s.client_sample is not None:
+            spec["reports_per_client"] = s.client_sample
     if s.rollups is not None:
         spec["dimensions"]["j"] = {"max_values": s.max_values}
         spec["rollups"] = [list(r) for r in s.rollups]
@@ -159,7 +163,43 @@ def _packed(cfg, s: Scenario, ids: list) -> tuple:
     named = np.array([t is not None for t in tokens])
     if s.device_bound is not None:   # a reader's partial: open, each device's bottom M of the batch
         return cfg.aggregator.add_devices(cfg.aggregator.create_open(), packed, keys)
-    return cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named)
+    ranks = np.array([rank_of(s, j) for j in ids], dtype=np.uint64) if cfg.client_sample is not None else None
+    return cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named, ranks)
+
+
+def rank_of(s: Scenario, j: int) -> int:
+    """Report j's rank for the client sample: the keyed hash of (collection, client, event ms), report j
+    stamped at its slice's start plus j ms."""
+    token = s.reports[j][2]
+    ms = _start(s, s.reports[j][0]) + j
+    return int(report_ranks(client_key("g"), np.array([client_key(token) if token else 0], dtype=np.uint64),
+                            np.array([ms], dtype=np.int64))[0])
+
+
+def sampled_groups(s: Scenario, c: int, m: int, reports, atom_of) -> list:
+    """The model of the client sample: per client of the row (its reports ``reports``) with at least
+    ``c`` reports and its c-th report strictly before its (c+1)-th, its first ``c`` reports by
+    (``atom_of(r)``, rank): earlier atoms first (``atom_of`` orders them as they were released), by
+    rank within one; then only the clients whose composition (those reports per atom) at least ``m``
+    such clients share (with one atom, all)."""
+    clients = {}
+    for r in sorted(reports):
+        if s.reports[r][2] is not None:
+            clients.setdefault(s.reports[r][2], []).append(r)
+    kept = {}
+    for token, rs in clients.items():
+        rs = sorted(rs, key=lambda r: (atom_of(r), rank_of(s, r)))
+        if len(rs) < c or (len(rs) > c and (atom_of(rs[c - 1]), rank_of(s, rs[c - 1])) == (atom_of(rs[c]),
+                                                                                           rank_of(s, rs[c]))):
+            continue
+        kept[token] = rs[:c]
+    comps = {t: tuple(sorted(atom_of(r) for r in rs)) for t, rs in kept.items()}
+    if m > 1 and len({atom_of(r) for r in reports}) > 1:
+        size = {}
+        for comp in comps.values():
+            size[comp] = size.get(comp, 0) + 1
+        kept = {t: rs for t, rs in kept.items() if size[comps[t]] >= m}
+    return [kept[t] for t in sorted(kept)]
 
 
 def _start(s: Scenario, sl: int) -> int:
@@ -353,7 +393,7 @@ class Stat:
     where: str
 
 
-def statistics(s: Scenario, cfg, out: Outcome) -> list:
+def statistics(s: Scenario, cfg, out: Outcome, batch: bool = False) -> list:
     """Every published row as its polynomials, each field cross-checked against the engine's numbers
     (:func:`cross_check`); raises AssertionError when a row holds what the model cannot explain."""
     held = holdings(s, cfg, out)
@@ -388,7 +428,20 @@ def statistics(s: Scenario, cfg, out: Outcome) -> list:
             by_name = {n: (op, m, False) for n, op, m in REPORT_EXTREMES}
             by_name.update({n: (op, m, True) for n, op, m in CLIENT_EXTREMES})
             op, mask, over_clients = by_name[row["name"]]
-            if over_clients:
+            if over_clients and cfg.client_sample is not None:
+                first = {}   # a report's first pane of the window and key that holds it
+                for pane, rs in sorted(latest[(f.window, key)]):
+                    for r in rs:
+                        first.setdefault(r, pane)
+                # a report's atom as the model sees it, in the engine's release order: its number among
+                # its slice and value's increments (by first pane), then its slice and value
+                panes_of = {}
+                for r in reports:
+                    panes_of.setdefault(s.reports[r][:2], set()).add(first[r])
+                number = {r: sorted(panes_of[s.reports[r][:2]]).index(first[r]) for r in reports}
+                groups = sampled_groups(s, cfg.client_sample, cfg.min_reports, reports,
+                                        (lambda r: 0) if batch else lambda r: (number[r], *s.reports[r][:2]))
+            elif over_clients:
                 clients = {}
                 for r in reports:
                     if s.reports[r][2] is not None:
@@ -663,7 +716,7 @@ def violations(s: Scenario, batch: bool = False) -> tuple:
     """``(isolation, accounting)`` of the scenario's streaming run (or its batch run); accounting
     includes the device bound."""
     cfg, out = (run_batch if batch else run)(s)
-    return isolation(s, statistics(s, cfg, out)), accounting(s, cfg, out) or over_bound(s, cfg, out)
+    return isolation(s, statistics(s, cfg, out, batch)), accounting(s, cfg, out) or over_bound(s, cfg, out)
 
 
 def client_rows(s: Scenario, batch: bool = False) -> int:
@@ -774,6 +827,31 @@ def classes_scenario(rng) -> Scenario:
         rest = rest[take:]
     return Scenario(str(rng.choice(["fixed", "global"])), m, 300, 1, True, reports, events, _payload(rng, n),
                     str(rng.choice(list(CHANNELS))), delivery=int(rng.integers(0, 1000)))
+
+
+def sample_scenario(rng) -> Scenario:
+    """A scenario whose client rows take a sample of ``c`` = 1 or 2 reports per client
+    (``reports_per_client``): the classes scenario's windows (groups of about ``min_reports`` clients,
+    of 1 to 3 reports, some split by a late report, reports without a client on time and late), or a
+    random scenario's, so that clients have fewer than, exactly and more than ``c`` reports, their
+    reports past ``c`` and the clients left out fall in groups of 1 to ``min_reports`` + 1 parties."""
+    s = classes_scenario(rng) if rng.random() < 0.7 else random_scenario(rng)
+    if s.window == "sliding":
+        s.window = "fixed"
+    s.clients = True
+    s.client_sample = int(rng.integers(1, 3))
+    return s
+
+
+def device_sample_scenario(rng) -> Scenario:
+    """``privacy.unit: device`` with extremes over clients on fixed or global windows: the client rows
+    take each device's ``c`` = M kept reports (the sample's default), and leave out the devices that
+    kept fewer."""
+    s = device_scenario(rng)
+    if s.window == "sliding":
+        s.window = "fixed"
+    s.clients = True
+    return s
 
 
 def derived_scenario(rng) -> Scenario:

@@ -9,6 +9,7 @@ clients; and every report is published, withheld or dead-lettered, exactly once 
 
 The issue's attacks are scenarios here too, and the mutation tests run the same checks on engines
 with the rule broken in each way it could be, and require that the checks catch every one."""
+import contextlib
 from unittest import mock
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ldp_marginals.ldp import aggregate
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.ldp.devices import _select as _SELECT
 from ldp_marginals.transforms.publication import atoms, engine, key_atoms, messages, panes, release, rollup_panes, rollups, rows
@@ -153,6 +155,37 @@ def test_the_checks_reach_published_client_rows():
         for batch in found:
             found[batch] += model.client_rows(s, batch) > 0
     assert min(found.values()) >= 10, found
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.sample_scenario))
+def test_client_rows_on_a_sample_of_c_reports_isolate_nothing(s):
+    """``reports_per_client``: clients of fewer, exactly and more than c reports, split by late reports,
+    beside reports without a client; the model takes each client's c reports of smallest rank."""
+    check(s)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.device_sample_scenario))
+def test_under_the_device_unit_client_rows_on_the_bounds_reports_isolate_nothing(s):
+    """``privacy.unit: device``, extremes over clients: the sample defaults to c = M, the devices that
+    kept fewer are left out; nothing depends on fewer than min_reports devices."""
+    check(s)
+
+
+def test_the_sample_scenarios_publish_client_rows_that_the_groups_rule_withholds():
+    """The sample scenarios reach published client rows, in streaming and batch, and many of them are
+    windows the groups rule (no sample) withholds."""
+    rng = np.random.default_rng(11)
+    found, gained = {False: 0, True: 0}, 0
+    for _ in range(80):
+        s = model.sample_scenario(rng)
+        rows_ = {batch: model.client_rows(s, batch) for batch in found}
+        for batch in found:
+            found[batch] += rows_[batch] > 0
+        s.client_sample = None
+        gained += rows_[True] > 0 and model.client_rows(s, True) == 0
+    assert min(found.values()) >= 20 and gained >= 10, (found, gained)
 
 
 def test_clients_are_grouped_exactly_by_their_reports_in_each_atom():
@@ -403,7 +436,47 @@ def _each_rollup_alone(cells, rows, min_reports):
     return {row for row, members in rows.items() if sum(cells[c] for c in members) >= min_reports}
 
 
+def _sample_rule(left_out=True, extras=True):
+    """The client rule under a sample with one part changed: the reports the client rows leave out not
+    checked at all, or counted without a kept client's reports past its ``c``."""
+    def rule(config, atoms):
+        m = config.min_reports
+        sample = release.sampled_clients(atoms, config.client_sample, m)
+        if sample.keys.size < m:
+            return "withheld"
+        counts = sample.left_out if extras else [
+            unnamed_reports(a) + int(np.count_nonzero(~np.isin(a.clients, sample.keys))) for a in atoms]
+        if left_out and any(0 < n < m for n in counts):
+            return "withheld"
+        return None
+    return rule
+
+
+@contextlib.contextmanager
+def _every_composition():
+    """The client sample keeping every client of at least c reports, whatever its composition."""
+    real = aggregate.sampled_clients
+
+    def unsplit(atoms_, c, min_clients=0):
+        return real(atoms_, c, 0)
+    with mock.patch.object(aggregate, "sampled_clients", unsplit), \
+            mock.patch.object(release, "sampled_clients", unsplit), mock.patch.object(rows, "sampled_clients", unsplit):
+        yield
+
+
+def _samples(rng, n):
+    return model.sample_scenario(rng)
+
+
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
+    "sample: the reports the client rows leave out not checked": (
+        mock.patch.object(release, "sample_rule", _sample_rule(left_out=False)), _samples, (False, True)),
+    "sample: a kept client's reports past c not counted as left out": (
+        mock.patch.object(release, "sample_rule", _sample_rule(extras=False)), _samples, (False, True)),
+    "sample: clients of every composition kept together": (_every_composition(), _samples, (False,)),
+    "sample: devices that kept fewer than M reports not checked (device unit)": (
+        mock.patch.object(release, "sample_rule", _sample_rule(left_out=False)),
+        lambda rng, n: model.device_sample_scenario(rng), (False, True)),
     "rollups: published at every event (early and on-time panes too), not once at the close": (
         mock.patch.object(rollup_panes, "rolls_up", lambda timing, final: True),
         lambda rng, n: model.stream_rollup_scenario(rng), (False,)),

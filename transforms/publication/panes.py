@@ -118,8 +118,13 @@ class Panes:
             return []
         else:
             linear = total > 0 and (grew or timing == ON_TIME)
+        # the atoms in release order (number, then slice and key), whatever order the bag holds them in:
+        # a client sample takes a client's reports in earlier atoms first (aggregate.sampled_clients)
+        ordered = [e.acc for e in sorted((e for e in atoms if e.dims in ws.members
+                                          and (slices is None or e.start in slices)),
+                                         key=lambda e: (e.atom, e.start, e.dims))]
         rows = engine.key_rows(self.config, window, self.key, released, ws.held, linear=linear, final=final,
-                               atoms=mine)
+                               atoms=ordered)
         ws.published = total
         files = [PaneFile(kind, self.config.name, None if self.window.is_global else window, ws.panes, timing,
                           kind_rows, self.key) for kind, kind_rows in rows.items() if len(kind_rows)]

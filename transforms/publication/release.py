@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
+from ldp_marginals.ldp.aggregate import client_groups, sampled_clients, unnamed_reports
 
 
 def releasable(config, acc) -> bool:
@@ -42,6 +42,8 @@ def client_rule(config, atoms) -> str | None:
     m = config.min_reports
     if m <= 1:
         return None
+    if getattr(config, "client_sample", None) is not None:
+        return sample_rule(config, atoms)
     if any(np.isnan(a.client_reports).any() for a in atoms):
         return ("client extremes withheld: the window's state was written by an earlier version that did not "
                 "keep each client's reports per released increment")
@@ -52,4 +54,31 @@ def client_rule(config, atoms) -> str | None:
         return (f"client extremes withheld: a group of clients that sent the same numbers of reports (in each "
                 f"released increment) holds fewer than min_reports={m} clients (the rows treat them alike and "
                 "would single them out)")
+    return None
+
+
+def sample_rule(config, atoms) -> str | None:
+    """:func:`client_rule` under a client sample of ``c = config.client_sample`` reports: the client rows
+    take each client's ``c`` reports of smallest rank (a keyed hash of client and event time, never of
+    bits), and only the clients kept by :func:`~ldp_marginals.ldp.aggregate.sampled_clients`: at least
+    ``c`` reports, and a composition (kept reports per atom) shared by at least ``min_reports`` kept
+    clients. So every kept client holds exactly ``c`` reports and the rows treat the kept clients of a
+    composition alike; the reports the client rows leave out (of clients left out, a kept client's
+    reports past its ``c``, reports without a client) enter the linear rows only. The groups: the kept
+    clients of each composition (at least ``min_reports`` by construction, and there must be one), and
+    per atom the reports left out, whose *parties* (a client, or a report without one) must number 0 or
+    at least ``min_reports`` (docs/design.md, section 7, "a sample of c reports")."""
+    m, c = config.min_reports, config.client_sample
+    if any(np.isnan(a.client_reports).any() for a in atoms) or any(
+            a.named_reports > 0 and a.sample_owner.size == 0 for a in atoms):
+        return ("client extremes withheld: the window's state was written by an earlier version that did not "
+                f"keep each client's sample of reports_per_client={c} reports")
+    sample = sampled_clients(atoms, c, m)
+    if sample.keys.size < m:
+        return (f"client extremes withheld: fewer than min_reports={m} clients sent at least reports_per_client={c} "
+                "reports in the window alike (the rows would single them out)")
+    if any(0 < n < m for n in sample.left_out):
+        return (f"client extremes withheld: a released increment holds reports of between 1 and {m - 1} clients (or "
+                f"reports without a client) that the client rows leave out (past a client's {c} sampled reports, or "
+                "of a client left out): the client rows minus the per-report rows would single them out")
     return None

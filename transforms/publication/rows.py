@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
+from ldp_marginals.ldp.aggregate import sampled_clients
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.consistent import consistent_group_tables, consistent_intervals
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
@@ -41,6 +42,7 @@ MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
 PRIVACY, PRECISION = "privacy", "precision"
 ALL, CLIENT_EXTREMES, CONDITIONAL, MEAN = "all", "client_extremes", "conditional", "mean"
 MARGINAL, TABLE = "marginal", "table"   # one row of a whole-report kind that rests on too few reports
+CLIENT_SAMPLE = "client_sample"   # a withheld row: the clients a published client row left out (reports_per_client)
 
 
 def displayed(estimate: float, low: float, high: float, lo: float, hi: float) -> dict:
@@ -255,8 +257,21 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         if reason is not None:
             yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
             return
-        yield EXTREMES, [extreme_row(base, ext, acc.n_clients, total, var, config.level)
-                         for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc))]
+        n_clients, sample = acc.n_clients, None
+        if config.client_sample is not None:   # the clients the sample keeps, each on its c reports
+            sample = sampled_clients([acc] if atoms is None else atoms, config.client_sample, config.min_reports)
+            n_clients = sample.keys.size
+        sums = config.aggregator.client_sums(acc, atoms, config.min_reports)
+        yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level)
+                         for ext, (total, var) in zip(config.client_extremes, sums)]
+        if sample is not None and sample.clients_left_out:   # counted: who the client rows leave out, and why
+            yield WITHHELD, [withheld_row(
+                config, base, acc.n,
+                f"{sample.clients_left_out} clients left out of the client rows (reports_per_client="
+                f"{config.client_sample}): {sample.short} sent fewer reports (or two of their reports share the "
+                f"c-th rank), {sample.split} sent theirs in released increments as fewer than "
+                f"min_reports={config.min_reports} others did; their reports count in the other rows",
+                PRIVACY, CLIENT_SAMPLE)]
 
 
 def thin_rows(config, base, thin: dict, table_columns: list) -> list:
