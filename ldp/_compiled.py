@@ -43,8 +43,8 @@ def bottom_per_owner(owner, rank, bound: int):
     return _kernels.bottom_per_owner(owner, rank, bound)
 
 
-def report_ranks(collection_key: int, device_keys, packed):
+def report_ranks(collection_key, device_keys, event_ms):
     """:func:`ldp_marginals.ldp._kernels.report_ranks` (compiled on first use; numba required: callers
     check :data:`AVAILABLE`)."""
     from ldp_marginals.ldp import _kernels
-    return _kernels.report_ranks(collection_key, device_keys, packed)
+    return _kernels.report_ranks(collection_key, device_keys, event_ms)

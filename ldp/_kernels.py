@@ -48,7 +48,6 @@ def count_sets(cols, members, out):
         out[r] += np.int64(s)
 
 
-_FNV_PRIME = np.uint64(hashing.FNV_PRIME)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing's multiplier: a slot from a key's top bits
@@ -63,18 +62,18 @@ def _mix(h):
     return h ^ (h >> np.uint64(31))
 
 
+_LAST_RANK = np.uint64(0xFFFFFFFFFFFFFFFE)
+
+
 @njit(cache=True, nogil=True)
-def report_ranks(collection_key, device_keys, packed):
+def report_ranks(collection_key, device_keys, event_ms):
     """:func:`ldp_marginals.ldp.devices.report_ranks` (its definition, run there with numpy) in one
-    pass over the reports."""
-    n, width = packed.shape
+    pass over the reports: ``event_ms`` uint64 (the int64 times' bits)."""
+    n = device_keys.size
     out = np.empty(n, np.uint64)
-    start = np.uint64(collection_key)
     for r in range(n):
-        h = _mix(device_keys[r] ^ start)
-        for j in range(width):
-            h = (h ^ np.uint64(packed[r, j])) * _FNV_PRIME
-        out[r] = _mix(h)
+        h = _mix(_mix(device_keys[r] ^ collection_key) ^ event_ms[r])
+        out[r] = h if h < _LAST_RANK else _LAST_RANK
     return out
 
 

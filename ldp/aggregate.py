@@ -40,6 +40,7 @@ from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.devices import (
+    RANK_RULE,
     DeviceTable,
     kept_per_device,
     merge_tables,
@@ -217,12 +218,15 @@ class ReportAggregator:
             acc.devices = DeviceTable((self.family.n_bits + 7) // 8)
         return acc
 
-    def add_devices(self, acc: WindowAccumulator, packed: np.ndarray, device_keys: np.ndarray) -> WindowAccumulator:
-        """Add reports of named devices (``device_keys`` uint64, :func:`client_key` of each token) to
-        the open accumulator ``acc``: each device keeps its bottom M by rank."""
+    def add_devices(self, acc: WindowAccumulator, packed: np.ndarray, device_keys: np.ndarray,
+                    event_ms: np.ndarray) -> WindowAccumulator:
+        """Add reports of named devices (``device_keys`` uint64, :func:`client_key` of each token; each
+        report's ``event_ms``, int64) to the open accumulator ``acc``: each device keeps its M reports of
+        smallest rank, a hash of (device, event ms) blind to their bits
+        (:mod:`ldp_marginals.ldp.devices`)."""
         if acc.devices is None:
             raise ValueError("add_devices needs an open accumulator (create_open under a device bound)")
-        ranks = report_ranks(self.collection_key, device_keys, packed)
+        ranks = report_ranks(self.collection_key, device_keys, event_ms)
         batch = table_of(device_keys, ranks, packed, self.device_bound)
         acc.devices = merge_tables([acc.devices, batch], self.device_bound) if acc.devices.devices.size else batch
         return acc
@@ -422,12 +426,14 @@ def client_groups(atoms: Sequence[WindowAccumulator]) -> tuple:
 # -- state that outlives a process: the versioned bytes of ldp_marginals.ldp.versioned -------------
 def accumulator_shape(aggregator: "ReportAggregator") -> dict:
     """What a state must match to be read by ``aggregator``: the counted sets, the extremes and (under
-    ``privacy.unit: device``) the bound."""
+    ``privacy.unit: device``) the bound and the rule its ranks follow (a state ranked by another rule
+    cannot merge with this one's)."""
     fam = aggregator.family
     shape = {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
              "extremes": [[op, list(bits)] for op, bits in aggregator.extremes],
              "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
     if aggregator.device_bound is not None:
         shape["max_reports_per_device"] = aggregator.device_bound
+        shape["rank_rule"] = RANK_RULE
     shape.update(getattr(aggregator, "shape_extra", {}))   # a channel kind's parameters (ldp/hadamard_reports.py)
     return shape

@@ -3,18 +3,28 @@ chosen the same way whatever order the reports arrive in (Beam-free, numpy only)
 
 A collection with ``privacy.unit: device`` names a device in every report (the slice-scoped device
 token in ``client``, docs/client.md section 5). Per slice and key a device contributes at most
-``M = max_reports_per_device`` reports: the M of its reports with the smallest *rank*, a 64-bit
-hash keyed by the collection of ``(token, report bits)`` (two reports of a device with equal ranks
-have equal bits, but with probability 2^-64, and equal bits are interchangeable). Keeping the M smallest ranks per device is a *bottom-M*: the bottom-M of a union is
-the bottom-M of the parts' bottom-Ms, so tables merge in any order and any grouping (bundles,
-hot-key fanout, a combine's retries, a restored state) and give the same reports; and a table
-holds at most M candidates per device, so its size is bounded by the devices of the slice, never
-by their reports. Reports with equal bits are interchangeable (every statistic is a function of a
-report's bits), so which of two identical reports is kept does not matter.
+``M = max_reports_per_device`` reports, chosen *blind to their content*: each report has a *rank*,
+a 64-bit hash keyed by the collection of ``(device, the report's event time in ms)``
+(:func:`report_ranks`; never its bits), and a device keeps every report whose rank is below its
+*ceiling*, the (M+1)-th smallest rank of its reports (none when it sent at most M). That keeps
+its M reports of smallest rank; where reports of one device share a millisecond (equal ranks)
+and that group straddles the M-th place, the whole group is left out, counted beyond the bound:
+any rule that picked among them would have to read what tells them apart, their bits (which a
+device could bias, and which an attacker holding the token could test, a likelihood ratio
+per report). So which reports count depends only on the device and the event times, and an
+estimate over the kept reports is unbiased for the mean of every report's truth, however many
+a device sends. Such ties need a device to stamp two reports in one millisecond; a device's
+reports stamped alike and more than M all drop (see docs/design.md section 3).
+
+Keeping what is below the (M+1)-th smallest rank is a *bottom-M*: the (M+1)-th smallest rank of a
+union is the smaller of the parts' ceilings and the (M+1)-th smallest of their kept candidates, so
+tables merge in any order and any grouping (bundles, hot-key fanout, a combine's retries, a
+restored state) and give the same reports; and a table holds at most M candidates and one ceiling
+per device, so its size is bounded by the devices of the slice, never by their reports.
 
 :class:`DeviceTable` holds, per device (its 64-bit key, :func:`~ldp_marginals.ldp.aggregate.client_key`
 of the token: no raw token is kept), how many reports it sent (``seen``) and its kept candidates
-(rank and packed bits). Two tokens collide with probability ~n^2 / 2^65 per slice (a collision
+(rank and packed bits) and its ceiling. Two tokens collide with probability ~n^2 / 2^65 per slice (a collision
 makes two devices one, which only lowers what they may add).
 
 Across keys (a device that changes region), per slice a device adds to at most
@@ -31,7 +41,6 @@ import numpy as np
 from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp._checks import check_int
 
-_FNV_PRIME = np.uint64(0x100000001B3)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
@@ -45,40 +54,58 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def report_ranks(collection_key: int, device_keys: np.ndarray, packed: np.ndarray) -> np.ndarray:
-    """uint64 per report: the rank of report r, a hash of (collection key, its device key, its packed
-    bits): FNV-1a over the bits' bytes from a start mixed from the two keys, then mixed again."""
+NO_CEILING = np.uint64(0xFFFFFFFFFFFFFFFF)   # a device's ceiling while it sent at most M reports
+_LAST_RANK = np.uint64(0xFFFFFFFFFFFFFFFE)   # ranks stop below NO_CEILING, so every rank is below it
+
+
+def report_ranks(collection_key: int, device_keys: np.ndarray, event_ms: np.ndarray) -> np.ndarray:
+    """uint64 per report: the rank of report r, a hash of (collection key, its device key, its event
+    time in ms) and of nothing in its content: the two keys mixed (splitmix64's finalizer), the
+    event ms (int64, as its two's-complement uint64) xored in and mixed again, capped at
+    2^64 - 2 (below :data:`NO_CEILING`). Reports of one device in one millisecond share a rank.
+    The same for a per-report priority anywhere (the bound on devices, a bound on clients)."""
     keys = np.asarray(device_keys, dtype=np.uint64)
-    packed = np.asarray(packed, dtype=np.uint8)
+    ms = np.ascontiguousarray(event_ms, dtype=np.int64).view(np.uint64)
+    if keys.shape != ms.shape:
+        raise ValueError(f"event_ms must have one time per device key, got {ms.shape} for {keys.shape}")
     if _compiled.AVAILABLE:   # the same hash, in one compiled pass
-        return _compiled.report_ranks(np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF), keys, packed)
+        return _compiled.report_ranks(np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF), keys, ms)
     with np.errstate(over="ignore"):
-        h = _mix(keys ^ np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF))
-        for j in range(packed.shape[1]):
-            h = (h ^ packed[:, j].astype(np.uint64)) * _FNV_PRIME
-        return _mix(h)
+        h = _mix(_mix(keys ^ np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF)) ^ ms)
+        return np.minimum(h, _LAST_RANK)
+
+
+RANK_RULE = "event_ms"   # what ranks hash besides the device: the state's shape names it
+RANK_RULE_CHANGED = ("the saved device table ranks reports by (device, bits), the rule before reports were kept "
+                     "blind to their content; this release ranks them by (device, event ms) (rank_rule "
+                     f"{RANK_RULE!r}) and cannot merge the two: start without the savepoint")
 
 
 class DeviceTable:
     """Data of one slice and key under a bound: ``devices`` uint64[k] (sorted device keys), ``seen``
-    int64[k] (reports each device sent), and the kept candidates ``owner`` uint64[c], ``rank``
+    int64[k] (reports each device sent), ``ceiling`` uint64[k] (the (M+1)-th smallest rank of each
+    device's reports, :data:`NO_CEILING` while it sent at most M), and the kept candidates (every
+    report of rank below its device's ceiling) ``owner`` uint64[c], ``rank``
     uint64[c], ``bits`` uint8[c, n_bytes], sorted by (owner, rank), at most the bound per
     device."""
 
-    __slots__ = ("devices", "seen", "owner", "rank", "bits")
+    __slots__ = ("devices", "seen", "ceiling", "owner", "rank", "bits")
 
     def __init__(self, n_bytes: int):
         self.devices = np.zeros(0, dtype=np.uint64)
         self.seen = np.zeros(0, dtype=np.int64)
+        self.ceiling = np.zeros(0, dtype=np.uint64)
         self.owner = np.zeros(0, dtype=np.uint64)
         self.rank = np.zeros(0, dtype=np.uint64)
         self.bits = np.zeros((0, n_bytes), dtype=np.uint8)
 
     def __getstate__(self):
-        return {"devices": self.devices, "seen": self.seen, "owner": self.owner, "rank": self.rank,
-                "bits": self.bits}
+        return {"devices": self.devices, "seen": self.seen, "ceiling": self.ceiling, "owner": self.owner,
+                "rank": self.rank, "bits": self.bits}
 
     def __setstate__(self, state):
+        if "ceiling" not in state:
+            raise ValueError(RANK_RULE_CHANGED)
         for k, v in state.items():
             setattr(self, k, v)
 
@@ -101,8 +128,7 @@ class DeviceTable:
 def _select(owner: np.ndarray, rank: np.ndarray, bound: int) -> tuple:
     """``(devices, seen, keep)``: the distinct owners sorted, how many candidates each has, and the
     indices of the candidates kept (per owner the ``bound`` smallest ranks) in (owner, rank) order.
-    Two reports of one device with equal ranks have equal bits (the rank hashes them) but with
-    probability 2^-64, and equal bits are interchangeable. One compiled pass when numba is installed
+    Among equal ranks the earlier index first (callers keep no tie apart: :func:`_below`). One compiled pass when numba is installed
     (an open-addressing table of the owners), else one sort."""
     if owner.size == 0:
         empty = np.zeros(0, dtype=np.int64)
@@ -119,9 +145,23 @@ def _select(owner: np.ndarray, rank: np.ndarray, bound: int) -> tuple:
     return own[starts], np.diff(np.r_[starts, order.size]).astype(np.int64), order[position < bound]
 
 
-def _bottom(owner: np.ndarray, rank: np.ndarray, bound: int) -> np.ndarray:
-    """Indices of the candidates kept, in (owner, rank) order (:func:`_select`)."""
-    return _select(owner, rank, bound)[2]
+def _below(owner: np.ndarray, rank: np.ndarray, bound: int, ceiling=None) -> tuple:
+    """``(devices, seen, ceilings, keep)`` of candidates ``owner``, ``rank``: the distinct owners
+    sorted, how many candidates each has, each one's ceiling (the (bound+1)-th smallest of its ranks,
+    :data:`NO_CEILING` with at most ``bound``; no more than ``ceiling[i]`` for owner i, when given, a
+    ceiling the candidates' parts already had) and the indices of the candidates below it, in
+    (owner, rank) order: at most ``bound`` per owner, and a tie straddling the bound left out whole."""
+    devices, seen, pick = _select(owner, rank, bound + 1)
+    own, ranks = owner[pick], rank[pick]
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
+    sizes = np.diff(np.r_[starts, own.size])   # owner i's group is devices[i]'s: every owner has candidates
+    ceilings = np.full(devices.size, NO_CEILING, dtype=np.uint64)
+    full = sizes > bound
+    ceilings[full] = ranks[starts[full] + bound]
+    if ceiling is not None:
+        ceilings = np.minimum(ceilings, ceiling)
+    keep = pick[ranks < np.repeat(ceilings, sizes)]
+    return devices, seen, ceilings, keep
 
 
 def table_of(device_keys, ranks, packed, bound: int) -> DeviceTable:
@@ -131,14 +171,15 @@ def table_of(device_keys, ranks, packed, bound: int) -> DeviceTable:
     keys = np.asarray(device_keys, dtype=np.uint64)
     ranks = np.asarray(ranks, dtype=np.uint64)
     out = DeviceTable(packed.shape[1])
-    out.devices, out.seen, keep = _select(keys, ranks, bound)
+    out.devices, out.seen, out.ceiling, keep = _below(keys, ranks, bound)
     out.owner, out.rank, out.bits = keys[keep], ranks[keep], packed[keep]
     return out
 
 
 def merge_tables(tables, bound: int) -> DeviceTable:
     """One table of the union of ``tables`` (new arrays; the inputs are not modified): reports seen
-    add up per device, candidates are the bottom ``bound`` of every table's candidates per device."""
+    add up per device, a device's ceiling is the smallest of its parts' ceilings and of the
+    (``bound``+1)-th smallest rank of its candidates, and it keeps its candidates below it."""
     tables = list(tables)
     nonempty = [t for t in tables if t.devices.size]
     if len(nonempty) <= 1:
@@ -148,12 +189,20 @@ def merge_tables(tables, bound: int) -> DeviceTable:
     devices = np.concatenate([t.devices for t in tables])
     seen = np.concatenate([t.seen for t in tables])
     out.devices, inverse = np.unique(devices, return_inverse=True)
-    out.seen = np.bincount(inverse.reshape(-1), weights=seen, minlength=out.devices.size).astype(np.int64)
+    inverse = inverse.reshape(-1)
+    out.seen = np.bincount(inverse, weights=seen, minlength=out.devices.size).astype(np.int64)
+    out.ceiling = np.full(out.devices.size, NO_CEILING, dtype=np.uint64)
+    np.minimum.at(out.ceiling, inverse, np.concatenate([t.ceiling for t in tables]))
     owner = np.concatenate([t.owner for t in tables])
     rank = np.concatenate([t.rank for t in tables])
     bits = np.concatenate([t.bits for t in tables])
-    keep = _bottom(owner, rank, bound)
-    out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
+    if owner.size:
+        at = np.searchsorted(out.devices, np.unique(owner))   # the owners' rows (devices sorted)
+        owners, _, ceilings, keep = _below(owner, rank, bound, out.ceiling[at])
+        out.ceiling[at] = ceilings
+        out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
+    else:
+        out.owner, out.rank, out.bits = owner, rank, bits
     return out
 
 
@@ -168,10 +217,11 @@ def kept_per_device(table: DeviceTable) -> tuple:
 def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarray, bound: int) -> DeviceTable:
     """``table`` (new arrays) with each device's candidates cut to what its bound leaves after
     ``used_counts`` reports it already has elsewhere in the slice and key (released increments):
-    the smallest ``bound - used`` by rank. Reports seen are unchanged, so the cut ones count beyond
-    the bound."""
+    those of rank below the (``bound - used`` + 1)-th smallest of its candidates (as :func:`table_of`:
+    a tie straddling the cut left out whole). Reports seen and ceilings are unchanged, so the cut ones
+    count beyond the bound."""
     out = DeviceTable(table.bits.shape[1])
-    out.devices, out.seen = table.devices, table.seen
+    out.devices, out.seen, out.ceiling = table.devices, table.seen, table.ceiling
     if table.owner.size == 0 or used_devices.size == 0:
         out.owner, out.rank, out.bits = table.owner, table.rank, table.bits
         return out
@@ -181,8 +231,11 @@ def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarra
     used = np.where(used_devices[at] == table.owner, used_counts[at], 0)
     first = np.r_[True, table.owner[1:] != table.owner[:-1]]   # candidates are sorted by (owner, rank)
     starts = np.flatnonzero(first)
-    position = np.arange(table.owner.size) - np.repeat(starts, np.diff(np.r_[starts, table.owner.size]))
-    keep = position < bound - used
+    # per candidate, how many of its owner's candidates rank at most as it does: the end of its tie
+    runs = np.flatnonzero(first | np.r_[True, table.rank[1:] != table.rank[:-1]])
+    run_end = np.repeat(np.r_[runs[1:], table.owner.size], np.diff(np.r_[runs, table.owner.size]))
+    at_most = run_end - np.repeat(starts, np.diff(np.r_[starts, table.owner.size]))
+    keep = at_most <= bound - used
     out.owner, out.rank, out.bits = table.owner[keep], table.rank[keep], table.bits[keep]
     return out
 
@@ -233,7 +286,7 @@ def without_devices(table: DeviceTable, dropped: np.ndarray) -> tuple:
         return table, 0
     out = DeviceTable(table.bits.shape[1])
     gone = np.isin(table.devices, dropped, assume_unique=True)
-    out.devices, out.seen = table.devices[~gone], table.seen[~gone]
+    out.devices, out.seen, out.ceiling = table.devices[~gone], table.seen[~gone], table.ceiling[~gone]
     keep = ~np.isin(table.owner, dropped)
     out.owner, out.rank, out.bits = table.owner[keep], table.rank[keep], table.bits[keep]
     return out, int(table.seen[gone].sum())

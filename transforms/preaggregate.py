@@ -32,13 +32,14 @@ FLUSH_ROWS = 1 << 20     # buffered reports counted in one go (~32 MiB of packed
 
 
 class _Buffer:
-    """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays, and
-    with client extremes each report's client key and whether it names a client."""
+    """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays, with
+    client extremes each report's client key and whether it names a client, and under a device bound
+    each report's event ms (what its rank hashes)."""
 
-    __slots__ = ("packed", "keys", "named", "singles")
+    __slots__ = ("packed", "keys", "named", "event_ms", "singles")
 
     def __init__(self):
-        self.packed, self.keys, self.named, self.singles = [], [], [], []
+        self.packed, self.keys, self.named, self.event_ms, self.singles = [], [], [], [], []
 
 
 class Preaggregator:
@@ -57,11 +58,17 @@ class Preaggregator:
             buf = self.buffers[key] = _Buffer()
         return buf
 
-    def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None):
+    def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None, event_ms=None):
         """``packed`` (n, n_bytes) reports; ``clients``: None (no client extremes, or no clients), or
-        ``(keys, named)``: each report's client key (uint64) and whether it names a client."""
+        ``(keys, named)``: each report's client key (uint64) and whether it names a client;
+        ``event_ms``: each report's event time (int64 ms), required under a device bound."""
         buf = self._buffer(name, dims, start)
         buf.packed.append(packed)
+        if self.configs[name].device is not None:
+            if event_ms is None or len(event_ms) != packed.shape[0]:
+                raise ValueError(f"event_ms must give each of the {packed.shape[0]} reports of collection {name!r} "
+                                 f"its time under a device bound, got event_ms={event_ms!r}")
+            buf.event_ms.append(np.asarray(event_ms, dtype=np.int64))
         if keeps_clients(self.configs[name]):
             n = packed.shape[0]
             keys, named = clients if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
@@ -73,23 +80,25 @@ class Preaggregator:
         """One validated report (the per-record path)."""
         start = self.configs[name].window.slice_of(event_ms)
         self._buffer(name, dims, start).singles.append(
-            (bytes(bits), 0 if client is None else client_key(client), client is not None))
+            (bytes(bits), 0 if client is None else client_key(client), client is not None, int(event_ms)))
         self.buffered += 1
 
     def flush(self) -> list:
         out = []
         for (name, dims, start), buf in sorted(self.buffers.items(), key=lambda kv: kv[0]):
             cfg = self.configs[name]
-            parts, keys, named = list(buf.packed), list(buf.keys), list(buf.named)
+            parts, keys, named, times = list(buf.packed), list(buf.keys), list(buf.named), list(buf.event_ms)
             if buf.singles:
-                parts.append(np.frombuffer(b"".join(b for b, _, _ in buf.singles), dtype=np.uint8).reshape(
+                parts.append(np.frombuffer(b"".join(b for b, _, _, _ in buf.singles), dtype=np.uint8).reshape(
                     len(buf.singles), cfg.wire.n_bytes))
-                keys.append(np.array([k for _, k, _ in buf.singles], dtype=np.uint64))
-                named.append(np.array([m for _, _, m in buf.singles], dtype=bool))
+                keys.append(np.array([k for _, k, _, _ in buf.singles], dtype=np.uint64))
+                named.append(np.array([m for _, _, m, _ in buf.singles], dtype=bool))
+                times.append(np.array([t for _, _, _, t in buf.singles], dtype=np.int64))
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
             aggregator = cfg.aggregator
             if cfg.device is not None:   # every report names its device (checked): an open accumulator
-                acc = aggregator.add_devices(aggregator.create_open(), packed, np.concatenate(keys))
+                acc = aggregator.add_devices(aggregator.create_open(), packed, np.concatenate(keys),
+                                             np.concatenate(times))
             elif cfg.client_extremes:
                 acc = aggregator.add_packed(aggregator.create(), packed, np.concatenate(keys), np.concatenate(named))
             else:
@@ -126,14 +135,16 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
         starts = cfg.window.slice_starts(f[kept, EVENT_MS])
         row_dims = view.dims_ids(passed)
         groups = row_dims * (1 << 44) + (starts - starts.min())
+        times = f[kept, EVENT_MS] if cfg.device is not None else None   # what a device's ranks hash
         if groups.min() == groups.max():  # the common case: one key and slice in the batch
-            pre.add_packed(name, _key(dims_of[row_dims[0]]), int(starts[0]), packed, clients)
+            pre.add_packed(name, _key(dims_of[row_dims[0]]), int(starts[0]), packed, clients, times)
             continue
         order = np.argsort(groups, kind="stable")
         cuts = np.flatnonzero(np.diff(groups[order])) + 1
         for sel in np.split(order, cuts):
             pre.add_packed(name, _key(dims_of[row_dims[sel[0]]]), int(starts[sel[0]]), packed[sel],
-                           None if clients is None else (clients[0][sel], clients[1][sel]))
+                           None if clients is None else (clients[0][sel], clients[1][sel]),
+                           None if times is None else times[sel])
 
 
 def _key(dims: dict) -> tuple:
