@@ -48,19 +48,28 @@ def _reports(seed=0):
     return out
 
 
-def _kept(records, bound):
-    """Per hour, the kept reports by the definition: per token the ``bound`` smallest (rank, bits)."""
-    key = client_key("dev")
+def kept_by_definition(items, bound):
+    """Of one device's ``(rank, bits)`` items, the bits it keeps: those of rank below the (bound+1)-th
+    smallest rank (all with at most ``bound``; reports of one millisecond share a rank, kept both or
+    neither)."""
+    ranks = sorted(r for r, _ in items)
+    return [b for r, b in sorted(items) if len(ranks) <= bound or r < ranks[bound]]
+
+
+def _kept(records, bound, collection="dev"):
+    """Per hour, the kept reports by the definition: per token those of rank (a hash of the device and
+    the event ms) below its (bound+1)-th smallest."""
+    key = client_key(collection)
     per = {}
     for r in records:
         if r["client"] is None:
             continue
-        packed = np.frombuffer(r["bits"], dtype=np.uint8).reshape(1, -1)
-        rank = int(report_ranks(key, np.array([client_key(r["client"])], dtype=np.uint64), packed)[0])
+        rank = int(report_ranks(key, np.array([client_key(r["client"])], dtype=np.uint64),
+                                np.array([r["event_time"]], dtype=np.int64))[0])
         per.setdefault(((r["event_time"] - T0) // HOUR, r["client"]), []).append((rank, r["bits"]))
     kept = {}
     for (hour, _), items in per.items():
-        kept.setdefault(hour, []).extend(b for _, b in sorted(items)[:bound])
+        kept.setdefault(hour, []).extend(kept_by_definition(items, bound))
     return kept
 
 
