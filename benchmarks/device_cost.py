@@ -148,47 +148,20 @@ def run(tmp, full):
 
 # -- issue 47: the rule blind to content against main's rule ------------------------------------------
 
-def _bits_ranks(collection_key, keys, packed):
-    """Main's ``report_ranks``: FNV-1a over the packed bits from the mixed keys (numpy; main compiled it)."""
-    from ldp_marginals.ldp.devices import _mix
-    with np.errstate(over="ignore"):
-        h = _mix(keys ^ np.uint64(collection_key & 0xFFFFFFFFFFFFFFFF))
-        for j in range(packed.shape[1]):
-            h = (h ^ packed[:, j].astype(np.uint64)) * np.uint64(0x100000001B3)
-        return _mix(h)
-
-
-def _compiled_bits_ranks():
-    """Main's compiled ``report_ranks`` (numba), for a fair baseline."""
-    from numba import njit
-
-    from ldp_marginals.ldp._kernels import _mix
-
-    @njit(cache=False, nogil=True)
-    def ranks(collection_key, device_keys, packed):
-        n, width = packed.shape
-        out = np.empty(n, np.uint64)
-        for r in range(n):
-            h = _mix(device_keys[r] ^ collection_key)
-            for j in range(width):
-                h = (h ^ np.uint64(packed[r, j])) * np.uint64(0x100000001B3)
-            out[r] = _mix(h)
-        return out
-    return ranks
-
-
 class MainRule:
-    """Main's bound (340e214): ranks of (device, bits), per device the bottom M, merged as bottom M.
+    """Main's bound (340e214, :mod:`benchmarks.device_rule_main`): ranks of (device, bits), per device the
+    bottom M, merged as bottom M.
     Tables get a ceiling array of NO_CEILING only so that the state's layout (what crosses a shuffle)
     is the current one; nothing reads it."""
 
     def __init__(self):
-        self.ranks = _compiled_bits_ranks()
+        from benchmarks import device_rule_main
+        self.main = device_rule_main
 
     def table_of(self, keys, ranks, packed, bound):
         from ldp_marginals.ldp import devices
         out = devices.DeviceTable(packed.shape[1])
-        out.devices, out.seen, keep = devices._select(keys, ranks, bound)
+        out.devices, out.seen, keep = self.main.select(keys, ranks, bound)
         out.ceiling = np.full(out.devices.size, devices.NO_CEILING, dtype=np.uint64)
         out.owner, out.rank, out.bits = keys[keep], ranks[keep], packed[keep]
         return out
@@ -206,13 +179,13 @@ class MainRule:
         owner = np.concatenate([t.owner for t in tables])
         rank = np.concatenate([t.rank for t in tables])
         bits = np.concatenate([t.bits for t in tables])
-        keep = devices._select(owner, rank, bound)[2]
+        keep = self.main.select(owner, rank, bound)[2]
         out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
         return out
 
     def add_devices(self, agg, acc, packed, device_keys, event_ms):
         keys = np.asarray(device_keys, dtype=np.uint64)
-        ranks = self.ranks(np.uint64(agg.collection_key & 0xFFFFFFFFFFFFFFFF), keys, packed)
+        ranks = self.main.report_ranks(np.uint64(agg.collection_key & 0xFFFFFFFFFFFFFFFF), keys, packed)
         batch = self.table_of(keys, ranks, packed, agg.device_bound)
         acc.devices = self.merge_tables([acc.devices, batch], agg.device_bound) if acc.devices.devices.size else batch
         return acc

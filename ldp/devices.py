@@ -125,42 +125,38 @@ class DeviceTable:
         return int(self.seen.sum()) - self.kept
 
 
-def _select(owner: np.ndarray, rank: np.ndarray, bound: int) -> tuple:
-    """``(devices, seen, keep)``: the distinct owners sorted, how many candidates each has, and the
-    indices of the candidates kept (per owner the ``bound`` smallest ranks) in (owner, rank) order.
-    Among equal ranks the earlier index first (callers keep no tie apart: :func:`_below`). One compiled pass when numba is installed
-    (an open-addressing table of the owners), else one sort."""
+def _below(owner: np.ndarray, rank: np.ndarray, bound: int, n_real: int | None = None) -> tuple:
+    """``(devices, seen, ceilings, keep)``: the first ``n_real`` (default all) entries of ``owner``,
+    ``rank`` are candidates, the rest a part's ceiling for its device. Per distinct owner, sorted: how
+    many candidates it has, its ceiling (the smaller of its smallest given ceiling and the
+    (``bound``+1)-th smallest rank of its candidates; :data:`NO_CEILING` for none), and the indices of
+    the candidates below it in (owner, rank) order: at most ``bound`` per owner, a tie straddling the
+    bound left out whole. One compiled pass when numba is installed (an open-addressing table of the
+    owners), else one sort."""
+    n_real = owner.size if n_real is None else n_real
     if owner.size == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return np.zeros(0, dtype=np.uint64), empty, empty
+        return np.zeros(0, dtype=np.uint64), empty, np.zeros(0, dtype=np.uint64), empty
     if _compiled.AVAILABLE:
-        devices, seen, best = _compiled.bottom_per_owner(owner, rank, bound)
+        devices, seen, ceilings, best = _compiled.below_per_owner(owner, rank, bound, n_real)
         order = np.argsort(devices)
         keep = best[order].reshape(-1)   # per owner in order, its kept ranks ascending
-        return devices[order], seen[order], keep if bound == 1 else keep[keep >= 0]
-    order = np.lexsort((rank, owner))
-    own = owner[order]
-    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
-    position = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
-    return own[starts], np.diff(np.r_[starts, order.size]).astype(np.int64), order[position < bound]
-
-
-def _below(owner: np.ndarray, rank: np.ndarray, bound: int, ceiling=None) -> tuple:
-    """``(devices, seen, ceilings, keep)`` of candidates ``owner``, ``rank``: the distinct owners
-    sorted, how many candidates each has, each one's ceiling (the (bound+1)-th smallest of its ranks,
-    :data:`NO_CEILING` with at most ``bound``; no more than ``ceiling[i]`` for owner i, when given, a
-    ceiling the candidates' parts already had) and the indices of the candidates below it, in
-    (owner, rank) order: at most ``bound`` per owner, and a tie straddling the bound left out whole."""
-    devices, seen, pick = _select(owner, rank, bound + 1)
-    own, ranks = owner[pick], rank[pick]
-    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
-    sizes = np.diff(np.r_[starts, own.size])   # owner i's group is devices[i]'s: every owner has candidates
+        return devices[order], seen[order], ceilings[order], keep[keep >= 0]
+    devices, at = np.unique(owner, return_inverse=True)
+    at = at.reshape(-1)
     ceilings = np.full(devices.size, NO_CEILING, dtype=np.uint64)
+    np.minimum.at(ceilings, at[n_real:], rank[n_real:])
+    order = np.lexsort((rank[:n_real], owner[:n_real]))
+    own = owner[order]
+    starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
+    sizes = np.diff(np.r_[starts, own.size])
+    rows = at[order[starts]]   # each run's device
+    seen = np.zeros(devices.size, dtype=np.int64)
+    seen[rows] = sizes
     full = sizes > bound
-    ceilings[full] = ranks[starts[full] + bound]
-    if ceiling is not None:
-        ceilings = np.minimum(ceilings, ceiling)
-    keep = pick[ranks < np.repeat(ceilings, sizes)]
+    ceilings[rows[full]] = np.minimum(ceilings[rows[full]], rank[order[starts[full] + bound]])
+    position = np.arange(order.size) - np.repeat(starts, sizes)
+    keep = order[(position < bound) & (rank[order] < np.repeat(ceilings[rows], sizes))]
     return devices, seen, ceilings, keep
 
 
@@ -191,18 +187,20 @@ def merge_tables(tables, bound: int) -> DeviceTable:
     out.devices, inverse = np.unique(devices, return_inverse=True)
     inverse = inverse.reshape(-1)
     out.seen = np.bincount(inverse, weights=seen, minlength=out.devices.size).astype(np.int64)
-    out.ceiling = np.full(out.devices.size, NO_CEILING, dtype=np.uint64)
-    np.minimum.at(out.ceiling, inverse, np.concatenate([t.ceiling for t in tables]))
     owner = np.concatenate([t.owner for t in tables])
     rank = np.concatenate([t.rank for t in tables])
     bits = np.concatenate([t.bits for t in tables])
-    if owner.size:
-        at = np.searchsorted(out.devices, np.unique(owner))   # the owners' rows (devices sorted)
-        owners, _, ceilings, keep = _below(owner, rank, bound, out.ceiling[at])
-        out.ceiling[at] = ceilings
-        out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
-    else:
-        out.owner, out.rank, out.bits = owner, rank, bits
+    # a part's ceilings enter the selection after the candidates; every device of the union has
+    # candidates or a ceiling below NO_CEILING, so the selection's owners are the union's devices
+    limited = [t.ceiling < NO_CEILING for t in tables]
+    owners = np.concatenate([owner] + [t.devices[f] for t, f in zip(tables, limited)])
+    ranks = np.concatenate([rank] + [t.ceiling[f] for t, f in zip(tables, limited)])
+    devices, _, out.ceiling, keep = _below(owners, ranks, bound, owner.size)
+    if devices.size != out.devices.size:   # a cut table's device (trimmed) may have neither
+        ceiling = np.full(out.devices.size, NO_CEILING, dtype=np.uint64)
+        ceiling[np.searchsorted(out.devices, devices)] = out.ceiling
+        out.ceiling = ceiling
+    out.owner, out.rank, out.bits = owner[keep], rank[keep], bits[keep]
     return out
 
 

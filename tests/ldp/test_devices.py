@@ -250,18 +250,28 @@ def test_merge_tables_of_one_table_is_that_table():
 @pytest.mark.parametrize("tied", [False, True])
 def test_the_compiled_selection_equals_the_sort(bound, tied, monkeypatch):
     """The compiled pass (its table grown from 16 slots past 100 owners) keeps what the sort keeps, in the
-    same order, and the tables built on it are equal; with ranks forced into ties, the earlier report
-    first, as the stable sort."""
+    same order, with the same ceilings, from candidates and from parts' ceilings (entries past
+    ``n_real``), and the tables built and merged on it are equal; with ranks forced into ties, the
+    earlier report first, as the stable sort."""
     from ldp_marginals.ldp import _compiled, devices
     rng = np.random.default_rng(9)
     packed, owners, ms = _reports(rng, n=3000, devices=500, span_ms=5000)
     ranks = report_ranks(3, owners, ms)
     if tied:
         ranks = ranks % np.uint64(3)
-    compiled = devices._select(owners, ranks, bound) + tuple(vars_of(table_of(owners, ranks, packed, bound)))
+    ceilings = rng.integers(0, 1 << 64, 200, dtype=np.uint64) % (np.uint64(3) if tied else NO_CEILING)
+    more_owners = np.concatenate([owners, owners[rng.integers(0, owners.size, 200)]])
+    more_ranks = np.concatenate([ranks, ceilings])
+
+    def everything():
+        parts = [table_of(owners[i::3], ranks[i::3], packed[i::3], bound) for i in range(3)]
+        return (devices._below(owners, ranks, bound) + devices._below(more_owners, more_ranks, bound, owners.size)
+                + tuple(vars_of(table_of(owners, ranks, packed, bound))) + tuple(vars_of(merge_tables(parts, bound))))
+    compiled = everything()
     monkeypatch.setattr(_compiled, "AVAILABLE", False)
-    plain = devices._select(owners, ranks, bound) + tuple(vars_of(table_of(owners, ranks, packed, bound)))
-    assert np.unique(owners).size > 100 and compiled[2].size < owners.size
+    plain = everything()
+    assert np.unique(owners).size > 100 and compiled[3].size < owners.size
+    assert (compiled[6] < NO_CEILING).any() and compiled[7].size < compiled[3].size   # the given ceilings cut
     for a, b in zip(compiled, plain):
         np.testing.assert_array_equal(a, b)
 

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
 from ldp_marginals.ldp.devices import NO_CEILING
-from ldp_marginals.ldp.devices import _select as _SELECT
 from ldp_marginals.transforms.publication import atoms, engine, key_atoms, messages, panes, release, rollup_panes, rollups, rows
 from tests.transforms import publication_model as model
 
@@ -384,10 +383,12 @@ def _mixed(rng, n):
     return model.classes_scenario(rng) if n % 2 else model.random_scenario(rng)
 
 
-def _unbounded(owner, rank, bound, ceiling=None):
+def _unbounded(owner, rank, bound, n_real=None):
     """The device table's selection with no bound: every candidate kept, no ceiling."""
-    devices, seen, _ = _SELECT(owner, rank, bound)
-    return devices, seen, np.full(devices.size, NO_CEILING, dtype=np.uint64), np.lexsort((rank, owner))
+    n_real = owner.size if n_real is None else n_real
+    devices, at = np.unique(owner, return_inverse=True)
+    seen = np.bincount(at.reshape(-1)[:n_real], minlength=devices.size).astype(np.int64)
+    return devices, seen, np.full(devices.size, NO_CEILING, dtype=np.uint64), np.lexsort((rank[:n_real], owner[:n_real]))
 
 
 def _devices(rng, n):
