@@ -36,11 +36,11 @@ def count_sets(cols, members, out):
     _kernels.count_sets(cols, members, out)
 
 
-def below_per_owner(owner, rank, bound: int, n_real: int):
+def below_per_owner(owner, rank, cap, bound: int, n_real: int):
     """:func:`ldp_marginals.ldp._kernels.below_per_owner` (compiled on first use; numba required:
     callers check :data:`AVAILABLE`)."""
     from ldp_marginals.ldp import _kernels
-    return _kernels.below_per_owner(owner, rank, bound, n_real)
+    return _kernels.below_per_owner(owner, rank, cap, bound, n_real)
 
 
 def report_ranks(collection_key, device_keys, event_ms):

@@ -87,26 +87,28 @@ _NO_CEILING = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)
-def below_per_owner(owner, rank, bound, n_real):
-    """:func:`ldp_marginals.ldp.devices._below` in one pass: the first ``n_real`` entries are candidates,
-    the rest a part's ceiling for its owner. Per distinct owner (uint64): its number of candidates,
-    its ceiling (the smaller of its smallest given ceiling and the (bound+1)-th smallest rank of its
-    candidates; ``2^64 - 1`` for none) and the indices of its candidates below the ceiling:
+def below_per_owner(owner, rank, cap, bound, n_real):
+    """:func:`ldp_marginals.ldp.devices._below` in one pass: the first ``n_real`` entries are candidates
+    (``cap``, when not empty, the ceiling each had in its part), the rest a part's ceiling for its owner.
+    Per distinct owner (uint64): its number of candidates, its ceiling (the smallest of its given
+    ceilings and of the ranks it did not keep among its ``bound`` smallest, which is the (bound+1)-th
+    smallest rank; ``2^64 - 1`` for none) and the indices of its candidates below the ceiling:
     ``(owners, counts, ceilings, best)``, owners in order of first appearance and ``best``
     int64[owners, bound] those indices, ranks ascending (a later equal rank after an earlier one),
     -1 past them.
 
-    An open-addressing table maps an owner to its row, and a row holds the owner's count, its given
-    ceiling and its bound+1 smallest ranks beside their indices, so an entry reads one slot and one row
+    An open-addressing table maps an owner to its row, and a row holds the owner's count, its ceiling
+    and its ``bound`` smallest ranks beside their indices, so an entry reads one slot and one row
     (never the ``rank`` array again). The table doubles when half full, so it is sized by the owners;
     the rows are reserved for every entry but written (so resident) only for the owners."""
     n = owner.size
-    slots = bound + 1
+    capped = cap.size > 0
     bits = 4
     table = np.full(1 << bits, -1, np.int64)   # slot -> the owner's row, -1 empty
     owners = np.empty(n, np.uint64)
-    # a row: [count, ceiling, rank_0, index_0, ..., rank_bound, index_bound] (ranks as int64 bits, unsigned)
-    rows = np.empty((n, 2 + 2 * slots), np.int64)
+    # a row: [count, ceiling, rank_0, index_0, ..., rank_{bound-1}, index_{bound-1}] (ranks as int64 bits,
+    # compared unsigned)
+    rows = np.empty((n, 2 + 2 * bound), np.int64)
     m = 0
     for i in range(n):
         k = owner[i]
@@ -138,15 +140,25 @@ def below_per_owner(owner, rank, bound, n_real):
             if r < np.uint64(rows[row, 1]):
                 rows[row, 1] = np.int64(r)
             continue
-        filled = min(rows[row, 0], slots)
-        rows[row, 0] += 1
+        if capped and cap[i] < np.uint64(rows[row, 1]):
+            rows[row, 1] = np.int64(cap[i])
+        filled = rows[row, 0]
+        rows[row, 0] = filled + 1
+        if filled > bound:
+            filled = bound
         p = 0   # where r goes: after every kept rank <= r
         while p < filled and np.uint64(rows[row, 2 + 2 * p]) <= r:
             p += 1
-        if p == slots:
+        if p == bound:   # not kept: a ceiling
+            if r < np.uint64(rows[row, 1]):
+                rows[row, 1] = np.int64(r)
             continue
-        last = min(filled, slots - 1)
-        for j in range(last, p, -1):
+        if filled == bound:   # the largest kept rank leaves: a ceiling
+            out = np.uint64(rows[row, 2 * bound])
+            if out < np.uint64(rows[row, 1]):
+                rows[row, 1] = np.int64(out)
+            filled -= 1
+        for j in range(filled, p, -1):
             rows[row, 2 + 2 * j] = rows[row, 2 * j]
             rows[row, 3 + 2 * j] = rows[row, 1 + 2 * j]
         rows[row, 2 + 2 * p] = np.int64(r)
@@ -155,8 +167,6 @@ def below_per_owner(owner, rank, bound, n_real):
     best = np.full((m, bound), -1, np.int64)
     for r in range(m):
         c = np.uint64(rows[r, 1])
-        if rows[r, 0] > bound and np.uint64(rows[r, 2 + 2 * bound]) < c:
-            c = np.uint64(rows[r, 2 + 2 * bound])
         ceilings[r] = c
         for j in range(min(rows[r, 0], bound)):
             if np.uint64(rows[r, 2 + 2 * j]) < c:

@@ -125,9 +125,10 @@ class DeviceTable:
         return int(self.seen.sum()) - self.kept
 
 
-def _below(owner: np.ndarray, rank: np.ndarray, bound: int, n_real: int | None = None) -> tuple:
+def _below(owner: np.ndarray, rank: np.ndarray, bound: int, n_real: int | None = None, cap=None) -> tuple:
     """``(devices, seen, ceilings, keep)``: the first ``n_real`` (default all) entries of ``owner``,
-    ``rank`` are candidates, the rest a part's ceiling for its device. Per distinct owner, sorted: how
+    ``rank`` are candidates (``cap``, if given, the ceiling each had in its part), the rest a part's
+    ceiling for its device. Per distinct owner, sorted: how
     many candidates it has, its ceiling (the smaller of its smallest given ceiling and the
     (``bound``+1)-th smallest rank of its candidates; :data:`NO_CEILING` for none), and the indices of
     the candidates below it in (owner, rank) order: at most ``bound`` per owner, a tie straddling the
@@ -138,7 +139,8 @@ def _below(owner: np.ndarray, rank: np.ndarray, bound: int, n_real: int | None =
         empty = np.zeros(0, dtype=np.int64)
         return np.zeros(0, dtype=np.uint64), empty, np.zeros(0, dtype=np.uint64), empty
     if _compiled.AVAILABLE:
-        devices, seen, ceilings, best = _compiled.below_per_owner(owner, rank, bound, n_real)
+        caps = np.zeros(0, dtype=np.uint64) if cap is None else cap
+        devices, seen, ceilings, best = _compiled.below_per_owner(owner, rank, caps, bound, n_real)
         order = np.argsort(devices)
         keep = best[order].reshape(-1)   # per owner in order, its kept ranks ascending
         return devices[order], seen[order], ceilings[order], keep[keep >= 0]
@@ -146,6 +148,8 @@ def _below(owner: np.ndarray, rank: np.ndarray, bound: int, n_real: int | None =
     at = at.reshape(-1)
     ceilings = np.full(devices.size, NO_CEILING, dtype=np.uint64)
     np.minimum.at(ceilings, at[n_real:], rank[n_real:])
+    if cap is not None:
+        np.minimum.at(ceilings, at[:n_real], cap)
     order = np.lexsort((rank[:n_real], owner[:n_real]))
     own = owner[order]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
@@ -190,12 +194,20 @@ def merge_tables(tables, bound: int) -> DeviceTable:
     owner = np.concatenate([t.owner for t in tables])
     rank = np.concatenate([t.rank for t in tables])
     bits = np.concatenate([t.bits for t in tables])
-    # a part's ceilings enter the selection after the candidates; every device of the union has
-    # candidates or a ceiling below NO_CEILING, so the selection's owners are the union's devices
-    limited = [t.ceiling < NO_CEILING for t in tables]
-    owners = np.concatenate([owner] + [t.devices[f] for t, f in zip(tables, limited)])
-    ranks = np.concatenate([rank] + [t.ceiling[f] for t, f in zip(tables, limited)])
-    devices, _, out.ceiling, keep = _below(owners, ranks, bound, owner.size)
+    # a part's ceiling enters the selection beside each of the device's candidates there (``cap``),
+    # and after them for a device it kept none of (a tie left out whole: every device of the union
+    # then has candidates or a ceiling below NO_CEILING, so the selection's owners are its devices)
+    caps, orphans, orphan_ceilings = [], [], []
+    for t in tables:
+        at = np.searchsorted(t.devices, t.owner)   # candidates and devices are sorted
+        caps.append(t.ceiling[at])
+        alone = t.ceiling < NO_CEILING
+        alone[at] = False
+        orphans.append(t.devices[alone])
+        orphan_ceilings.append(t.ceiling[alone])
+    owners = np.concatenate([owner] + orphans)
+    ranks = np.concatenate([rank] + orphan_ceilings)
+    devices, _, out.ceiling, keep = _below(owners, ranks, bound, owner.size, np.concatenate(caps))
     if devices.size != out.devices.size:   # a cut table's device (trimmed) may have neither
         ceiling = np.full(out.devices.size, NO_CEILING, dtype=np.uint64)
         ceiling[np.searchsorted(out.devices, devices)] = out.ceiling
