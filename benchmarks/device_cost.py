@@ -234,7 +234,8 @@ def rule_seconds(tmp, full) -> tuple:
     ratio = med["new"][0] / med["main"][0]
     goals = [{"goal": f"47. the device bound blind to content vs main's rule: the bound's work ({n:,} reports, "
                       f"{n // per_batch} batches of {per_batch:,}, ~4 per device, M={bound}, d={D})",
-              "measured": f"{n / med['new'][0]:,.0f} reports/s", "baseline": f"main {n / med['main'][0]:,.0f} reports/s",
+              "measured": f"{n / med['new'][0]:,.0f} reports/s",
+              "baseline": f"main {n / med['main'][0]:,.0f} reports/s",
               "ratio": ratio, "target": "<= 1.1x the time", "met": ratio <= 1.1}]
     n_files, per_file = (4, 1_000_000) if full else (1, 1_000_000)
     folder = os.path.join(tmp, "device_rules")

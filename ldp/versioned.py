@@ -121,7 +121,8 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
     if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound:
         # privacy.unit: device: the settled counts, the devices the slice's released atoms used, and
         # (an open accumulator) each device's kept candidates
-        header["devices"] = dict(rank_rule=RANK_RULE, device_count=int(acc.device_count), over_bound=int(acc.over_bound),
+        header["devices"] = dict(rank_rule=RANK_RULE, device_count=int(acc.device_count),
+                                 over_bound=int(acc.over_bound),
                                  open=t is not None, n_devices=0 if t is None else int(t.devices.size),
                                  n_candidates=0 if t is None else int(t.kept), n_used=int(acc.used_devices.size))
         parts += [_le(acc.used_devices, "<u8"), _le(acc.used_counts, "<i8")]

@@ -177,8 +177,9 @@ def test_an_open_accumulator_survives_its_state_bytes_and_pickle():
         assert (back.devices.ceiling < NO_CEILING).any()
         more = agg.add_devices(agg.create_open(), packed[:50], owners[:50] + np.uint64(1), ms[:50])
         a = agg.settle(agg.merge([back, more]))
+        others = owners[:50] + np.uint64(1)
         b = agg.settle(agg.merge([agg.add_devices(agg.create_open(), packed, owners, ms),
-                                  agg.add_devices(agg.create_open(), packed[:50], owners[:50] + np.uint64(1), ms[:50])]))
+                                  agg.add_devices(agg.create_open(), packed[:50], others, ms[:50])]))
         np.testing.assert_array_equal(a.cooc.counts, b.cooc.counts)
         assert a.over_bound == b.over_bound
     settled = agg.settle(acc)
