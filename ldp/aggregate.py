@@ -42,6 +42,7 @@ from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.devices import (
     RANK_RULE,
     DeviceTable,
+    kept_digest,
     kept_per_device,
     merge_tables,
     report_ranks,
@@ -81,12 +82,13 @@ class WindowAccumulator:
     the slice and key's :class:`~ldp_marginals.ldp.devices.DeviceTable` (each device's kept reports,
     mergeable in any order) and the counts are empty; :meth:`ReportAggregator.settle` counts the
     kept reports and closes it (``devices`` None, ``device_count`` its devices, ``over_bound`` the
-    reports sent beyond the bound). A settled accumulator merges by plain addition, as without a
+    reports sent beyond the bound, ``kept`` the digest of its kept (device, rank) pairs, which the
+    release ledger compares between runs). A settled accumulator merges by plain addition, as without a
     bound (the counts of merged slices or atoms: ``device_count`` is then a sum over the parts, an
-    upper bound of their distinct devices)."""
+    upper bound of their distinct devices; ``kept`` the digest of the parts' kept pairs together)."""
 
     __slots__ = ("cooc", "extreme_sums", "clients", "client_states", "devices", "device_count", "over_bound",
-                 "used_devices", "used_counts")
+                 "used_devices", "used_counts", "kept")
 
     def __init__(self, cooc: CooccurrenceAccumulator, n_extremes: int, n_client_extremes: int = 0):
         self.cooc = cooc
@@ -100,14 +102,20 @@ class WindowAccumulator:
         # and key may still add, streaming)
         self.used_devices = np.zeros(0, dtype=np.uint64)
         self.used_counts = np.zeros(0, dtype=np.int64)
+        # settled under a bound: the digest of the kept (device, rank) pairs (devices.kept_digest),
+        # uint64[2]; it adds when settled accumulators merge (the empty digest is 0)
+        self.kept = np.zeros(2, dtype=np.uint64)
 
     def __getstate__(self):   # a pickle (what crosses the wire is the versioned record instead)
         return {"cooc": self.cooc, "extreme_sums": self.extreme_sums, "clients": self.clients,
                 "client_states": self.client_states, "devices": self.devices, "device_count": self.device_count,
-                "over_bound": self.over_bound, "used_devices": self.used_devices, "used_counts": self.used_counts}
+                "over_bound": self.over_bound, "used_devices": self.used_devices, "used_counts": self.used_counts,
+                "kept": self.kept}
 
     def __setstate__(self, state):
         self.devices, self.device_count, self.over_bound = None, 0, 0
+        self.kept = state.get("kept", np.zeros(2, dtype=np.uint64)) if isinstance(state, dict) \
+            else np.zeros(2, dtype=np.uint64)
         self.used_devices = state.get("used_devices", np.zeros(0, dtype=np.uint64)) if isinstance(state, dict) \
             else np.zeros(0, dtype=np.uint64)
         self.used_counts = state.get("used_counts", np.zeros(0, dtype=np.int64)) if isinstance(state, dict) \
@@ -246,6 +254,7 @@ class ReportAggregator:
                 self.add_packed(out, table.bits)
         out.device_count, out.over_bound = table.n_devices, table.over_bound
         out.used_devices, out.used_counts = kept_per_device(table)
+        out.kept = kept_digest(table.owner, table.rank)
         return out
 
     def within_slice(self, acc: WindowAccumulator, released: Sequence[WindowAccumulator]) -> WindowAccumulator:
@@ -356,6 +365,7 @@ class ReportAggregator:
                 other = self.settle(other)
             first.device_count += other.device_count
             first.over_bound += other.over_bound
+            first.kept = first.kept + other.kept   # uint64 arrays: wraps mod 2^64, per lane
             first.cooc.merge(other.cooc)
             first.extreme_sums += other.extreme_sums
             if other.clients.size and clients:

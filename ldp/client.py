@@ -23,10 +23,16 @@ One report, in order:
    ``y = decide(bit coin, q_I if x else p_I)``;
 5. pack: bit ``i`` is ``(bits[i // 8] >> (i % 8)) & 1``; the device token of the event's slice
    goes in ``client`` when the spec says so; dimensions are sorted by their keys' UTF-8 bytes.
+
+The rate (docs/client.md section 3, "The declared rate"): a client counts the reports it makes per UTC
+day of their event time (its *rate state*, ``{day number: count}``, which the app persists and passes
+back); with ``reports_per_day: R`` in the spec, a report that would be the day's ``R + 1``-th is refused
+(``rate_exceeded``) after every other check and before any coin is drawn.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -48,8 +54,14 @@ BAD_VALUE = "bad_value"
 OUT_OF_RANGE = "out_of_range"
 BAD_EVENT_TIME = "bad_event_time"
 BAD_DIMENSIONS = "bad_dimensions"
+RATE_EXCEEDED = "rate_exceeded"
+BAD_STATE = "bad_state"
 CODES = (BAD_CONFIG, BAD_SECRET, MISSING_FEATURE, UNKNOWN_FEATURE, BAD_VALUE, OUT_OF_RANGE, BAD_EVENT_TIME,
-         BAD_DIMENSIONS)
+         BAD_DIMENSIONS, RATE_EXCEEDED, BAD_STATE)
+
+MS_PER_DAY = 86_400_000
+MAX_REPORTS_PER_DAY = 2 ** 31 - 1    # a Java int, a JavaScript safe integer
+LAST_DAY = (MAX_EVENT_MS - 1) // MS_PER_DAY   # the UTC day of the last event time a client accepts
 
 
 class Refusal(ValueError):
@@ -160,11 +172,16 @@ class ClientSpec:
     window: Window
     channels: ClientChannels
     token: bool = False
+    reports_per_day: int | None = None   # the declared rate: at most this many reports a UTC day; None: no limit
 
     def __post_init__(self):
         if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
             raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
                                       f"got collection={self.collection!r}")
+        rate = self.reports_per_day
+        if rate is not None and not (_is_integer(rate) and 1 <= rate <= MAX_REPORTS_PER_DAY):
+            raise Refusal(BAD_CONFIG, f"reports_per_day must be an integer in [1, {MAX_REPORTS_PER_DAY}], "
+                                      f"got reports_per_day={rate!r}")
         if len(self.channels) != self.layout.n_bits:
             raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({self.layout.n_bits}: "
                                       f"{list(self.layout.labels)}), got {len(self.channels)}")
@@ -176,7 +193,7 @@ class ClientSpec:
     @classmethod
     def from_json(cls, spec) -> "ClientSpec":
         """The spec from its JSON object; a :class:`Refusal` of code ``bad_config`` otherwise."""
-        _keys(spec, "config", ("collection", "features", "window", "channels"), ("token",))
+        _keys(spec, "config", ("collection", "features", "window", "channels"), ("token", "reports_per_day"))
         feats = spec["features"]
         if not isinstance(feats, list) or not feats:
             raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
@@ -213,7 +230,11 @@ class ClientSpec:
             raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({layout.n_bits}: {list(layout.labels)}), "
                                       f"got {len(instantaneous)}")
         channels = ClientChannels(ChannelSet(tuple(instantaneous)), tuple(permanent))
-        return cls(spec["collection"], layout, _window(spec["window"]), channels, token)
+        rate = spec.get("reports_per_day")
+        if "reports_per_day" in spec and rate is None:
+            raise Refusal(BAD_CONFIG, "reports_per_day must be an integer in [1, "
+                                      f"{MAX_REPORTS_PER_DAY}] when given, got reports_per_day=None")
+        return cls(spec["collection"], layout, _window(spec["window"]), channels, token, rate)
 
     def to_json(self) -> dict:
         """The JSON object :meth:`from_json` reads."""
@@ -232,8 +253,43 @@ class ClientSpec:
             if perm is not None:
                 item["permanent"] = {"p": perm.p, "q": perm.q}
             channels.append(item)
-        return {"collection": self.collection, "features": features, "window": window, "channels": channels,
-                "token": self.token}
+        out = {"collection": self.collection, "features": features, "window": window, "channels": channels,
+               "token": self.token}
+        if self.reports_per_day is not None:
+            out["reports_per_day"] = self.reports_per_day
+        return out
+
+
+def _is_integer(value) -> bool:
+    """An integer as JSON writes one: a Python int, not a bool and not a float (``2.0`` is refused, as in
+    the JVM client; JavaScript cannot tell ``2.0`` from ``2``, docs/client.md section 11)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def utc_day(event_ms: int) -> int:
+    """The UTC day number of an event time (days since 1970-01-01): the day the rate counts it in."""
+    return event_ms // MS_PER_DAY
+
+
+def read_rate_state(state) -> dict:
+    """The rate state an app restores (docs/client.md section 3): a JSON object whose keys are UTC day
+    numbers in decimal (no sign, no leading zero, at most the last day a client accepts) and whose values
+    are counts, integers in [0, 2^31 - 1]; None is an empty state. A :class:`Refusal` ``bad_state``
+    otherwise (the message shows the offending key, never a count, which says how active a device is)."""
+    if state is None:
+        return {}
+    if not isinstance(state, Mapping):
+        raise Refusal(BAD_STATE, f"the rate state must map UTC day numbers to counts, got a {type(state).__name__}")
+    out = {}
+    for key, count in state.items():
+        if not (isinstance(key, str) and re.fullmatch("0|[1-9][0-9]{0,5}", key) and int(key) <= LAST_DAY):
+            raise Refusal(BAD_STATE, f"the rate state's keys must be UTC day numbers in [0, {LAST_DAY}] in decimal, "
+                                     f"got key {key!r}")
+        if not (_is_integer(count) and 0 <= count <= MAX_REPORTS_PER_DAY):
+            raise Refusal(BAD_STATE, f"the rate state's counts must be integers in [0, {MAX_REPORTS_PER_DAY}], "
+                                     f"got a bad count for day {key}")
+        out[int(key)] = count
+    return out
 
 
 @dataclass(frozen=True)
@@ -248,13 +304,29 @@ class Trace:
 class DeviceClient:
     """One device's client for one collection: ``report(values, event_ms)`` -> a NoisyReport record."""
 
-    def __init__(self, spec: ClientSpec, secret: bytes, coins):
+    def __init__(self, spec: ClientSpec, secret: bytes, coins, rate_state=None):
         try:
             self.secret = check_secret(secret)
         except ValueError as err:
             raise Refusal(BAD_SECRET, str(err)) from None
         self.spec = spec
         self.coins = coins
+        self._reported = read_rate_state(rate_state)   # {UTC day: reports made}, this collection's
+
+    def rate_state(self) -> dict:
+        """The reports made per UTC day of their event time, ``{"20454": 2, ...}`` (days in decimal, in
+        order): what the app persists and passes back as ``rate_state`` (module docstring)."""
+        return {str(day): n for day, n in sorted(self._reported.items())}
+
+    def _count(self, event_ms: int) -> None:
+        """Counts a report on its event's UTC day, or refuses it (``rate_exceeded``) past the rate."""
+        day = utc_day(event_ms)
+        made = self._reported.get(day, 0)
+        rate = self.spec.reports_per_day
+        if rate is not None and made >= rate:
+            raise Refusal(RATE_EXCEEDED, f"this device has made the {rate} reports a UTC day the collection "
+                                         f"declares (reports_per_day={rate}) on day {day}")
+        self._reported[day] = min(made + 1, MAX_REPORTS_PER_DAY)   # without a rate a count stops at 2^31 - 1
 
     def report(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None) -> dict:
         """The ``NoisyReport`` record of one report (module docstring)."""
@@ -264,6 +336,7 @@ class DeviceClient:
         spec = self.spec
         dims = checked_event(event_ms, dimensions)
         units = self._units(values)
+        self._count(event_ms)
         fresh = [f for f in spec.layout.features if f.kind == NUMERIC
                  and not spec.channels.memoizes[spec.layout.bits_of(f.name)[0]]]
         drawn = self.coins.generate(COIN_BYTES * (len(fresh) + spec.layout.n_bits))

@@ -31,6 +31,11 @@ Across keys (a device that changes region), per slice a device adds to at most
 ``K = max_keys_per_device`` keys: the K of its keys with the smallest *key rank*, a 64-bit hash keyed
 by the collection of (device, key) (:func:`keys_over_bound`). The choice reads only which devices
 each key of the slice holds, so it is the same for any split and order of the reports.
+
+What a settled slice and key kept is summed up by :func:`kept_digest`, a digest of its kept
+(device, rank) pairs that adds over disjoint parts (the release ledger compares it between runs,
+docs/design.md section 7, "The release ledger"); :func:`witness_order` orders a slice's devices for the
+ledger's few witnesses of them.
 """
 from __future__ import annotations
 
@@ -248,6 +253,31 @@ def trimmed(table: DeviceTable, used_devices: np.ndarray, used_counts: np.ndarra
     keep = at_most <= bound - used
     out.owner, out.rank, out.bits = table.owner[keep], table.rank[keep], table.bits[keep]
     return out
+
+
+_DIGEST_LANES = (np.uint64(0x6C64702D6B657074), np.uint64(0x3C6EF372FE94F82B))   # "ldp-kept", and a second lane
+_WITNESS = np.uint64(0x6C64702D7769746E)   # "ldp-witn"
+
+
+def kept_digest(owner: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """uint64[2]: the digest of a multiset of kept ``(device key, rank)`` pairs, per lane the sum
+    (mod 2^64) of a mixed hash of each pair, so the digest of a union of disjoint parts is the sum of
+    theirs and it does not depend on the pairs' order. It reads only which devices keep which ranks,
+    never how a rank is made. Two different multisets share a digest with probability ~2^-128 unless
+    one chooses the pairs to collide, which needs every changed pair's device key."""
+    owner = np.asarray(owner, dtype=np.uint64)
+    rank = np.asarray(rank, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        return np.array([_mix(_mix(owner ^ lane) ^ rank).sum(dtype=np.uint64) for lane in _DIGEST_LANES],
+                        dtype=np.uint64)
+
+
+def witness_order(device_keys: np.ndarray) -> np.ndarray:
+    """uint64 per device key: the order in which the release ledger picks a slice's witnesses (the
+    devices of smallest order), a keyed bijective mix of the key, so a sample of the devices that any
+    two runs over the same devices pick alike."""
+    with np.errstate(over="ignore"):
+        return _mix(np.asarray(device_keys, dtype=np.uint64) ^ _WITNESS)
 
 
 def key_id(dims) -> int:

@@ -133,3 +133,90 @@ def longitudinal_epsilon(layout, channels: ClientChannels, reports_per_day: floa
     per_month = math.ceil(round(rate * DAYS_PER_MONTH, 9))
     return LongitudinalEpsilon(epsilon_one(layout, channels), epsilon_infinity(layout, channels), rate,
                                epsilon_reports(layout, channels, per_day), epsilon_reports(layout, channels, per_month))
+
+
+# Above this many reports a memoized channel's exact epsilon (arrays of n + 1 per bit) gives way to
+# its bound min(n * epsilon_1, epsilon_infinity): never smaller than the exact value.
+EXACT_REPORTS_LIMIT = 100_000
+
+
+def _memoizes(channels: ClientChannels) -> bool:
+    return any(perm is not None for perm in channels.permanent)
+
+
+def epsilon_at_most(layout, channels: ClientChannels, n_reports: int) -> float:
+    """The epsilon of at most ``n_reports`` reports of one device holding one value (0 for none):
+    ``n * epsilon_1`` when no bit memoizes (exact), :func:`epsilon_reports` when one does (exact,
+    below ``min(n * epsilon_1, epsilon_infinity)``; that bound itself past :data:`EXACT_REPORTS_LIMIT`)."""
+    n = check_int("n_reports", n_reports, minimum=0)
+    if n == 0:
+        return 0.0
+    one = epsilon_one(layout, channels)
+    if not _memoizes(channels):
+        return n * one
+    if n > EXACT_REPORTS_LIMIT:
+        return min(n * one, epsilon_infinity(layout, channels))
+    return epsilon_reports(layout, channels, n)
+
+
+@dataclass(frozen=True)
+class EnforcedEpsilon:
+    """A device's epsilons over a day and a month (30 UTC days) as the job enforces them, for a device
+    holding one value: its token is scoped to a slice, so the job cannot link it across slices, and
+    per slice it publishes at most ``reports_per_slice`` of its reports (``M``, times ``K`` with
+    dimensions); a day meets at most ``slices_per_day`` slices, a month ``slices_per_month``
+    (:meth:`~ldp_marginals.ldp.windows.Window.slices_in_days`; the global window: one for all time)."""
+
+    one: float
+    infinity: float
+    reports_per_slice: int
+    slices_per_day: int
+    slices_per_month: int
+    per_day: float
+    per_month: float
+
+    @property
+    def reports_per_day(self) -> int:
+        return self.slices_per_day * self.reports_per_slice
+
+    @property
+    def reports_per_month(self) -> int:
+        return self.slices_per_month * self.reports_per_slice
+
+    def describe(self) -> dict:
+        def num(v):
+            return None if math.isinf(v) else float(v)
+        return {"slices_per_day": self.slices_per_day, "slices_per_month": self.slices_per_month,
+                "reports_per_slice": self.reports_per_slice, "reports_per_day": self.reports_per_day,
+                "reports_per_month": self.reports_per_month, "epsilon_per_day": num(self.per_day),
+                "epsilon_per_month": num(self.per_month)}
+
+
+def enforced_epsilon(layout, channels: ClientChannels, window, reports_per_slice: int) -> EnforcedEpsilon:
+    """The epsilons of the reports the job publishes of one device in a day and in a month: at most
+    ``window.slices_in_days(d) * reports_per_slice`` reports, each ``epsilon_1``; where bits memoize,
+    the exact epsilon of that many reports of one value (:func:`epsilon_at_most`), never above
+    ``epsilon_infinity``."""
+    m = check_int("reports_per_slice", reports_per_slice, minimum=1)
+    day, month = window.slices_in_days(1), window.slices_in_days(DAYS_PER_MONTH)
+    return EnforcedEpsilon(epsilon_one(layout, channels), epsilon_infinity(layout, channels), m, day, month,
+                           epsilon_at_most(layout, channels, day * m), epsilon_at_most(layout, channels, month * m))
+
+
+# Window lengths advice names (seconds): the divisors of a day a dashboard reads, then whole days.
+ADVISED_SECONDS = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 14400, 21600, 28800, 43200, 86400,
+                   2 * 86400, 3 * 86400, 5 * 86400, 6 * 86400, 10 * 86400, 15 * 86400, 30 * 86400)
+
+
+def shortest_window_keeping(layout, channels: ClientChannels, reports_per_slice: int, per_day: float | None,
+                            per_month: float | None):
+    """The shortest fixed window of :data:`ADVISED_SECONDS` (else the global window) whose enforced
+    epsilons keep ``per_day`` and ``per_month`` (either may be None: not promised) at
+    ``reports_per_slice`` reports of a device per slice, or None when no window keeps them."""
+    from ldp_marginals.ldp.windows import Window
+    for window in [Window("fixed", float(s)) for s in ADVISED_SECONDS] + [Window("global")]:
+        figures = enforced_epsilon(layout, channels, window, reports_per_slice)
+        if (per_day is None or figures.per_day <= per_day + 1e-12) and (
+                per_month is None or figures.per_month <= per_month + 1e-12):
+            return window
+    return None

@@ -15,7 +15,11 @@ length. Readers accept every earlier version:
   with a released flag; window statuses ``LDPS``;
 - 3: entries numbered by atom (accumulators still wrote version 2);
 - 4: one version for every record; the keyed publication's records (partials, the clock's book, a
-  key's atoms, a capped key's panes, their messages). Accumulators are laid out as in version 2.
+  key's atoms, a capped key's panes, their messages). Accumulators are laid out as in version 2;
+  since issue 47 a settled accumulator under a device bound may also carry ``kept`` in its header's
+  ``devices`` (the digest of its kept (device, rank) pairs, two integers); a record without it (written
+  before) reads as the empty digest, 0. Only a batch run's release ledger reads the digest, from
+  accumulators the same run settled, never from restored state.
 
 Under ``privacy.unit: device`` an accumulator's ``devices`` header names its ``rank_rule``
 (:data:`~ldp_marginals.ldp.devices.RANK_RULE`) and an open one's tail holds each device's ceiling:
@@ -118,13 +122,15 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
     parts = [_le(acc.cooc.counts, "<i8"), _le(acc.extreme_sums, "<f8"), _le(acc.clients, "<u8"),
              _le(acc.client_states, "<f8")]
     t = acc.devices
-    if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound:
+    if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound or acc.kept.any():
         # privacy.unit: device: the settled counts, the devices the slice's released atoms used, and
         # (an open accumulator) each device's kept candidates
         header["devices"] = dict(rank_rule=RANK_RULE, device_count=int(acc.device_count),
                                  over_bound=int(acc.over_bound),
                                  open=t is not None, n_devices=0 if t is None else int(t.devices.size),
                                  n_candidates=0 if t is None else int(t.kept), n_used=int(acc.used_devices.size))
+        if acc.kept.any():   # written only when not empty: a record of before issue 47 writes the same bytes
+            header["devices"]["kept"] = [int(x) for x in acc.kept]
         parts += [_le(acc.used_devices, "<u8"), _le(acc.used_counts, "<i8")]
         if t is not None:
             parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.ceiling, "<u8"), _le(t.owner, "<u8"),
@@ -184,6 +190,7 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
     acc.client_states = arrays[3].reshape(k, n_cext, STATE_WIDTH)
     if dev is not None:
         acc.device_count, acc.over_bound = dev["device_count"], dev["over_bound"]
+        acc.kept = np.array(dev.get("kept", [0, 0]), dtype=np.uint64)   # absent before issue 47: empty
         acc.used_devices, acc.used_counts = arrays[4].astype(np.uint64), arrays[5].astype(np.int64)
         if dev["open"]:
             t = acc.devices = DeviceTable(n_bytes)

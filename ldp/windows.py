@@ -11,6 +11,7 @@ aggregate timestamped with its slice's start lands in exactly its reports' windo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ GLOBAL_WINDOW = (MIN_EVENT_MS, MAX_EVENT_MS)
 
 WINDOW_TYPES = ("fixed", "sliding", "global")
 MIN_WINDOW_SECONDS = 1.0
+DAY_MS = 86_400_000
 
 
 def _at_least_a_second(name: str, value) -> None:
@@ -84,6 +86,18 @@ class Window:
     @property
     def slices_per_window(self) -> int:
         return 1 if self.type != "sliding" else self.size_ms // self.period_ms
+
+    def slices_in_days(self, days: int) -> int:
+        """The most slices that ``days`` consecutive UTC days can meet (a report's slice is where its
+        device token, and so the device bound, is scoped). Slices start at multiples of the period since
+        the epoch and days at multiples of 86,400 s, so a span's start lies at an offset into a slice that is
+        a multiple of ``g = gcd(day, period)``, at most ``period - g``: the span meets at most
+        ``ceil((span + period - g) / period)`` slices, reached by some day. A period that divides the day
+        gives exactly ``days * 86400 / period``; the global window has one slice for all time."""
+        if self.is_global:
+            return 1
+        span, period = days * DAY_MS, self.period_ms
+        return -(-(span + period - math.gcd(DAY_MS, period)) // period)
 
     # -- slices and windows -------------------------------------------------------------------
     def slice_starts(self, event_ms) -> np.ndarray:

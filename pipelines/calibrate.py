@@ -70,7 +70,9 @@ def from_config(args) -> list:
                "raise_min_reports_to": None, "min_reports": cfg.min_reports,
                "epsilon": None, "eta": None, "sufficient_crowd": None, "unit": cfg.unit,
                "repeats": cfg.repeats_per_window, "epsilons": cfg.describe_epsilons(),
-               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg)}
+               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg),
+               # privacy.epsilon_per_day / _per_month against the enforced figures (the job refuses a fault)
+               "promise_over_time_fault": cfg.promise_fault()}
         if promise and promise["model"] == "local":
             row["promise_kept"] = promise["epsilon"] is None or local <= promise["epsilon"] + 1e-12
         elif promise:
@@ -198,18 +200,32 @@ def render_config(rows: list) -> str:
             lines.append(f"  sufficient DP at --epsilon {r['epsilon']:g}, eta={r['eta']:g}: at least "
                          f"{_reports(crowd)} per published window (min_reports={r['min_reports']:,}: {enough})")
         lines.append(f"  one device over time (unit: {r['unit']}): " + epsilons_line(r["epsilons"]))
+        spans = [f"{k}={p[k]:g}" for k in ("epsilon_per_day", "epsilon_per_month") if p and p.get(k) is not None]
+        if spans:
+            fault = r.get("promise_over_time_fault")
+            lines.append(f"  promise over time ({', '.join(spans)}): " + (f"NOT kept: {fault}" if fault else
+                                                                          "kept by the enforced figures"))
         lines += ["  " + line for line in advice_lines(r["mechanism"])]
     return "\n".join(lines)
 
 
 def epsilons_line(e: dict) -> str:
-    """One line of a collection's epsilons over time (:meth:`CollectionConfig.describe_epsilons`)."""
+    """One line of a collection's epsilons over time (:meth:`CollectionConfig.describe_epsilons`): the
+    figures the job enforces (what a promise is checked against), and the declared rate's beside."""
     def num(v):
         return "infinite" if v is None else f"{v:.4g}"
     line = f"epsilon_1 {num(e['epsilon_1'])}, epsilon_infinity {num(e['epsilon_infinity'])}"
-    if e["reports_per_day"] is not None:
-        line += (f"; at {e['reports_per_day']:g} reports a day: per day {num(e['epsilon_per_day'])}, "
-                 f"per month {num(e['epsilon_per_month'])}")
+    enforced, declared = e.get("enforced"), e.get("declared")
+    if enforced is None:
+        return line + "; per report only (no device bound: nothing limits the reports of a device)"
+    slices = enforced["slices_per_day"]
+    line += (f"; enforced (at most {_reports(enforced['reports_per_slice'])} of a device per slice, {slices:,} "
+             f"slice{'' if slices == 1 else 's'} a day): per day {num(enforced['epsilon_per_day'])} "
+             f"({_reports(enforced['reports_per_day'])}), per month {num(enforced['epsilon_per_month'])} "
+             f"({_reports(enforced['reports_per_month'])})")
+    if declared is not None:
+        line += (f"; at the declared rate of {declared['reports_per_day']:g} a day (not enforced by the job): "
+                 f"per day {num(declared['epsilon_per_day'])}, per month {num(declared['epsilon_per_month'])}")
     return line
 
 

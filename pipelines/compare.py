@@ -150,7 +150,14 @@ def compare(args) -> dict:
         raise ValueError("the two sides have no published marginal in common (check the windows or values)")
     out = changes(first, second, args.level, args.fdr)
     return {"collection": collection, "kind": args.kind, **what, "fdr": args.fdr, "level": args.level,
-            "compared": len(out), "significant": sum(o["significant"] for o in out), "changes": out}
+            "compared": len(out), "significant": sum(o["significant"] for o in out), "changes": out,
+            "from_runs": [from_runs(first.values()), from_runs(second.values())]}
+
+
+def from_runs(rows) -> list:
+    """The earlier runs whose kept releases some of ``rows`` are (their ``from_run``; empty when every row
+    is the owning run's): ``read`` marks a window and key whose rerun the release ledger withheld."""
+    return sorted({r["from_run"] for r in rows if r.get("from_run")})
 
 
 def keyed(rows) -> dict:
@@ -193,6 +200,10 @@ def render(res: dict) -> str:
         lines.append(f"{mark}{where(o):{width - 1}} {o['first']:8.4f} {o['second']:8.4f} "
                      f"{o['difference']:+8.4f} {o['standard_error']:7.4f} {o['z']:+7.2f}  "
                      f"[{o['ci_low']:+.4f}, {o['ci_high']:+.4f}]")
+    for side, runs in zip(("first", "second"), res.get("from_runs") or ()):
+        if runs:
+            lines.append(f"the {side} side is (in part) the earlier release of run {', '.join(runs)}, kept: the "
+                         "release ledger withheld this run's rows there (summary.json, earlier_releases_kept)")
     lines.append("* significant: the population changed (standard errors hold the randomization and the draw of "
                  "each side's reports). Windows hold disjoint reports; overlapping sliding windows make the test "
                  "conservative.")

@@ -28,6 +28,7 @@ from ldp_marginals.schemas.outputs import (
     COLLECTIONS_FILE,
     CONSISTENT_TABLES,
     DEAD_LETTERS,
+    FROM_RUN,
     SCHEMA_OF,
     TABLES,
     OutputError,
@@ -87,6 +88,15 @@ def read_file(output_dir: str, entry: dict) -> pa.Table:
     return table
 
 
+def with_from_run(table: pa.Table, entry: dict) -> pa.Table:
+    """``table`` (the rows of ``entry``) with the column ``from_run``: null for rows of the run that owns
+    the directory; the id of the earlier run that published them for rows that run's release the owning
+    run kept, its own rows of their window and key withheld by the release ledger (docs/design.md, "The
+    release ledger", *What stays published*)."""
+    return table.append_column(pa.field(FROM_RUN, pa.string()),
+                               pa.array([entry.get(FROM_RUN)] * table.num_rows, pa.string()))
+
+
 CONSISTENT, UNBIASED = "consistent", "unbiased"
 ESTIMATORS = {CONSISTENT: CONSISTENT_TABLES, UNBIASED: TABLES}   # read(kind="tables", estimator=...) -> the kind read
 
@@ -133,7 +143,12 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     rollup's ``__all__`` dimensions counted as absent). Default: every key and rollup row. A
     ``dimensions`` that matches no key of the selected collections and windows is a ValueError
     naming the keys there are; a key that exists but was withheld gives no rows (``withheld`` says
-    why). Of a window's panes only the latest is read (it holds the window's estimate so far)."""
+    why). Of a window's panes only the latest is read (it holds the window's estimate so far).
+
+    Every row has a column ``from_run``: null where the row is the owning run's; the id of an earlier
+    run where the owning run kept that run's rows of a window and key because the release ledger
+    withheld its own (a rerun never unpublishes: the ``withheld`` row and ``summary.json``'s
+    ``earlier_releases_kept`` name the reports the owning run left out there)."""
     check_kind(kind)
     kind, which = _table_kind(kind, estimator)
     names = None if collection is None else ({collection} if isinstance(collection, str) else set(collection))
@@ -149,9 +164,9 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
         entries = [e for e in entries if e["group"] in names]
     if span is not None:
         entries = [e for e in entries if e["window_start"] is not None and span[0] <= e["window_start"] <= span[1]]
-    tables = [read_file(output_dir, e) for e in entries]
+    tables = [with_from_run(read_file(output_dir, e), e) for e in entries]
     schema = arrow_schema(SCHEMA_OF[kind])
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    table = pa.concat_tables(tables) if tables else with_from_run(schema.empty_table(), {})
     if names is not None and kind == DEAD_LETTERS:
         table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
     if dimensions is not None:

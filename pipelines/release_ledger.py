@@ -7,7 +7,9 @@ A batch run reads the ledger before it is built (:func:`earlier_releases`), so e
 verdict sees every earlier release; its job writes each collection's release into its staging folder
 (:class:`WriteReleaseFn`); and the driver, once the job has finished and before the run is published,
 adds them to the ledger (:func:`publish_ledger`, an atomic replace). A run killed between the two
-leaves a ledger that records a release never published: that only withholds more, never less.
+leaves a ledger that records a release never published: that only withholds more, never less. A run
+whose collection shares devices with another collection's release (the same reports under another
+name: device tokens are scoped to a collection) is refused there, before anything is published.
 """
 from __future__ import annotations
 
@@ -21,12 +23,19 @@ from ldp_marginals.schemas.outputs import LEDGER_DIR, LEDGER_FILE, MANIFEST_FILE
 from ldp_marginals.transforms.manifest import write_dir, write_json_atomic
 from ldp_marginals.transforms.publication.releases import (
     LEDGER_FORMAT,
+    READABLE_FORMATS,
     merged,
     release_from_json,
     release_to_json,
+    shared_devices,
 )
 
 NEW_LEDGER = "--new-ledger"   # the command's flag: start a new ledger (docs/design.md says what it gives up)
+
+
+class SharedDevices(ValueError):
+    """A run refused by the ledger: one of its collections holds the devices of another collection's
+    release (:func:`publish_ledger`)."""
 
 
 def ledger_path(output_dir: str) -> str:
@@ -35,16 +44,19 @@ def ledger_path(output_dir: str) -> str:
 
 def load_ledger(output_dir: str) -> dict:
     """``{collection: [Release]}`` of the ledger under ``output_dir`` (empty when there is none); a
-    ledger that cannot be read is a ValueError naming it (never silently a new ledger)."""
+    ledger that cannot be read is a ValueError naming it (never silently a new ledger). A ledger of
+    format 1 is read as it was written: no digests of kept reports, no witnesses (the rule treats what
+    they would decide as unknown); the next run rewrites it in the current format."""
     path = ledger_path(output_dir)
     if not FileSystems.exists(path):
         return {}
     try:
         with FileSystems.open(path) as fh:
             data = json.loads(fh.read())
-        if data.get("format") != LEDGER_FORMAT:
-            raise ValueError(f"format {data.get('format')!r}, this release reads format {LEDGER_FORMAT}")
-        return {name: [release_from_json(r) for r in releases] for name, releases in data["collections"].items()}
+        if data.get("format") not in READABLE_FORMATS:
+            raise ValueError(f"format {data.get('format')!r}, this release reads formats {list(READABLE_FORMATS)}")
+        return {name: [release_from_json(r, data["format"]) for r in releases]
+                for name, releases in data["collections"].items()}
     except Exception as err:  # noqa: BLE001 - unreadable, not JSON, another format: one answer
         raise ValueError(f"the release ledger {path} cannot be read ({type(err).__name__}: {err}); restore it, "
                          f"or start a new ledger with {NEW_LEDGER} (docs/design.md says what that gives up)") from None
@@ -119,17 +131,30 @@ class WriteReleaseFn(beam.DoFn):
 def publish_ledger(output_dir: str, run_id: str, earlier: dict) -> str | None:
     """After a batch job has finished, before the run is published: the ledger ``earlier`` (the one
     the run read: {} for a new ledger) with this run's staged releases added, written in place
-    atomically. Returns its path (None when the run staged no release)."""
+    atomically. Returns its path (None when the run staged no release). A ValueError, and no ledger
+    written, when a collection of the run shares devices with another collection's release
+    (:func:`~ldp_marginals.transforms.publication.releases.shared_devices`)."""
     staged = write_dir(output_dir, run_id, streaming=False)
     paths = FileSystems.match([FileSystems.join(staged, LEDGER_DIR, "*.json")])[0].metadata_list
     if not paths:
         return None
     ledger = {name: list(releases) for name, releases in earlier.items()}
+    releases = {}
     for meta in sorted(paths, key=lambda m: m.path):
         with FileSystems.open(meta.path) as fh:
             staged_release = json.loads(fh.read())
-        release = release_from_json(dict(staged_release["release"], run_id=run_id))
-        ledger[staged_release["collection"]] = merged(ledger.get(staged_release["collection"], []), release)
+        releases[staged_release["collection"]] = release_from_json(dict(staged_release["release"], run_id=run_id))
+    shared = shared_devices(earlier, releases)
+    if shared is not None:
+        name, other = shared
+        raise SharedDevices(f"collection {name!r} holds reports of the devices of collection {other!r}, which "
+                         f"{'this run' if other in releases else 'an earlier run into --output ' + output_dir} "
+                         "also published (device tokens are scoped to a collection, so these are the same reports "
+                         "under another name, and the release ledger, kept per collection, would check them against "
+                         f"nothing): run them as {other!r}, or into another --output, or with {NEW_LEDGER} to "
+                         "publish regardless (docs/design.md, 'The release ledger', says what that gives up)")
+    for name, release in sorted(releases.items()):
+        ledger[name] = merged(ledger.get(name, []), release)
     return write_json_atomic(ledger_path(output_dir), {
         "format": LEDGER_FORMAT,
         "collections": {name: [release_to_json(r) for r in releases] for name, releases in sorted(ledger.items())}})

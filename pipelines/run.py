@@ -26,6 +26,7 @@ from ldp_marginals.pipelines.job import WATERMARK_DELAY_SECONDS, JobOptions, bui
 from ldp_marginals.pipelines.progress import Progress, job_counters
 from ldp_marginals.pipelines.release_ledger import (
     NEW_LEDGER,
+    SharedDevices,
     WriteReleaseFn,
     check_no_ledger,
     check_rollups,
@@ -155,7 +156,12 @@ def load_all_configs(paths, window: str | None = None, allowed_lateness_seconds:
         overrides["window"] = parse_window(window)
     if allowed_lateness_seconds is not None:
         overrides["allowed_lateness_seconds"] = float(allowed_lateness_seconds)
-    return {name: replace(cfg, **overrides) for name, cfg in configs.items()}
+    out = {name: replace(cfg, **overrides) for name, cfg in configs.items()}
+    for cfg in out.values() if "window" in overrides else ():   # the enforced month follows the window
+        fault = cfg.promise_fault()
+        if fault:
+            raise ValueError(f"--window {window}: collection {cfg.name!r}: {fault}")
+    return out
 
 
 # runners that replay a streaming job from its checkpoints and honour stable input (Flink's)
@@ -638,6 +644,7 @@ def run(argv=None) -> dict:
     summary = summarize(result)
     if args.streaming:   # the release ledger is for batch runs (a streaming run into a ledger is refused)
         summary["reports_withheld_by_ledger"] = summary["client_rows_withheld_by_ledger"] = None   # batch only
+        summary["earlier_releases_kept"] = summary["reports_not_published_where_kept"] = None
     print(f"counted {summary['reports_counted']} reports; dead-lettered {summary['reports_dead_lettered']}"
           + (f" {summary['dead_letters_by_reason']}" if summary["dead_letters_by_reason"] else "")
           + (f"; skipped {summary['damaged_ranges']} damaged byte ranges of files holding "
@@ -655,9 +662,13 @@ def run(argv=None) -> dict:
     if not args.streaming:
         try:
             publish_ledger(args.output, args.run_id, args.earlier)   # before the run: killed between, it only withholds more
-            finish_run(args.output, args.run_id, summary, started)
+            finish_run(args.output, args.run_id, summary, started)   # adds the earlier releases it kept
+        except SharedDevices as err:   # the ledger refused the run (a collection over another's reports)
+            raise SharedDevices(f"{err}; {_discard_unfinished(args)}") from None
         except OSError as err:   # the summary or manifest could not be written: neither exists half-written
             raise JobFailed(f"writing the run's release ledger, {SUMMARY_FILE} and {MANIFEST_FILE} under {args.output} failed: "
                             f"{err.strerror or err}; the run is incomplete ({_discard_unfinished(args)}). Free "
                             "space and run again.") from None
+        for kept in summary["earlier_releases_kept"]:   # a rerun never unpublishes (docs/design.md, 'The release ledger')
+            print(kept["note"])
     return summary

@@ -113,6 +113,11 @@ def check_config(spec: dict, groups: tuple, max_order: int) -> None:
     for key in UNSUPPORTED:
         if spec.get(key):
             raise ValueError(f"{key} are not supported with channel kind {kind!r} yet, got {key}={spec[key]!r}")
+    if spec.get("rollups"):   # a rollup row minus its keys' published rows is a key's row: a withheld thin
+        #                       row (ldp/thin_rows.py) of one key would come back; rollups do not suppress rows
+        raise ValueError(f"rollups are not supported with channel kind {kind!r}: a rollup's row minus its keys' "
+                         f"published rows would give back a key's row withheld for resting on fewer than "
+                         f"min_reports reports, got rollups={spec['rollups']!r}")
     privacy = spec.get("privacy") or {}
     if isinstance(privacy, dict):
         if privacy.get("unit", "report") != "report":
@@ -150,5 +155,4 @@ def describe_kind(cfg) -> dict:
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
             "unit": "report", "max_reports_per_device": None, "memoized_bits": [],
             # one report is epsilon-LDP; reports of one device compose (no memoization)
-            "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "reports_per_day": None,
-                         "epsilon_per_day": None, "epsilon_per_month": None}}
+            "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "enforced": None, "declared": None}}

@@ -14,9 +14,10 @@ from functools import cached_property, lru_cache
 from ldp_marginals.ldp._checks import check_int
 from ldp_marginals.ldp.aggregate import ReportAggregator
 from ldp_marginals.ldp.channels import ChannelSet
+from ldp_marginals.ldp.client import MAX_REPORTS_PER_DAY
 from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import Layout
-from ldp_marginals.ldp.longitudinal import longitudinal_epsilon
+from ldp_marginals.ldp.longitudinal import enforced_epsilon, longitudinal_epsilon
 from ldp_marginals.ldp.memoized import ClientChannels
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
@@ -80,10 +81,15 @@ class Privacy:
     eta: float = 0.01
     flip: float | None = None            # sufficient: the symmetric flip the channels are held to
     smallest_crowd: int | None = None    # sufficient: the least min_reports that keeps the promise
+    # local, unit device: the most a device's published reports of a day / a month may spend, checked
+    # against the enforced figures (CollectionConfig.enforced_epsilons, promise_fault)
+    epsilon_per_day: float | None = None
+    epsilon_per_month: float | None = None
 
     def describe(self) -> dict:
         return {"model": self.model, "epsilon": self.epsilon, "eta": self.eta if self.model == "sufficient" else None,
-                "flip": self.flip, "smallest_crowd": self.smallest_crowd}
+                "flip": self.flip, "smallest_crowd": self.smallest_crowd, "epsilon_per_day": self.epsilon_per_day,
+                "epsilon_per_month": self.epsilon_per_month}
 
 
 UNITS = ("report", "device")   # privacy.unit: what min_reports counts and what the bounds are per
@@ -94,21 +100,25 @@ class DeviceUnit:
     """``privacy.unit: device``: every report names its device (the slice-scoped token in ``client``);
     per slice and key a device adds at most ``max_reports_per_device`` reports (the bottom M by rank,
     :mod:`ldp_marginals.ldp.devices`), and ``min_reports`` counts devices. ``reports_per_day``: the
-    declared rate at which a device reports, for the epsilons per day and month (optional).
+    declared rate at which a device reports (a whole number a UTC day, which the clients enforce), for
+    the epsilons per day and month (optional).
     ``max_keys_per_device``: per slice a device adds to at most this many keys (dimension values: a
     device that changes region), the K of smallest key rank (:func:`~ldp_marginals.ldp.devices.keys_over_bound`)."""
 
     max_reports_per_device: int = 1
-    reports_per_day: float | None = None
+    reports_per_day: int | None = None
     max_keys_per_device: int = 1
 
     def __post_init__(self):
         check_int("privacy.max_reports_per_device", self.max_reports_per_device, minimum=1)
         check_int("privacy.max_keys_per_device", self.max_keys_per_device, minimum=1)
-        if self.reports_per_day is not None and not (isinstance(self.reports_per_day, (int, float))
+        # a whole number: the clients enforce it per UTC day (docs/client.md section 3, "The declared rate")
+        # and refuse any other value in their config, so the job states what the clients hold to
+        if self.reports_per_day is not None and not (isinstance(self.reports_per_day, int)
                                                      and not isinstance(self.reports_per_day, bool)
-                                                     and 0 < self.reports_per_day < math.inf):
-            raise ValueError(f"privacy.reports_per_day must be a positive number, got "
+                                                     and 1 <= self.reports_per_day <= MAX_REPORTS_PER_DAY):
+            raise ValueError(f"privacy.reports_per_day must be a whole number of reports in [1, {MAX_REPORTS_PER_DAY}] "
+                             f"(the clients refuse more than that many a UTC day), got "
                              f"reports_per_day={self.reports_per_day!r}")
 
 
@@ -230,10 +240,9 @@ class CollectionConfig:
         sorted order, so the first fault is the same on every reader."""
         limits = self.dimension_limits
         for key in sorted(dims):
-            if key not in limits:   # a key is named only when it has the form of a dimension name
-                shown = repr(key) if DIMENSION_PATTERN.match(key) else f"of {len(key):,} characters"
-                return (UNDECLARED_DIMENSION, f"dimension {shown} is not declared for collection {self.name!r} "
-                        f"(declared: {sorted(limits) if limits else 'none'})")
+            if key not in limits:   # never named: the key is the report's string (it reaches answers, dead letters)
+                return (UNDECLARED_DIMENSION, f"a dimension name of {len(key):,} characters is not declared for "
+                        f"collection {self.name!r} (declared: {sorted(limits) if limits else 'none'})")
         for key in sorted(dims):
             if len(dims[key]) > limits[key].max_length:
                 return (DIMENSION_TOO_LONG, f"dimension {key!r} has a value of {len(dims[key]):,} characters, "
@@ -349,7 +358,8 @@ class CollectionConfig:
 
     def epsilons(self):
         """:class:`~ldp_marginals.ldp.longitudinal.LongitudinalEpsilon` of the collection's channels at
-        its declared ``reports_per_day``, or None when none is declared."""
+        its DECLARED ``reports_per_day`` (the clients' rate, which the job does not enforce), or None
+        when none is declared. The promise is checked against :meth:`enforced_epsilons`."""
         rate = self.device.reports_per_day if self.device is not None else None
         return None if rate is None else self._epsilon_figures
 
@@ -357,17 +367,44 @@ class CollectionConfig:
     def _epsilon_figures(self):
         return longitudinal_epsilon(self.layout, self.client_channels, self.device.reports_per_day)
 
+    @property
+    def reports_per_slice(self) -> int | None:
+        """The most reports of one device the job publishes per slice (its token's scope): ``M``, and
+        ``M * K`` with dimensions; None under ``unit: report`` (nothing links a device's reports)."""
+        if self.device is None:
+            return None
+        return self.device.max_reports_per_device * (self.device.max_keys_per_device if self.dimensions else 1)
+
+    def enforced_epsilons(self):
+        """:class:`~ldp_marginals.ldp.longitudinal.EnforcedEpsilon`: a device's epsilons over a day and a
+        month from the bounds the job enforces (slices a day x ``M`` x ``K``, exact for one value where
+        bits memoize), or None under ``unit: report`` (nothing bounds a device there)."""
+        return None if self.device is None else self._enforced_figures
+
+    @cached_property
+    def _enforced_figures(self):
+        return enforced_epsilon(self.layout, self.client_channels, self.window, self.reports_per_slice)
+
+    def promise_fault(self) -> str | None:
+        """Why the enforced figures break ``privacy.epsilon_per_day`` / ``epsilon_per_month`` (naming the
+        figure, where it comes from and a window or bound that keeps it), None when they keep it
+        (:func:`~ldp_marginals.schemas.promise_over_time.promise_fault`)."""
+        from ldp_marginals.schemas.promise_over_time import promise_fault
+        return promise_fault(self)
+
     def describe_epsilons(self) -> dict:
-        """epsilon_1 and epsilon_infinity always; per day and month with a declared rate (null where
-        infinite or not declared)."""
+        """epsilon_1 and epsilon_infinity always; ``enforced``: a device's day and month as the job's bounds
+        hold them (None under ``unit: report``: one report spends epsilon_1, and nothing bounds how many a
+        device sends); ``declared``: the same at the declared ``reports_per_day`` (None without one)."""
         from ldp_marginals.ldp.longitudinal import epsilon_infinity, epsilon_one
-        found = self.epsilons()
-        if found is not None:
-            return found.describe()
         cc = self.client_channels
         inf = epsilon_infinity(self.layout, cc)
+        declared = self.epsilons()
+        enforced = self.enforced_epsilons()
         return {"epsilon_1": float(epsilon_one(self.layout, cc)), "epsilon_infinity": None if math.isinf(inf) else inf,
-                "reports_per_day": None, "epsilon_per_day": None, "epsilon_per_month": None}
+                "enforced": None if enforced is None else enforced.describe(),
+                "declared": None if declared is None else {k: v for k, v in declared.describe().items()
+                                                           if k not in ("epsilon_1", "epsilon_infinity")}}
 
     @property
     def client_extremes(self) -> tuple:

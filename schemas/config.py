@@ -212,7 +212,9 @@ def _window(spec) -> Window:
 
 
 
-_UNIT_KEYS = ("unit", "max_reports_per_device", "max_keys_per_device", "reports_per_day", "epsilon_per_month")
+_UNIT_KEYS = ("unit", "max_reports_per_device", "max_keys_per_device", "reports_per_day", "epsilon_per_day",
+              "epsilon_per_month")
+_SPANS = ("epsilon_per_day", "epsilon_per_month")
 
 
 def _unit(spec) -> DeviceUnit | None:
@@ -231,23 +233,30 @@ def _unit(spec) -> DeviceUnit | None:
                       spec.get("max_keys_per_device", 1))
 
 
-def _check_month(spec, cfg: CollectionConfig) -> None:
-    """``privacy.epsilon_per_month`` (with ``model: local``): the promise of a month of one device's
-    reports at the declared rate, checked against :func:`~ldp_marginals.ldp.longitudinal.longitudinal_epsilon`."""
-    promised = (spec or {}).get("epsilon_per_month")
-    if promised is None:
-        return
-    check_positive("privacy.epsilon_per_month", promised)
-    if (spec or {}).get("model") != "local":
-        raise ValueError(f"privacy.epsilon_per_month is a local promise, got model={(spec or {}).get('model')!r}")
-    figures = cfg.epsilons()
-    if figures is None:
-        raise ValueError("privacy.epsilon_per_month needs privacy.reports_per_day (unit 'device'), got none")
-    if figures.per_month > promised + 1e-12:
-        raise ValueError(f"privacy promises epsilon_per_month={promised:g}, but {math.ceil(round(figures.reports_per_day * 30, 9))} "
-                         f"reports a month (reports_per_day={figures.reports_per_day:g}) give epsilon_per_month="
-                         f"{figures.per_month:.4g} with these channels (epsilon_1={figures.one:.4g}, "
-                         f"epsilon_infinity={figures.infinity:.4g}); memoize, add noise or promise more")
+def _spans(spec) -> dict:
+    """``privacy.epsilon_per_day`` / ``epsilon_per_month``: what a device's published reports of a day /
+    a month may spend (local promises; positive numbers)."""
+    out = {}
+    for key in _SPANS:
+        if (spec or {}).get(key) is not None:
+            out[key] = check_positive(f"privacy.{key}", spec[key])
+            if spec.get("model") != "local":
+                raise ValueError(f"privacy.{key} is a local promise, got model={spec.get('model')!r}")
+    return out
+
+
+def _check_month(cfg: CollectionConfig, check: bool) -> None:
+    """A day's or a month's promise needs the device unit (only it bounds a device's reports); with
+    ``check`` (the job) the enforced figures must keep it (:meth:`CollectionConfig.promise_fault`)."""
+    p = cfg.privacy
+    spans = [k for k in _SPANS if p is not None and getattr(p, k) is not None]
+    if spans and cfg.device is None:
+        raise ValueError(f"privacy.{spans[0]} needs privacy.unit 'device' (only it bounds the reports of a device "
+                         f"the job publishes), got unit='report'")
+    if check:
+        fault = cfg.promise_fault()
+        if fault:
+            raise ValueError(fault)
 
 
 def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check: bool = True,
@@ -267,6 +276,7 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check
     epsilon = spec.get("epsilon")
     if epsilon is not None:
         check_positive("privacy.epsilon", epsilon)
+    spans = _spans(spec)
     local = local_dp_epsilon(layout, channels)
     if model == "local":
         if "eta" in spec:
@@ -274,7 +284,7 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check
         if check and epsilon is not None and local > epsilon + 1e-12:
             raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channels give a whole "
                              f"report epsilon={local:.4g}; add noise or promise 'sufficient'")
-        return Privacy("local", epsilon)
+        return Privacy("local", epsilon, **spans)
     if epsilon is None:
         raise ValueError("privacy.epsilon is required for model 'sufficient', got none")
     eta = check_probability("privacy.eta", spec.get("eta", 0.01), open_low=True, open_high=True)
@@ -306,7 +316,7 @@ def _kind_privacy(spec, sampling, check: bool = True) -> Privacy | None:
         if check and sampling.epsilon > epsilon + 1e-12:
             raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channel gives a whole "
                              f"report epsilon={sampling.epsilon:g}; lower channel.epsilon")
-    return Privacy("local", epsilon)
+    return Privacy("local", epsilon, **_spans(spec))
 
 
 def _label_bit(layout: Layout, label: str, where: str) -> int:
@@ -493,8 +503,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                            device=device, permanent=() if kind else _permanent(spec["channel"], layout),
                            sampling=sampling,
                            rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]))
-    if check_promise:
-        _check_month(spec.get("privacy"), cfg)
+    _check_month(cfg, check_promise)
     for where, (of, given) in [(f"conditionals[{i}]", c) for i, c in enumerate(cfg.conditionals)] + [
             (sources[(bit, given)], ((bit,), given)) for bit, given in cfg.means if given]:
         union = tuple(sorted(set(of) | set(given)))

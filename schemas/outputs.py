@@ -29,7 +29,10 @@ entry is written the same way, so an entry names only whole files. A batch run w
 under ``_staging/<run id>/`` and leaves the previous run's manifest and files alone; when it has
 finished it publishes (:func:`ldp_marginals.transforms.manifest.finish_run`): a manifest naming its
 staged files, then its files copied to their places, then a manifest naming those, then the files of
-earlier runs removed. A manifest is replaced atomically and names only files that no later step
+earlier runs removed, except the files of a window and key that an earlier run published and this
+run's release ledger withholds whole: those stay, their entries carried into the new manifest with
+``from_run`` naming the run that wrote them (a rerun never unpublishes; docs/design.md, "The release
+ledger", *What stays published*). A manifest is replaced atomically and names only files that no later step
 overwrites, so a run killed at any point leaves the previous run, or itself, readable whole. A
 streaming run writes, when it starts, a manifest that says so (``complete`` false) and whose files
 are its entries as they land. Readers (:func:`load_manifest`) read the files of the manifest and
@@ -64,6 +67,7 @@ SUMMARY_FILE = "summary.json"
 LEDGER_DIR = "_ledger"             # DIR/_ledger/: the release ledger (and a batch run's staged releases)
 LEDGER_FILE = "releases.json"      # DIR/_ledger/releases.json
 AVRO, PARQUET, ENTRY = ".avro", ".parquet", ".json"
+FROM_RUN = "from_run"      # a manifest entry kept from an earlier run (its id), and the column readers add for it
 DEAD_LETTER_GROUP = "all"  # the file group of the job's own dead letters (they have no collection)
 
 def check_kind(kind: str) -> str:

@@ -61,10 +61,8 @@ def subset_detail(cfg) -> str:
 
 
 def collection_detail(name) -> str:
-    """Names the collection only when it has the form of a collection name (a report's field is not
-    echoed otherwise)."""
-    if isinstance(name, str) and NAME_PATTERN.match(name):
-        return f"no config for collection {name!r}"
+    """Never names the collection: a name no config has is the report's string, not the config's (it
+    reaches the collector's answers and the dead letters)."""
     return f"no config for a collection name of {len(name):,} characters" if isinstance(name, str) else \
         "no config for the collection"
 
@@ -270,15 +268,15 @@ def block_meta(block, i: int, configs: dict) -> dict:
 
 def report_meta(record, configs: dict | None = None, record_length: int | None = None) -> dict:
     """What a dead letter may say of a report (a dict as decoded, possibly malformed): the collection
-    if it names one in the allowed form, the event time if it is an in-range int, the dimensions that
+    if a config has that name (with ``configs`` None: if it has the allowed form), the event time if it is an in-range int, the dimensions that
     its collection declares (within their ``max_length``), and the lengths of its bits, client token
     and raw record. Never the bits, the token or an undeclared dimension."""
     meta = {"record_length": record_length}
     if not isinstance(record, dict):
         return meta
     name = record.get("collection")
-    if isinstance(name, str) and NAME_PATTERN.match(name):
-        meta["collection"] = name
+    if isinstance(name, str) and NAME_PATTERN.match(name) and (configs is None or name in configs):
+        meta["collection"] = name   # a name no config has is the report's string: never written
     event = schemas._to_millis(record.get("event_time"))
     if isinstance(event, int) and not isinstance(event, bool) and MIN_EVENT_MS <= event < MAX_EVENT_MS:
         meta["event_time"] = event

@@ -43,8 +43,7 @@ from ldp_marginals.transforms.device_keys import BoundKeys
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route, rollup_parts, rollup_rows
-from ldp_marginals.transforms.publication.release import releasable
-from ldp_marginals.transforms.publication.releases import ledger_part, release_to_json, verdict
+from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, release_to_json, verdict
 from ldp_marginals.transforms.publication.rollups import published_rollups
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
 
@@ -270,9 +269,9 @@ def _route(kv, cfg, caps, ledger=None):
 
 
 def _ledger_slice(kv, cfg):
-    """A slice entry -> ``(slice start, dims, reports, devices, releasable)``: all the ledger reads of it."""
+    """A slice entry -> all the ledger reads of it (:func:`~ldp_marginals.transforms.publication.releases.ledger_slice`)."""
     _, (start, dims, acc) = kv
-    return start, dims, acc.n, acc.n_devices if cfg.device is not None else 0, releasable(cfg, acc)
+    return ledger_slice(cfg, start, dims, acc)
 
 
 def _verdict(slices, cfg, earlier, caps):

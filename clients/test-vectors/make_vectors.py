@@ -24,6 +24,8 @@ BOOL_OS = [{"name": "dark_mode", "type": "boolean"},
            {"name": "os", "type": "categorical", "values": ["mac", "win", "linux"]}]
 RAPPOR = {"p": 0.5, "q": 0.75, "permanent": {"p": 0.25, "q": 0.75}}
 OUE_P = 1.0 / (math.e + 1.0)
+MS_DAY = 86_400_000
+DAY0 = 20_454 * MS_DAY     # 2026-01-01T00:00:00Z = 1_767_225_600_000
 
 CASES = [
     {"name": "plain symmetric channels, fixed hourly window, no token",
@@ -81,6 +83,38 @@ CASES = [
      "reports": [({"dark_mode": True, "os": "mac"}, 1_767_225_600_000, {}),
                  ({"dark_mode": False, "os": "win"}, 1_767_225_600_000, {}),
                  ({"dark_mode": True, "os": "linux"}, 1_767_225_600_000, {})]},
+    # the declared rate (docs/client.md section 3): day 20454 is 2026-01-01 UTC, DAY0 its first millisecond
+    {"name": "reports_per_day 2: the third report of a UTC day is refused and draws no coins, the next day counts "
+             "afresh, a backfill counts on its own day",
+     "config": {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
+                "channels": [RAPPOR] * 4, "token": True, "reports_per_day": 2},
+     "reports": [({"dark_mode": True, "os": "win"}, DAY0 + 3_600_000, {}),
+                 ({"dark_mode": True, "os": "win"}, DAY0 + MS_DAY - 1, {}),             # the day's last ms
+                 ({"dark_mode": True, "os": "win"}, DAY0 + 7_200_000, {}),              # the day's third: refused
+                 ({"dark_mode": 1, "os": "win"}, DAY0 + 7_200_000, {}),                 # a bad value is refused as such
+                 ({"dark_mode": True, "os": "win"}, DAY0 + MS_DAY, {}),                 # the next day's first ms
+                 ({"dark_mode": True, "os": "win"}, DAY0 + MS_DAY - 1, {}),             # back to the full day: refused
+                 ({"dark_mode": False, "os": "mac"}, DAY0 + MS_DAY + 1, {"region": "eu"}),
+                 ({"dark_mode": False, "os": "mac"}, DAY0 + 2 * MS_DAY - 1, {}),        # the day's third: refused
+                 ({"dark_mode": True, "os": "win"}, DAY0 - 1, {}),                      # the day before: a backfill
+                 ({"dark_mode": True, "os": "win"}, DAY0 + 2 * MS_DAY, {})]},
+    {"name": "reports_per_day 1 from a restored rate state, sliding window: a day the state holds is full",
+     "config": {"collection": "sessions.v2", "features": [{"name": "beta", "type": "boolean"}],
+                "window": {"type": "sliding", "size_seconds": 86400, "period_seconds": 3600},
+                "channels": [RAPPOR], "token": True, "reports_per_day": 1},
+     "rate_state": {"20454": 1, "20000": 7},
+     "reports": [({"beta": True}, DAY0 + 5_000, {}),
+                 ({"beta": True}, DAY0 + MS_DAY + 5_000, {}),
+                 ({"beta": False}, DAY0 + MS_DAY + 3_600_000, {}),
+                 ({"beta": False}, 0, {})]},
+    {"name": "no reports_per_day: no limit, and the rate state still counts every report made",
+     "config": {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
+                "channels": [{"p": 0.25, "q": 0.75}] * 4},
+     "rate_state": {"20454": 2147483647},
+     "reports": [({"dark_mode": True, "os": "win"}, DAY0 + 1, {}),
+                 ({"dark_mode": True, "os": "win"}, DAY0 + MS_DAY + 2, {}),
+                 ({"dark_mode": False, "os": "win"}, DAY0 + MS_DAY + 3, {}),
+                 ({"dark_mode": 1, "os": "win"}, DAY0 + MS_DAY + 3, {})]},
 ]
 
 BAD_CONFIGS = [
@@ -101,12 +135,33 @@ BAD_CONFIGS = [
     ("categorical value with an unpaired surrogate", {"features": [BOOL_OS[0], {"name": "os", "type": "categorical",
                                                                                 "values": ["mac", "w\udc00n", "linux"]}]}),
     ("feature name with an unpaired surrogate", {"features": [{"name": "dark_mode\udfff", "type": "boolean"}, BOOL_OS[1]]}),
+    # the declared rate: a whole number of reports a UTC day, written as a JSON integer, at most 2^31 - 1
+    ("reports_per_day zero", {"reports_per_day": 0}),
+    ("reports_per_day negative", {"reports_per_day": -2}),
+    ("reports_per_day fractional", {"reports_per_day": 0.5}),
+    ("reports_per_day above 2^31 - 1", {"reports_per_day": 2 ** 31}),
+    ("reports_per_day a string", {"reports_per_day": "2"}),
+    ("reports_per_day a boolean", {"reports_per_day": True}),
+    ("reports_per_day null", {"reports_per_day": None}),
 ]
 BASE = {"collection": "app_usage", "features": BOOL_OS, "window": {"type": "fixed", "size_seconds": 3600},
         "channels": [{"p": 0.25, "q": 0.75}] * 4}
 NUMERIC = dict(BASE, features=BOOL_OS + [{"name": "minutes", "type": "numeric", "low": 0, "high": 120}],
                channels=[{"p": 0.25, "q": 0.75}] * 5)
 GOOD = {"dark_mode": True, "os": "win", "minutes": 3.5}
+# rate states an app restores (docs/client.md section 3): UTC day numbers in decimal to counts
+BAD_STATES = [
+    ("rate state not an object", [["20454", 1]]),
+    ("rate state day with a sign", {"-1": 1}),
+    ("rate state day with a leading zero", {"020454": 1}),
+    ("rate state day not decimal", {"2e4": 1}),
+    ("rate state day after the last event time", {"47482": 1}),
+    ("rate state count negative", {"20454": -1}),
+    ("rate state count fractional", {"20454": 1.5}),
+    ("rate state count a string", {"20454": "1"}),
+    ("rate state count a boolean", {"20454": True}),
+    ("rate state count above 2^31 - 1", {"20454": 2 ** 31}),
+]
 BAD_INPUTS = [
     ("missing feature", {"dark_mode": True, "os": "win"}, 0, {}),
     ("unknown feature", dict(GOOD, theme="dark"), 0, {}),
@@ -143,14 +198,22 @@ def _report_expectation(client, values, event_ms, dims) -> dict:
 def reports() -> dict:
     cases = []
     for case in CASES:
-        client = DeviceClient(ClientSpec.from_json(case["config"]), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
-        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED,
-                      "reports": [{"values": v, "event_ms": t, "dimensions": d,
-                                   "expect": _report_expectation(client, v, t, d)} for v, t, d in case["reports"]]})
+        client = DeviceClient(ClientSpec.from_json(case["config"]), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)),
+                              case.get("rate_state"))
+        out = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED}
+        if "rate_state" in case or "reports_per_day" in case["config"]:
+            out["rate_state"] = case.get("rate_state", {})
+        out["reports"] = [{"values": v, "event_ms": t, "dimensions": d, "expect": _report_expectation(client, v, t, d)}
+                          for v, t, d in case["reports"]]
+        if "rate_state" in out:
+            out["rate_state_after"] = client.rate_state()
+        cases.append(out)
     return {"about": "Positive client vectors (docs/client.md): per case, one HMAC_DRBG instantiated with the seed "
                      "makes the reports in order; expect holds the drawn coins, the true bits, the permanent bits "
                      "(null: the bit does not memoize), the packed bits, the device token and the Avro bytes of the "
-                     "NoisyReport, or the refusal code of a refused report.", "cases": cases}
+                     "NoisyReport, or the refusal code of a refused report. A case with rate_state starts its client "
+                     "from that rate state (UTC day numbers to reports made) and ends with rate_state_after.",
+            "cases": cases}
 
 
 def _refusal(make) -> str:
@@ -171,14 +234,28 @@ def refusals() -> dict:
         cases.append({"name": f"secret of {len(secret) // 2} bytes", "config": BASE, "secret": secret, "input": None,
                       "refusal": _refusal(lambda: DeviceClient(ClientSpec.from_json(BASE), bytes.fromhex(secret),
                                                                HmacDrbg(bytes.fromhex(SEED))))})
+    rated = dict(NUMERIC, reports_per_day=1)
+    for name, state in BAD_STATES:   # refused when the client is made, after the secret
+        cases.append({"name": name, "config": rated, "secret": SECRET, "rate_state": state, "input": None,
+                      "refusal": _refusal(lambda: DeviceClient(ClientSpec.from_json(rated), bytes.fromhex(SECRET),
+                                                               HmacDrbg(bytes.fromhex(SEED)), state))})
+    full = {"20454": 1}
+    for name, values, event_ms in (("a report past reports_per_day on a day the restored state holds full",
+                                    GOOD, DAY0 + MS_DAY - 1),
+                                   ("a report past the rate with a bad value: the value is refused first",
+                                    dict(GOOD, minutes=-1), DAY0)):
+        client = DeviceClient(ClientSpec.from_json(rated), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)), full)
+        cases.append({"name": name, "config": rated, "secret": SECRET, "rate_state": full,
+                      "input": {"values": values, "event_ms": event_ms, "dimensions": {}},
+                      "refusal": _refusal(lambda: client.report(values, event_ms, {}))})
     for name, values, event_ms, dims in BAD_INPUTS:
         client = DeviceClient(ClientSpec.from_json(NUMERIC), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
         cases.append({"name": name, "config": NUMERIC, "secret": SECRET,
                       "input": {"values": values, "event_ms": event_ms, "dimensions": dims},
                       "refusal": _refusal(lambda: client.report(values, event_ms, dims))})
     return {"about": "Negative client vectors (docs/client.md): a config refused when read (input null), a secret "
-                     "refused when the client is made, or one report refused; refusal is the code every client "
-                     "gives.", "cases": cases}
+                     "or a rate state (rate_state, when present) refused when the client is made, or one report "
+                     "refused; refusal is the code every client gives.", "cases": cases}
 
 
 def coins() -> dict:

@@ -10,7 +10,12 @@ the same window). A view holds only that: the charted series over the span, the 
 correlations, changes and precision, and the lists the page's pickers offer. Files are opened by the manifest's index (the collection's
 folder, the span's windows), each one at most once while it is unchanged (:class:`FileCache`).
 
-A file that cannot be read is a problem named in the view; the view shows the rest.
+A file that cannot be read is a problem named in the view; the view shows the rest. Rows an earlier
+run published, kept because the release ledger withheld the owning run's rows of their window and
+key, carry ``from_run`` (as :func:`~ldp_marginals.pipelines.read.read` gives them); the view lists
+those windows and keys (``kept``), the earlier runs behind the selection (``from_run``) and, for the
+selected window and key, the summary's line saying what the owning run left out (``notes``, shown on
+the page).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import pyarrow.compute as pc
 from ldp_marginals.ldp.planning import cell_variance, frequency_variance, half_width_of, mean_variance
 from ldp_marginals.ldp.tables import phi_from_frequencies
 from ldp_marginals.pipelines import compare
-from ldp_marginals.pipelines.read import key_mask, latest_complete, read_collections, read_file
+from ldp_marginals.pipelines.read import key_mask, latest_complete, read_collections, read_file, with_from_run
 from ldp_marginals.schemas.arrow import to_rows
 from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.outputs import (
@@ -130,7 +135,7 @@ def _read(cache: FileCache, entries: list, problems: list) -> pa.Table | None:
     tables = []
     for e in entries:
         try:
-            tables.append(cache.read(e))
+            tables.append(with_from_run(cache.read(e), e))   # rows an earlier run published: from_run names it
         except OutputError as err:
             problems.append(str(err))
     return pa.concat_tables(tables) if tables else None
@@ -296,7 +301,8 @@ def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
     out = {"collections": collections, "problems": problems, "summary": None, "collection": None, "keys": [],
            "windows": [], "window": None, "latest_complete": None, "range": None, "sets_available": [],
            "chosen_marginals": selection["sets"], "span": selection["span"], "spans": list(SPANS),
-           "published": [], "correlations": [], "changes": [], "precision": [], "dims": {},
+           "published": [], "correlations": [], "changes": [], "precision": [], "dims": {}, "kept": [],
+           "from_run": [], "notes": [],
            **{kind: [] for kind in ESTIMATE_KINDS}}
     try:
         manifest = load_manifest(output_dir)
@@ -340,6 +346,10 @@ def view(output_dir: str, selection: dict, cache: FileCache) -> dict:
         json.loads((shown or keys)[0]) if keys else {})
     out.update(dims=dims, keys=[json.loads(k) for k in keys])
     mine = {kind: [r for r in rows if r["dimensions"] == dims] for kind, rows in now.items()}
+    # windows and keys whose earlier release the run kept (the release ledger withheld its own rows there)
+    out["kept"] = [k for k in (out["summary"] or {}).get("earlier_releases_kept") or () if k["collection"] == collection]
+    out["from_run"] = compare.from_runs(r for kind, rows in mine.items() if kind != WITHHELD for r in rows)
+    out["notes"] = [k["note"] for k in out["kept"] if k["window_start"] == start and k["key"] == dims]
     earlier = {kind: _rows(_read(cache, entries(kind, before, before), problems)) for kind in CHANGE_KINDS} \
         if before is not None else {}
     # the span: the charted marginals (the sets the key published in it), every kind charted over time

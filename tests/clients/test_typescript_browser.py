@@ -94,18 +94,20 @@ const [reportsText, refusalsText, coinsText, hadamardText, subsetText, done] = a
   const hex = (s) => Uint8Array.from(s.match(/../g) || [], (b) => parseInt(b, 16));
   const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
   const codeOf = (err) => (err instanceof m.Refusal ? err.code : "not a refusal: " + err);
-  const made = [];
+  const made = [], states = [];
   for (const c of reports.cases) {
-    const client = await m.DeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(hex(c.seed)));
+    const client = await m.DeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(hex(c.seed)), c.rate_state);
     for (const r of c.reports) {
       try { made.push(toHex(await client.reportBytes(r.values, r.event_ms, r.dimensions))); }
       catch (err) { made.push(codeOf(err)); }
     }
+    if ("rate_state" in c) states.push(client.rateState());
   }
   const refused = [];
   for (const c of refusals.cases) {
     try {
-      const client = await m.DeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(new Uint8Array(32)));
+      const client = await m.DeviceClient.create(c.config, hex(c.secret), new m.HmacDrbg(new Uint8Array(32)),
+                                                 c.rate_state);
       if (c.input !== null) await client.report(c.input.values, c.input.event_ms, c.input.dimensions);
       refused.push("accepted");
     } catch (err) { refused.push(codeOf(err)); }
@@ -128,7 +130,7 @@ const [reportsText, refusalsText, coinsText, hadamardText, subsetText, done] = a
   }
   const rules = coins.units.map((u) => m.units(u.probability) === u.units)
     .concat(coins.decisions.map((d) => m.decide(hex(d.coin), d.probability) === d.decision));
-  return {made, refused, whole, rules, agent: navigator.userAgent};
+  return {made, states, refused, whole, rules, agent: navigator.userAgent};
 })().then(done, (err) => done({error: String(err)}));
 """
 
@@ -143,6 +145,7 @@ def test_the_built_module_reproduces_every_vector_in_chromium(page):
     assert "HeadlessChrome" in got["agent"]
     expected = [r["expect"].get("avro", r["expect"].get("refusal")) for c in reports["cases"] for r in c["reports"]]
     assert got["made"] == expected
+    assert got["states"] == [c["rate_state_after"] for c in reports["cases"] if "rate_state" in c]
     assert got["refused"] == [c["refusal"] for c in refusals["cases"]]
     for kind, vectors in (("hadamard", hadamard), ("subset", subset)):
         assert got["whole"][kind] == {"made": [r["expect"]["avro"] for c in vectors["cases"] for r in c["reports"]],

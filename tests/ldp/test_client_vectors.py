@@ -73,7 +73,9 @@ def test_units_decisions_and_frames_follow_the_rule():
 def test_positive_vectors_are_reproduced_byte_for_byte(case):
     spec = ClientSpec.from_json(case["config"])
     assert ClientSpec.from_json(spec.to_json()) == spec
-    client = DeviceClient(spec, bytes.fromhex(case["secret"]), HmacDrbg(bytes.fromhex(case["seed"])))
+    # a case with a rate state starts from it (the app restores it) and ends with rate_state_after
+    client = DeviceClient(spec, bytes.fromhex(case["secret"]), HmacDrbg(bytes.fromhex(case["seed"])),
+                          case.get("rate_state"))
     for item in case["reports"]:
         expect = item["expect"]
         if "refusal" in expect:
@@ -88,6 +90,10 @@ def test_positive_vectors_are_reproduced_byte_for_byte(case):
         assert got == expect
         assert spec_avro(record).hex() == expect["avro"]
         assert decode_message("noisy_report", bytes.fromhex(expect["avro"])) == record
+    assert ("rate_state" in case) == ("rate_state_after" in case)
+    if "rate_state_after" in case:
+        assert client.rate_state() == case["rate_state_after"]
+        assert list(client.rate_state()) == sorted(client.rate_state(), key=int)   # days in order
 
 
 def test_the_vectors_show_what_the_specification_promises():
@@ -125,7 +131,7 @@ def test_negative_vectors_are_refused_with_their_code(case):
 
     def attempt():
         client = DeviceClient(ClientSpec.from_json(case["config"]), bytes.fromhex(case["secret"]),
-                              HmacDrbg(bytes(32)))
+                              HmacDrbg(bytes(32)), case.get("rate_state"))
         if case["input"] is not None:
             client.report(case["input"]["values"], case["input"]["event_ms"], case["input"]["dimensions"])
 

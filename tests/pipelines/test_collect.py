@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import threading
 
@@ -303,3 +304,99 @@ def test_the_screening_kernels_are_compiled_before_the_collector_serves(how):
         assert int(ready) > 0 and newly.strip() == "[]"
     else:
         assert newly.strip() != "[]"
+
+
+# -- issue 47 item 6: no answer, log line or dead letter names a string a report supplied --------------
+MARK = "zq7MARK"   # in every report-supplied string below; it must come back nowhere
+
+
+def _broken_utf8(record: dict, field_text: str) -> bytes:
+    """The single-report message of ``record`` with the last character of ``field_text`` (which it holds
+    once) replaced by a byte that is not UTF-8: the same length, so the record still parses."""
+    raw = single(record)
+    at = raw.index(field_text.encode()) + len(field_text) - 1
+    return raw[:at] + b"\xff" + raw[at + 1:]
+
+
+def hostile() -> tuple:
+    """``(records, raw single-report bodies)``: a report-supplied string holding :data:`MARK` in each field
+    a sender controls, each record refused for its own reason or accepted as it is."""
+    good = GOOD[0]
+    records = [
+        dict(good, collection=f"{MARK}-collection"),                           # unknown_collection
+        dict(good, collection=f"{MARK} not a name!"),                          # unknown_collection
+        dict(good, dimensions={f"{MARK}_dimension_name": "1"}),                # undeclared_dimension
+        dict(good, dimensions={f"{MARK} not a name": "1"}),                    # undeclared_dimension
+        dict(good, dimensions={"region": f"{MARK}-value-" + "v" * 80}),        # dimension_too_long
+        dict(good, client=f"{MARK}-token-" + "t" * 200),                       # bad_field
+        dict(good, dimensions={f"{MARK}_dimension_name": "1"}, bits=b"\0\0"),  # wrong_length first
+        dict(good, dimensions={"region": f"{MARK}-ok"}, client=f"{MARK}-good-token"),   # accepted
+    ]
+    raw = [_broken_utf8(dict(good, collection=f"{MARK}-collQ"), f"{MARK}-collQ"),
+           _broken_utf8(dict(good, dimensions={f"{MARK}_keyQ": "1"}), f"{MARK}_keyQ"),
+           _broken_utf8(dict(good, client=f"{MARK}-tokenQ"), f"{MARK}-tokenQ")]
+    return records, raw
+
+
+def other_writer(records) -> bytes:
+    """A container of ``records`` by another writer schema (one more field, holding :data:`MARK`): the
+    record-by-record path of the screening."""
+    schema = dict(schemas.load_schema("noisy_report"))
+    schema["fields"] = list(schema["fields"]) + [{"name": "note", "type": "string", "default": ""}]
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), [dict(r, note=f"{MARK}-note") for r in records],
+                    codec="null")
+    return buf.getvalue()
+
+
+HOSTILE_REASONS = ["unknown_collection", "unknown_collection", "undeclared_dimension", "undeclared_dimension",
+                   "dimension_too_long", "bad_field", "wrong_length"]
+
+
+def test_no_answer_or_log_line_names_a_string_the_report_supplied(caplog):
+    """Issue 47 item 6: a unique marker in every string a report supplies (its collection, a dimension's
+    name and value, its client token, and the same as bytes that are not UTF-8), sent alone and in a
+    container: every report is refused or accepted as the job would, and the marker is in no answer body
+    and no log line (the undeclared dimension's name was echoed, and a collection name no config has)."""
+    records, raw = hostile()
+
+    async def go():
+        async with Run() as c:
+            answers = [await c.post(single(r), request_id=f"hostile-{i:04d}") for i, r in enumerate(records)]
+            answers += [await c.post(b, request_id=f"hostile-raw-{i:04d}") for i, b in enumerate(raw)]
+            answers.append(await c.post(container(records), request_id="hostile-batch"))
+            answers.append(await c.post(other_writer(records), request_id="hostile-other-writer"))
+            return answers
+    caplog.set_level(logging.INFO)   # every logger (numba's compiler debug lines quote code, not reports)
+    for name in ("ldp_marginals", "aiohttp", "kafka"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    answers = run(go())
+    reasons = [[r["reason"] for r in body.get("refused", [])] for _, body, _ in answers]
+    assert reasons == [[r] for r in HOSTILE_REASONS] + [[]] + [["undecodable"]] * 3 + [HOSTILE_REASONS] * 2
+    assert [s for s, _, _ in answers] == [400] * 7 + [200] + [400] * 3 + [200] * 2
+    for status, body, headers in answers:
+        assert MARK not in json.dumps(body) and MARK not in str(dict(headers)), body
+    assert caplog.records and MARK not in caplog.text   # the collector's and aiohttp's lines, every level
+
+
+def test_the_jobs_dead_letters_name_no_string_the_report_supplied(tmp_path):
+    """The same hostile reports through the job (batch, the records reader): each is a dead letter with its
+    reason and where it is, and the marker is in none of the written dead letters (the detail named the
+    undeclared dimension, the row the collection no config has)."""
+    import glob
+
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+
+    from ldp_marginals.pipelines.job import JobOptions, build
+    from ldp_marginals.transforms.sinks import FileSink
+    records, _ = hostile()
+    with BeamTestPipeline() as p:
+        build(p, beam.Create(records[:-1] + GOOD[:200]), FileSink(str(tmp_path)), JobOptions(CONFIGS))
+    dead = [r for path in glob.glob(str(tmp_path / "dead_letters" / "*.avro"))
+            for r in schemas.read_avro(path, "dead_letter")]
+    assert sorted(d["reason"] for d in dead) == sorted(HOSTILE_REASONS)
+    assert dead and all(MARK not in schemas.to_json_line(d) for d in dead), [d for d in dead if MARK in str(d)]
+    for path in glob.glob(str(tmp_path / "dead_letters" / "*.json*")):   # the JSON lines beside them, if any
+        with open(path, "rb") as fh:
+            assert MARK.encode() not in fh.read()

@@ -17,16 +17,19 @@ from ldp_marginals.transforms.reports import ReadNoisyReportFiles
 from tests.pipelines.test_job_batch import Shards
 
 START = 1_767_225_600_000   # 2026-01-01, an hour boundary
+# min_reports 40: a row rests on the reports that drew each of its coefficients (issue 47 item 6), and of
+# 2,400 reports an order-3 coefficient draws 50-75 (weights sqrt); hour 1's 30 reports are below it
 CONFIG = {"collection": "survey", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(5)],
           "channel": {"kind": "hadamard", "epsilon": 2.0}, "max_order": 3,
-          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 500, "groups": [["q0", "q2"]]}
+          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 40, "groups": [["q0", "q2"]]}
+LATE = 30   # reports in hour 1
 
 
-def reports(cfg, seed=0, encode=encode_reports):
-    """2,400 reports in hour 0, 300 in hour 1 (below min_reports); correlated bits; ``encode`` the kind's
-    simulated devices."""
+def reports(cfg, seed=0, encode=encode_reports, late=LATE):
+    """2,400 reports in hour 0, ``late`` in hour 1 (below min_reports); correlated bits; ``encode`` the
+    kind's simulated devices."""
     rng = np.random.default_rng(seed)
-    n = 2700
+    n = 2400 + late
     z = rng.random(n) < 0.4
     bits = (rng.random((n, 5)) < np.where(z[:, None], 0.8, 0.2)).astype(np.uint8)
     event = START + np.where(np.arange(n) < 2400, rng.integers(0, 3_600_000, n), 3_600_000 + rng.integers(0, 3_600_000, n))
@@ -81,7 +84,7 @@ def test_rows_are_the_estimators_on_each_window(tmp_path, reader):
                                                                    r["method"])),
                     equal_to(expected_consistent(cells)), label="consistent tables")
         assert_that(outs["withheld"] | beam.Map(lambda r: (r["window_start"], r["n_reports"], r["cause"])),
-                    equal_to([(START + 3_600_000, 300, "privacy")]), label="guard")
+                    equal_to([(START + 3_600_000, LATE, "privacy")]), label="guard")
         assert_that(outs["dead_letters"] | beam.Map(lambda d: d["reason"]),
                     equal_to(["bad_coefficient", "bad_coefficient", "wrong_length", "padding_bits"]), label="dead")
         assert_that(outs["extremes"], equal_to([]), label="no extremes")
@@ -133,7 +136,7 @@ def test_streaming_and_sliding_windows_give_the_batch_answers():
     from tests.pipelines.test_same_answers import canonical, container, latest_panes, run_batch
     from tests.pipelines.test_streaming import streaming_pipeline
     cfg = parse_config(dict(CONFIG, window={"type": "sliding", "size_seconds": 7200, "period_seconds": 3600},
-                            dimensions={"region": {}}, min_reports=200))
+                            dimensions={"region": {}}, min_reports=25))
     records, _, _ = reports(cfg, seed=3)
     records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
     records.append(dict(records[0], bits=bytes([0])))
@@ -153,3 +156,51 @@ def test_streaming_and_sliding_windows_give_the_batch_answers():
     assert canonical(latest_panes(got)) == expected
     assert [d["reason"] for d in got["dead_letters"]] == [d["reason"] for d in batch["dead_letters"]] == [
         "bad_coefficient"]
+
+
+# -- issue 47 item 6: a row that rests on fewer than min_reports reports is withheld ------------------------
+def run_command(tmp_path, config: dict, records: list) -> dict:
+    """``ldp-marginals run`` (batch, DirectRunner) on ``records`` -> its marginals, tables and withheld rows
+    as ``read`` gives them."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from ldp_marginals.pipelines.read import read
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
+    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
+                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {kind: read(str(tmp_path / "out"), kind).to_pylist() for kind in ("marginals", "tables", "withheld")}
+
+
+def test_a_row_holding_a_coefficient_drawn_by_fewer_than_min_reports_reports_is_withheld(tmp_path):
+    """A set's row is N 2^-|S| sum_a (-1)^|a| theta_a over the coefficients a within S, theta_a resting on the
+    n_a reports that drew a; the rows of S and of its subsets difference to theta_S alone. So the row of S
+    is withheld when a coefficient within it was drawn by 1..min_reports-1 reports, even when the reports
+    that drew some coefficient within S number far more (the mutation "count the reports of every
+    coefficient within S together" publishes every row here and fails). Main published all 25 rows and
+    the table; of 2,400 reports, an order-1 coefficient is drawn by ~150, order 2 by ~100, order 3 by ~60."""
+    from itertools import combinations
+    config = dict(CONFIG, min_reports=100)
+    cfg = parse_config(config)
+    records, packed, event = reports(cfg, seed=5)
+    hour0 = packed[event < START + 3_600_000]
+    index = hour0[:, 0].astype(np.int64) & 0b11111          # one slot: a 5-bit family index, then the parity
+    drawn = {cfg.family[a]: int((index == a).sum()) for a in range(1, cfg.sampling.n_coefficients + 1)}
+    assert min(drawn.values()) > 0 and sum(drawn.values()) == 2400
+
+    def thin(s):
+        return any(drawn[a] < 100 for r in range(1, len(s) + 1) for a in combinations(s, r))
+    sets = [s for o in (1, 2, 3) for s in combinations(range(5), o)]
+    assert 5 < sum(map(thin, sets)) < 25 and not thin((0, 2))
+    rows = run_command(tmp_path, config, records)
+    assert {tuple(r["columns"]) for r in rows["marginals"]} == {s for s in sets if not thin(s)}
+    assert len(rows["tables"]) == 4   # the (q0, q2) table: its coefficients q0, q2, q0q2 each drawn by >= 100
+    withheld = sorted(r["reason"].split(" withheld:")[0] for r in rows["withheld"] if r["statistic"] == "marginal")
+    assert withheld == sorted("marginal of " + ",".join(f"q{b}" for b in s) for s in sets if thin(s))
+    assert {(round(r["window_start"].timestamp() * 1000), r["n_reports"], r["statistic"]) for r in rows["withheld"]} == {
+        (START, 2400, "marginal"), (START + 3_600_000, LATE, "all")}

@@ -69,8 +69,10 @@ def test_the_manifest_lists_every_file_with_its_rows_and_parquet_holds_the_avro_
         table = pq.read_table(out / e["files"]["parquet"])
         assert len(avro) == table.num_rows == e["rows"]
         which = {"estimator": "unbiased"} if e["kind"] == "tables" else {}
-        parquet = [{k: v for k, v in r.items() if k != "estimator"} for r in ldp_marginals.read_rows(
-            str(out), e["kind"], collection=e["group"], windows=e["window_start"], dimensions=e["key"], **which)]
+        read = ldp_marginals.read_rows(str(out), e["kind"], collection=e["group"], windows=e["window_start"],
+                                       dimensions=e["key"], **which)
+        assert {r["from_run"] for r in read} <= {None}   # every row is the run's own (none kept from an earlier run)
+        parquet = [{k: v for k, v in r.items() if k not in ("estimator", "from_run")} for r in read]
         assert sorted(map(schemas.to_json_line, parquet)) == sorted(map(schemas.to_json_line, avro))
 
 

@@ -27,26 +27,39 @@ def test_collections_json_states_the_epsilons_over_time():
     # one memoized boolean (docs/client.md section 6): 0.336 / ln 3; two booleans add
     assert e["epsilon_1"] == pytest.approx(2 * 0.33647, abs=1e-4)
     assert e["epsilon_infinity"] == pytest.approx(2 * math.log(3))
-    assert e["epsilon_per_day"] <= e["epsilon_per_month"] <= e["epsilon_infinity"] + 1e-9
+    # hourly windows, one report of a device each: the enforced month is 720 reports, as declared here
+    for figures in (e["enforced"], e["declared"]):
+        assert figures["epsilon_per_day"] <= figures["epsilon_per_month"] <= e["epsilon_infinity"] + 1e-9
+    assert (e["enforced"]["reports_per_day"], e["enforced"]["reports_per_month"]) == (24, 720)
+    assert e["enforced"]["epsilon_per_month"] == pytest.approx(e["declared"]["epsilon_per_month"])
     assert described["unit"] == "device" and described["memoized_bits"] == ["a", "b"]
     plain = parse_config(dict(BASE, channel={"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75}))
     assert plain.describe()["epsilons"]["epsilon_infinity"] is None   # not memoized: no bound for ever
-    assert plain.describe()["epsilons"]["epsilon_per_month"] == pytest.approx(720 * 2 * 0.33647, rel=1e-3)
+    assert plain.describe()["epsilons"]["enforced"]["epsilon_per_month"] == pytest.approx(720 * 2 * 0.33647, rel=1e-3)
 
 
 @pytest.mark.parametrize("change, message", [
     ({"privacy": {"unit": "person"}}, r"privacy.unit must be one of \['report', 'device'\], got unit='person'"),
     ({"privacy": {"unit": "device", "max_reports_per_device": 0}},
      r"privacy.max_reports_per_device must be .*got .*0"),
-    ({"privacy": {"unit": "device", "reports_per_day": -1}}, r"privacy.reports_per_day must be a positive number, "
-                                                             r"got reports_per_day=-1"),
+    ({"privacy": {"unit": "device", "reports_per_day": -1}}, r"privacy.reports_per_day must be a whole number of "
+                                                             r"reports in \[1, 2147483647\].*got reports_per_day=-1"),
+    # the clients enforce whole reports per UTC day and refuse any other rate (docs/client.md section 3)
+    ({"privacy": {"unit": "device", "reports_per_day": 0.5}}, r"privacy.reports_per_day must be a whole number "
+                                                              r".*got reports_per_day=0.5"),
+    ({"privacy": {"unit": "device", "reports_per_day": 24.0}}, r"privacy.reports_per_day must be a whole number "
+                                                               r".*got reports_per_day=24.0"),
+    ({"privacy": {"unit": "device", "reports_per_day": 2 ** 31}}, r"privacy.reports_per_day must be a whole number "
+                                                                  r".*got reports_per_day=2147483648"),
     ({"privacy": {"max_reports_per_device": 2}}, r"privacy.max_reports_per_device is only for unit 'device', "
                                                  r"got unit='report'"),
     ({"privacy": {"unit": "device", "reports_per_day": 24, "model": "local", "epsilon_per_month": 2}},
-     r"privacy promises epsilon_per_month=2, but 720 reports a month \(reports_per_day=24\) give "
-     r"epsilon_per_month=2.197"),
-    ({"privacy": {"unit": "device", "model": "local", "epsilon_per_month": 5}},
-     r"privacy.epsilon_per_month needs privacy.reports_per_day"),
+     r"privacy promises epsilon_per_month=2, but the job publishes up to 720 reports of one device a month "
+     r"\(720 slices of 3600 s a month x max_reports_per_device 1.*epsilon_per_month=2.197"),
+    ({"channel": {"p": 0.25, "q": 0.75}, "privacy": {"model": "local", "epsilon_per_month": 5}},
+     r"privacy.epsilon_per_month needs privacy.unit 'device' .*got unit='report'"),
+    ({"channel": {"p": 0.25, "q": 0.75}, "privacy": {"model": "local", "unit": "device", "epsilon_per_day": 0}},
+     r"privacy.epsilon_per_day must be > 0, got privacy.epsilon_per_day=0"),
     ({"privacy": {"unit": "device", "reports_per_day": 1, "model": "sufficient", "epsilon": 1,
                   "epsilon_per_month": 5}}, r"privacy.epsilon_per_month is a local promise, got model='sufficient'"),
     ({"privacy": None}, r"memoized channels \(memoize: true\) correlate a device's reports.*set privacy.unit"),

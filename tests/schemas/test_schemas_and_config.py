@@ -203,7 +203,7 @@ def test_a_privacy_promise_refuses_a_too_small_guard_and_accepts_an_adequate_one
     assert cfg.privacy.smallest_crowd == crowd and cfg.privacy.flip == pytest.approx(0.3)
     described = cfg.describe()["privacy"]
     assert described == {"model": "sufficient", "epsilon": 3.0, "eta": 0.01, "flip": pytest.approx(0.3),
-                         "smallest_crowd": crowd}
+                         "smallest_crowd": crowd, "epsilon_per_day": None, "epsilon_per_month": None}
     # every bit is held to its own epsilon's symmetric flip, and all bits to the least noisy one
     noisier = parse_config(dict(SMALL_CONFIG, channel=[{"p": 0.3, "q": 0.7}] * 5 + [{"p": 0.2, "q": 0.7}],
                                 min_reports=10 ** 9, privacy=promise))

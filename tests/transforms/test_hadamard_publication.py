@@ -49,8 +49,10 @@ def test_reports_holding_the_same_slots_publish_identical_rows():
     a, b = _acc(cfg, packed), _acc(cfg, other)
     np.testing.assert_array_equal(a.cooc.counts, b.cooc.counts)
     rows = _rows(cfg, a)
-    assert sorted(rows) == ["consistent_tables", "marginals", "tables"]
-    assert len(rows["consistent_tables"]) == len(rows["tables"]) == 8
+    # coefficient (q1, q2) was drawn by 47 < min_reports reports: its marginal and table are withheld rows
+    assert sorted(rows) == ["consistent_tables", "marginals", "tables", "withheld"]
+    assert len(rows["consistent_tables"]) == len(rows["tables"]) == 4 and len(rows["marginals"]) == 9
+    assert [r["statistic"] for r in rows["withheld"]] == ["marginal", "table"]
     assert rows == _rows(cfg, b)
 
 

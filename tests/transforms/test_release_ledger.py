@@ -2,12 +2,19 @@
 reruns of issue 35 each let a reader of both runs' outputs single out fewer than ``min_reports``
 reports or clients without the ledger (or with a new one), and not with it, by the rank test over
 every published field of both runs (tests/transforms/publication_model.py). Each part of the rule
-has a mutation that lets one of the attacks through."""
+has a mutation that lets one of the attacks through. Under the device unit (issue 47) two more reruns
+keep every count and swap what devices keep: a report (``swap``) or a key (``key_swap``)."""
 from __future__ import annotations
 
+import itertools
+import json
 from unittest import mock
 
+import numpy as np
 import pytest
+
+from ldp_marginals.ldp.aggregate import client_key
+from ldp_marginals.ldp.devices import key_id, keys_over_bound
 
 from ldp_marginals.transforms.publication import releases
 from tests.transforms import publication_model as model
@@ -93,8 +100,54 @@ def remainder_case():
     return [_scenario(reports, periods=2), _scenario(reports)]
 
 
+def _device_scenario(reports, payload=(), key_bound=None):
+    return model.Scenario(window="fixed", min_reports=M, lateness=0, max_values=4, clients=False, reports=reports,
+                          events=[], device_bound=1, key_bound=key_bound, payload=list(payload))
+
+
+def _keeps(s, ids: list, j: int) -> bool:
+    """Whether the device bound (M = 1) of scenario ``s``'s config keeps report ``j`` of the reports
+    ``ids`` of one device (by the aggregator the model's runs use, whatever ranks are made of)."""
+    cfg = model.config_of(s, max(len(s.reports), 1))
+    table = model._packed(cfg, s, ids).devices
+    return table.kept == 1 and bool(table.bits[0, j // 8] >> (j % 8) & 1)   # report j's tracer bit
+
+
+def swap_case():
+    """Device unit, M = 1: devices T (a token chosen so), D1, D2 of one report each; the second run adds
+    a report of T that wins T's bound over its first: both runs keep 3 reports of 3 devices, and run 2
+    minus run 1 is T's new report minus its old one."""
+    for token, payload in itertools.product(["T"] + [f"T{i}" for i in range(32)], itertools.product((0, 1), repeat=2)):
+        first = [(0, None, token), (0, None, "D1"), (0, None, "D2")]
+        second = _device_scenario(first + [(0, None, token)], payload=[(), (), (), payload])
+        if _keeps(second, [0, 3], 3):
+            return [_device_scenario(first), second]
+    raise AssertionError("no token's second report wins its bound")
+
+
+def _swapping_tokens() -> tuple:
+    """``(t1, t2)``: with max_keys_per_device 1, t1 in keys a and b is kept in b, t2 in a."""
+    a, b = key_id((("k", "a"),)), key_id((("k", "b"),))
+    prefer = {True: [], False: []}
+    for i in range(64):
+        device = np.array([client_key(f"T{i}")], dtype=np.uint64)
+        over_a, _ = keys_over_bound(client_key("g"), [(a, device), (b, device)], 1)
+        prefer[bool(over_a.size)].append(f"T{i}")
+    return prefer[True][0], prefer[False][0]
+
+
+def key_swap_case():
+    """Device unit, M = 1, max_keys_per_device 1: key a holds t1 and two devices, key b t2 and two. The
+    second run adds t1's report in b and t2's in a, and t1 is then kept in b, t2 in a: both keys keep 3
+    reports of 3 devices, and key a's rows minus the first run's are t2's report minus t1's."""
+    t1, t2 = _swapping_tokens()
+    first = [(0, "a", "A0"), (0, "a", "A1"), (0, "a", t1), (0, "b", "B0"), (0, "b", "B1"), (0, "b", t2)]
+    return [_device_scenario(first, key_bound=1), _device_scenario(first + [(0, "b", t1), (0, "a", t2)], key_bound=1)]
+
+
 CASES = {"windows": windows_case, "client_windows": client_windows_case, "cap": cap_case, "backfill": backfill_case,
-         "linear_then_clients": linear_then_clients_case, "remainder": remainder_case}
+         "linear_then_clients": linear_then_clients_case, "remainder": remainder_case, "swap": swap_case,
+         "key_swap": key_swap_case}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -163,6 +216,67 @@ def test_an_ordinary_rerun_withholds_nothing_and_adds_nothing():
         assert len(earlier) == 1   # the same release again: the ledger keeps one
 
 
+def test_a_ledger_of_format_1_cannot_rule_out_a_swap():
+    """An earlier release read from a ledger of format 1 has no digests of kept reports: under the device
+    unit the rerun's blocks are withheld as unknown, the swap and (the cost of not knowing) an
+    unchanged rerun alike; with the release as this version writes it, the unchanged rerun publishes."""
+    first, swapped = swap_case()
+    cfg, out = model.run_batch(first, [])
+    written = releases.release_to_json(out.release)
+    assert written["witnesses"] and all(s[6] is not None for s in written["slices"])
+    old = dict(written, slices=[s[:6] for s in written["slices"]])
+    del old["witnesses"]
+    old = releases.release_from_json(json.loads(json.dumps(old)), 1)
+    for rerun in (swapped, first):
+        found, last = _second_run(first, rerun, old)
+        assert found is None and _withheld(last), rerun
+        assert all("recorded no digest" in r["reason"] for r in _withheld(last))
+    found, last = _second_run(first, first, releases.release_from_json(json.loads(json.dumps(written))))
+    assert found is None and not _withheld(last)
+    kept_changed = releases._kept_changed
+
+    def trusting(olds, news):   # the mutation: an earlier slice without a digest taken as unchanged
+        return None if any(o.kept is None for o in olds) else kept_changed(olds, news)
+    with mock.patch.object(releases, "_kept_changed", trusting):
+        found, _ = _second_run(first, swapped, old)
+    assert found is not None
+
+
+def _second_run(first, second, release) -> tuple:
+    """``first`` published (with no ledger), then ``second`` under a ledger holding only ``release``:
+    ``(what the rank test finds over both runs' published fields, the second run's outcome)``."""
+    cfg, out = model.run_batch(first, [])
+    stats = model.statistics(first, cfg, out)
+    cfg, last = model.run_batch(second, [release])
+    return model.isolation(second, stats + model.statistics(second, cfg, last)), last
+
+
+def test_under_the_device_unit_digests_add_over_slices():
+    """Windows of 2 slices, then of 1, over the same devices (3 in each slice, one report each): the
+    first run's digest is the sum of the second run's two, so nothing is withheld (a digest that did not
+    add would withhold both slices)."""
+    reports = [(0, None, f"D{i}") for i in range(3)] + [(1, None, f"E{i}") for i in range(3)]
+    two = model.Scenario(window="fixed", min_reports=M, lateness=0, max_values=4, clients=False, reports=reports,
+                         events=[], device_bound=1, periods=2)
+    found, earlier, out = _reruns([two, _device_scenario(reports)])
+    assert found is None and not _withheld(out) and len(earlier) == 2
+
+
+def test_witnesses_find_the_same_devices_under_another_name_and_hold_no_device_key():
+    first, swapped = swap_case()
+    _, a = model.run_batch(first, [])
+    _, b = model.run_batch(swapped, [])
+    _, other = model.run_batch(_device_scenario([(0, None, f"E{i}") for i in range(4)]), [])
+    assert releases.shared_devices({"g": [a.release]}, {"h": b.release}) == ("h", "g")
+    assert releases.shared_devices({"g": [a.release]}, {"g": b.release}) is None   # the same name: the rule's
+    assert releases.shared_devices({"g": [a.release]}, {"h": other.release}) is None
+    assert releases.shared_devices({}, {"g": a.release, "h": b.release}) is not None   # in one run too
+    text = json.dumps(releases.release_to_json(a.release))
+    for token in {r[2] for r in swapped.reports}:
+        key = client_key(token)
+        assert str(key) not in text and f"{key:016x}" not in text
+
+
 def test_the_release_holds_counts_only():
     _, earlier, _ = _reruns(cap_case())
     text = repr(releases.release_to_json(earlier[-1]))
@@ -193,6 +307,10 @@ MUTATIONS = {
         mock.patch.object(releases, "_client_reason", lambda *a: None), "linear_then_clients"),
     "a slice inside an earlier client row's window published apart": (
         mock.patch.object(releases, "_regrouped", lambda *a: []), "cap"),
+    "a swap of the report a device keeps published": (mock.patch.object(releases, "_kept_changed", lambda *a: None),
+                                                      "swap"),
+    "a swap of the key a device is kept in published": (
+        mock.patch.object(releases, "_kept_changed", lambda *a: None), "key_swap"),
 }
 
 

@@ -39,8 +39,10 @@ def test_reports_sending_the_same_tables_publish_identical_rows():
     a, b = _acc(cfg, packed), _acc(cfg, other)
     np.testing.assert_array_equal(a.cooc.counts, b.cooc.counts)
     rows = _rows(cfg, a)
-    assert sorted(rows) == ["consistent_tables", "marginals", "tables"]
-    assert len(rows["consistent_tables"]) == len(rows["tables"]) == 8 and len(rows["marginals"]) == 10
+    # q1's marginal is withheld: the tables of (q0, q1) and (q1, q2) are published and what they leave of
+    # its reports apart cannot be bounded from the counts kept (ldp/thin_rows.py: the rule is conservative)
+    assert sorted(rows) == ["consistent_tables", "marginals", "tables", "withheld"]
+    assert len(rows["consistent_tables"]) == len(rows["tables"]) == 8 and len(rows["marginals"]) == 9
     assert rows == _rows(cfg, b)
     assert WINDOW == (rows["marginals"][0]["window_start"], rows["marginals"][0]["window_end"])
 

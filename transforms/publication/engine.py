@@ -29,7 +29,7 @@ from ldp_marginals.schemas.arrow import TableRows
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.publication.cap import capped, decide, value_weights
 from ldp_marginals.transforms.publication.release import releasable
-from ldp_marginals.transforms.publication.releases import ledger_part, verdict
+from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, verdict
 from ldp_marginals.transforms.publication.rollups import marked, published_rollups
 from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks, withheld_row
 
@@ -226,8 +226,7 @@ def ledger_verdict(config, earlier, windows: dict, run_id: str = ""):
     slices = {}
     for parts in windows.values():
         for start, dims, acc in parts:
-            slices[(start, dims)] = (start, dims, acc.n, acc.n_devices if config.device is not None else 0,
-                                     releasable(config, acc))
+            slices[(start, dims)] = ledger_slice(config, start, dims, acc)
     caps = {w: decide(config, {}, window_weights(parts)) for w, parts in windows.items()}
     return verdict(config, earlier, sorted(slices.values()), caps, run_id)
 

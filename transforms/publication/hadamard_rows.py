@@ -7,7 +7,8 @@ and out-of-range policy. The estimates and their closed-form variances are
 :meth:`~ldp_marginals.ldp.hadamard.HadamardEstimate.table`, or
 :func:`~ldp_marginals.ldp.subset_reports.window_marginals` and
 :meth:`~ldp_marginals.ldp.subset_rr.SubsetEstimate.table` (the same shapes; cell z of a table has bit j
-the value of its j-th column in both).
+the value of its j-th column in both). A row that rests on fewer than ``min_reports`` of the window's
+reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.tables import GroupTable, group_cells
+from ldp_marginals.ldp.thin_rows import hadamard_thin_sets, subset_thin_sets
 
 
 def hadamard_group_tables(config, marginals) -> list:
@@ -42,3 +44,23 @@ def hadamard_estimates(config, acc) -> tuple:
     marginal_rows` and ``table_rows`` publish."""
     marginals = config.aggregator.marginals(acc)
     return marginals, hadamard_group_tables(config, marginals)
+
+
+def group_columns(groups) -> list:
+    """The bits (a sorted tuple) of each of :func:`hadamard_group_tables`' groups."""
+    return [tuple(table.columns[0]) for _, _, table, _, _ in groups]
+
+
+def thin_sets(config, marginals, groups) -> dict:
+    """``{set of bits: Thin}`` of the window's rows that rest on too few reports
+    (:mod:`~ldp_marginals.ldp.thin_rows`): its published marginal sets and its groups' tables."""
+    est = marginals.estimate
+    family = est.mechanism.family
+    marginal_sets = config.published_sets
+    if config.channel_kind == "hadamard":
+        return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups),
+                                  config.min_reports)
+
+    def drawn_of(s):
+        return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
+    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports)

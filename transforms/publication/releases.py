@@ -34,7 +34,17 @@ reports, and every client row whose clients an earlier run grouped otherwise:
   run holds that window and capped key exactly as the earlier one did.
 
 Under ``privacy.unit: device`` a difference or a remainder must be empty (counts of reports do not
-bound devices). An equal release (the same input and config again) adds no cell and is republished.
+bound devices), and the assumption is not needed: a backfilled report can *swap* which report a device
+keeps (or which key it is kept in) and leave every count unchanged. So each slice and key also records
+the digest of its kept (device, rank) pairs (:func:`~ldp_marginals.ldp.devices.kept_digest`, which adds
+over slices), and a block whose digests differ between the runs is withheld (:data:`CHANGED`); an earlier
+release without digests (a ledger of format 1, or a run under the report unit) cannot rule a swap out,
+and its blocks are withheld too (:data:`UNKNOWN`). A release also records, per slice, a few *witnesses*
+of its devices (the bottom :data:`WITNESSES` by :func:`~ldp_marginals.ldp.devices.witness_order`, each
+as a SHA-256 digest of its device key, never the key): device tokens are scoped to a collection, so
+another collection whose release shares a witness was run over the same reports under another name,
+which the driver refuses (:func:`shared_devices`). An equal release (the same input and config again)
+adds no cell and is republished.
 """
 from __future__ import annotations
 
@@ -42,15 +52,25 @@ import hashlib
 import json
 from typing import NamedTuple
 
-from ldp_marginals.transforms.publication.cap import capped
+import numpy as np
 
-LEDGER_FORMAT = 1
-CUT, CHANGED, GROUPED = "cut", "changed", "grouped"
+from ldp_marginals.ldp.devices import witness_order
+from ldp_marginals.transforms.publication.cap import capped
+from ldp_marginals.transforms.publication.release import releasable
+
+LEDGER_FORMAT = 2          # 2: slices carry the digest of their kept ranks, releases their witnesses
+READABLE_FORMATS = (1, 2)  # 1: before issue 47, read as digests unknown and no witnesses
+WITNESSES = 4              # witnesses of a slice's devices a release records
+CUT, CHANGED, GROUPED, UNKNOWN = "cut", "changed", "grouped", "unknown"
 REASONS = {
     CUT: "its slice cuts a slice an earlier run into this output published (the ledger counts reports per "
          "slice, so the parts are unknown and could be single reports)",
     CHANGED: "its reports differ from what an earlier run published over the same time and key by fewer than "
-             "min_reports, or in slices the ledger cannot tell apart",
+             "min_reports, or in slices the ledger cannot tell apart (under the device unit: its devices keep "
+             "other reports than they did, in number or in which)",
+    UNKNOWN: "an earlier run into this output recorded no digest of the reports its devices kept (a ledger "
+             "written before issue 47, or a run under the report unit), so a swap of kept reports cannot be "
+             "ruled out (--new-ledger starts over, and says what that gives up)",
     GROUPED: "an earlier run into this output published extremes over clients that grouped these reports "
              "otherwise (another window, capped key or reports)",
 }
@@ -63,6 +83,8 @@ class SliceRecord(NamedTuple):
     n: int            # reports
     devices: int      # distinct devices (0 when not counted)
     released: bool    # published by its run
+    kept: str | None = None   # device unit, published: 32 hex digits, the digest of its kept (device, rank)
+                              # pairs (ldp.devices.kept_digest); None: not published, report unit, format 1
 
 
 class ClientRecord(NamedTuple):
@@ -79,6 +101,7 @@ class Release(NamedTuple):
     slices: tuple     # SliceRecord, sorted
     clients: tuple    # ClientRecord, sorted
     rollups: bool = False   # the collection published rollup rows (which the ledger does not cover yet)
+    witnesses: tuple = ()   # device unit: (slice start, end, (witness digests)) per slice, sorted
 
 
 class Verdict(NamedTuple):
@@ -92,6 +115,48 @@ def key_digest(dims: tuple) -> str:
     """16 hex digits of SHA-256 over the dimensions (sorted ``(name, value)`` pairs): the ledger
     matches keys without listing values (the cap keeps values past ``max_values`` out of outputs)."""
     return hashlib.sha256(json.dumps([list(p) for p in dims]).encode()).hexdigest()[:16]
+
+
+def digest_hex(kept) -> str:
+    """32 hex digits of a digest of kept pairs (uint64[2], :func:`~ldp_marginals.ldp.devices.kept_digest`)."""
+    return "".join(f"{int(x):016x}" for x in kept)
+
+
+def _digest_sum(records) -> tuple | None:
+    """The digest of the kept pairs of ``records`` together (per lane the sum mod 2^64), None when one of
+    them has none."""
+    total = (0, 0)
+    for r in records:
+        if r.kept is None:
+            return None
+        total = tuple((t + int(r.kept[16 * i:16 * (i + 1)], 16)) % 2 ** 64 for i, t in enumerate(total))
+    return total
+
+
+def _witness(device_key: int) -> str:
+    """16 hex digits of SHA-256 over a device key: a witness names a device without its key."""
+    return hashlib.sha256(b"ldp-marginals/ledger-witness/" + int(device_key).to_bytes(8, "little")).hexdigest()[:16]
+
+
+def witness_candidates(device_keys) -> tuple:
+    """``((order, witness), ...)``: the :data:`WITNESSES` devices of ``device_keys`` of smallest
+    :func:`~ldp_marginals.ldp.devices.witness_order`; a slice's witnesses are the smallest of its keys'
+    candidates."""
+    keys = np.asarray(device_keys, dtype=np.uint64)
+    if keys.size == 0:
+        return ()
+    order = witness_order(keys)
+    first = np.argpartition(order, WITNESSES)[:WITNESSES] if keys.size > WITNESSES else np.arange(keys.size)
+    return tuple(sorted((int(order[i]), _witness(int(keys[i]))) for i in first))
+
+
+def ledger_slice(config, start: int, dims: tuple, acc) -> tuple:
+    """What the ledger reads of one settled slice and key of a batch run, for :func:`verdict`: ``(slice
+    start, dims, reports, devices, releasable, kept digest, witness candidates)``; the last three under
+    the device unit only (0, None and ())."""
+    device = config.device is not None
+    return (int(start), dims, int(acc.n), int(acc.n_devices) if device else 0, releasable(config, acc),
+            digest_hex(acc.kept) if device else None, witness_candidates(acc.used_devices) if device else ())
 
 
 def _cuts(a, b) -> bool:
@@ -124,6 +189,10 @@ def _block(olds: list, news: list, published: set, m: int, device: bool) -> tupl
         if not device and len(olds) == 1 and len(news) == 1 and abs(olds[0].n - news[0].n) >= m:
             return None, True
         return CHANGED, True
+    if device:
+        reason = _kept_changed(olds, news)
+        if reason is not None:
+            return reason, True
     big = max(olds + news, key=lambda s: (s.end - s.start, s in news))
     if any(_cuts(big, s) or not (big.start <= s.start and s.end <= big.end) for s in olds + news):
         return CUT, False
@@ -134,18 +203,34 @@ def _block(olds: list, news: list, published: set, m: int, device: bool) -> tupl
     return (None if rest == 0 or (not device and rest >= m) else CHANGED), False
 
 
+def _kept_changed(olds: list, news: list) -> str | None:
+    """Under the device unit, a block whose counts agree: :data:`UNKNOWN` when an earlier published
+    slice has no digest, :data:`CHANGED` when the kept pairs over the block differ between the runs
+    (their digests add over slices), else None. An earlier slice its run did not publish has no digest;
+    the remainder rule withholds such a block."""
+    if any(o.released and o.kept is None for o in olds):
+        return UNKNOWN
+    if not all(o.released for o in olds):
+        return None
+    return None if _digest_sum(olds) == _digest_sum(news) else CHANGED
+
+
 def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
     """What the ledger withholds of a batch run of ``config``'s collection, and the run's release.
 
     ``earlier``: the :class:`Release` s of earlier runs (the ledger's, oldest first); ``slices``: every
-    slice and key of this run, ``(slice start, dims, reports, devices, releasable)`` (releasable by the
-    release rule alone); ``caps``: ``{window: decided}`` of every window of the run (:mod:`.cap`)."""
+    slice and key of this run, :func:`ledger_slice` (``(slice start, dims, reports, devices, releasable)``
+    with the kept digest and witness candidates; releasable by the release rule alone; without the last
+    two, the digests are unknown); ``caps``: ``{window: decided}`` of every window of the run (:mod:`.cap`)."""
     window = config.window
     m, device = config.min_reports, config.device is not None
-    news = {}
-    for start, dims, n, devices, ok in slices:
+    news, candidates = {}, {}
+    for start, dims, n, devices, ok, *more in slices:
+        kept, cands = (list(more) + [None, ()])[:2]
         news[(int(start), dims)] = SliceRecord(key_digest(dims), int(start), window.slice_end(int(start)), int(n),
-                                               int(devices), bool(ok))
+                                               int(devices), bool(ok), kept if device else None)
+        if device and cands:
+            candidates.setdefault(int(start), set()).update(cands)
     dims_of = {(s.start, s.key): dims for (_, dims), s in news.items()}
     published = {(s.start, s.key) for s in news.values() if s.released}
     withheld, changed = {}, set()
@@ -181,9 +266,13 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
             if reason is not None:
                 clients[(w, key)] = reason
     release = Release(run_id, m, "device" if device else "report",
-                      tuple(sorted(s._replace(released=(s.start, s.key) in published) for s in news.values())),
+                      tuple(sorted(s._replace(released=(s.start, s.key) in published,
+                                              kept=s.kept if (s.start, s.key) in published else None)
+                                   for s in news.values())),
                       tuple(sorted({c for wk, c in contents.items() if wk not in clients and config.client_extremes})),
-                      bool(getattr(config, "rollups", ())))
+                      bool(getattr(config, "rollups", ())),
+                      tuple(sorted((start, window.slice_end(start), tuple(sorted(w for _, w in sorted(c)[:WITNESSES])))
+                                   for start, c in candidates.items())))
     held = {}
     for (start, dims), code in withheld.items():
         for w in window.windows_of_slice(start):
@@ -193,6 +282,9 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
     return Verdict(withheld, clients, release, held)
 
 
+LEDGER_REASON = "ledger:"   # how the reason of every row the ledger withholds starts (readers match on it)
+
+
 def ledger_part(ledger, window: tuple, key: tuple) -> tuple:
     """``(reports, reason, client reason)`` the ledger withholds of one window and capped key under the
     run's :class:`Verdict` ``ledger`` (None: nothing): its withheld slices' reports and the reason of
@@ -200,10 +292,10 @@ def ledger_part(ledger, window: tuple, key: tuple) -> tuple:
     if ledger is None:
         return 0, None, None
     n, codes = ledger.held.get((tuple(window), key), (0, ()))
-    reason = (f"ledger: {n} reports withheld: " + "; ".join(REASONS[c] for c in sorted(codes))
+    reason = (f"{LEDGER_REASON} {n} reports withheld: " + "; ".join(REASONS[c] for c in sorted(codes))
               + " (docs/design.md, 'The release ledger')") if n else None
     client = ledger.clients.get((tuple(window), key))
-    return n, reason, (f"ledger: client extremes withheld: {REASONS[client]}" if client else None)
+    return n, reason, (f"{LEDGER_REASON} client extremes withheld: {REASONS[client]}" if client else None)
 
 
 def _regrouped(release: Release, contents: dict, published: set, news: dict, dims_of: dict) -> list:
@@ -258,20 +350,31 @@ def _client_reason(c: ClientRecord, earlier, changed: set, news: dict, dims_of: 
 # -- the ledger's records ------------------------------------------------------------------------------
 
 def release_to_json(release: Release) -> dict:
+    """A release as the ledger of :data:`LEDGER_FORMAT` writes it."""
     return {"run_id": release.run_id, "min_reports": release.min_reports, "unit": release.unit,
             "slices": [list(s) for s in release.slices], "clients": [[c.start, c.end, list(c.keys), c.n]
                                                                      for c in release.clients],
-            "rollups": release.rollups}
+            "rollups": release.rollups, "witnesses": [[a, b, list(ws)] for a, b, ws in release.witnesses]}
 
 
-def release_from_json(obj: dict) -> Release:
+def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
+    """A release a ledger of ``ledger_format`` wrote. Format 1 (before issue 47) has no digests of the
+    kept pairs (read as unknown: :data:`UNKNOWN` withholds what they would decide) and no witnesses."""
     try:
-        return Release(str(obj["run_id"]), int(obj["min_reports"]), str(obj["unit"]),
-                       tuple(SliceRecord(str(k), int(a), int(b), int(n), int(d), bool(r))
-                             for k, a, b, n, d, r in obj["slices"]),
+        if ledger_format == 1:
+            slices = tuple(SliceRecord(str(k), int(a), int(b), int(n), int(d), bool(r), None)
+                           for k, a, b, n, d, r in obj["slices"])
+            witnesses = ()
+        elif ledger_format == 2:
+            slices = tuple(SliceRecord(str(k), int(a), int(b), int(n), int(d), bool(r), None if h is None else str(h))
+                           for k, a, b, n, d, r, h in obj["slices"])
+            witnesses = tuple((int(a), int(b), tuple(str(w) for w in ws)) for a, b, ws in obj["witnesses"])
+        else:
+            raise ValueError(f"ledger_format must be one of {READABLE_FORMATS}, got ledger_format={ledger_format!r}")
+        return Release(str(obj["run_id"]), int(obj["min_reports"]), str(obj["unit"]), slices,
                        tuple(ClientRecord(int(a), int(b), tuple(str(k) for k in keys), int(n))
                              for a, b, keys, n in obj["clients"]),
-                       bool(obj.get("rollups", False)))
+                       bool(obj.get("rollups", False)), witnesses)
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"a release ledger entry is malformed ({type(err).__name__}: {err})") from None
 
@@ -282,3 +385,26 @@ def merged(earlier: list, release: Release) -> list:
     if any((r.slices, r.clients) == (release.slices, release.clients) for r in earlier):
         return list(earlier)
     return list(earlier) + [release]
+
+
+def shared_devices(earlier: dict, staged: dict) -> tuple | None:
+    """``(collection, other)``: a collection whose release of this run (``staged``, ``{name: Release}``)
+    shares a witness with a release of another collection, in the ledger (``earlier``, ``{name:
+    [Release]}``) or of this run; None when none does. Device tokens are scoped to a collection
+    (docs/client.md, section 5), so a shared device is the same reports under another name: the ledger,
+    kept per collection, would compare them with nothing."""
+    def seen(releases) -> set:
+        return {w for r in releases for _, _, ws in r.witnesses for w in ws}
+
+    for name, release in sorted(staged.items()):
+        mine = seen([release])
+        if not mine:
+            continue
+        others = {n: list(rs) for n, rs in earlier.items() if n != name}
+        for n, r in staged.items():
+            if n != name:
+                others.setdefault(n, []).append(r)
+        for other, releases in sorted(others.items()):
+            if mine & seen(releases):
+                return name, other
+    return None

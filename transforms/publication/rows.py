@@ -32,7 +32,7 @@ from ldp_marginals.schemas.arrow import TableRows, arrow_schema
 from ldp_marginals.schemas.outputs import (
     CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD,
 )
-from ldp_marginals.transforms.publication.hadamard_rows import hadamard_estimates
+from ldp_marginals.transforms.publication.hadamard_rows import group_columns, hadamard_estimates, thin_sets
 from ldp_marginals.transforms.publication.release import client_rule
 
 MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
@@ -40,6 +40,7 @@ MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
 # why a row of kind ``withheld`` exists (its ``cause``), and what it holds back (its ``statistic``)
 PRIVACY, PRECISION = "privacy", "precision"
 ALL, CLIENT_EXTREMES, CONDITIONAL, MEAN = "all", "client_extremes", "conditional", "mean"
+MARGINAL, TABLE = "marginal", "table"   # one row of a whole-report kind that rests on too few reports
 
 
 def displayed(estimate: float, low: float, high: float, lo: float, hi: float) -> dict:
@@ -64,11 +65,12 @@ def base_row(collection: str, window: tuple, dims: tuple) -> dict:
     return {"collection": collection, "window_start": window[0], "window_end": window[1], "dimensions": dict(dims)}
 
 
-def marginal_rows(config, est, base) -> TableRows:
-    """One MarginalEstimate row per published set (``config.published_index``), as a table built
+def marginal_rows(config, est, base, keep: np.ndarray | None = None) -> TableRows:
+    """One MarginalEstimate row per published set (``config.published_index``; ``keep``, a mask over
+    them: those only), as a table built
     from the estimate's arrays (:class:`~ldp_marginals.schemas.arrow.TableRows`: no dict per row
     unless read row by row); with ``marginal_interval: simultaneous`` the intervals hold for all of
-    them together at the level (Sidak)."""
+    them together at the level (Sidak, over every published set whether kept or not)."""
     n = est.n
     if len(est.family) != len(config.family):
         raise ValueError(f"est must be of the config's {len(config.family)} counted sets, got {len(est.family)}")
@@ -79,6 +81,9 @@ def marginal_rows(config, est, base) -> TableRows:
     low, high = est.intervals(level)
     columns, labels = _published_sets(config)
     idx = np.asarray(index, dtype=np.int64)
+    if keep is not None:
+        idx = idx[keep]
+        columns, labels = columns.filter(pa.array(keep)), labels.filter(pa.array(keep))
     means, variances, low, high = (np.asarray(a, dtype=float)[idx] for a in (est.means, est.variances, low, high))
     f, f_low, f_high = means / n, low / n, high / n   # as _frequency_fields, on the columns
     out = ~((f >= 0.0) & (f <= 1.0))
@@ -215,12 +220,18 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         raise ValueError("acc must hold released reports, got n=0")
     base = base_row(config.name, window, dims)
     counted = dict(base, n_reports=acc.n)
-    if config.sampling is not None:   # a channel kind (hadamard, subset): marginals and tables, in linear panes only
-        if linear:
+    if config.sampling is not None:   # a channel kind (hadamard, subset): marginals and tables, in linear panes
+        if linear or final:          # and the withheld rows of those that rest on too few reports
             marginals, groups = hadamard_estimates(config, acc)
-            yield MARGINALS, marginal_rows(config, marginals, counted)
-            yield TABLES, table_rows(config, marginals, counted, groups)
-            yield CONSISTENT_TABLES, consistent_table_rows(config, marginals, counted, groups)
+            thin = thin_sets(config, marginals, groups)
+        if linear:
+            keep = np.array([s not in thin for s in config.published_sets], dtype=bool)
+            kept = [g for g, cols in zip(groups, group_columns(groups)) if cols not in thin]
+            yield MARGINALS, marginal_rows(config, marginals, counted, keep if thin else None)
+            yield TABLES, table_rows(config, marginals, counted, kept)
+            yield CONSISTENT_TABLES, consistent_table_rows(config, marginals, counted, kept)
+        if (linear or final) and thin:
+            yield WITHHELD, thin_rows(config, counted, thin, group_columns(groups))
         return
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
@@ -246,6 +257,20 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
             return
         yield EXTREMES, [extreme_row(base, ext, acc.n_clients, total, var, config.level)
                          for ext, (total, var) in zip(config.client_extremes, config.aggregator.client_sums(acc))]
+
+
+def thin_rows(config, base, thin: dict, table_columns: list) -> list:
+    """The ``withheld`` rows (cause privacy, statistic ``marginal`` or ``table``; ``n_reports`` the
+    window's) of a whole-report kind's marginals and tables that rest on too few reports (``thin``:
+    :func:`~ldp_marginals.transforms.publication.hadamard_rows.thin_sets`)."""
+    labels = config.layout.labels
+    published = set(config.published_sets)
+    rows = []
+    for s, statistic in [(s, MARGINAL) for s in sorted(published & set(thin))] + \
+                        [(c, TABLE) for c in table_columns if c in thin]:
+        rows.append(withheld_row(config, base, base["n_reports"], f"{statistic} of {','.join(labels[b] for b in s)} "
+                                 f"withheld: {thin[s].why}", PRIVACY, statistic))
+    return rows
 
 
 def _not_shown(config, base, what: str, given: float, threshold: float, statistic: str) -> dict:

@@ -12,19 +12,53 @@
  *    `y = decide(coin, b ? q_I : p_I)`; else `y = decide(coin, x ? q_I : p_I)`;
  * 5. pack bit `i` at `(bits[i >> 3] >> (i & 7)) & 1`, sort the dimensions by their keys' UTF-8 bytes and
  *    put the device token of the event's slice in `client` when the config says so.
+ *
+ * The declared rate (docs/client.md section 3): the client counts the reports it makes per UTC day of
+ * their event time, its rate state ({@link DeviceClient.rateState}, which the app persists and passes back
+ * to {@link DeviceClient.create}); with `reports_per_day: R`, a report that would be its day's `R + 1`-th is
+ * refused (`rate_exceeded`) after every other check, drawing no coins.
  */
 import { encodeNoisyReport, sortDimensions, type NoisyReport } from "./avro.js";
 import { COIN_BYTES, SystemCoins, decide, type CoinSource } from "./coins.js";
-import { parseClientSpec, type ClientSpec, type Feature } from "./config.js";
+import { MAX_REPORTS_PER_DAY, parseClientSpec, type ClientSpec, type Feature } from "./config.js";
 import { deviceToken, encodingCoin, permanentCoin, secretKey, type Secret } from "./device.js";
 import {
-  BAD_DIMENSIONS, BAD_EVENT_TIME, BAD_VALUE, MISSING_FEATURE, OUT_OF_RANGE, Refusal, UNKNOWN_FEATURE,
-  isObject, shown, wellFormed,
+  BAD_DIMENSIONS, BAD_EVENT_TIME, BAD_STATE, BAD_VALUE, MISSING_FEATURE, OUT_OF_RANGE, RATE_EXCEEDED, Refusal,
+  UNKNOWN_FEATURE, isObject, shown, wellFormed,
 } from "./refusal.js";
 
 /** The product's event-time range: [1970-01-01, 2100-01-01) in ms. */
 export const MIN_EVENT_MS = 0;
 export const MAX_EVENT_MS = 4_102_444_800_000;
+/** Milliseconds in a UTC day: the rate counts reports per `Math.floor(eventMs / MS_PER_DAY)`. */
+export const MS_PER_DAY = 86_400_000;
+const LAST_DAY = Math.floor((MAX_EVENT_MS - 1) / MS_PER_DAY);
+
+/** The rate state: reports made per UTC day (days since 1970-01-01, in decimal) of their event time. */
+export type RateState = Readonly<Record<string, number>>;
+
+/**
+ * The rate state an app restores (`null`/`undefined`: none): UTC day numbers in decimal (no sign, no
+ * leading zero) to integer counts in [0, 2^31 - 1]; a {@link Refusal} `bad_state` otherwise (never echoing
+ * a count: it says how active a device is).
+ */
+function readRateState(state: unknown): Map<number, number> {
+  const out = new Map<number, number>();
+  if (state === null || state === undefined) return out;
+  if (!isObject(state)) throw new Refusal(BAD_STATE, `the rate state must map UTC day numbers to counts, got ${kind(state)}`);
+  for (const [key, count] of Object.entries(state)) {
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(key) || Number(key) > LAST_DAY) {
+      throw new Refusal(BAD_STATE, `the rate state's keys must be UTC day numbers in [0, ${LAST_DAY}] in decimal, ` +
+        `got key ${shown(key)}`);
+    }
+    if (typeof count !== "number" || !Number.isInteger(count) || count < 0 || count > MAX_REPORTS_PER_DAY) {
+      throw new Refusal(BAD_STATE, `the rate state's counts must be integers in [0, ${MAX_REPORTS_PER_DAY}], ` +
+        `got a bad count for day ${key}`);
+    }
+    out.set(Number(key), count);
+  }
+  return out;
+}
 
 export type FeatureValues = Readonly<Record<string, unknown>> | ReadonlyMap<string, unknown>;
 export type Dimensions = Readonly<Record<string, string>> | ReadonlyMap<string, string> | null | undefined;
@@ -155,27 +189,57 @@ export class DeviceClient extends ReportingClient<Trace> {
   readonly spec: ClientSpec;
   private readonly key: CryptoKey;
   private readonly coins: CoinSource;
+  private readonly reported: Map<number, number>;   // UTC day -> reports made (this collection's)
 
-  private constructor(spec: ClientSpec, key: CryptoKey, coins: CoinSource) {
+  private constructor(spec: ClientSpec, key: CryptoKey, coins: CoinSource, reported: Map<number, number>) {
     super();
     this.spec = spec;
     this.key = key;
     this.coins = coins;
+    this.reported = reported;
+  }
+
+  /**
+   * The rate state: reports made per UTC day of their event time, `{"20454": 2, ...}` (a new object, days
+   * in order). Persist it after each report (e.g. in IndexedDB beside the key) and pass it back to
+   * {@link DeviceClient.create}: the count is the device's state.
+   */
+  rateState(): RateState {
+    const out: Record<string, number> = {};
+    for (const day of [...this.reported.keys()].sort((a, b) => a - b)) out[String(day)] = this.reported.get(day)!;
+    return out;
+  }
+
+  /** Counts a report on its event's UTC day, or refuses it (`rate_exceeded`) past the declared rate. */
+  private count(eventMs: number): void {
+    const day = Math.floor(eventMs / MS_PER_DAY);
+    const made = this.reported.get(day) ?? 0;
+    const rate = this.spec.reportsPerDay;
+    if (rate !== null && made >= rate) {
+      throw new Refusal(RATE_EXCEEDED, `this device has made the ${rate} reports a UTC day the collection declares ` +
+        `(reports_per_day=${rate}) on day ${day}`);
+    }
+    this.reported.set(day, Math.min(made + 1, MAX_REPORTS_PER_DAY));   // without a rate, stops at 2^31 - 1
   }
 
   /**
    * A client for the collection whose client config (the parsed JSON) is `config`, on a device whose
    * secret is `secret` (its 32 bytes or an HMAC-SHA256 CryptoKey of 256 bits, see storage.ts); coins
-   * from `coins`, the platform's secure generator unless a test passes a seeded {@link HmacDrbg}.
-   * Rejects with a {@link Refusal}: `bad_config`, then `bad_secret`.
+   * from `coins`, the platform's secure generator unless a test passes a seeded {@link HmacDrbg}
+   * (`undefined`: the platform's); `rateState` what {@link DeviceClient.rateState} gave before, as it was
+   * persisted (`null`/`undefined`: no report made yet). Rejects with a {@link Refusal}: `bad_config`, then
+   * `bad_secret`, then `bad_state`.
    */
-  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()): Promise<DeviceClient> {
+  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins(),
+                      rateState?: unknown): Promise<DeviceClient> {
     const spec = parseClientSpec(config);
-    return new DeviceClient(spec, await secretKey(secret), coins);
+    const key = await secretKey(secret);
+    return new DeviceClient(spec, key, coins, readRateState(rateState));
   }
 
   protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]): Promise<Traced<Trace>> {
     const unit = checkValues(this.spec.features, values);
+    this.count(eventMs);
     const spec = this.spec;
     const fresh = spec.features.filter((f, k) => f.type === "numeric" && spec.permanent[spec.firstBit[k]!] === null);
     const drawn = this.coins.generate(COIN_BYTES * (fresh.length + spec.nBits));

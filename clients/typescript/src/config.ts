@@ -1,7 +1,7 @@
 /**
  * The client config of a collection (docs/client.md, section 1): its name, features and bit layout,
- * window, per-bit channels (instantaneous, and permanent for a bit that memoizes) and whether reports
- * carry the device token. Anything invalid is a {@link Refusal} `bad_config`, with the rules of the
+ * window, per-bit channels (instantaneous, and permanent for a bit that memoizes), whether reports
+ * carry the device token and the declared rate `reports_per_day`. Anything invalid is a {@link Refusal} `bad_config`, with the rules of the
  * Python reference (`ldp_marginals.ldp.client.ClientSpec.from_json`).
  */
 import { COIN_BYTES, MAX_REQUEST_BYTES } from "./coins.js";
@@ -34,7 +34,12 @@ export interface ClientSpec {
   /** Per bit, the permanent channel, or null for a bit that does not memoize. */
   readonly permanent: readonly (Channel | null)[];
   readonly token: boolean;
+  /** The declared rate: at most this many reports a UTC day of their event time; null: no limit. */
+  readonly reportsPerDay: number | null;
 }
+
+/** The largest `reports_per_day` (and rate-state count): a Java int, a JavaScript safe integer. */
+export const MAX_REPORTS_PER_DAY = 2147483647;
 
 export function bad(message: string): Refusal {
   return new Refusal(BAD_CONFIG, message);
@@ -142,7 +147,7 @@ export function window(spec: unknown): Window {
 
 /** The spec of a collection from its JSON object (parsed); a {@link Refusal} `bad_config` otherwise. */
 export function parseClientSpec(json: unknown): ClientSpec {
-  const spec = keys(json, "config", ["collection", "features", "window", "channels"], ["token"]);
+  const spec = keys(json, "config", ["collection", "features", "window", "channels"], ["token", "reports_per_day"]);
   const feats = spec.features;
   if (!Array.isArray(feats) || feats.length === 0) throw bad(`features must be a non-empty list, got features=${shown(feats)}`);
   const features = feats.map(feature);
@@ -170,11 +175,21 @@ export function parseClientSpec(json: unknown): ClientSpec {
   if (instantaneous.length !== nBits) {
     throw bad(`channels must have one entry per bit (${nBits}), got ${instantaneous.length}`);
   }
+  let reportsPerDay: number | null = null;
+  if (Object.hasOwn(spec, "reports_per_day")) {
+    // an integer (JavaScript cannot tell 2.0 from 2: both are 2, as docs/client.md section 11 allows)
+    const r = spec.reports_per_day;
+    if (typeof r !== "number" || !Number.isInteger(r) || r < 1 || r > MAX_REPORTS_PER_DAY) {
+      throw bad(`reports_per_day must be an integer in [1, ${MAX_REPORTS_PER_DAY}], got reports_per_day=${shown(r)}`);
+    }
+    reportsPerDay = r;
+  }
   const collection = text(spec.collection, "collection");
   const fresh = features.filter((f, k) => f.type === "numeric" && permanent[firstBit[k]!] === null).length;
   if ((fresh + nBits) * COIN_BYTES > MAX_REQUEST_BYTES) {
     throw bad(`a report may draw at most ${MAX_REQUEST_BYTES / COIN_BYTES} coins, this layout draws ${fresh + nBits}`);
   }
   return Object.freeze({ collection, features: Object.freeze(features), firstBit: Object.freeze(firstBit), nBits,
-    window: Object.freeze(win), instantaneous: Object.freeze(instantaneous), permanent: Object.freeze(permanent), token });
+    window: Object.freeze(win), instantaneous: Object.freeze(instantaneous), permanent: Object.freeze(permanent), token,
+    reportsPerDay });
 }

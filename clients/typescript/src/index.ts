@@ -4,12 +4,12 @@
  */
 export { encodeNoisyReport, sortDimensions, type NoisyReport } from "./avro.js";
 export {
-  DeviceClient, MAX_EVENT_MS, MIN_EVENT_MS, type Dimensions, type FeatureValues, type Trace,
+  DeviceClient, MAX_EVENT_MS, MIN_EVENT_MS, MS_PER_DAY, type Dimensions, type FeatureValues, type RateState, type Trace,
 } from "./client.js";
 export {
   COIN_BYTES, HmacDrbg, MAX_REQUEST_BYTES, SystemCoins, coinValue, decide, frame, units, type CoinSource,
 } from "./coins.js";
-export { parseClientSpec, type Channel, type ClientSpec, type Feature, type Window } from "./config.js";
+export { MAX_REPORTS_PER_DAY, parseClientSpec, type Channel, type ClientSpec, type Feature, type Window } from "./config.js";
 export { SECRET_BYTES, deviceToken, encodingCoin, newSecretKey, permanentCoin, secretKey, type Secret } from "./device.js";
 export {
   HadamardDeviceClient, MAX_HADAMARD_FEATURES, parseHadamardSpec, type HadamardSpec, type HadamardTrace,

@@ -10,9 +10,13 @@ export const BAD_VALUE = "bad_value";
 export const OUT_OF_RANGE = "out_of_range";
 export const BAD_EVENT_TIME = "bad_event_time";
 export const BAD_DIMENSIONS = "bad_dimensions";
+/** A report past the collection's `reports_per_day` on its event's UTC day. */
+export const RATE_EXCEEDED = "rate_exceeded";
+/** A rate state the app restores that is not one (`DeviceClient.rateState()`). */
+export const BAD_STATE = "bad_state";
 
 export const CODES = [BAD_CONFIG, BAD_SECRET, MISSING_FEATURE, UNKNOWN_FEATURE, BAD_VALUE, OUT_OF_RANGE,
-  BAD_EVENT_TIME, BAD_DIMENSIONS] as const;
+  BAD_EVENT_TIME, BAD_DIMENSIONS, RATE_EXCEEDED, BAD_STATE] as const;
 export type RefusalCode = (typeof CODES)[number];
 
 /** A client's refusal: `code` is one of {@link CODES}; the message names the field (never a secret). */

@@ -53,7 +53,9 @@ test("units, decisions and frames follow the rule", () => {
 
 for (const kase of REPORTS.cases) {
   test(`positive vector: ${kase.name}`, async () => {
-    const client = await DeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(fromHex(kase.seed)));
+    // a case with a rate state starts from it (the app restores it) and ends with rate_state_after
+    const client = await DeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(fromHex(kase.seed)),
+      kase.rate_state);
     assert.ok(kase.reports.length >= 2);
     for (const item of kase.reports) {
       const expect = item.expect;
@@ -67,6 +69,14 @@ for (const kase of REPORTS.cases) {
         coins: toHex(trace.coins), encoded: [...trace.encoded], permanent: [...trace.permanent],
         bits: toHex(record.bits), client: record.client, avro: toHex(encodeNoisyReport(record)),
       }, expect);
+    }
+    assert.equal("rate_state" in kase, "rate_state_after" in kase);
+    if ("rate_state_after" in kase) {
+      assert.deepEqual(client.rateState(), kase.rate_state_after);
+      // what the app persists (as JSON) restores the same state
+      const again = await DeviceClient.create(kase.config, fromHex(kase.secret), undefined,
+        JSON.parse(JSON.stringify(client.rateState())));
+      assert.deepEqual(again.rateState(), client.rateState());
     }
   });
 }
@@ -86,7 +96,8 @@ for (const kase of REFUSALS.cases) {
   test(`negative vector: ${kase.name} -> ${kase.refusal}`, async () => {
     assert.ok(CODES.includes(kase.refusal));
     const attempt = async () => {
-      const client = await DeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(new Uint8Array(32)));
+      const client = await DeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(new Uint8Array(32)),
+        kase.rate_state);
       if (kase.input !== null) await client.report(kase.input.values, kase.input.event_ms, kase.input.dimensions);
     };
     await assert.rejects(attempt, (err) => {

@@ -604,8 +604,21 @@
     if (!e) return "";
     const num = (v) => (v == null ? "∞" : fmt(v, 3));
     let text = "ε₁ " + num(e.epsilon_1) + ", ε∞ " + num(e.epsilon_infinity);
-    if (e.reports_per_day != null) {
-      text += "; at " + e.reports_per_day + "/day: day " + num(e.epsilon_per_day) + ", month " + num(e.epsilon_per_month);
+    const reports = (n) => n.toLocaleString("en-US") + (n === 1 ? " report" : " reports");
+    if (e.enforced) {
+      // what the job publishes of a device (its bounds per slice x the slices of a day / month)
+      text += "; enforced: day " + num(e.enforced.epsilon_per_day) + " (" + reports(e.enforced.reports_per_day) +
+        "), month " + num(e.enforced.epsilon_per_month) + " (" + reports(e.enforced.reports_per_month) + ")";
+      if (e.declared) {
+        text += "; declared " + e.declared.reports_per_day + "/day (not enforced): day " +
+          num(e.declared.epsilon_per_day) + ", month " + num(e.declared.epsilon_per_month);
+      }
+    } else if (e.reports_per_day != null) {
+      // an older release stated only the declared rate's figures
+      text += "; declared " + e.reports_per_day + "/day (not enforced): day " + num(e.epsilon_per_day) +
+        ", month " + num(e.epsilon_per_month);
+    } else if ("enforced" in e) {
+      text += "; per report only (no device bound)";
     }
     return text + " (unit: " + (c.unit || "report") + ")";
   }
@@ -679,6 +692,8 @@
       (boot.dataUrl ? "; new data at " + new Date().toLocaleTimeString() : "");
     // files that could not be read are named here; the rest of the page shows what could
     $("problems").textContent = (state.data.problems || []).join("\n");
+    // a window and key whose earlier release was kept (the release ledger withheld this run's rows there)
+    $("kept").textContent = (state.data.notes || []).join("\n");
     $("bounded").textContent = boot.bounded || "";
     window.dashboardRenders += 1;
     if (window.dashboardFirstRender === undefined) window.dashboardFirstRender = performance.now();

@@ -11,11 +11,15 @@ import java.util.Set;
 
 /**
  * What a device is told about a collection: the client config of docs/client.md, section 1 (its name,
- * features, window, one channel per bit and whether reports carry the device token). Read with
+ * features, window, one channel per bit, whether reports carry the device token and the declared rate
+ * {@code reports_per_day}, when the collection declares one). Read with
  * {@link #fromJson}; anything the specification does not allow is refusal {@code bad_config}.
  * Immutable and thread-safe.
  */
 public final class ClientSpec {
+    /** The largest {@code reports_per_day} (and rate-state count): a Java int, a JavaScript safe integer. */
+    static final long MAX_REPORTS_PER_DAY = Integer.MAX_VALUE;
+
     /** A report may draw at most this many coins (HMAC_DRBG's largest request, 2^16 bytes). */
     static final int MAX_COINS = HmacDrbg.MAX_REQUEST_BYTES / Coins.COIN_BYTES;
 
@@ -36,12 +40,14 @@ public final class ClientSpec {
     final Channel[] instantaneous;
     final Channel[] permanent;    // null where a bit does not memoize
     final boolean token;
+    final long reportsPerDay;     // the declared rate; 0 when the config declares none (no limit)
     final int bitCount;
     final int drawnCoins;         // per report: numeric features that do not memoize, then every bit
 
     private ClientSpec(String collection, List<Feature> features, Window window, Channel[] instantaneous,
-                       Channel[] permanent, boolean token) {
+                       Channel[] permanent, boolean token, long reportsPerDay) {
         this.collection = collection;
+        this.reportsPerDay = reportsPerDay;
         this.features = features;
         this.window = window;
         this.instantaneous = instantaneous;
@@ -77,6 +83,11 @@ public final class ClientSpec {
         return token;
     }
 
+    /** The declared rate: at most this many reports a UTC day of their event time; 0 when there is no limit. */
+    public long reportsPerDay() {
+        return reportsPerDay;
+    }
+
     /** The feature names in layout order. */
     public List<String> featureNames() {
         List<String> names = new ArrayList<>();
@@ -89,7 +100,7 @@ public final class ClientSpec {
     /** The spec from a parsed JSON value ({@link Json}). */
     static ClientSpec fromObject(Object config) {
         Map<String, Object> spec = keys(config, "config", Arrays.asList("collection", "features", "window", "channels"),
-                Arrays.asList("token"));
+                Arrays.asList("token", "reports_per_day"));
         Object collection = spec.get("collection");
         if (!(collection instanceof String) || ((String) collection).isEmpty() || !isText((String) collection)) {
             throw refuse("collection must be a non-empty string, got collection=" + show(collection));
@@ -127,7 +138,16 @@ public final class ClientSpec {
             throw refuse("channels must have one entry per bit (" + bits + "), got " + list.size());
         }
         Window window = window(spec.get("window"));
-        ClientSpec out = new ClientSpec((String) collection, features, window, instantaneous, permanent, token);
+        long rate = 0;
+        if (spec.containsKey("reports_per_day")) {
+            Object r = spec.get("reports_per_day");
+            // an integer written as one (a Long: 2.0 is not, as in the reference), in [1, 2^31 - 1]
+            if (!(r instanceof Long) || (Long) r < 1 || (Long) r > MAX_REPORTS_PER_DAY) {
+                throw refuse("reports_per_day must be an integer in [1, " + MAX_REPORTS_PER_DAY + "], got reports_per_day=" + show(r));
+            }
+            rate = (Long) r;
+        }
+        ClientSpec out = new ClientSpec((String) collection, features, window, instantaneous, permanent, token, rate);
         if (out.drawnCoins > MAX_COINS) {
             throw refuse("a report may draw at most " + MAX_COINS + " coins, this layout draws " + out.drawnCoins);
         }

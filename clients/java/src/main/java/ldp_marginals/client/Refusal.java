@@ -18,7 +18,11 @@ public final class Refusal extends IllegalArgumentException {
         BAD_VALUE("bad_value"),
         OUT_OF_RANGE("out_of_range"),
         BAD_EVENT_TIME("bad_event_time"),
-        BAD_DIMENSIONS("bad_dimensions");
+        BAD_DIMENSIONS("bad_dimensions"),
+        /** A report past the collection's {@code reports_per_day} on its event's UTC day. */
+        RATE_EXCEEDED("rate_exceeded"),
+        /** A rate state the app restores that is not one ({@link DeviceClient#rateState()}). */
+        BAD_STATE("bad_state");
 
         private final String wire;
 

@@ -141,4 +141,30 @@ class DeviceClientTest {
         assertNotEquals(null, spec.permanent[3]);
         assertEquals(null, spec.permanent[4]);
     }
+
+    @Test
+    void theRateStateIsTextTheAppPersistsAndRestores() {
+        // reports_per_day 2 (docs/client.md section 3): a client restored from the text refuses what the
+        // first would, and an app that lost its state would not; a bad text is refused as bad_state
+        ClientSpec spec = ClientSpec.fromJson(CONFIG.replace("\"token\": true", "\"token\": true, \"reports_per_day\": 2"));
+        assertEquals(2, spec.reportsPerDay());
+        DeviceClient first = DeviceClient.create(spec, DeviceSecret.of(new byte[32]));
+        long day = 20_454L * 86_400_000L;
+        first.report(values("mac", 60), day);
+        first.report(values("win", 60), day + 86_399_999L);
+        assertEquals("{\"20454\":2}", first.rateState());
+        DeviceClient restored = DeviceClient.create(spec, DeviceSecret.of(new byte[32]), first.rateState());
+        Refusal r = assertThrows(Refusal.class, () -> restored.report(values("mac", 37.5), day + 1));
+        assertEquals(Refusal.Code.RATE_EXCEEDED, r.code());
+        assertFalse(r.getMessage().contains("37.5") || r.getMessage().contains("mac"), r.getMessage());
+        restored.report(values("mac", 60), day + 86_400_000L);
+        assertEquals("{\"20454\":2,\"20455\":1}", restored.rateState());
+        DeviceClient.create(spec, DeviceSecret.of(new byte[32])).report(values("mac", 60), day + 1);   // state lost
+        for (String bad : new String[] {"", "{", "[]", "{\"20454\": 1.0}", "{\"x\": 1}", "null"}) {
+            Refusal b = assertThrows(Refusal.class, () -> DeviceClient.create(spec, DeviceSecret.of(new byte[32]), bad), bad);
+            assertEquals(Refusal.Code.BAD_STATE, b.code(), bad);
+        }
+        assertFalse(assertThrows(Refusal.class, () -> DeviceClient.create(spec, DeviceSecret.of(new byte[32]),
+                "{\"20454\": 98765432109}")).getMessage().contains("98765432109"), "a count is never echoed");
+    }
 }

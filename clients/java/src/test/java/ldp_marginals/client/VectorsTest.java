@@ -83,8 +83,9 @@ class VectorsTest {
     @SuppressWarnings("unchecked")
     private static void reproduce(Map<String, Object> c) {
         ClientSpec spec = ClientSpec.fromObject(c.get("config"));
-        DeviceClient client = new DeviceClient(spec, DeviceSecret.of(unhex((String) c.get("secret"))),
-                new HmacDrbg(unhex((String) c.get("seed"))));
+        // a case with a rate state starts from it (the app restores it) and ends with rate_state_after
+        DeviceClient client = DeviceClient.restored(spec, DeviceSecret.of(unhex((String) c.get("secret"))),
+                new HmacDrbg(unhex((String) c.get("seed"))), c.get("rate_state"));
         List<Map<String, Object>> reports = (List<Map<String, Object>>) c.get("reports");
         assertTrue(!reports.isEmpty());
         for (Map<String, Object> item : reports) {
@@ -115,6 +116,14 @@ class VectorsTest {
             got.put("avro", hex(trace.report.toAvro()));
             assertEquals(expect, got, item.toString());
         }
+        assertEquals(c.containsKey("rate_state"), c.containsKey("rate_state_after"));
+        if (c.containsKey("rate_state_after")) {
+            assertEquals(c.get("rate_state_after"), Json.parse(client.rateState()));
+            // the text the app persists restores the same state
+            DeviceClient again = new DeviceClient(spec, DeviceSecret.of(unhex((String) c.get("secret"))),
+                    new HmacDrbg(new byte[32]), client.rateState());
+            assertEquals(client.rateState(), again.rateState());
+        }
     }
 
     @TestFactory
@@ -131,8 +140,8 @@ class VectorsTest {
      *  as JSON gives it: a Long through the long overload, anything else through the Number one). */
     @SuppressWarnings("unchecked")
     private static void attempt(Map<String, Object> c) {
-        DeviceClient client = new DeviceClient(ClientSpec.fromObject(c.get("config")),
-                DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(new byte[32]));
+        DeviceClient client = DeviceClient.restored(ClientSpec.fromObject(c.get("config")),
+                DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(new byte[32]), c.get("rate_state"));
         Map<String, Object> input = (Map<String, Object>) c.get("input");
         if (input == null) {
             return;
