@@ -36,15 +36,15 @@ def count_sets(cols, members, out):
     _kernels.count_sets(cols, members, out)
 
 
-def bottom_per_owner(owner, rank, bound: int):
-    """:func:`ldp_marginals.ldp._kernels.bottom_per_owner` (compiled on first use; numba required:
+def below_per_owner(owner, rank, cap, bound: int, n_real: int):
+    """:func:`ldp_marginals.ldp._kernels.below_per_owner` (compiled on first use; numba required:
     callers check :data:`AVAILABLE`)."""
     from ldp_marginals.ldp import _kernels
-    return _kernels.bottom_per_owner(owner, rank, bound)
+    return _kernels.below_per_owner(owner, rank, cap, bound, n_real)
 
 
-def report_ranks(collection_key: int, device_keys, packed):
+def report_ranks(collection_key, device_keys, event_ms):
     """:func:`ldp_marginals.ldp._kernels.report_ranks` (compiled on first use; numba required: callers
     check :data:`AVAILABLE`)."""
     from ldp_marginals.ldp import _kernels
-    return _kernels.report_ranks(collection_key, device_keys, packed)
+    return _kernels.report_ranks(collection_key, device_keys, event_ms)

@@ -48,7 +48,6 @@ def count_sets(cols, members, out):
         out[r] += np.int64(s)
 
 
-_FNV_PRIME = np.uint64(hashing.FNV_PRIME)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing's multiplier: a slot from a key's top bits
@@ -63,18 +62,18 @@ def _mix(h):
     return h ^ (h >> np.uint64(31))
 
 
+_LAST_RANK = np.uint64(0xFFFFFFFFFFFFFFFE)
+
+
 @njit(cache=True, nogil=True)
-def report_ranks(collection_key, device_keys, packed):
+def report_ranks(collection_key, device_keys, event_ms):
     """:func:`ldp_marginals.ldp.devices.report_ranks` (its definition, run there with numpy) in one
-    pass over the reports."""
-    n, width = packed.shape
+    pass over the reports: ``event_ms`` uint64 (the int64 times' bits)."""
+    n = device_keys.size
     out = np.empty(n, np.uint64)
-    start = np.uint64(collection_key)
     for r in range(n):
-        h = _mix(device_keys[r] ^ start)
-        for j in range(width):
-            h = (h ^ np.uint64(packed[r, j])) * _FNV_PRIME
-        out[r] = _mix(h)
+        h = _mix(_mix(device_keys[r] ^ collection_key) ^ event_ms[r])
+        out[r] = h if h < _LAST_RANK else _LAST_RANK
     return out
 
 
@@ -84,23 +83,32 @@ def _slot_of(key, shift):
     return np.int64((key * _GOLDEN) >> np.uint64(shift))
 
 
-@njit(cache=True, nogil=True)
-def bottom_per_owner(owner, rank, bound):
-    """Per distinct owner (uint64), its number of candidates and its ``bound`` smallest ranks, in one
-    pass: ``(owners, counts, best)``, owners in order of first appearance and ``best`` int64[owners,
-    bound] the indices of each owner's kept candidates, ranks ascending (a later equal rank after an
-    earlier one), -1 past its candidates.
+_NO_CEILING = np.uint64(0xFFFFFFFFFFFFFFFF)
 
-    An open-addressing table maps an owner to its row, and a row holds the owner's count and its
-    kept ranks beside their indices, so a candidate reads one slot and one row (never the ``rank``
-    array again). The table doubles when half full, so it is sized by the owners; the rows are
-    reserved for every candidate but written (so resident) only for the owners."""
+
+@njit(cache=True, nogil=True)
+def below_per_owner(owner, rank, cap, bound, n_real):
+    """:func:`ldp_marginals.ldp.devices._below` in one pass: the first ``n_real`` entries are candidates
+    (``cap``, when not empty, the ceiling each had in its part), the rest a part's ceiling for its owner.
+    Per distinct owner (uint64): its number of candidates, its ceiling (the smallest of its given
+    ceilings and of the ranks it did not keep among its ``bound`` smallest, which is the (bound+1)-th
+    smallest rank; ``2^64 - 1`` for none) and the indices of its candidates below the ceiling:
+    ``(owners, counts, ceilings, best)``, owners in order of first appearance and ``best``
+    int64[owners, bound] those indices, ranks ascending (a later equal rank after an earlier one),
+    -1 past them.
+
+    An open-addressing table maps an owner to its row, and a row holds the owner's count, its ceiling
+    and its ``bound`` smallest ranks beside their indices, so an entry reads one slot and one row
+    (never the ``rank`` array again). The table doubles when half full, so it is sized by the owners;
+    the rows are reserved for every entry but written (so resident) only for the owners."""
     n = owner.size
+    capped = cap.size > 0
     bits = 4
     table = np.full(1 << bits, -1, np.int64)   # slot -> the owner's row, -1 empty
     owners = np.empty(n, np.uint64)
-    # a row: [count, rank_0, index_0, rank_1, index_1, ...] (ranks as int64 bits, compared unsigned)
-    rows = np.empty((n, 1 + 2 * bound), np.int64)
+    # a row: [count, ceiling, rank_0, index_0, ..., rank_{bound-1}, index_{bound-1}] (ranks as int64 bits,
+    # compared unsigned)
+    rows = np.empty((n, 2 + 2 * bound), np.int64)
     m = 0
     for i in range(n):
         k = owner[i]
@@ -116,8 +124,7 @@ def bottom_per_owner(owner, rank, bound):
             m += 1
             owners[row] = k
             rows[row, 0] = 0
-            for j in range(bound):
-                rows[row, 2 + 2 * j] = -1
+            rows[row, 1] = np.int64(_NO_CEILING)
             table[h] = row
             if 2 * m > (1 << bits):   # half full: twice the slots, every owner placed again
                 bits += 1
@@ -128,20 +135,41 @@ def bottom_per_owner(owner, rank, bound):
                     while table[g] != -1:
                         g = (g + 1) & mask
                     table[g] = r
-        rows[row, 0] += 1
         r = rank[i]
-        p = 0   # where r goes: after every kept rank <= r
-        while p < bound and rows[row, 2 + 2 * p] != -1 and np.uint64(rows[row, 1 + 2 * p]) <= r:
-            p += 1
-        if p == bound:
+        if i >= n_real:   # a part's ceiling
+            if r < np.uint64(rows[row, 1]):
+                rows[row, 1] = np.int64(r)
             continue
-        for j in range(bound - 1, p, -1):
-            rows[row, 1 + 2 * j] = rows[row, 2 * j - 1]
+        if capped and cap[i] < np.uint64(rows[row, 1]):
+            rows[row, 1] = np.int64(cap[i])
+        filled = rows[row, 0]
+        rows[row, 0] = filled + 1
+        if filled > bound:
+            filled = bound
+        p = 0   # where r goes: after every kept rank <= r
+        while p < filled and np.uint64(rows[row, 2 + 2 * p]) <= r:
+            p += 1
+        if p == bound:   # not kept: a ceiling
+            if r < np.uint64(rows[row, 1]):
+                rows[row, 1] = np.int64(r)
+            continue
+        if filled == bound:   # the largest kept rank leaves: a ceiling
+            out = np.uint64(rows[row, 2 * bound])
+            if out < np.uint64(rows[row, 1]):
+                rows[row, 1] = np.int64(out)
+            filled -= 1
+        for j in range(filled, p, -1):
             rows[row, 2 + 2 * j] = rows[row, 2 * j]
-        rows[row, 1 + 2 * p] = np.int64(r)
-        rows[row, 2 + 2 * p] = i
-    best = np.empty((m, bound), np.int64)
+            rows[row, 3 + 2 * j] = rows[row, 1 + 2 * j]
+        rows[row, 2 + 2 * p] = np.int64(r)
+        rows[row, 3 + 2 * p] = i
+    ceilings = np.empty(m, np.uint64)
+    best = np.full((m, bound), -1, np.int64)
     for r in range(m):
-        for j in range(bound):
-            best[r, j] = rows[r, 2 + 2 * j]
-    return owners[:m].copy(), rows[:m, 0].copy(), best
+        c = np.uint64(rows[r, 1])
+        ceilings[r] = c
+        for j in range(min(rows[r, 0], bound)):
+            if np.uint64(rows[r, 2 + 2 * j]) < c:
+                best[r, j] = rows[r, 3 + 2 * j]
+    counts = rows[:m, 0].copy()
+    return owners[:m].copy(), counts, ceilings, best

@@ -24,7 +24,7 @@ What a window keeps, per key:
 - with a *client sample* of ``c`` reports (``reports_per_client``; under ``privacy.unit: device`` the
   bound M by default), each client's ``c + 1`` reports of smallest rank, each with its own state
   (``sample_owner``, ``sample_rank``, ``sample_states``, sorted by (owner, rank)): the rank is a hash
-  of (collection, client, event ms), never of the bits (:func:`ldp_marginals.ldp.client_sample.report_ranks`),
+  of (collection, client, event ms), never of the bits (:func:`ldp_marginals.ldp.devices.report_ranks`),
   so the sample is blind to content, and a bottom-(c+1) merges in any order. The client rows then
   take, per client, the OR/AND over exactly its ``c`` reports of smallest rank; a client with fewer
   (or whose c-th and (c+1)-th ranks tie) is left out of them (:func:`sampled_clients`), so every
@@ -49,9 +49,9 @@ from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.channels import ChannelSet
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.devices import (
+    RANK_RULE,
     DeviceTable,
-    _bottom,
-    _select,
+    bottom_indices,
     kept_digest,
     kept_per_device,
     merge_tables,
@@ -254,12 +254,15 @@ class ReportAggregator:
             acc.devices = DeviceTable((self.family.n_bits + 7) // 8)
         return acc
 
-    def add_devices(self, acc: WindowAccumulator, packed: np.ndarray, device_keys: np.ndarray) -> WindowAccumulator:
-        """Add reports of named devices (``device_keys`` uint64, :func:`client_key` of each token) to
-        the open accumulator ``acc``: each device keeps its bottom M by rank."""
+    def add_devices(self, acc: WindowAccumulator, packed: np.ndarray, device_keys: np.ndarray,
+                    event_ms: np.ndarray) -> WindowAccumulator:
+        """Add reports of named devices (``device_keys`` uint64, :func:`client_key` of each token; each
+        report's ``event_ms``, int64) to the open accumulator ``acc``: each device keeps its M reports of
+        smallest rank, a hash of (device, event ms) blind to their bits
+        (:mod:`ldp_marginals.ldp.devices`)."""
         if acc.devices is None:
             raise ValueError("add_devices needs an open accumulator (create_open under a device bound)")
-        ranks = report_ranks(self.collection_key, device_keys, packed)
+        ranks = report_ranks(self.collection_key, device_keys, event_ms)
         batch = table_of(device_keys, ranks, packed, self.device_bound)
         acc.devices = merge_tables([acc.devices, batch], self.device_bound) if acc.devices.devices.size else batch
         return acc
@@ -318,7 +321,7 @@ class ReportAggregator:
         extremes, ``client_keys`` uint64 gives each report's client (:func:`client_key`) where
         ``named`` is true; a report without a client counts in no client extreme. With a client
         sample, ``ranks`` uint64 gives each report's rank
-        (:func:`ldp_marginals.ldp.client_sample.report_ranks` of its client and event time)."""
+        (:func:`ldp_marginals.ldp.devices.report_ranks` of its client and event time)."""
         if acc.devices is not None:
             raise ValueError("add_packed needs a settled accumulator; an open one takes add_devices")
         bits = unpack_bits(packed, self.family.n_bits)
@@ -364,7 +367,7 @@ class ReportAggregator:
         owner = np.concatenate([acc.sample_owner] + [o for o, _, _ in parts])
         rank = np.concatenate([acc.sample_rank] + [r for _, r, _ in parts])
         states = np.concatenate([acc.sample_states] + [s for _, _, s in parts])
-        keep = _bottom(owner, rank, self.client_sample + 1)
+        keep = bottom_indices(owner, rank, self.client_sample + 1)
         acc.sample_owner, acc.sample_rank, acc.sample_states = owner[keep], rank[keep], states[keep]
 
     @staticmethod
@@ -578,13 +581,15 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
 # -- state that outlives a process: the versioned bytes of ldp_marginals.ldp.versioned -------------
 def accumulator_shape(aggregator: "ReportAggregator") -> dict:
     """What a state must match to be read by ``aggregator``: the counted sets, the extremes and (under
-    ``privacy.unit: device``) the bound."""
+    ``privacy.unit: device``) the bound and the rule its ranks follow (a state ranked by another rule
+    cannot merge with this one's)."""
     fam = aggregator.family
     shape = {"n_bits": fam.n_bits, "max_order": fam.max_order, "extra": [list(s) for s in fam.extra],
              "extremes": [[op, list(bits)] for op, bits in aggregator.extremes],
              "client_extremes": [[op, list(bits)] for op, bits in aggregator.client_extremes]}
     if aggregator.device_bound is not None:
         shape["max_reports_per_device"] = aggregator.device_bound
+        shape["rank_rule"] = RANK_RULE
     if getattr(aggregator, "client_sample", None) is not None:
         shape["reports_per_client"] = aggregator.client_sample
     shape.update(getattr(aggregator, "shape_extra", {}))   # a channel kind's parameters (ldp/hadamard_reports.py)

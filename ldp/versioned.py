@@ -21,6 +21,12 @@ length. Readers accept every earlier version:
   before) reads as the empty digest, 0. Only a batch run's release ledger reads the digest, from
   accumulators the same run settled, never from restored state.
 
+Under ``privacy.unit: device`` an accumulator's ``devices`` header names its ``rank_rule``
+(:data:`~ldp_marginals.ldp.devices.RANK_RULE`) and an open one's tail holds each device's ceiling:
+a state without them ranked reports by their bits, and is refused (``ValueError`` naming the change)
+rather than merged with ranks of event times; so is its shape (``rank_rule`` in
+:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`) where a resumed job compares it.
+
 An accumulator's header holds the shape it was written for (counted sets, extremes), so it decodes
 on its own (:func:`accumulator_from_bytes` without an aggregator, as a Beam coder must) or against a
 configuration, which refuses another shape naming what changed.
@@ -35,7 +41,7 @@ import numpy as np
 
 from ldp_marginals.ldp.aggregate import STATE_WIDTH, WindowAccumulator, accumulator_shape
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
-from ldp_marginals.ldp.devices import DeviceTable
+from ldp_marginals.ldp.devices import RANK_RULE, RANK_RULE_CHANGED, DeviceTable
 from ldp_marginals.ldp.sets import family_from_spec
 
 VERSION = 4
@@ -122,15 +128,16 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
     if t is not None or acc.used_devices.size or acc.device_count or acc.over_bound or acc.kept.any():
         # privacy.unit: device: the settled counts, the devices the slice's released atoms used, and
         # (an open accumulator) each device's kept candidates
-        header["devices"] = dict(device_count=int(acc.device_count), over_bound=int(acc.over_bound),
+        header["devices"] = dict(rank_rule=RANK_RULE, device_count=int(acc.device_count),
+                                 over_bound=int(acc.over_bound),
                                  open=t is not None, n_devices=0 if t is None else int(t.devices.size),
                                  n_candidates=0 if t is None else int(t.kept), n_used=int(acc.used_devices.size))
         if acc.kept.any():   # written only when not empty: a record of before issue 47 writes the same bytes
             header["devices"]["kept"] = [int(x) for x in acc.kept]
         parts += [_le(acc.used_devices, "<u8"), _le(acc.used_counts, "<i8")]
         if t is not None:
-            parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.owner, "<u8"), _le(t.rank, "<u8"),
-                      _le(t.bits, "u1")]
+            parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.ceiling, "<u8"), _le(t.owner, "<u8"),
+                      _le(t.rank, "<u8"), _le(t.bits, "u1")]
     if acc.sample_owner.size:
         parts += [_le(acc.sample_owner, "<u8"), _le(acc.sample_rank, "<u8"), _le(acc.sample_states, "<f8")]
     return header, parts
@@ -167,10 +174,13 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
     dev = header.get("devices")
     n_bytes = (acc.cooc.family.n_bits + 7) // 8
     if dev is not None:
+        if dev["open"] and dev.get("rank_rule") != RANK_RULE:
+            raise ValueError(RANK_RULE_CHANGED)
         layout += [("<u8", dev["n_used"]), ("<i8", dev["n_used"])]
         if dev["open"]:
             n_dev, n_cand = dev["n_devices"], dev["n_candidates"]
-            layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_cand), ("<u8", n_cand), ("u1", n_cand * n_bytes)]
+            layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_dev), ("<u8", n_cand), ("<u8", n_cand),
+                       ("u1", n_cand * n_bytes)]
     n_sample = header.get("n_sample", 0)   # absent before client samples (and when empty)
     if n_sample:
         layout += [("<u8", n_sample), ("<u8", n_sample), ("<f8", n_sample * n_cext * STATE_WIDTH)]
@@ -192,9 +202,10 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
         acc.used_devices, acc.used_counts = arrays[4].astype(np.uint64), arrays[5].astype(np.int64)
         if dev["open"]:
             t = acc.devices = DeviceTable(n_bytes)
-            t.devices, t.seen, t.owner, t.rank = (arrays[6].astype(np.uint64), arrays[7].astype(np.int64),
-                                                  arrays[8].astype(np.uint64), arrays[9].astype(np.uint64))
-            t.bits = arrays[10].reshape(dev["n_candidates"], n_bytes)
+            t.devices, t.seen, t.ceiling = (arrays[6].astype(np.uint64), arrays[7].astype(np.int64),
+                                            arrays[8].astype(np.uint64))
+            t.owner, t.rank = arrays[9].astype(np.uint64), arrays[10].astype(np.uint64)
+            t.bits = arrays[11].reshape(dev["n_candidates"], n_bytes)
     if n_sample:
         acc.sample_owner, acc.sample_rank = arrays[-3].astype(np.uint64), arrays[-2].astype(np.uint64)
         acc.sample_states = arrays[-1].reshape(n_sample, n_cext, STATE_WIDTH)
@@ -227,6 +238,9 @@ def check_shape(shape: dict, aggregator) -> None:
     if "extremes" not in shape:   # version 1, or a shape read from an accumulator: the numbers of extremes
         want = dict({k: want[k] for k in ("n_bits", "max_order", "extra")},
                     n_extremes=len(want["extremes"]), n_client_extremes=len(want["client_extremes"]))
+    if shape != want and "max_reports_per_device" in want and shape.get("rank_rule") != want.get("rank_rule"):
+        raise ValueError(f"{RANK_RULE_CHANGED} (rank_rule changed: saved rank_rule={shape.get('rank_rule')!r}; "
+                         f"this release has rank_rule={want['rank_rule']!r})")
     if shape != want:
         raise ValueError(f"the saved state was written for another collection shape ({shape_changes(shape, want)}); "
                          "start without the savepoint, or with the config that wrote it")

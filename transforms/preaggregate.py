@@ -21,7 +21,7 @@ import apache_beam as beam
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
-from ldp_marginals.ldp.client_sample import report_ranks
+from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.schemas.dead_letters import VALID
 from ldp_marginals.transforms.avro_kernels import EVENT_MS
 from ldp_marginals.transforms.checks import block_meta, keeps_clients
@@ -33,8 +33,9 @@ FLUSH_ROWS = 1 << 20     # buffered reports counted in one go (~32 MiB of packed
 
 
 class _Buffer:
-    """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays, and
-    with client extremes each report's client key and whether it names a client."""
+    """The reports of one (collection, dimensions, slice) waiting to be counted: packed arrays, with
+    client extremes each report's client key and whether it names a client, and under a device bound
+    each report's event ms (what its rank hashes)."""
 
     __slots__ = ("packed", "keys", "named", "event_ms", "singles")
 
@@ -58,19 +59,26 @@ class Preaggregator:
             buf = self.buffers[key] = _Buffer()
         return buf
 
-    def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None):
+    def add_packed(self, name, dims: tuple, start: int, packed: np.ndarray, clients=None, event_ms=None):
         """``packed`` (n, n_bytes) reports; ``clients``: None (no client extremes, or no clients), or
-        ``(keys, named)``: each report's client key (uint64) and whether it names a client, or
-        ``(keys, named, event_ms)`` with each report's event time (int64 ms), which a client sample
-        ranks by (``reports_per_client``)."""
+        ``(keys, named)``: each report's client key (uint64) and whether it names a client;
+        ``event_ms``: each report's event time (int64 ms), required under a device bound and with a
+        client sample (``reports_per_client``): what their ranks hash."""
         buf = self._buffer(name, dims, start)
         buf.packed.append(packed)
-        if keeps_clients(self.configs[name]):
-            n = packed.shape[0]
-            keys, named = clients[:2] if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
+        cfg = self.configs[name]
+        n = packed.shape[0]
+        if event_ms is not None and len(event_ms) == n:
+            buf.event_ms.append(np.asarray(event_ms, dtype=np.int64))
+        elif cfg.device is not None or cfg.client_sample is not None:
+            raise ValueError(f"event_ms must give each of the {n} reports of collection {name!r} its time under a "
+                             f"device bound or a client sample, got event_ms={event_ms!r}")
+        else:   # no rank reads them
+            buf.event_ms.append(np.zeros(n, np.int64))
+        if keeps_clients(cfg):
+            keys, named = clients if clients is not None else (np.zeros(n, np.uint64), np.zeros(n, bool))
             buf.keys.append(keys)
             buf.named.append(named)
-            buf.event_ms.append(clients[2] if clients is not None and len(clients) > 2 else np.zeros(n, np.int64))
         self.buffered += packed.shape[0]
 
     def add_report(self, name, dims: tuple, event_ms: int, bits: bytes, client=None):
@@ -94,7 +102,8 @@ class Preaggregator:
             packed = parts[0] if len(parts) == 1 else np.concatenate(parts)
             aggregator = cfg.aggregator
             if cfg.device is not None:   # every report names its device (checked): an open accumulator
-                acc = aggregator.add_devices(aggregator.create_open(), packed, np.concatenate(keys))
+                acc = aggregator.add_devices(aggregator.create_open(), packed, np.concatenate(keys),
+                                             np.concatenate(times))
             elif cfg.client_extremes:
                 keys = np.concatenate(keys)
                 ranks = None if cfg.client_sample is None else report_ranks(aggregator.collection_key, keys,
@@ -131,19 +140,18 @@ def screen_block(block, configs: dict, pre: Preaggregator, source_of):
         packed = view.packed(passed)
         clients = view.clients(passed) if keeps_clients(cfg) else None
         kept = rows[passed]
-        if clients is not None and cfg.client_sample is not None:   # the client sample ranks by event time
-            clients = (*clients[:2], f[kept, EVENT_MS].astype(np.int64))
         starts = cfg.window.slice_starts(f[kept, EVENT_MS])
         row_dims = view.dims_ids(passed)
         groups = row_dims * (1 << 44) + (starts - starts.min())
+        times = f[kept, EVENT_MS]   # what the ranks of a device bound and of a client sample hash
         if groups.min() == groups.max():  # the common case: one key and slice in the batch
-            pre.add_packed(name, _key(dims_of[row_dims[0]]), int(starts[0]), packed, clients)
+            pre.add_packed(name, _key(dims_of[row_dims[0]]), int(starts[0]), packed, clients, times)
             continue
         order = np.argsort(groups, kind="stable")
         cuts = np.flatnonzero(np.diff(groups[order])) + 1
         for sel in np.split(order, cuts):
             pre.add_packed(name, _key(dims_of[row_dims[sel[0]]]), int(starts[sel[0]]), packed[sel],
-                           None if clients is None else tuple(c[sel] for c in clients))
+                           None if clients is None else (clients[0][sel], clients[1][sel]), times[sel])
 
 
 def _key(dims: dict) -> tuple:

@@ -8,7 +8,7 @@ import pytest
 
 from ldp_marginals.ldp.aggregate import ReportAggregator, client_key, sampled_clients
 from ldp_marginals.ldp.channels import Channel, ChannelSet
-from ldp_marginals.ldp.client_sample import report_ranks
+from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.ldp.encoding import pack_bits
 from ldp_marginals.ldp.sets import SetFamily
 from tests.stats import assert_mean_close

@@ -21,8 +21,11 @@ def _aggregator(bound=1):
 
 
 def _settled(agg, packed, owners):
-    acc = agg.add_devices(agg.create_open(), np.asarray(packed, dtype=np.uint8).reshape(-1, 1),
-                          np.asarray(owners, dtype=np.uint64))
+    """Each report's event ms is a test convention here: 1,767,225,600,000 plus its bits (one report,
+    one time, whatever order the reports come in)."""
+    packed = np.asarray(packed, dtype=np.uint8)
+    acc = agg.add_devices(agg.create_open(), packed.reshape(-1, 1), np.asarray(owners, dtype=np.uint64),
+                          1_767_225_600_000 + packed.astype(np.int64))
     return agg.settle(acc)
 
 

@@ -14,7 +14,7 @@ from apache_beam.testing import test_stream
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
 from ldp_marginals.ldp.aggregate import client_key
-from ldp_marginals.ldp.client_sample import report_ranks
+from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas import read_avro
 from ldp_marginals.schemas.bigquery import to_row

@@ -17,7 +17,7 @@ from ldp_marginals.pipelines.job import JobOptions
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, SUMMARY_FILE
-from tests.pipelines.test_device_unit import _run
+from tests.pipelines.test_device_unit import _run, kept_by_definition
 
 T0 = 1_767_225_600_000   # 2026-01-01, an hour boundary
 HOUR = 3_600_000
@@ -58,17 +58,16 @@ def _expected(records, keys_bound, reports_bound):
     per = {}
     for r in records:
         region = r["dimensions"]["region"]
-        packed = np.frombuffer(r["bits"], dtype=np.uint8).reshape(1, -1)
         dev = np.array([client_key(r["client"])], dtype=np.uint64)
         per.setdefault(((r["event_time"] - T0) // HOUR, r["client"]), {}).setdefault(region, []).append(
-            (int(report_ranks(ckey, dev, packed)[0]), r["bits"]))
+            (int(report_ranks(ckey, dev, np.array([r["event_time"]], dtype=np.int64))[0]), r["bits"]))
     kept, devices, over = {}, {}, 0
     for (hour, token), by_region in per.items():
         dev = np.array([client_key(token)], dtype=np.uint64)
         rank = {g: int(key_ranks(ckey, dev, key_id((("region", g),)))[0]) for g in by_region}
         for i, g in enumerate(sorted(by_region, key=lambda g: rank[g])):
             if i < keys_bound:
-                kept.setdefault((hour, g), []).extend(b for _, b in sorted(by_region[g])[:reports_bound])
+                kept.setdefault((hour, g), []).extend(kept_by_definition(by_region[g], reports_bound))
                 devices.setdefault((hour, g), set()).add(token)
             else:
                 over += len(by_region[g])

@@ -48,19 +48,28 @@ def _reports(seed=0):
     return out
 
 
-def _kept(records, bound):
-    """Per hour, the kept reports by the definition: per token the ``bound`` smallest (rank, bits)."""
-    key = client_key("dev")
+def kept_by_definition(items, bound):
+    """Of one device's ``(rank, bits)`` items, the bits it keeps: those of rank below the (bound+1)-th
+    smallest rank (all with at most ``bound``; reports of one millisecond share a rank, kept both or
+    neither)."""
+    ranks = sorted(r for r, _ in items)
+    return [b for r, b in sorted(items) if len(ranks) <= bound or r < ranks[bound]]
+
+
+def _kept(records, bound, collection="dev"):
+    """Per hour, the kept reports by the definition: per token those of rank (a hash of the device and
+    the event ms) below its (bound+1)-th smallest."""
+    key = client_key(collection)
     per = {}
     for r in records:
         if r["client"] is None:
             continue
-        packed = np.frombuffer(r["bits"], dtype=np.uint8).reshape(1, -1)
-        rank = int(report_ranks(key, np.array([client_key(r["client"])], dtype=np.uint64), packed)[0])
+        rank = int(report_ranks(key, np.array([client_key(r["client"])], dtype=np.uint64),
+                                np.array([r["event_time"]], dtype=np.int64))[0])
         per.setdefault(((r["event_time"] - T0) // HOUR, r["client"]), []).append((rank, r["bits"]))
     kept = {}
     for (hour, _), items in per.items():
-        kept.setdefault(hour, []).extend(b for _, b in sorted(items)[:bound])
+        kept.setdefault(hour, []).extend(kept_by_definition(items, bound))
     return kept
 
 
@@ -148,3 +157,49 @@ def test_records_and_messages_take_the_same_bound_as_files(tmp_path):
                     equal_to(want), label="marginals")
         assert_that(outs["dead_letters"] | beam.Map(lambda r: r["reason"]), equal_to(["no_device_token"] * 3),
                     label="dead letters")
+
+
+def _bits_ranked_add_devices(self, acc, packed, device_keys, event_ms):
+    """The mutation of main's rule: each device keeps the report whose (device, bits) hashes lowest
+    (FNV-1a over the bits from the mixed keys, as main's ``report_ranks``); equal bits by position."""
+    from ldp_marginals.ldp.devices import _mix, merge_tables, table_of
+    keys = np.asarray(device_keys, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        h = _mix(keys ^ np.uint64(self.collection_key & 0xFFFFFFFFFFFFFFFF))
+        for j in range(packed.shape[1]):
+            h = (h ^ packed[:, j].astype(np.uint64)) * np.uint64(0x100000001B3)
+        low = np.uint64((1 << 24) - 1)
+        ranks = (_mix(h) & ~low) | (np.arange(keys.size, dtype=np.uint64) & low)
+    batch = table_of(keys, ranks, packed, self.device_bound)
+    acc.devices = merge_tables([acc.devices, batch], self.device_bound) if acc.devices.devices.size else batch
+    return acc
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("rule", ["event_ms", "bits (main's, a mutation)"])
+def test_a_device_that_sends_ten_reports_counts_one_chosen_blind_to_its_bits(tmp_path, monkeypatch, rule):
+    """Issue 47's case: 400 devices whose true bit is 1 each send 10 reports, M = 1. The published
+    frequency is within Z = 5 standard errors of the truth (1.0; closed-form variance of the count of
+    one bit, ``alpha N + (beta - 1) t`` with N = t = 400 kept reports: sd 17.3 of 400). On main the kept
+    report was the one whose bits hashed lowest, per device the OR or the AND of its ten: 0.565 in the
+    issue; the mutation restores that rule and must fail (seen: 0.535, 0.580, 0.550 for seeds 47-49,
+    10 to 11 standard errors off; the new rule 0.990, 0.980, 0.930)."""
+    from ldp_marginals.ldp import aggregate
+    if rule != "event_ms":
+        monkeypatch.setattr(aggregate.ReportAggregator, "add_devices", _bits_ranked_add_devices)
+    config = {"collection": "blind", "features": [{"name": "a", "type": "boolean"}],
+              "channel": {"p": 0.25, "q": 0.75}, "max_order": 1, "window": {"type": "fixed", "size_seconds": 3600},
+              "min_reports": 20, "privacy": {"unit": "device", "max_reports_per_device": 1}}
+    rng = np.random.default_rng(47)
+    records = [{"collection": "blind", "event_time": T0 + int(rng.integers(HOUR)),
+                "bits": bytes([int(rng.random() < 0.75)]), "dimensions": {}, "client": f"dev-{d}"}
+               for d in range(400) for _ in range(10)]   # true bit 1: noisy 1 with probability q
+    (row,) = read_rows(_run(tmp_path, config, records, "blind"), "marginals", collection="blind")
+    alpha, beta = 0.25 * 0.75 / 0.5 ** 2, (1 - 2 * 0.25) / 0.5
+    n = t = 400
+    sd = np.sqrt(alpha * n + (beta - 1) * t)
+    assert row["n_reports"] == n and row["columns"] == [0]
+    if rule == "event_ms":
+        assert abs(row["estimate"] - t) <= 5 * sd, f"published frequency {row['estimate'] / n:.3f}, truth 1.0"
+    else:
+        assert abs(row["estimate"] - t) > 5 * sd

@@ -50,7 +50,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ldp_marginals.ldp.aggregate import client_key
-from ldp_marginals.ldp.client_sample import report_ranks
+from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
@@ -162,7 +162,9 @@ def _packed(cfg, s: Scenario, ids: list) -> tuple:
     keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
     named = np.array([t is not None for t in tokens])
     if s.device_bound is not None:   # a reader's partial: open, each device's bottom M of the batch
-        return cfg.aggregator.add_devices(cfg.aggregator.create_open(), packed, keys)
+        # report j's event ms: in its slice, distinct per report (what a device's ranks hash: rank_of)
+        event_ms = np.array([_start(s, s.reports[j][0]) + j for j in ids], dtype=np.int64)
+        return cfg.aggregator.add_devices(cfg.aggregator.create_open(), packed, keys, event_ms)
     ranks = np.array([rank_of(s, j) for j in ids], dtype=np.uint64) if cfg.client_sample is not None else None
     return cfg.aggregator.add_packed(cfg.aggregator.create(), packed, keys, named, ranks)
 

@@ -22,13 +22,15 @@ def _batches(seed, devices=12, chatty=200, n_batches=6):
     tokens = [f"d{seed}-{i}" for i in range(devices) for _ in range(int(rng.integers(1, 5)))] + ["chatty"] * chatty
     keys = np.array([client_key(t) for t in tokens], dtype=np.uint64)
     packed = rng.integers(0, 16, (keys.size, 1)).astype(np.uint8)
+    event_ms = np.arange(keys.size, dtype=np.int64) * 7   # each report's time (what its rank hashes)
     order = rng.permutation(keys.size)
-    return [(packed[idx], keys[idx]) for idx in np.array_split(order, n_batches)]
+    return [(packed[idx], keys[idx], event_ms[idx]) for idx in np.array_split(order, n_batches)]
 
 
-def _partial(cfg, packed, keys):
+def _partial(cfg, packed, keys, event_ms=None):
     agg = cfg.aggregator
-    return Partial(cfg.name, (), agg.add_devices(agg.create_open(), packed, keys))
+    event_ms = np.arange(keys.size, dtype=np.int64) if event_ms is None else event_ms
+    return Partial(cfg.name, (), agg.add_devices(agg.create_open(), packed, keys, event_ms))
 
 
 def _streaming(cfg, batches, now_us=END_OF_TIME_US):
@@ -36,8 +38,8 @@ def _streaming(cfg, batches, now_us=END_OF_TIME_US):
     Flink keeps them) fed ``batches`` as partials of slice 0, then the watermark at ``now_us`` ->
     ``(pane files, the key's entries)``."""
     stream = LocalStream(cfg, np.random.default_rng(7))
-    for i, (packed, keys) in enumerate(batches):
-        stream.partial(0, (), _partial(cfg, packed, keys).accumulator, f"p{i}")
+    for i, (packed, keys, event_ms) in enumerate(batches):
+        stream.partial(0, (), _partial(cfg, packed, keys, event_ms).accumulator, f"p{i}")
         stream.deliver()
     stream.advance(now_us)
     stream.deliver()
@@ -49,7 +51,7 @@ def test_streaming_bundles_keep_the_bottom_m_of_the_slice_and_equal_batch():
     agg = cfg.aggregator
     batches = _batches(1)
     combined = agg.settle(agg.merge([agg.create_open()] + [_partial(cfg, *b).accumulator for b in batches]))
-    assert combined.n == sum(min(2, c) for c in np.unique(np.concatenate([k for _, k in batches]),
+    assert combined.n == sum(min(2, c) for c in np.unique(np.concatenate([k for _, k, _ in batches]),
                                                           return_counts=True)[1])
     batch = batch_window(cfg, (0, 60_000), [(0, (), combined)])[()]
     panes, _ = _streaming(cfg, batches[::-1])
@@ -62,12 +64,14 @@ def test_release_counts_devices_and_a_released_atom_is_settled():
     cfg = parse_config(CONFIG)
     rng = np.random.default_rng(2)
     few = [(rng.integers(0, 16, (40, 1)).astype(np.uint8),
-            np.array([client_key(f"t{i % 9}") for i in range(40)], dtype=np.uint64))]   # 40 reports, 9 devices
+            np.array([client_key(f"t{i % 9}") for i in range(40)], dtype=np.uint64),
+            np.arange(40, dtype=np.int64))]   # 40 reports, 9 devices
     panes, bag = _streaming(cfg, few)
     assert not [f for f in panes if f.kind == "marginals"]
     (held,) = [r for f in panes if f.kind == "withheld" for r in f.rows]
     assert held["n_reports"] == 18 and all(e.atom == PENDING for e in bag)
-    more = few + [(rng.integers(0, 16, (1, 1)).astype(np.uint8), np.array([client_key("t9")], dtype=np.uint64))]
+    more = few + [(rng.integers(0, 16, (1, 1)).astype(np.uint8), np.array([client_key("t9")], dtype=np.uint64),
+                   np.array([40], dtype=np.int64))]
     late = parse_config(dict(CONFIG, allowed_lateness_seconds=30))   # on time, the window stays open
     panes, bag = _streaming(late, more, now_us=60_000 * 1000)
     assert {r["n_reports"] for f in panes if f.kind == "marginals" for r in f.rows} == {19}
@@ -80,13 +84,13 @@ def test_streaming_counts_the_reports_past_the_bound_once_when_the_slice_is_let_
     slice's last window closes: the batch count when no pane came early."""
     cfg = parse_config(dict(CONFIG, early_firing_seconds=5))
     batches = _batches(3, devices=30)
-    received = sum(k.size for _, k in batches)
+    received = sum(k.size for _, k, _ in batches)
     agg = cfg.aggregator
     combined = agg.settle(agg.merge([agg.create_open()] + [_partial(cfg, *b).accumulator for b in batches]))
     for early in (None, 1, 3):
         stream = LocalStream(cfg, np.random.default_rng(5))
-        for i, (packed, keys) in enumerate(batches):
-            stream.partial(0, (), _partial(cfg, packed, keys).accumulator, f"p{i}")
+        for i, (packed, keys, event_ms) in enumerate(batches):
+            stream.partial(0, (), _partial(cfg, packed, keys, event_ms).accumulator, f"p{i}")
             stream.deliver()
             if i == early:
                 stream.early()

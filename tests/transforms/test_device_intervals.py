@@ -30,7 +30,8 @@ def _coverage(cfg, seed=38):
     for _ in range(WINDOWS):
         truth = (rng.random((DEVICES, 3)) < [0.3, 0.5, 0.7]).astype(np.uint8)
         noisy, owner = randomize_repeats(truth, np.full(DEVICES, M), cfg.client_channels, rng)
-        acc = agg.settle(agg.add_devices(agg.create_open(), pack_bits(noisy), keys[owner]))
+        acc = agg.settle(agg.add_devices(agg.create_open(), pack_bits(noisy), keys[owner],
+                                         np.arange(owner.size, dtype=np.int64)))
         assert acc.n == DEVICES * M   # the bound keeps every report here
         for kind, row in window_rows(cfg, (), acc, (0, 60_000)):
             if kind != "marginals":

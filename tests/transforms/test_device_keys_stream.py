@@ -38,14 +38,15 @@ def reports(seed, n_devices=40, n_slices=3):
             for region in rng.choice(REGIONS, int(rng.integers(1, 4)), replace=False):
                 out += [(sl * MIN, str(region), f"t{sl}-{d}", int(rng.integers(8)))
                         for _ in range(int(rng.integers(1, 4)))]
-    return out
+    # each report's event ms (what a device's ranks hash): distinct within its slice
+    return [r + (r[0] + i,) for i, r in enumerate(out)]
 
 
 def _open(cfg, rows):
     agg = cfg.aggregator
-    packed = np.array([[b] for *_, b in rows], dtype=np.uint8)
-    keys = np.array([client_key(t) for _, _, t, _ in rows], dtype=np.uint64)
-    return agg.add_devices(agg.create_open(), packed, keys)
+    packed = np.array([[b] for _, _, _, b, _ in rows], dtype=np.uint8)
+    keys = np.array([client_key(t) for _, _, t, _, _ in rows], dtype=np.uint64)
+    return agg.add_devices(agg.create_open(), packed, keys, np.array([ms for *_, ms in rows], dtype=np.int64))
 
 
 def dims(region):

@@ -232,7 +232,8 @@ def test_the_coders_size_estimate_is_the_records_length_without_writing_it(monke
     agg = parse_config(dict(SMALL_CONFIG, privacy={"unit": "device", "max_reports_per_device": 2})).aggregator
     rng = np.random.default_rng(5)
     packed = pack_bits(rng.integers(0, 2, (300, agg.family.n_bits)))
-    opened = agg.add_devices(agg.create_open(), packed, rng.integers(0, 40, 300).astype(np.uint64) * np.uint64(7919))
+    opened = agg.add_devices(agg.create_open(), packed, rng.integers(0, 40, 300).astype(np.uint64) * np.uint64(7919),
+                             np.arange(300, dtype=np.int64))
     values = []
     for acc in (make_state_v4.accumulator(cfg), cfg.aggregator.create(), agg.create_open(), opened, agg.settle(opened)):
         values += [(coders.AccumulatorCoder(), acc), (coders.PartialCoder(), Partial("app", (("v", "é"),), acc))]

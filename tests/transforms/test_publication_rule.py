@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ldp_marginals.ldp import aggregate
 from ldp_marginals.ldp.aggregate import client_groups, unnamed_reports
-from ldp_marginals.ldp.devices import _select as _SELECT
+from ldp_marginals.ldp.devices import NO_CEILING
 from ldp_marginals.transforms.publication import atoms, engine, key_atoms, messages, panes, release, rollup_panes, rollups, rows
 from tests.transforms import publication_model as model
 
@@ -416,10 +416,12 @@ def _mixed(rng, n):
     return model.classes_scenario(rng) if n % 2 else model.random_scenario(rng)
 
 
-def _unbounded(owner, rank, bound):
-    """The device table's selection with no bound: every candidate kept."""
-    devices, seen, _ = _SELECT(owner, rank, bound)
-    return devices, seen, np.lexsort((rank, owner))
+def _unbounded(owner, rank, bound, n_real=None):
+    """The device table's selection with no bound: every candidate kept, no ceiling."""
+    n_real = owner.size if n_real is None else n_real
+    devices, at = np.unique(owner, return_inverse=True)
+    seen = np.bincount(at.reshape(-1)[:n_real], minlength=devices.size).astype(np.int64)
+    return devices, seen, np.full(devices.size, NO_CEILING, dtype=np.uint64), np.lexsort((rank[:n_real], owner[:n_real]))
 
 
 def _devices(rng, n):
@@ -500,7 +502,7 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
     "devices: no bound per device": (
-        mock.patch("ldp_marginals.ldp.devices._select", _unbounded), _devices, (False, True)),
+        mock.patch("ldp_marginals.ldp.devices._below", _unbounded), _devices, (False, True)),
     "devices: a later increment of a slice not cut by what its released ones hold": (
         mock.patch("ldp_marginals.ldp.aggregate.ReportAggregator.within_slice", lambda self, acc, released: acc),
         _devices, (False,)),
