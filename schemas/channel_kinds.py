@@ -15,8 +15,10 @@ for a ``local`` promise over many bits. What this release supports with them, ea
 - marginals of every set of 1..max_order bits, and tables of feature groups of at most max_order
   features (the unbiased ones; their consistent tables are not made for this kind yet);
 - no extremes, conditionals, means or extra sets; privacy model ``local`` only (its ``epsilon`` at
-  least the channel's) and unit ``report`` (a device bound would need the devices' reports kept
-  in the wire format, which this release does not do);
+  least the channel's); unit ``report`` or ``device`` (``max_reports_per_device``, ``max_keys_per_device``:
+  the device table keeps each device's kept reports in the kind's wire format and counts them with the
+  kind's accumulator, :mod:`ldp_marginals.ldp.whole_report`; ``min_reports`` then counts devices), without
+  ``epsilon_per_day`` / ``epsilon_per_month`` yet (their enforced figures read per-bit channels);
 - hadamard: at most 2^18 coefficients of order 1..max_order; subset: at most 2^19 counts per window and
   key (``sum_{o<=k} C(d, o) 2^o``, the same 4 MiB as hadamard's two counts per coefficient: 62 bits at
   max_order 3 are 310,248) and at most 2^12 tables per report (``sum_{o<=k} C(s, o)``: the counts one
@@ -120,8 +122,12 @@ def check_config(spec: dict, groups: tuple, max_order: int) -> None:
                          f"min_reports reports, got rollups={spec['rollups']!r}")
     privacy = spec.get("privacy") or {}
     if isinstance(privacy, dict):
-        if privacy.get("unit", "report") != "report":
-            raise ValueError(f"privacy.unit must be 'report' with channel kind {kind!r}, got unit={privacy['unit']!r}")
+        spans = [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None]
+        if spans:   # the enforced figures and their advice are per bit (ldp/longitudinal.py)
+            raise ValueError(f"privacy.{spans[0]} is not built with channel kind {kind!r} yet: its enforced figures "
+                             f"read per-bit channels; promise privacy.epsilon (one report's) and bound a device with "
+                             f"max_reports_per_device (a day spends at most slices x M x K x channel.epsilon), got "
+                             f"{spans[0]}={privacy[spans[0]]!r}")
         if privacy.get("model", "local") != "local":
             raise ValueError(f"privacy.model must be 'local' with channel kind {kind!r} (it randomizes the whole "
                              f"report, not each bit), got model={privacy['model']!r}")
@@ -153,6 +159,9 @@ def describe_kind(cfg) -> dict:
             "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length} for d in cfg.dimensions},
             "extremes": [], "conditionals": 0,
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
-            "unit": "report", "max_reports_per_device": None, "memoized_bits": [],
+            "unit": cfg.unit,
+            "max_reports_per_device": cfg.device.max_reports_per_device if cfg.device is not None else None,
+            "max_keys_per_device": cfg.device.max_keys_per_device if cfg.device is not None else None,
+            "memoized_bits": [],
             # one report is epsilon-LDP; reports of one device compose (no memoization)
             "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "enforced": None, "declared": None}}

@@ -309,13 +309,13 @@ class CollectionConfig:
         """Fills this collection's per-window accumulators: the counted sets, per-report and per-client
         extremes, and under ``privacy.unit: device`` the bound per device."""
         from ldp_marginals.ldp.aggregate import client_key
+        bound = self.device.max_reports_per_device if self.device is not None else None
         if self.channel_kind == "subset":
             from ldp_marginals.ldp.subset_reports import SubsetAggregator
-            return SubsetAggregator(self.sampling)
+            return SubsetAggregator(self.sampling, bound, client_key(self.name))
         if self.sampling is not None:
             from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
-            return HadamardAggregator(self.sampling)
-        bound = self.device.max_reports_per_device if self.device is not None else None
+            return HadamardAggregator(self.sampling, bound, client_key(self.name))
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
                                 self.client_sample)

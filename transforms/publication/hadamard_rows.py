@@ -57,10 +57,11 @@ def thin_sets(config, marginals, groups) -> dict:
     est = marginals.estimate
     family = est.mechanism.family
     marginal_sets = config.published_sets
+    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
     if config.channel_kind == "hadamard":
         return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups),
-                                  config.min_reports)
+                                  config.min_reports, per_device)
 
     def drawn_of(s):
         return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
-    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports)
+    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports, per_device)
