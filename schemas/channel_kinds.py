@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 from ldp_marginals.ldp._checks import check_int, check_positive
+from ldp_marginals.ldp.channel_kind import channel_kind, refused
 from ldp_marginals.ldp.encoding import BOOLEAN, Layout
 from ldp_marginals.ldp.hadamard import WEIGHTS, HadamardSampling
 from ldp_marginals.ldp.hadamard_reports import KIND as HADAMARD
@@ -41,7 +42,8 @@ _KEYS = {HADAMARD: ("kind", "epsilon", "slots", "weights"), SUBSET: ("kind", "ep
 MAX_COEFFICIENTS = 1 << 18   # 4 MiB of counts per window and key; 62 bits at max_order 3 are 39,773
 MAX_CELLS = 1 << 19          # subset: the same 4 MiB of counts; 62 bits at max_order 3 are 310,248
 MAX_SETS_PER_REPORT = 1 << 12   # subset: the counts one report adds to (module docstring)
-UNSUPPORTED = ("extremes", "conditionals", "means", "sets")   # config fields this kind refuses
+UNSUPPORTED = ("extremes", "conditionals", "means", "sets")   # config fields a kind may refuse: which it does
+#                                                              is ldp/channel_kind.py's (ChannelKind.publishes)
 
 
 def is_kind(chan) -> bool:
@@ -112,23 +114,24 @@ def _subset(chan: dict, n_bits: int, max_order: int) -> SubsetRR:
 def check_config(spec: dict, groups: tuple, max_order: int) -> None:
     """The fields of a collection config that a kind refuses (module docstring)."""
     kind = spec["channel"]["kind"]
-    for key in UNSUPPORTED:
-        if spec.get(key):
-            raise ValueError(f"{key} are not supported with channel kind {kind!r} yet, got {key}={spec[key]!r}")
-    if spec.get("rollups"):   # a rollup row minus its keys' published rows is a key's row: a withheld thin
+    for key in refused(kind, [k for k in UNSUPPORTED if spec.get(k)]):
+        raise ValueError(f"{key} are not supported with channel kind {kind!r} yet, got {key}={spec[key]!r}")
+    if spec.get("rollups") and not channel_kind(kind).serves("rollups"):   # a rollup row minus its keys' published rows is a key's row: a withheld thin
         #                       row (ldp/thin_rows.py) of one key would come back; rollups do not suppress rows
         raise ValueError(f"rollups are not supported with channel kind {kind!r}: a rollup's row minus its keys' "
                          f"published rows would give back a key's row withheld for resting on fewer than "
                          f"min_reports reports, got rollups={spec['rollups']!r}")
     privacy = spec.get("privacy") or {}
     if isinstance(privacy, dict):
-        spans = [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None]
+        spans = refused(kind, [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None])
         if spans:   # the enforced figures and their advice are per bit (ldp/longitudinal.py)
             raise ValueError(f"privacy.{spans[0]} is not built with channel kind {kind!r} yet: its enforced figures "
                              f"read per-bit channels; promise privacy.epsilon (one report's) and bound a device with "
                              f"max_reports_per_device (a day spends at most slices x M x K x channel.epsilon), got "
                              f"{spans[0]}={privacy[spans[0]]!r}")
-        if privacy.get("model", "local") != "local":
+        if privacy.get("unit", "report") == "device" and not channel_kind(kind).serves("device_unit"):
+            raise ValueError(f"privacy.unit must be 'report' with channel kind {kind!r}, got unit='device'")
+        if privacy.get("model", "local") != "local" and not channel_kind(kind).serves("sufficient"):
             raise ValueError(f"privacy.model must be 'local' with channel kind {kind!r} (it randomizes the whole "
                              f"report, not each bit), got model={privacy['model']!r}")
     for i, g in enumerate(groups):
