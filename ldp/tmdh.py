@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -74,6 +74,18 @@ def expected_counts(true_counts, family: SetFamily, channels: ChannelSet) -> np.
     return _subset_sum(family, t, channels.p, channels.q - channels.p)
 
 
+class Repeats(NamedTuple):
+    """What a device's reports share (:mod:`ldp_marginals.ldp.memoized`): ``s``, the other reports of
+    its device a report shares its permanent responses with (``M - 1`` for a bound of M), and per bit
+    ``c0`` and ``a`` (``c(0)`` and ``1 + c(1) - c(0)``, 0 and 1 for a bit that does not memoize) and
+    ``memoizes``. Two reports of one device add ``prod_D x prod_I (c0 + a x) - prod_{J u J'} x`` to
+    ``Cov(t_J, t_J')``, the form of Carette's covariance with ``(c0, a)`` for ``(alpha, beta)``."""
+    s: float
+    c0: np.ndarray
+    a: np.ndarray
+    memoizes: np.ndarray
+
+
 def _alpha_beta(channels: ChannelSet):
     p, gap = channels.p, channels.q - channels.p
     return p * (1.0 - p) / gap ** 2, (1.0 - 2.0 * p) / gap
@@ -84,6 +96,9 @@ class TMDHEstimate:
     """TMDH means and variances of every counted set of one window, plus covariances on demand.
 
     ``means[i]`` and ``variances[i]`` follow ``family``'s canonical order (index 0: ``N``, variance 0).
+    ``repeats``: None for independent reports; else what a device's memoized reports share
+    (:class:`Repeats`, set by :func:`~ldp_marginals.ldp.memoized.with_repeats`, which also adds their
+    term to ``variances``), and :meth:`covariance` adds their term too.
     """
 
     family: SetFamily
@@ -92,6 +107,7 @@ class TMDHEstimate:
     means: np.ndarray
     variances: np.ndarray
     exclusive_groups: tuple = ()
+    repeats: Repeats | None = None
 
     @property
     def n(self) -> int:
@@ -140,12 +156,20 @@ class TMDHEstimate:
         sym = set(j1) ^ set(j2)
         who = f"covariance of {list(j1)} and {list(j2)}"
         alpha, beta = _alpha_beta(self.channels)
+        total = self._linear_form(inter, sym, alpha, beta, who) - self._truth(union, who)
+        if self.repeats is not None and self.repeats.s:   # reports of one device sharing permanent responses
+            shared = self._linear_form(inter, sym, self.repeats.c0, self.repeats.a, who) - self._truth(union, who)
+            total += self.repeats.s * shared
+        return total
+
+    def _linear_form(self, inter, sym, out_coef, in_coef, who) -> float:
+        """``sum_{A subset I} prod_{I \\ A} out_coef prod_A in_coef t_{A u D}``."""
         total = 0.0
         for r in range(len(inter) + 1):
             for a in combinations(inter, r):
-                w = np.prod([beta[i] for i in a]) * np.prod([alpha[i] for i in inter if i not in a])
+                w = np.prod([in_coef[i] for i in a]) * np.prod([out_coef[i] for i in inter if i not in a])
                 total += w * self._truth(tuple(sorted(sym | set(a))), who)
-        return total - self._truth(union, who)
+        return total
 
     def covariance_matrix(self, sets: Sequence[Iterable[int]]) -> np.ndarray:
         """Covariance matrix of the estimates of the given sets (only when asked for: O(len^2))."""

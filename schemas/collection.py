@@ -188,15 +188,9 @@ class CollectionConfig:
         if memoized and self.device is None:
             raise ValueError(f"collection {self.name!r}: memoized channels (memoize: true) correlate a device's "
                              "reports, which only privacy.unit 'device' bounds and accounts for; set privacy.unit")
-        others = [name for name, on in (("groups", self.groups), ("conditionals", self.conditionals),
-                                        ("means", self.means), ("extremes", self.extremes)) if on]
-        if memoized and self.repeats_per_window > 1 and others:
-            raise ValueError(f"collection {self.name!r}: memoized channels with up to {self.repeats_per_window} "
-                             f"reports of one device per window and key correlate its reports; the marginals' "
-                             f"variances carry the correction (repeat_variance), {others} do not yet (their "
-                             "closed-form variances assume independent reports, and no correction of theirs is "
-                             "derived and checked for coverage): drop them, or use max_reports_per_device=1 (and "
-                             "max_keys_per_device=1 with dimensions) on a fixed or global window")
+        # several memoized reports of one device per window and key: every statistic's variance carries the
+        # shared responses' term (marginals, tables, conditionals, means: ldp/memoized.py with_repeats;
+        # extremes over reports: the aggregator's shared terms), so none is refused (issue 48 item 3)
         # checked here, so a job-wide --window override (dataclasses.replace) is checked too
         if self.client_extremes and self.window.overlapping:
             names = [e.name for e in self.client_extremes]
@@ -318,7 +312,8 @@ class CollectionConfig:
         bound = self.device.max_reports_per_device if self.device is not None else None
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
-                                self.client_sample)
+                                self.client_sample,
+                                (self.shared_reports, *self.client_channels.shared) if self.shared_reports else None)
 
     @property
     def channel_kind(self) -> str:
