@@ -156,20 +156,17 @@ class TMDHEstimate:
         sym = set(j1) ^ set(j2)
         who = f"covariance of {list(j1)} and {list(j2)}"
         alpha, beta = _alpha_beta(self.channels)
-        total = self._linear_form(inter, sym, alpha, beta, who) - self._truth(union, who)
-        if self.repeats is not None and self.repeats.s:   # reports of one device sharing permanent responses
-            shared = self._linear_form(inter, sym, self.repeats.c0, self.repeats.a, who) - self._truth(union, who)
-            total += self.repeats.s * shared
-        return total
-
-    def _linear_form(self, inter, sym, out_coef, in_coef, who) -> float:
-        """``sum_{A subset I} prod_{I \\ A} out_coef prod_A in_coef t_{A u D}``."""
-        total = 0.0
+        rep = self.repeats if self.repeats is not None and self.repeats.s else None
+        t_union = self._truth(union, who)
+        total, shared = -t_union, -t_union
         for r in range(len(inter) + 1):
             for a in combinations(inter, r):
-                w = np.prod([in_coef[i] for i in a]) * np.prod([out_coef[i] for i in inter if i not in a])
-                total += w * self._truth(tuple(sorted(sym | set(a))), who)
-        return total
+                t = self._truth(tuple(sorted(sym | set(a))), who)
+                rest = [i for i in inter if i not in a]
+                total += np.prod([beta[i] for i in a]) * np.prod([alpha[i] for i in rest]) * t
+                if rep is not None:   # reports of one device sharing permanent responses: (c0, a) for (alpha, beta)
+                    shared += np.prod([rep.a[i] for i in a]) * np.prod([rep.c0[i] for i in rest]) * t
+        return total + rep.s * shared if rep is not None else total
 
     def covariance_matrix(self, sets: Sequence[Iterable[int]]) -> np.ndarray:
         """Covariance matrix of the estimates of the given sets (only when asked for: O(len^2))."""
