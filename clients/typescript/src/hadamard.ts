@@ -109,12 +109,7 @@ export class HadamardDeviceClient extends WholeReportClient<HadamardSpec, Hadama
     super(spec, coins);
   }
 
-  /**
-   * A client for the collection whose client config (parsed JSON) is `config`; `secret` is checked as
-   * the per-bit client checks it (this kind derives nothing from it: its reports carry no token and
-   * nothing memoizes); coins from `coins`, the platform's secure generator unless a test passes a seeded
-   * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
-   */
+  /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
       Promise<HadamardDeviceClient> {
     return new HadamardDeviceClient(await checkedSpec(parseHadamardSpec, config, secret), coins);

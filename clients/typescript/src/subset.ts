@@ -62,12 +62,7 @@ export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoi
     super(spec, coins);
   }
 
-  /**
-   * A client for the collection whose client config (parsed JSON) is `config`; `secret` is checked as
-   * the per-bit client checks it (this kind derives nothing from it: its reports carry no token and
-   * nothing memoizes); coins from `coins`, the platform's secure generator unless a test passes a seeded
-   * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
-   */
+  /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
       Promise<SubsetDeviceClient> {
     return new SubsetDeviceClient(await checkedSpec(parseSubsetSpec, config, secret), coins);

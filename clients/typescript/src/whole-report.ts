@@ -111,7 +111,12 @@ export function booleanBits(features: readonly Feature[], values: FeatureValues)
   return features.map((f) => (given.get(f.name) ? 1 : 0));
 }
 
-/** The spec of a config (`bad_config` first), then the secret checked (`bad_secret`), as `create` rejects. */
+/**
+ * What every kind's `create(config, secret, coins)` checks: the spec of the client config (parsed JSON),
+ * then `secret` as the per-bit client checks it (these kinds derive nothing from it: their reports carry no
+ * token and nothing memoizes); `coins` is the platform's secure generator unless a test passes a seeded
+ * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
+ */
 export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown, secret: Secret): Promise<S> {
   const spec = parse(config);
   await secretKey(secret);

@@ -3,8 +3,6 @@ package ldp_marginals.client;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.charset.StandardCharsets;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.commons.statistics.distribution.ChiSquaredDistribution;
 import org.junit.jupiter.api.Test;
@@ -18,14 +16,8 @@ import org.junit.jupiter.api.Test;
  * {@link ChannelStatisticsTest#ALPHA} (seeded, so deterministic).
  */
 class HadamardTest extends WholeReportVectorsTest<HadamardDeviceClient.Slots> {
-    @Override
-    String file() {
-        return "hadamard.json";
-    }
-
-    @Override
-    HadamardDeviceClient client(Object config, DeviceSecret secret, Coins coins) {
-        return new HadamardDeviceClient(HadamardSpec.fromObject(config), secret, coins);
+    HadamardTest() {
+        super("hadamard.json", (config, secret, coins) -> new HadamardDeviceClient(HadamardSpec.fromObject(config), secret, coins));
     }
 
     @Override
@@ -41,22 +33,14 @@ class HadamardTest extends WholeReportVectorsTest<HadamardDeviceClient.Slots> {
      */
     @Test
     void drawsFollowTheMechanism() {
-        String config = "{\"collection\": \"h\", \"window\": {\"type\": \"global\"}, \"features\": ["
-                + "{\"name\": \"q0\", \"type\": \"boolean\"}, {\"name\": \"q1\", \"type\": \"boolean\"},"
-                + "{\"name\": \"q2\", \"type\": \"boolean\"}, {\"name\": \"q3\", \"type\": \"boolean\"}],"
-                + " \"hadamard\": {\"max_order\": 2, \"slots\": 2, \"keep\": 0.8, \"weights\": [0.16, 0.06]}}";
-        HadamardSpec spec = HadamardSpec.fromJson(config);
-        HadamardDeviceClient client = new HadamardDeviceClient(spec, DeviceSecret.of(new byte[32]),
-                new HmacDrbg(ChannelStatisticsTest.sha256("hadamard chi-square".getBytes(StandardCharsets.US_ASCII))));
+        HadamardSpec spec = HadamardSpec.fromJson(config("h", 4, "hadamard",
+                "{\"max_order\": 2, \"slots\": 2, \"keep\": 0.8, \"weights\": [0.16, 0.06]}"));
+        HadamardDeviceClient client = new HadamardDeviceClient(spec, DeviceSecret.of(new byte[32]), seeded("hadamard chi-square"));
         int n = 8_000;
         long[][] counts = new long[spec.coefficients()][2];   // [coefficient][0: true parity sent, 1: flipped]
         for (int r = 0; r < n; r++) {
             int x = r % 16;
-            Map<String, Object> values = new LinkedHashMap<>();
-            for (int i = 0; i < 4; i++) {
-                values.put("q" + i, (x >> i & 1) == 1);
-            }
-            WholeReportClient.Trace<HadamardDeviceClient.Slots> trace = client.trace(values, 0, null);
+            WholeReportClient.Trace<HadamardDeviceClient.Slots> trace = client.trace(answers(x, 4), 0, null);
             for (int s = 0; s < spec.slots(); s++) {
                 int a = trace.chosen.indices[s] - 1;
                 int truth = Long.bitCount(x & spec.masks[a]) & 1;

@@ -3,8 +3,6 @@ package ldp_marginals.client;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.charset.StandardCharsets;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.commons.statistics.distribution.ChiSquaredDistribution;
 import org.junit.jupiter.api.Test;
@@ -18,14 +16,8 @@ import org.junit.jupiter.api.Test;
  * {@link ChannelStatisticsTest#ALPHA} (seeded, so deterministic).
  */
 class SubsetTest extends WholeReportVectorsTest<SubsetDeviceClient.Choice> {
-    @Override
-    String file() {
-        return "subset.json";
-    }
-
-    @Override
-    SubsetDeviceClient client(Object config, DeviceSecret secret, Coins coins) {
-        return new SubsetDeviceClient(SubsetSpec.fromObject(config), secret, coins);
+    SubsetTest() {
+        super("subset.json", (config, secret, coins) -> new SubsetDeviceClient(SubsetSpec.fromObject(config), secret, coins));
     }
 
     @Override
@@ -43,23 +35,14 @@ class SubsetTest extends WholeReportVectorsTest<SubsetDeviceClient.Choice> {
      */
     @Test
     void drawsFollowTheMechanism() {
-        String config = "{\"collection\": \"s\", \"window\": {\"type\": \"global\"}, \"features\": ["
-                + "{\"name\": \"q0\", \"type\": \"boolean\"}, {\"name\": \"q1\", \"type\": \"boolean\"},"
-                + "{\"name\": \"q2\", \"type\": \"boolean\"}, {\"name\": \"q3\", \"type\": \"boolean\"},"
-                + "{\"name\": \"q4\", \"type\": \"boolean\"}], \"subset\": {\"max_order\": 2, \"width\": 3, \"keep\": 0.3}}";
-        SubsetSpec spec = SubsetSpec.fromJson(config);
-        SubsetDeviceClient client = new SubsetDeviceClient(spec, DeviceSecret.of(new byte[32]),
-                new HmacDrbg(ChannelStatisticsTest.sha256("subset chi-square".getBytes(StandardCharsets.US_ASCII))));
+        SubsetSpec spec = SubsetSpec.fromJson(config("s", 5, "subset", "{\"max_order\": 2, \"width\": 3, \"keep\": 0.3}"));
+        SubsetDeviceClient client = new SubsetDeviceClient(spec, DeviceSecret.of(new byte[32]), seeded("subset chi-square"));
         int n = 8_000;
         int s = 3;
         long[][] counts = new long[32][8];   // [subset mask][sent pattern XOR true pattern]
         for (int r = 0; r < n; r++) {
             int x = r % 32;
-            Map<String, Object> values = new LinkedHashMap<>();
-            for (int i = 0; i < 5; i++) {
-                values.put("q" + i, (x >> i & 1) == 1);
-            }
-            WholeReportClient.Trace<SubsetDeviceClient.Choice> trace = client.trace(values, 0, null);
+            WholeReportClient.Trace<SubsetDeviceClient.Choice> trace = client.trace(answers(x, 5), 0, null);
             int mask = 0;
             int flipped = 0;
             for (int j = 0; j < trace.chosen.subset.length; j++) {

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -26,16 +27,46 @@ import org.junit.jupiter.api.TestFactory;
  * @param <D> what the kind's randomizer chooses
  */
 abstract class WholeReportVectorsTest<D> {
-    private final Map<String, Object> vectors = Vectors.load(file());
+    /** A kind's client of a parsed client config. */
+    interface Factory<D> {
+        WholeReportClient<?, D> client(Object config, DeviceSecret secret, Coins coins);
+    }
 
-    /** The kind's vector file in clients/test-vectors/. */
-    abstract String file();
+    private final Map<String, Object> vectors;
+    private final Factory<D> factory;
 
-    /** The kind's client of a parsed client config. */
-    abstract WholeReportClient<?, D> client(Object config, DeviceSecret secret, Coins coins);
+    /** The test of the kind whose vectors are {@code file} in clients/test-vectors/ and whose clients {@code factory} makes. */
+    WholeReportVectorsTest(String file, Factory<D> factory) {
+        this.vectors = Vectors.load(file);
+        this.factory = factory;
+    }
 
     /** Writes the kind's choices under their names in the vectors' {@code expect}. */
     abstract void chosen(D chosen, Map<String, Object> got);
+
+    /** The client config of a collection of {@code d} boolean answers q0.., global window, the kind's block (JSON). */
+    static String config(String collection, int d, String kind, String block) {
+        StringBuilder features = new StringBuilder();
+        for (int i = 0; i < d; i++) {
+            features.append(i == 0 ? "" : ", ").append("{\"name\": \"q").append(i).append("\", \"type\": \"boolean\"}");
+        }
+        return "{\"collection\": \"" + collection + "\", \"window\": {\"type\": \"global\"}, \"features\": [" + features
+                + "], \"" + kind + "\": " + block + "}";
+    }
+
+    /** Answers q0..q{d-1}: the bits of {@code x}, least significant first. */
+    static Map<String, Object> answers(int x, int d) {
+        Map<String, Object> values = new LinkedHashMap<>();
+        for (int i = 0; i < d; i++) {
+            values.put("q" + i, (x >> i & 1) == 1);
+        }
+        return values;
+    }
+
+    /** A generator seeded with the SHA-256 of a label (the chi-square tests'). */
+    static Coins seeded(String label) {
+        return new HmacDrbg(ChannelStatisticsTest.sha256(label.getBytes(StandardCharsets.US_ASCII)));
+    }
 
     static List<Long> longs(int[] values) {
         List<Long> out = new ArrayList<>();
@@ -51,7 +82,7 @@ abstract class WholeReportVectorsTest<D> {
     }
 
     private WholeReportClient<?, D> seeded(Map<String, Object> c) {
-        return client(c.get("config"), DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(unhex((String) c.get("seed"))));
+        return factory.client(c.get("config"), DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(unhex((String) c.get("seed"))));
     }
 
     @TestFactory
@@ -92,7 +123,7 @@ abstract class WholeReportVectorsTest<D> {
 
     @SuppressWarnings("unchecked")
     private void attempt(Map<String, Object> c) {
-        WholeReportClient<?, D> client = client(c.get("config"), DeviceSecret.of(new byte[32]), new HmacDrbg(new byte[32]));
+        WholeReportClient<?, D> client = factory.client(c.get("config"), DeviceSecret.of(new byte[32]), new HmacDrbg(new byte[32]));
         Map<String, Object> input = (Map<String, Object>) c.get("input");
         if (input != null) {
             client.report((Map<String, Object>) input.get("values"), (Number) input.get("event_ms"),
