@@ -7,8 +7,9 @@
 Hadamard sampling (:mod:`ldp_marginals.ldp.hadamard`, on the wire :mod:`ldp_marginals.ldp.hadamard_reports`)
 and subset randomized response (:mod:`ldp_marginals.ldp.subset_rr`, on the wire
 :mod:`ldp_marginals.ldp.subset_reports`) make the whole report ``epsilon``-LDP, not each bit: the kinds
-for a ``local`` promise over many bits. What this release supports with them, each refusal a
-``ValueError`` naming the field:
+for a ``local`` promise over many bits. What this release supports with them (the refusals of
+other features with a kind are rules of schemas/composition.py, naming the field; this module
+validates the channel's own fields):
 
 - boolean features only (a categorical's one-hot bits or a numeric's encoded bit would make tables
   of structural zeros and means these kinds do not estimate yet);
