@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.config import parse_config
 
 BASE = {"collection": "d", "features": [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}],
@@ -88,6 +89,8 @@ def test_memoized_channels_with_several_reports_a_device_take_every_statistic():
         cfg = parse_config(dict(BASE, **change, **extra))
         assert cfg.shared_reports > 0 and cfg.groups and cfg.conditionals and cfg.report_extremes
         assert cfg.aggregator.shared is not None   # the extremes' variance sums carry the shared term
+        for streaming in (False, True):   # the job's check in either mode (schemas/composition.py)
+            check_composition(cfg, streaming)
 
 
 def test_a_kept_monthly_promise_and_the_marginals_correction_at_k_times_m():
