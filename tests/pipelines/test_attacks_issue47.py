@@ -1,0 +1,105 @@
+"""Attacks on issue 47's publication rules by a reader who holds every output (task a-attack). Each test
+runs ``ldp-marginals run`` as users do and shows a combination of published values that depends on fewer
+than ``min_reports`` reports: LEAKS FOUND ON MAIN at 3e51ad3, each test fails there and passes once the
+rule it names is fixed (none of them is xfail: a failing test here is an open privacy bug).
+
+1. Whole-report kinds, sliding windows: the thin-row rule (ldp/thin_rows.py) counts the reports a row
+   rests on per *window*, but sliding windows share slices, so the rows of two windows difference a slice:
+   window {h0, h1} minus window {h0} of a pair's marginal is a function of the reports of h1 whose subset
+   holds the pair, here one report, though both windows' rows rest on at least min_reports.
+2. The release ledger keys its blocks by the digest of a slice's dimensions: a rerun into the same
+   output whose config drops a dimension publishes a key the ledger never saw, checked against nothing;
+   its row minus the first run's published keys is the key the guard withheld.
+"""
+import numpy as np
+import yaml
+
+from ldp_marginals import schemas
+from ldp_marginals.ldp.subset_reports import SubsetFormat
+from ldp_marginals.pipelines.read import read_rows
+from ldp_marginals.pipelines.run import run
+from ldp_marginals.schemas.config import parse_config
+
+T0 = 1_767_225_600_000   # 2026-01-01T00:00Z, an hour boundary
+HOUR = 3_600_000
+
+
+def _run(tmp_path, config: dict, records: list, name: str, out, *more) -> dict:
+    """``ldp-marginals run`` (batch, DirectRunner) of ``config`` over ``records`` into ``out``: its summary."""
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / name).mkdir()
+    schemas.write_avro(tmp_path / name / "r.avro", "noisy_report", records)
+    return run(["--config", str(tmp_path / f"{name}.yaml"), "--input", str(tmp_path / name / "*.avro"),
+                "--output", str(out), "--progress-seconds", "0", *more])
+
+
+# -- 1. whole-report kinds: thin rows difference across sliding windows ------------------------------------
+SLIDING = {"collection": "pairs", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(4)],
+           "channel": {"kind": "subset", "epsilon": 2.0, "width": 2}, "max_order": 2,
+           "window": {"type": "sliding", "size_seconds": 7200, "period_seconds": 3600}, "min_reports": 5}
+PAIR = (0, 1)
+PAIR_MASK = 0b0011
+OTHER_MASKS = (0b0101, 0b1001, 0b0110, 0b1010, 0b1100)   # every other pair of 4 bits
+
+
+def _subset_records(cfg, target_pattern: int) -> list:
+    """Hour 0: 10 reports whose subset is the pair (b0, b1) and 20 of other pairs; hour 1: 29 reports of
+    other pairs and ONE whose subset is (b0, b1), sending ``target_pattern`` on it (0b11 or 0b00). Every
+    slice holds 30 reports (>= min_reports), every pair of every window at least 5 except (b0, b1) in the
+    window of hour 1 alone (1 report: the thin rule withholds that row)."""
+    rng = np.random.default_rng(47)
+    fmt = SubsetFormat(cfg.sampling)
+
+    def batch(masks, hour):
+        masks = np.asarray(masks, dtype=np.int64)
+        patterns = rng.integers(0, 16, masks.size) & masks
+        return [(m, p, T0 + hour * HOUR + 60_000 * (i + 1)) for i, (m, p) in enumerate(zip(masks, patterns))]
+    h0 = batch([PAIR_MASK] * 10 + [OTHER_MASKS[i % 5] for i in range(20)], 0)
+    h1 = batch([OTHER_MASKS[i % 5] for i in range(29)], 1) + [(PAIR_MASK, target_pattern, T0 + HOUR + 59 * 60_000)]
+    out = []
+    for m, p, t in h0 + h1:
+        out.append({"collection": cfg.name, "event_time": int(t), "bits": fmt.pack([m], [p])[0].tobytes(),
+                    "dimensions": {}, "client": None})
+    return out
+
+
+def _pair_counts(cfg, row) -> tuple:
+    """``(n_K, c_K)`` of a published pair marginal row, as its reader recovers them from the row alone
+    (estimate, variance, n_reports) and the channel (collections.json): the estimate is ``N pi`` with
+    ``pi = (c/n_K - q')/(p' - q')``, the variance ``N^2 (s(1-s)/(n_K d^2) - (n_K-1)/n_K pi(1-pi)/(N-1))``,
+    linear in ``1/n_K`` (ldp/subset_reports.py: window_marginals)."""
+    p1, q1 = cfg.sampling.projected(2)
+    delta = p1 - q1
+    big_n = row["n_reports"]
+    pi = row["estimate"] / big_n
+    share = q1 + delta * pi
+    a = share * (1 - share) / delta ** 2
+    b = pi * (1 - pi) / (big_n - 1)
+    n_k = (a + b) / (row["variance"] / big_n ** 2 + b)
+    return n_k, share * n_k
+
+
+def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
+    """Window [h0, h2) minus window [h-1, h1) of the pair (b0, b1): both rows published (they rest on 11 and
+    10 reports, min_reports 5), and their difference is a function of ONE report, the only one of hour 1 whose
+    subset holds the pair: n_K differs by 1 and the all-ones count by that report's (1,1) indicator. Run with
+    that report sending (1,1) and then (0,0), everything else equal: the combination follows its answer."""
+    cfg = parse_config(SLIDING)
+    got = {}
+    for pattern in (PAIR_MASK, 0):
+        out = tmp_path / f"out{pattern}"
+        _run(tmp_path, SLIDING, _subset_records(cfg, pattern), f"in{pattern}", out)
+        rows = {r["window_start"]: r for r in read_rows(str(out), "marginals") if tuple(r["columns"]) == PAIR}
+        withheld = [r for r in read_rows(str(out), "withheld") if r["window_start"] == T0 + HOUR]
+        assert any("b0,b1" in r["reason"] for r in withheld), "the window of hour 1 alone withholds the thin pair"
+        assert set(rows) >= {T0 - HOUR, T0}, sorted(rows)
+        (n_small, c_small), (n_big, c_big) = _pair_counts(cfg, rows[T0 - HOUR]), _pair_counts(cfg, rows[T0])
+        assert round(n_small) == 10 and round(n_big) == 11
+        got[pattern] = (n_big - n_small, c_big - c_small)
+    # What the attack reads on main: got[0b11] == (1, 1) and got[0] == (1, 0): the difference of two
+    # published rows is the (1,1) indicator of the one report of hour 1 whose subset is (b0, b1).
+    print("n_K and c_K differences [h0,h2) - [h-1,h1):", {bin(k): tuple(round(x, 6) for x in v) for k, v in got.items()})
+    for pattern, (dn, dc) in got.items():
+        assert round(dn) == 0 or round(dn) >= SLIDING["min_reports"], (
+            f"LEAK: two published rows of the pair differ by {dn:.3f} reports (< min_reports="
+            f"{SLIDING['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
