@@ -103,3 +103,45 @@ def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
         assert round(dn) == 0 or round(dn) >= SLIDING["min_reports"], (
             f"LEAK: two published rows of the pair differ by {dn:.3f} reports (< min_reports="
             f"{SLIDING['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
+
+
+# -- 2. the release ledger: a rerun that regroups reports into other keys --------------------------------
+KEYED = {"collection": "app", "features": [{"name": n, "type": "boolean"} for n in ("a", "b", "c")],
+         "channel": {"p": 0.25, "q": 0.75}, "max_order": 1, "window": {"type": "fixed", "size_seconds": 3600},
+         "min_reports": 5, "dimensions": {"region": {}}}
+
+
+def _keyed_records(region: bool) -> list:
+    """One hour: 10 reports of region us, 3 of region eu (below min_reports); ``region`` False: the same
+    reports with the dimension dropped (the operator's export after the config dropped it)."""
+    rng = np.random.default_rng(5)
+    out = []
+    for i, reg in enumerate(["us"] * 10 + ["eu"] * 3):
+        out.append({"collection": "app", "event_time": T0 + 60_000 * (i + 1), "bits": bytes([int(rng.integers(8))]),
+                    "dimensions": {"region": reg} if region else {}, "client": None})
+    return out
+
+
+def _sums(out) -> dict:
+    """``{(region or None, bit): (estimate, n_reports)}`` of the marginal rows the output holds."""
+    return {(r["dimensions"].get("region"), r["columns"][0]): (r["estimate"], r["n_reports"])
+            for r in read_rows(str(out), "marginals")}
+
+
+def test_ledger_a_rerun_that_drops_a_dimension_differences_the_withheld_key(tmp_path):
+    """Run 1 (dimension region): us (10 reports) published, eu (3) withheld by the guard. Run 2 into the same
+    --output, the same collection and reports with the dimension dropped from the config: its one key holds
+    all 13 reports, and the ledger, whose blocks are per key digest, checks it against nothing. Run 2's row
+    minus run 1's us row is eu's 3 reports, which no run published."""
+    out = tmp_path / "out"
+    first = _run(tmp_path, KEYED, _keyed_records(True), "first", out)
+    before = _sums(out)
+    assert {k[0] for k in before} == {"us"} and {v[1] for v in before.values()} == {10}
+    second = _run(tmp_path, {k: v for k, v in KEYED.items() if k != "dimensions"}, _keyed_records(False),
+                  "second", out)
+    after = _sums(out)
+    print("run 1:", first["reports_withheld_by_ledger"] if "reports_withheld_by_ledger" in first else None,
+          "run 2 withheld by the ledger:", second["reports_withheld_by_ledger"], "rows:", sorted(after.items()))
+    recovered = {bit: after[(None, bit)][0] - before[("us", bit)][0] for bit in range(3) if (None, bit) in after}
+    assert not recovered, (f"LEAK: run 2's rows (13 reports) minus run 1's region us rows (10) publish the 3 "
+                           f"reports of region eu that the guard withheld: {recovered}")
