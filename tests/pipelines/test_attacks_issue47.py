@@ -145,3 +145,60 @@ def test_ledger_a_rerun_that_drops_a_dimension_differences_the_withheld_key(tmp_
     recovered = {bit: after[(None, bit)][0] - before[("us", bit)][0] for bit in range(3) if (None, bit) in after}
     assert not recovered, (f"LEAK: run 2's rows (13 reports) minus run 1's region us rows (10) publish the 3 "
                            f"reports of region eu that the guard withheld: {recovered}")
+
+
+# -- 3. the release ledger's witnesses: a renamed collection whose new devices take every witness ----------
+DEVICE = {"collection": "dev", "features": [{"name": n, "type": "boolean"} for n in ("a", "b", "c")],
+          "channel": {"p": 0.25, "q": 0.75}, "max_order": 2, "window": {"type": "fixed", "size_seconds": 3600},
+          "min_reports": 5, "privacy": {"unit": "device", "max_reports_per_device": 1}}
+
+
+def _device_report(token, bits, minute, collection="dev"):
+    return {"collection": collection, "event_time": T0 + minute * 60_000, "bits": bytes([bits]), "dimensions": {},
+            "client": token}
+
+
+def _ground_tokens(genuine: list, n: int) -> list:
+    """``n`` tokens an attacker mints whose witness order (ldp/devices.py: witness_order, a public keyless
+    mix of the token's FNV hash) is below every genuine device's: the ledger's witnesses of any slice that
+    holds them are theirs."""
+    from ldp_marginals.ldp.aggregate import client_key
+    from ldp_marginals.ldp.devices import witness_order
+    floor = int(witness_order(np.array([client_key(t) for t in genuine], dtype=np.uint64)).min())
+    out, i = [], 0
+    while len(out) < n:
+        token = f"sybil-{i}"
+        if int(witness_order(np.array([client_key(token)], dtype=np.uint64))[0]) < floor:
+            out.append(token)
+        i += 1
+    return out
+
+
+def test_ledger_a_renamed_collection_whose_attacker_devices_take_every_witness_is_not_refused(tmp_path):
+    """Run 1, collection dev in hourly windows: hour 0 holds 6 devices (published), hour 1 holds 3 (withheld
+    by the guard). The operator then runs the same reports as collection dev2 in 2-hour windows into the same
+    output (the rename tests/pipelines/test_ledger_device_swaps.py shows refused), but the input now also
+    holds 4 reports of an attacker's devices whose tokens it ground to the smallest witness order (about
+    40 tries): dev2's witnesses are all the attacker's, none is shared, and the run publishes. dev2's window
+    minus dev's hour 0 is the 3 withheld reports plus the attacker's 4, which it knows (it sent them)."""
+    genuine = [_device_report(f"d{i}", i % 8, i) for i in range(6)] + \
+        [_device_report(f"e{i}", 0b111, 60 + i) for i in range(3)]
+    out = tmp_path / "out"
+    first = _run(tmp_path, DEVICE, genuine, "first", out)
+    assert first["reports_withheld_by_ledger"] == 0
+    hour_0 = {tuple(r["columns"]): r for r in read_rows(str(out), "marginals", collection="dev")}
+    assert {r["n_reports"] for r in hour_0.values()} == {6}
+    sybils = [_device_report(t, 0b000, 90 + i, "dev2")
+              for i, t in enumerate(_ground_tokens([r["client"] for r in genuine], 4))]
+    renamed = dict(DEVICE, collection="dev2", window={"type": "fixed", "size_seconds": 7200})
+    try:
+        _run(tmp_path, renamed, [dict(r, collection="dev2") for r in genuine] + sybils, "renamed", out)
+    except ValueError as err:   # what a fixed ledger does: refuse the rename (as it does without the sybils)
+        assert "dev2" in str(err) and "dev" in str(err)
+        return
+    two_hours = {tuple(r["columns"]): r for r in read_rows(str(out), "marginals", collection="dev2")}
+    assert not two_hours, (
+        "LEAK: the renamed run published {} reports; its marginal of a minus dev's hour 0 minus the attacker's "
+        "4 known reports (debiased bit -0.5 each: they sent 0) is {:.3f}, the 3 withheld reports' sum (all sent "
+        "a = 1: 4.5)".format(two_hours[(0,)]["n_reports"],
+                             two_hours[(0,)]["estimate"] - hour_0[(0,)]["estimate"] - 4 * -0.5))
