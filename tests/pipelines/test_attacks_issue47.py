@@ -9,7 +9,11 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
    holds the pair, here one report, though both windows' rows rest on at least min_reports.
 2. The release ledger keys its blocks by the digest of a slice's dimensions: a rerun into the same
    output whose config drops a dimension publishes a key the ledger never saw, checked against nothing;
-   its row minus the first run's published keys is the key the guard withheld.
+   its row minus the first run's published keys is the key the guard withheld. FIXED on this branch
+   (pipelines/release_ledger.py: check_dimensions refuses the rerun).
+3. The release ledger's witnesses (the 4 devices of smallest public witness order per slice) catch a
+   renamed collection over the same reports, but an attacker's devices, whose tokens it grinds to the
+   smallest orders, take every witness of the renamed run, which is then checked against nothing.
 """
 import numpy as np
 import yaml
@@ -19,6 +23,7 @@ from ldp_marginals.ldp.subset_reports import SubsetFormat
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.schemas.config import parse_config
+from ldp_marginals.schemas.outputs import LEDGER_DIR, LEDGER_FILE
 
 T0 = 1_767_225_600_000   # 2026-01-01T00:00Z, an hour boundary
 HOUR = 3_600_000
@@ -137,8 +142,18 @@ def test_ledger_a_rerun_that_drops_a_dimension_differences_the_withheld_key(tmp_
     first = _run(tmp_path, KEYED, _keyed_records(True), "first", out)
     before = _sums(out)
     assert {k[0] for k in before} == {"us"} and {v[1] for v in before.values()} == {10}
-    second = _run(tmp_path, {k: v for k, v in KEYED.items() if k != "dimensions"}, _keyed_records(False),
-                  "second", out)
+    ledger = (out / LEDGER_DIR / LEDGER_FILE).read_text()
+    try:
+        second = _run(tmp_path, {k: v for k, v in KEYED.items() if k != "dimensions"}, _keyed_records(False),
+                      "second", out)
+    except ValueError as err:   # fixed: refused before anything is published, naming the change
+        assert "dimensions ['region']" in str(err) and "declares []" in str(err), err
+        assert _sums(out) == before and (out / LEDGER_DIR / LEDGER_FILE).read_text() == ledger
+        # the same run into another output, or with --new-ledger (knowingly), is what the message offers
+        fresh = _run(tmp_path, {k: v for k, v in KEYED.items() if k != "dimensions"}, _keyed_records(False),
+                     "fresh", out, "--new-ledger")
+        assert fresh["reports_withheld_by_ledger"] == 0 and {v[1] for v in _sums(out).values()} == {13}
+        return
     after = _sums(out)
     print("run 1:", first["reports_withheld_by_ledger"] if "reports_withheld_by_ledger" in first else None,
           "run 2 withheld by the ledger:", second["reports_withheld_by_ledger"], "rows:", sorted(after.items()))
@@ -178,8 +193,8 @@ def test_ledger_a_renamed_collection_whose_attacker_devices_take_every_witness_i
     """Run 1, collection dev in hourly windows: hour 0 holds 6 devices (published), hour 1 holds 3 (withheld
     by the guard). The operator then runs the same reports as collection dev2 in 2-hour windows into the same
     output (the rename tests/pipelines/test_ledger_device_swaps.py shows refused), but the input now also
-    holds 4 reports of an attacker's devices whose tokens it ground to the smallest witness order (about
-    40 tries): dev2's witnesses are all the attacker's, none is shared, and the run publishes. dev2's window
+    holds 4 reports of an attacker's devices whose tokens it ground to the smallest witness order (290
+    tries): dev2's witnesses are all the attacker's, none is shared, and the run publishes. dev2's window
     minus dev's hour 0 is the 3 withheld reports plus the attacker's 4, which it knows (it sent them)."""
     genuine = [_device_report(f"d{i}", i % 8, i) for i in range(6)] + \
         [_device_report(f"e{i}", 0b111, 60 + i) for i in range(3)]

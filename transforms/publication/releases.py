@@ -102,6 +102,8 @@ class Release(NamedTuple):
     clients: tuple    # ClientRecord, sorted
     rollups: bool = False   # the collection published rollup rows (which the ledger does not cover yet)
     witnesses: tuple = ()   # device unit: (slice start, end, (witness digests)) per slice, sorted
+    dimensions: tuple | None = None   # the declared dimension names, sorted; None: not recorded (an entry
+                                      # written before they were), so a change of them cannot be checked
 
 
 class Verdict(NamedTuple):
@@ -272,7 +274,8 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
                       tuple(sorted({c for wk, c in contents.items() if wk not in clients and config.client_extremes})),
                       bool(getattr(config, "rollups", ())),
                       tuple(sorted((start, window.slice_end(start), tuple(sorted(w for _, w in sorted(c)[:WITNESSES])))
-                                   for start, c in candidates.items())))
+                                   for start, c in candidates.items())),
+                      tuple(sorted(d.name for d in config.dimensions)))
     held = {}
     for (start, dims), code in withheld.items():
         for w in window.windows_of_slice(start):
@@ -354,7 +357,8 @@ def release_to_json(release: Release) -> dict:
     return {"run_id": release.run_id, "min_reports": release.min_reports, "unit": release.unit,
             "slices": [list(s) for s in release.slices], "clients": [[c.start, c.end, list(c.keys), c.n]
                                                                      for c in release.clients],
-            "rollups": release.rollups, "witnesses": [[a, b, list(ws)] for a, b, ws in release.witnesses]}
+            "rollups": release.rollups, "witnesses": [[a, b, list(ws)] for a, b, ws in release.witnesses],
+            "dimensions": None if release.dimensions is None else list(release.dimensions)}
 
 
 def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
@@ -374,7 +378,8 @@ def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
         return Release(str(obj["run_id"]), int(obj["min_reports"]), str(obj["unit"]), slices,
                        tuple(ClientRecord(int(a), int(b), tuple(str(k) for k in keys), int(n))
                              for a, b, keys, n in obj["clients"]),
-                       bool(obj.get("rollups", False)), witnesses)
+                       bool(obj.get("rollups", False)), witnesses,
+                       None if obj.get("dimensions") is None else tuple(str(d) for d in obj["dimensions"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"a release ledger entry is malformed ({type(err).__name__}: {err})") from None
 
