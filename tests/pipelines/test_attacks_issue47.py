@@ -14,6 +14,11 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
 3. The release ledger's witnesses (the 4 devices of smallest public witness order per slice) catch a
    renamed collection over the same reports, but an attacker's devices, whose tokens it grinds to the
    smallest orders, take every witness of the renamed run, which is then checked against nothing.
+4. Whole-report kinds and the release ledger: a backfill of min_reports reports, one of them holding a
+   pair, passes the ledger (a one-slice difference of at least min_reports) and the thin rule (both runs'
+   pair rows rest on 10 and 11 reports); the two runs' rows of the pair difference that one report.
+Attacks 1 and 4 share a cause: the thin rule counts the reports of a published row, not of the cells
+(slices, ledger differences, streaming increments) that rows of the same key difference into.
 """
 import numpy as np
 import yaml
@@ -217,3 +222,33 @@ def test_ledger_a_renamed_collection_whose_attacker_devices_take_every_witness_i
         "4 known reports (debiased bit -0.5 each: they sent 0) is {:.3f}, the 3 withheld reports' sum (all sent "
         "a = 1: 4.5)".format(two_hours[(0,)]["n_reports"],
                              two_hours[(0,)]["estimate"] - hour_0[(0,)]["estimate"] - 4 * -0.5))
+
+
+# -- 4. whole-report kinds: a backfill the ledger lets through differences a thin pair -------------------
+FIXED = dict(SLIDING, window={"type": "fixed", "size_seconds": 3600})
+
+
+def test_subset_backfill_of_min_reports_differences_a_pair_resting_on_one_report(tmp_path):
+    """Run 1: hour 0 of attack 1 (30 reports, 10 of them holding the pair (b0, b1)). Run 2 into the same
+    output adds 5 backfilled reports (min_reports 5: the ledger publishes a one-slice difference of at least
+    min_reports), ONE of them holding the pair. Both runs' pair rows rest on >= 10 reports, so the thin rule
+    passes them; their difference rests on that one report, and follows its answer."""
+    cfg = parse_config(FIXED)
+    got = {}
+    for pattern in (PAIR_MASK, 0):
+        hour0 = [r for r in _subset_records(cfg, pattern) if r["event_time"] < T0 + HOUR]
+        backfill = [dict(r, event_time=r["event_time"] - HOUR) for r in _subset_records(cfg, pattern)
+                    if r["event_time"] >= T0 + HOUR][-5:]   # 4 of other pairs, then the one holding (b0, b1)
+        out = tmp_path / f"out{pattern}"
+        _run(tmp_path, FIXED, hour0, f"first{pattern}", out)
+        first = {r["window_start"]: r for r in read_rows(str(out), "marginals") if tuple(r["columns"]) == PAIR}
+        second_summary = _run(tmp_path, FIXED, hour0 + backfill, f"second{pattern}", out)
+        second = {r["window_start"]: r for r in read_rows(str(out), "marginals") if tuple(r["columns"]) == PAIR}
+        assert second_summary["reports_withheld_by_ledger"] == 0 and second[T0]["n_reports"] == 35
+        (n1, c1), (n2, c2) = _pair_counts(cfg, first[T0]), _pair_counts(cfg, second[T0])
+        got[pattern] = (n2 - n1, c2 - c1)
+    print("n_K and c_K differences run 2 - run 1:", {bin(k): tuple(round(x, 6) for x in v) for k, v in got.items()})
+    for pattern, (dn, dc) in got.items():
+        assert round(dn) == 0 or round(dn) >= FIXED["min_reports"], (
+            f"LEAK: the two runs' rows of the pair differ by {dn:.3f} reports (< min_reports="
+            f"{FIXED['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
