@@ -13,10 +13,12 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
    (pipelines/release_ledger.py: check_dimensions refuses the rerun).
 3. The release ledger's witnesses (the 4 devices of smallest public witness order per slice) catch a
    renamed collection over the same reports, but an attacker's devices, whose tokens it grinds to the
-   smallest orders, take every witness of the renamed run, which is then checked against nothing.
+   smallest orders, take every witness of the renamed run, which is then checked against nothing. FIXED
+   on this branch: a run compares every one of its devices with other collections' witnesses.
 4. Whole-report kinds and the release ledger: a backfill of min_reports reports, one of them holding a
    pair, passes the ledger (a one-slice difference of at least min_reports) and the thin rule (both runs'
-   pair rows rest on 10 and 11 reports); the two runs' rows of the pair difference that one report.
+   pair rows rest on 10 and 11 reports); the two runs' rows of the pair difference that one report. FIXED
+   on this branch: under these kinds a changed ledger block is withheld. Attack 1 is OPEN (its test fails).
 Attacks 1 and 4 share a cause: the thin rule counts the reports of a published row, not of the cells
 (slices, ledger differences, streaming increments) that rows of the same key difference into.
 """

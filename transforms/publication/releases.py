@@ -104,6 +104,8 @@ class Release(NamedTuple):
     witnesses: tuple = ()   # device unit: (slice start, end, (witness digests)) per slice, sorted
     dimensions: tuple | None = None   # the declared dimension names, sorted; None: not recorded (an entry
                                       # written before they were), so a change of them cannot be checked
+    shared: tuple = ()      # device unit: witness digests of OTHER collections' releases that this run's devices
+                            # hold (any device, not only its own witnesses: added devices cannot hide them)
 
 
 class Verdict(NamedTuple):
@@ -152,13 +154,21 @@ def witness_candidates(device_keys) -> tuple:
     return tuple(sorted((int(order[i]), _witness(int(keys[i]))) for i in first))
 
 
-def ledger_slice(config, start: int, dims: tuple, acc) -> tuple:
+def ledger_slice(config, start: int, dims: tuple, acc, foreign=frozenset()) -> tuple:
     """What the ledger reads of one settled slice and key of a batch run, for :func:`verdict`: ``(slice
-    start, dims, reports, devices, releasable, kept digest, witness candidates)``; the last three under
-    the device unit only (0, None and ())."""
+    start, dims, reports, devices, releasable, kept digest, witness candidates, shared)``; the last four
+    under the device unit only (0, None, () and ()). ``foreign``: the witness digests of other collections'
+    releases; ``shared`` is those of them among the slice's devices (a SHA-256 per device, only when the
+    ledger holds another device-unit collection). Comparing every device, not only the slice's own
+    witnesses, matters: an attacker's devices whose tokens it ground to the smallest (public) witness
+    order took every witness of a renamed run, which then shared none (tests/pipelines/test_attacks_issue47.py)."""
     device = config.device is not None
+    shared = ()
+    if device and foreign:
+        shared = tuple(sorted({w for w in (_witness(int(k)) for k in acc.used_devices) if w in foreign}))
     return (int(start), dims, int(acc.n), int(acc.n_devices) if device else 0, releasable(config, acc),
-            digest_hex(acc.kept) if device else None, witness_candidates(acc.used_devices) if device else ())
+            digest_hex(acc.kept) if device else None, witness_candidates(acc.used_devices) if device else (),
+            shared)
 
 
 def _cuts(a, b) -> bool:
@@ -232,9 +242,10 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
     window = config.window
     m, device = config.min_reports, config.device is not None
     exact = device or config.channel_kind != "per_bit"   # _block: differences and remainders must be empty
-    news, candidates = {}, {}
+    news, candidates, shared = {}, {}, set()
     for start, dims, n, devices, ok, *more in slices:
-        kept, cands = (list(more) + [None, ()])[:2]
+        kept, cands, found = (list(more) + [None, (), ()])[:3]
+        shared.update(found if device else ())
         news[(int(start), dims)] = SliceRecord(key_digest(dims), int(start), window.slice_end(int(start)), int(n),
                                                int(devices), bool(ok), kept if device else None)
         if device and cands:
@@ -281,7 +292,7 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
                       bool(getattr(config, "rollups", ())),
                       tuple(sorted((start, window.slice_end(start), tuple(sorted(w for _, w in sorted(c)[:WITNESSES])))
                                    for start, c in candidates.items())),
-                      tuple(sorted(d.name for d in config.dimensions)))
+                      tuple(sorted(d.name for d in config.dimensions)), tuple(sorted(shared)))
     held = {}
     for (start, dims), code in withheld.items():
         for w in window.windows_of_slice(start):
@@ -364,7 +375,8 @@ def release_to_json(release: Release) -> dict:
             "slices": [list(s) for s in release.slices], "clients": [[c.start, c.end, list(c.keys), c.n]
                                                                      for c in release.clients],
             "rollups": release.rollups, "witnesses": [[a, b, list(ws)] for a, b, ws in release.witnesses],
-            "dimensions": None if release.dimensions is None else list(release.dimensions)}
+            "dimensions": None if release.dimensions is None else list(release.dimensions),
+            "shared": list(release.shared)}
 
 
 def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
@@ -385,7 +397,8 @@ def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
                        tuple(ClientRecord(int(a), int(b), tuple(str(k) for k in keys), int(n))
                              for a, b, keys, n in obj["clients"]),
                        bool(obj.get("rollups", False)), witnesses,
-                       None if obj.get("dimensions") is None else tuple(str(d) for d in obj["dimensions"]))
+                       None if obj.get("dimensions") is None else tuple(str(d) for d in obj["dimensions"]),
+                       tuple(str(w) for w in obj.get("shared", ())))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"a release ledger entry is malformed ({type(err).__name__}: {err})") from None
 
@@ -408,7 +421,7 @@ def shared_devices(earlier: dict, staged: dict) -> tuple | None:
         return {w for r in releases for _, _, ws in r.witnesses for w in ws}
 
     for name, release in sorted(staged.items()):
-        mine = seen([release])
+        mine = seen([release]) | set(release.shared)
         if not mine:
             continue
         others = {n: list(rs) for n, rs in earlier.items() if n != name}
