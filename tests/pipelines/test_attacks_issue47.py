@@ -19,6 +19,9 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
    pair, passes the ledger (a one-slice difference of at least min_reports) and the thin rule (both runs'
    pair rows rest on 10 and 11 reports); the two runs' rows of the pair difference that one report. FIXED
    on this branch: under these kinds a changed ledger block is withheld. Attack 1 is OPEN (its test fails).
+5. Whole-report kinds, ONE fixed window: tables whose subsets overlap, (b2,b4) + (b1,b3,b4) - (b0,b4) on
+   b4 = 1, cancel down to the 3 reports of subset (b1,b2,b3,b4) though each table rests on 7 to 10 reports
+   (min_reports 5). OPEN (its test fails); the exact rank check is tests/ldp/test_thin_rows_span.py.
 Attacks 1 and 4 share a cause: the thin rule counts the reports of a published row, not of the cells
 (slices, ledger differences, streaming increments) that rows of the same key difference into.
 """
@@ -260,3 +263,68 @@ def test_subset_backfill_of_min_reports_differences_a_pair_resting_on_one_report
         assert round(dn) == 0 or round(dn) >= FIXED["min_reports"], (
             f"LEAK: the two runs' rows of the pair differ by {dn:.3f} reports (< min_reports="
             f"{FIXED['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
+
+
+# -- 5. whole-report kinds, ONE window: published tables whose reports overlap by subset ------------------
+TABLES = {"collection": "tabs", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(5)],
+          "channel": {"kind": "subset", "epsilon": 2.0, "width": 4}, "max_order": 3,
+          "window": {"type": "fixed", "size_seconds": 3600}, "min_reports": 5,
+          "groups": [["b0", "b4"], ["b2", "b4"], ["b1", "b3", "b4"]]}
+# reports per subset (width 4 of 5 bits): found by the exact rank search of tests/ldp/test_thin_rows_span.py
+# over random populations (5 of 450 with tables leak; none of 120 without tables)
+TYPES = {(0, 1, 2, 3): 2, (0, 1, 2, 4): 1, (0, 1, 3, 4): 6, (0, 2, 3, 4): 3, (1, 2, 3, 4): 3}
+
+
+def _table_records(cfg, victim_pattern: int) -> list:
+    """One hour of the reports of :data:`TYPES`; the 3 reports whose subset is (b1, b2, b3, b4) send
+    ``victim_pattern`` (0b11110: all ones, or 0), the others fixed seeded patterns."""
+    rng = np.random.default_rng(11)
+    fmt = SubsetFormat(cfg.sampling)
+    out, minute = [], 0
+    for subset, n in TYPES.items():
+        mask = sum(1 << b for b in subset)
+        for _ in range(n):
+            minute += 1
+            pattern = victim_pattern if subset == (1, 2, 3, 4) else int(rng.integers(0, 32)) & mask
+            out.append({"collection": cfg.name, "event_time": T0 + 60_000 * minute,
+                        "bits": fmt.pack([mask], [pattern])[0].tobytes(), "dimensions": {}, "client": None})
+    return out
+
+
+def _cell_count(cfg, row) -> float:
+    """The noisy count of one published table cell (or marginal), read back from the row alone: ``n_T`` from
+    the variance (linear in ``1/n_T``, as :func:`_pair_counts`), then ``n_T (q' + (p' - q') f)``."""
+    p1, q1 = cfg.sampling.projected(len(row["columns"]) if "group" not in row else len(row["group"]))
+    delta = p1 - q1
+    big_n = row["n_reports"]
+    f = row["estimate"] / big_n
+    share = q1 + delta * f
+    a, b = share * (1 - share) / delta ** 2, f * (1 - f) / (big_n - 1)
+    n_t = (a + b) / (row["variance"] / big_n ** 2 + b)
+    return n_t * share
+
+
+def test_subset_tables_whose_subsets_overlap_isolate_three_reports(tmp_path):
+    """One window of 15 reports, min_reports 5, tables of (b0, b4), (b2, b4) and (b1, b3, b4), each resting on
+    10, 7 and 9 reports: all published. The reports with b4 = 1 counted by table (b2, b4) plus table (b1, b3,
+    b4) minus table (b0, b4) are twice those of the 3 reports whose subset is (b1, b2, b3, b4) (the other
+    subsets holding b4 cancel). Run with those 3 sending all ones, then all zeros: 6 then 0."""
+    cfg = parse_config(TABLES)
+    got = {}
+    for victim in (0b11110, 0):
+        out = tmp_path / f"out{victim}"
+        _run(tmp_path, TABLES, _table_records(cfg, victim), f"in{victim}", out)
+        tables = {}
+        for r in read_rows(str(out), "tables", estimator="unbiased"):
+            tables.setdefault(tuple(r["group"]), []).append(r)
+
+        def ones4(group):
+            return sum(_cell_count(cfg, r) for r in tables.get(group, []) if r["cell"][-1] == "true")
+        if not all(g in tables for g in (("b0", "b4"), ("b2", "b4"), ("b1", "b3", "b4"))):
+            got[victim] = None   # fixed: a table withheld, the combination is not there
+            continue
+        got[victim] = ones4(("b2", "b4")) + ones4(("b1", "b3", "b4")) - ones4(("b0", "b4"))
+    print("(b2,b4) + (b1,b3,b4) - (b0,b4), b4 = 1:", got)
+    assert got[0b11110] is None or abs(got[0b11110] - got[0]) < 1e-6, (
+        f"LEAK: a combination of three published tables is twice the b4 = 1 count of the 3 reports of subset "
+        f"(b1, b2, b3, b4) (min_reports 5): {got[0b11110]:.3f} when they send all ones, {got[0]:.3f} all zeros")
