@@ -10,14 +10,13 @@ three regions, two days) and its month, scaled down to a week of two regions of 
 sending 24 reports a day, each hour's report lost with probability 0.1 (as devices miss hours), so
 that a device sends 15 to 24 (the month in the issue: 30 days, three regions; the rule is per window
 and key, so more windows change nothing but the count)."""
-import fastavro
 import numpy as np
 import pytest
 import yaml
 
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run
-from ldp_marginals.schemas import load_schema
+from tests.batch_runs import run_args
 
 T0 = 1_767_225_600_000   # 2026-01-01 00:00 UTC
 DAY, HOUR = 86_400_000, 3_600_000
@@ -72,13 +71,8 @@ def _records(rng, items):
 
 
 def run_command(tmp_path, spec, records, name):
-    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(spec))
-    (tmp_path / name).mkdir(exist_ok=True)
-    with open(tmp_path / name / "r.avro", "wb") as fh:
-        fastavro.writer(fh, load_schema("noisy_report"), records)
     out = tmp_path / f"out-{name}"
-    run(["--config", str(tmp_path / f"{name}.yaml"), "--input", str(tmp_path / name / "*.avro"), "--output", str(out),
-         "--progress-seconds", "0"])
+    run(run_args(tmp_path, spec, records, name, out))
     return str(out)
 
 

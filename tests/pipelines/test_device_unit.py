@@ -5,10 +5,8 @@ token is a dead letter, the excess is counted in the summary and the manifest; a
 keeps ``unit: report`` publishes the rows it always did."""
 import json
 
-import fastavro
 import numpy as np
 import pytest
-import yaml
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
@@ -16,9 +14,9 @@ from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run
-from ldp_marginals.schemas import load_schema
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, SUMMARY_FILE
+from tests.batch_runs import run_args
 
 T0 = 1_767_225_600_000   # 2026-01-01, an hour boundary
 HOUR = 3_600_000
@@ -74,13 +72,8 @@ def _kept(records, bound, collection="dev"):
 
 
 def _run(tmp_path, config, records, name):
-    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / name).mkdir()
-    with open(tmp_path / name / "r.avro", "wb") as fh:
-        fastavro.writer(fh, load_schema("noisy_report"), records)
     out = tmp_path / f"out-{name}"
-    run(["--config", str(tmp_path / f"{name}.yaml"), "--input", str(tmp_path / name / "*.avro"), "--output", str(out),
-         "--progress-seconds", "0"])
+    run(run_args(tmp_path, config, records, name, out))
     return str(out)
 
 

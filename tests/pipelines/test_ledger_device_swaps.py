@@ -7,19 +7,17 @@ tests/transforms/test_release_ledger.py."""
 import json
 from unittest import mock
 
-import fastavro
 import numpy as np
 import pytest
-import yaml
 
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.devices import key_id, keys_over_bound
 from ldp_marginals.pipelines import release_ledger
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run
-from ldp_marginals.schemas import load_schema
 from ldp_marginals.schemas.outputs import LEDGER_DIR, LEDGER_FILE, MANIFEST_FILE
 from ldp_marginals.transforms.publication import releases
+from tests.batch_runs import run_args
 
 T0 = 1_767_225_600_000   # 2026-01-01, an hour boundary
 HOUR = 3_600_000
@@ -37,12 +35,7 @@ def _report(token, bits, minute, collection="dev", dims=None):
 def _run(tmp_path, config, records, name, out, *more):
     """``ldp-marginals run`` of ``config`` over ``records`` (written to an Avro file of their own) into
     ``out``; returns the run's summary."""
-    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / name).mkdir()
-    with open(tmp_path / name / "r.avro", "wb") as fh:
-        fastavro.writer(fh, load_schema("noisy_report"), records)
-    return run(["--config", str(tmp_path / f"{name}.yaml"), "--input", str(tmp_path / name / "*.avro"),
-                "--output", str(out), "--progress-seconds", "0", *more])
+    return run([*run_args(tmp_path, config, records, name, out), *more])
 
 
 def _values(out, collection="dev", start=T0) -> dict:

@@ -9,15 +9,14 @@ states those enforced figures."""
 import hashlib
 import json
 
-import fastavro
 import pytest
 import yaml
 
 from ldp_marginals.ldp.device import device_token
 from ldp_marginals.pipelines import cli
 from ldp_marginals.pipelines.read import read_rows
-from ldp_marginals.schemas import load_schema
 from ldp_marginals.schemas.outputs import COLLECTIONS_FILE
+from tests.batch_runs import run_args
 
 T0 = 1_767_225_600_000   # 2026-01-01T00:00Z, a day boundary
 HOUR = 3_600_000
@@ -44,14 +43,8 @@ def _reports(window_ms: int) -> list:
 
 
 def _run(tmp_path, config: dict, records: list) -> tuple:
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "in").mkdir(exist_ok=True)
-    with open(tmp_path / "in" / "r.avro", "wb") as fh:
-        fastavro.writer(fh, load_schema("noisy_report"), records)
     out = tmp_path / "out"
-    code = cli.main(["run", "--config", str(tmp_path / "c.yaml"), "--input", str(tmp_path / "in" / "*.avro"),
-                     "--output", str(out), "--progress-seconds", "0"])
-    return code, out
+    return cli.main(["run", *run_args(tmp_path, config, records, "in", out)]), out
 
 
 def test_hourly_windows_that_break_the_monthly_promise_are_refused_at_start(tmp_path, capsys):
