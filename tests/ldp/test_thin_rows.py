@@ -76,6 +76,7 @@ def test_subset_thin_sets_counts_the_reports_a_row_rests_on_and_what_tables_leav
 
     def drawn_of(s):
         return est.drawn(len(s))[fam.index(s) - fam.offset(len(s))]
+    known = {"known_order": mech.max_order, "width": mech.width}   # the window counts n_K up to max_order
 
     def holding(s):
         return int(np.all([(subsets >> b) & 1 for b in s], axis=0).sum())
@@ -88,14 +89,14 @@ def test_subset_thin_sets_counts_the_reports_a_row_rests_on_and_what_tables_leav
     # one table (0, 1), published: bit 0's row is thin iff what it leaves apart is in 1..m-1 (exact)
     apart = holding((0,)) - holding((0, 1))
     assert 0 < apart < holding((0, 1)) < holding((0,))     # of this seed: 600-odd of each
-    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart + 1)
+    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart + 1, **known)
     assert set(got) == {(0,)} and f"leave {apart} of its {holding((0,))} reports apart" in got[(0,)].why
-    assert subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart) == {}
+    assert subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart, **known) == {}
     # a thin table is not published, so it takes nothing apart: bit 0 is judged on its own reports
-    assert set(subset_thin_sets(drawn_of, [(0,)], [(0, 1)], holding((0, 1)) + 1)) == {(0, 1)}
+    assert set(subset_thin_sets(drawn_of, [(0,)], [(0, 1)], holding((0, 1)) + 1, **known)) == {(0, 1)}
     # two tables above bit 0: judged on the lower bound n_0 - n_01 - n_02 (they may overlap)
     bound = holding((0,)) - holding((0, 1)) - holding((0, 2))
-    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1), (0, 2)], max(bound, 0) + 1)
+    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1), (0, 2)], max(bound, 0) + 1, **known)
     assert (0,) in got and "may leave fewer" in got[(0,)].why
 
 
