@@ -81,7 +81,7 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, k
             drop = min((b for b in family if b in tables), key=lambda b: (n(b), -len(b), b))
             total = n(drop)
         of = f"of its {total} " if drop in region else ""
-        rows = f"with the published rows of {len(family) - 1} other set(s) carrying the bits {list(t)}, it would"
+        rows = f"the published rows of {len(family) - 1} other set(s) holding bit(s) {list(t)} with it"
         out[drop] = Thin(total, f"{rows} leave {low} {of}reports apart, < min_reports={m}" if low == high else
                          f"{rows} may leave fewer than min_reports={m} {of}reports apart (between {low} and {high}: "
                          f"the window counts sets of at most max_order bits)")

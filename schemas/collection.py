@@ -198,12 +198,36 @@ class CollectionConfig:
                              "derived and checked for coverage): drop them, or use max_reports_per_device=1 (and "
                              "max_keys_per_device=1 with dimensions) on a fixed or global window")
         # checked here, so a job-wide --window override (dataclasses.replace) is checked too
+        self._check_kind_panes()
         if self.client_extremes and self.window.overlapping:
             names = [e.name for e in self.client_extremes]
             raise ValueError(f"collection {self.name!r}: extremes {names} (over: client) need fixed or global "
                              f"windows, got a sliding window of {self.window.size_seconds:g} s every "
                              f"{self.window.period_seconds:g} s: a client's state merged across overlapping "
                              "windows lets a difference of windows single out one client; use a fixed window")
+
+    def _check_kind_panes(self) -> None:
+        """A whole-report kind (``channel: {kind: ...}``) publishes each window and key once, whole: its
+        thin-row rule (ldp/thin_rows.py) counts the reports of a window's rows, and rows that two windows
+        (sliding) or two panes (early, late) of one key publish difference into their slices or increments,
+        which may hold a set on fewer than min_reports reports (docs/design.md, "Rows of whole-report kinds
+        that rest on few reports")."""
+        if self.sampling is None:
+            return
+        where = (f"collection {self.name!r}: a whole-report channel kind publishes each window and key once "
+                 f"(its rule for rows resting on fewer than min_reports reports counts a window's reports, and "
+                 f"two publications of overlapping content difference into parts it does not count)")
+        if self.window.overlapping:
+            raise ValueError(f"{where}; got a sliding window of {self.window.size_seconds:g} s every "
+                             f"{self.window.period_seconds:g} s: use a fixed window of the period (and sum windows "
+                             "downstream from their published rows), or a per-bit channel")
+        if self.early_firing_seconds is not None:
+            raise ValueError(f"{where}; got early_firing_seconds={self.early_firing_seconds!r}: drop early firings "
+                             "(the window publishes when it closes)")
+        if self.allowed_lateness_seconds > 0:
+            raise ValueError(f"{where}; got allowed_lateness_seconds={self.allowed_lateness_seconds:g}: a late pane "
+                             "republishes the window with its late reports; set it to 0 (late reports are counted "
+                             "as late dead letters)")
 
     def _check_reports_per_client(self) -> None:
         """``reports_per_client`` (c): an int >= 1, with extremes over clients, at most the device bound

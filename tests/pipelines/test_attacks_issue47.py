@@ -26,6 +26,7 @@ Attacks 1 and 4 share a cause: the thin rule counts the reports of a published r
 (slices, ledger differences, streaming increments) that rows of the same key difference into.
 """
 import numpy as np
+import pytest
 import yaml
 
 from ldp_marginals import schemas
@@ -94,16 +95,15 @@ def _pair_counts(cfg, row) -> tuple:
     return n_k, share * n_k
 
 
-def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
-    """Window [h0, h2) minus window [h-1, h1) of the pair (b0, b1): both rows published (they rest on 11 and
-    10 reports, min_reports 5), and their difference is a function of ONE report, the only one of hour 1 whose
-    subset holds the pair: n_K differs by 1 and the all-ones count by that report's (1,1) indicator. Run with
-    that report sending (1,1) and then (0,0), everything else equal: the combination follows its answer."""
-    cfg = parse_config(SLIDING)
+def _sliding_attack(tmp_path, config: dict, *more) -> dict:
+    """The attack: run with the one report of hour 1 whose subset is (b0, b1) sending (1,1), then (0,0);
+    ``{pattern: (n_K, c_K) of window [h0, h2) minus window [h-1, h1)}`` of the pair, read back from the
+    published rows."""
+    cfg = parse_config(dict(config, window={"type": "fixed", "size_seconds": 3600}))
     got = {}
     for pattern in (PAIR_MASK, 0):
         out = tmp_path / f"out{pattern}"
-        _run(tmp_path, SLIDING, _subset_records(cfg, pattern), f"in{pattern}", out)
+        _run(tmp_path, config, _subset_records(cfg, pattern), f"in{pattern}", out, *more)
         rows = {r["window_start"]: r for r in read_rows(str(out), "marginals") if tuple(r["columns"]) == PAIR}
         withheld = [r for r in read_rows(str(out), "withheld") if r["window_start"] == T0 + HOUR]
         assert any("b0,b1" in r["reason"] for r in withheld), "the window of hour 1 alone withholds the thin pair"
@@ -111,14 +111,42 @@ def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
         (n_small, c_small), (n_big, c_big) = _pair_counts(cfg, rows[T0 - HOUR]), _pair_counts(cfg, rows[T0])
         assert round(n_small) == 10 and round(n_big) == 11
         got[pattern] = (n_big - n_small, c_big - c_small)
-    # What the attack reads on main: got[0b11] == (1, 1) and got[0] == (1, 0): the difference of two
-    # published rows is the (1,1) indicator of the one report of hour 1 whose subset is (b0, b1).
-    print("n_K and c_K differences [h0,h2) - [h-1,h1):",
-          {bin(k): tuple(round(x, 6) for x in v) for k, v in got.items()})
-    for pattern, (dn, dc) in got.items():
-        assert round(dn) == 0 or round(dn) >= SLIDING["min_reports"], (
-            f"LEAK: two published rows of the pair differ by {dn:.3f} reports (< min_reports="
-            f"{SLIDING['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
+    return got
+
+
+def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
+    """Window [h0, h2) minus window [h-1, h1) of the pair (b0, b1): on main both rows were published (they
+    rest on 11 and 10 reports, min_reports 5), and their difference is a function of ONE report, the only one
+    of hour 1 whose subset holds the pair: n_K differs by 1 and the all-ones count by that report's (1,1)
+    indicator (main: (1, 1) when it sends (1,1), (1, 0) when (0,0)). The rule counts a window's reports, so
+    these kinds publish each window and key once (schemas/collection.py: _check_kind_panes): the sliding
+    window is refused at start, in the config and as a job-wide ``--window`` override, and so are early
+    firings and an allowed lateness (a late pane republishes the window with more reports)."""
+    (tmp_path / "config").mkdir()
+    with pytest.raises(ValueError, match="sliding window of 7200 s every 3600 s"):
+        got = _sliding_attack(tmp_path / "config", SLIDING)
+        for pattern, (dn, dc) in got.items():   # what main publishes: the leak
+            assert round(dn) == 0 or round(dn) >= SLIDING["min_reports"], (
+                f"LEAK: two published rows of the pair differ by {dn:.3f} reports (< min_reports="
+                f"{SLIDING['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
+    fixed = dict(SLIDING, window={"type": "fixed", "size_seconds": 3600})
+    (tmp_path / "override").mkdir()
+    with pytest.raises(ValueError, match="sliding window of 7200 s every 3600 s"):
+        _sliding_attack(tmp_path / "override", fixed, "--window", "sliding:7200:3600")
+    for extra, named in (({"early_firing_seconds": 60}, "early_firing_seconds=60"),
+                         ({"allowed_lateness_seconds": 600}, "allowed_lateness_seconds=600")):
+        with pytest.raises(ValueError, match=named):
+            parse_config(dict(fixed, **extra))
+    (tmp_path / "lateness").mkdir()
+    with pytest.raises(ValueError, match="allowed_lateness_seconds=600"):
+        _sliding_attack(tmp_path / "lateness", fixed, "--allowed-lateness-seconds", "600")
+    # the fixed windows of the same reports publish each hour once: the pair of hour 1 (1 report) is withheld
+    cfg = parse_config(fixed)
+    (tmp_path / "fixed").mkdir()
+    _run(tmp_path / "fixed", fixed, _subset_records(cfg, PAIR_MASK), "in", tmp_path / "fixed" / "out")
+    pairs = {r["window_start"] for r in read_rows(str(tmp_path / "fixed" / "out"), "marginals")
+             if tuple(r["columns"]) == PAIR}
+    assert pairs == {T0}
 
 
 # -- 2. the release ledger: a rerun that regroups reports into other keys --------------------------------
