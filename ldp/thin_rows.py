@@ -5,14 +5,15 @@ kinds that rest on few reports", states the rule and why it is enough.
 
 The window's guard counts the window's reports; under these kinds a row is a function of far fewer:
 
-- ``subset`` (:mod:`~ldp_marginals.ldp.subset_rr`): the estimate of set K (its marginal, or the table of
-  its bits) is a function of ``n_K`` and the cell counts of the reports whose random subset holds K, and
-  of N. Thin: ``0 < n_K < min_reports``. A row of a set L below K is a sum over every report holding L; the
-  thin reports can be taken out of it only by subtracting the other reports' share of L, which published
-  *tables* of sets ``T`` above L give (marginalized to L) and marginal rows do not (they publish the
-  all-ones cell of T alone, whose reports are all in L's row too). So L is also withheld when the reports
-  holding L but no published table above L (the residual) may number between 1 and ``min_reports - 1``:
-  exactly ``n_L - n_T`` under one such table, at least ``n_L - sum n_T`` under several.
+- ``subset`` (:mod:`~ldp_marginals.ldp.subset_rr`): the reports fall into atoms by their subset U (a
+  uniform draw, independent of content). A table over B carries every monomial ``x_T``, T within B, on
+  the atoms holding B; a marginal over S carries ``x_S`` on the atoms holding S. Monomials are linearly
+  independent functions of a report, so combinations isolate reports monomial by monomial: on ``x_T``,
+  the rows carrying it (its family) isolate a union of *regions* (the reports whose subset holds exactly
+  some of the family's sets). Thin: ``0 < n_K < min_reports`` (a family of one); and, for every T two or
+  more published rows carry, a region that may hold 1 to ``min_reports - 1`` reports (exact by
+  inclusion-exclusion when the window counts every union, else bounded: conservative) withholds T's own
+  marginal first, then the family's table of fewest reports, until none does. Sufficient, not exact.
 - ``hadamard`` (:mod:`~ldp_marginals.ldp.hadamard`): the row of set S is a function of N and of the
   coefficient estimates ``theta_a`` (with ``n_a`` and the odd count) of every non-empty ``a`` within S,
   ``theta_a`` resting on the ``n_a`` reports that drew ``a`` (slots draw without replacement: ``n_a``
