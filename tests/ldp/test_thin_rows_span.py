@@ -3,8 +3,9 @@ issue 47 review): every published marginal and table cell is a linear function o
 patterns grouped by their subset (a report of subset t adds 1 to the all-ones count of every published set
 S within t whose bits it sent as 1, and to one cell of every published table T within t). The rule must
 leave no nonzero combination of published rows supported on the reports of subsets that hold together 1 to
-min_reports - 1 reports. OPEN on main at 3e51ad3: tables whose subsets overlap cancel each other down to one
-subset (the seeded population below: 3 reports isolated at min_reports 5; through the command in
+min_reports - 1 reports. OPEN on main at 3e51ad3 (closed on a-attack by the family rule of
+ldp/thin_rows.py): tables whose subsets overlap cancel each other down to one subset (the seeded
+population below: 3 reports isolated at min_reports 5; through the command in
 tests/pipelines/test_attacks_issue47.py). The check finds leaks when the rule is off (mutation below)."""
 import itertools
 

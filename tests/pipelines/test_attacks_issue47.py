@@ -6,7 +6,9 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
 1. Whole-report kinds, sliding windows: the thin-row rule (ldp/thin_rows.py) counts the reports a row
    rests on per *window*, but sliding windows share slices, so the rows of two windows difference a slice:
    window {h0, h1} minus window {h0} of a pair's marginal is a function of the reports of h1 whose subset
-   holds the pair, here one report, though both windows' rows rest on at least min_reports.
+   holds the pair, here one report, though both windows' rows rest on at least min_reports. FIXED on this
+   branch: these kinds publish each window and key once (sliding windows, early firings and an allowed
+   lateness refused, schemas/collection.py: _check_kind_panes); the test asserts the refusal.
 2. The release ledger keys its blocks by the digest of a slice's dimensions: a rerun into the same
    output whose config drops a dimension publishes a key the ledger never saw, checked against nothing;
    its row minus the first run's published keys is the key the guard withheld. FIXED on this branch
@@ -21,7 +23,8 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
    on this branch: under these kinds a changed ledger block is withheld. Attack 1 is OPEN (its test fails).
 5. Whole-report kinds, ONE fixed window: tables whose subsets overlap, (b2,b4) + (b1,b3,b4) - (b0,b4) on
    b4 = 1, cancel down to the 3 reports of subset (b1,b2,b3,b4) though each table rests on 7 to 10 reports
-   (min_reports 5). OPEN (its test fails); the exact rank check is tests/ldp/test_thin_rows_span.py.
+   (min_reports 5). FIXED on this branch (ldp/thin_rows.py, the family rule per monomial); the exact rank
+   check is tests/ldp/test_thin_rows_span.py.
 Attacks 1 and 4 share a cause: the thin rule counts the reports of a published row, not of the cells
 (slices, ledger differences, streaming increments) that rows of the same key difference into.
 """
