@@ -57,6 +57,14 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, k
     m = check_int("min_reports", min_reports, minimum=1)
     marginals = {tuple(s) for s in marginal_sets}
     tables = {tuple(t) for t in table_sets}
+    if known_order is not None:
+        check_int("known_order", known_order, minimum=1)
+        wider = [list(s) for s in marginals | tables if len(s) > known_order]
+        if wider:
+            raise ValueError(f"every published set must be counted (at most known_order={known_order} bits), "
+                             f"got sets {sorted(wider)[:3]}")
+    if width is not None:
+        check_int("width", width, minimum=1)
     counts: dict = {}
 
     def n(s):   # n_K, or None when the window does not count it

@@ -103,5 +103,30 @@ def test_subset_thin_sets_counts_the_reports_a_row_rests_on_and_what_tables_leav
 def test_min_reports_is_validated():
     with pytest.raises(ValueError, match="min_reports"):
         subset_thin_sets(lambda s: 1, [(0,)], [], 0)
+    with pytest.raises(ValueError, match="known_order=1"):
+        subset_thin_sets(lambda s: 1, [(0,)], [(0, 1)], 2, known_order=1)
+    with pytest.raises(ValueError, match="width"):
+        subset_thin_sets(lambda s: 1, [(0,)], [], 2, width=0)
     with pytest.raises(ValueError, match="min_reports"):
         hadamard_thin_sets(np.zeros(3), lambda s: 1, [(0,)], 0.5)
+
+
+def test_subset_family_rule_withholds_only_what_it_cannot_bound():
+    """Tables (0, 1) and (0, 2) carry x_0 with bit 0's marginal. Width 2: no subset holds 0, 1 and 2, so every
+    region is counted exactly (n_0 - n_01 - n_02, n_01, n_02): all published when each is >= min_reports, bit 0
+    withheld when its own region is thin. Width 3 at max_order 2: the reports holding 0, 1 and 2 are not
+    counted, so one of the tables goes (the thinner) with bit 0; with every count given, the rule is exact."""
+    def count(types):   # n_K from the number of reports of each subset
+        return lambda s: sum(n for t, n in types.items() if set(s) <= set(t))
+    narrow = {(0, 1): 30, (0, 2): 20, (0, 3): 12, (1, 2): 9, (1, 3): 8, (2, 3): 7}
+    sets = [(0,), (1,), (2,), (3,), (0, 1), (0, 2)]
+    assert subset_thin_sets(count(narrow), sets, [(0, 1), (0, 2)], 10, known_order=2, width=2) == {}
+    got = subset_thin_sets(count(narrow), sets, [(0, 1), (0, 2)], 13, known_order=2, width=2)
+    assert set(got) == {(0,)} and "leave 12 of its 62 reports apart" in got[(0,)].why
+    wide = {(0, 1, 2): 3, (0, 1, 3): 40, (0, 2, 3): 30, (1, 2, 3): 20}
+    got = subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 10, known_order=2, width=3)
+    assert set(got) == {(0,), (0, 2)} and "between 0 and" in got[(0, 2)].why
+    # every count given: the region of the 3 reports holding 0, 1 and 2 is exact and thin at 10, so the rule
+    # still withholds (sufficient, not exact: no combination isolates that region alone); at 3 it is not thin
+    assert set(subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 10, width=3)) == {(0,), (0, 2)}
+    assert subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 3, width=3) == {}
