@@ -86,8 +86,13 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     releases = []
     for i, name in enumerate(names):
         ledger = None if options.ledger is None or options.streaming else list(options.ledger.get(name, []))
+        # the witnesses of the other collections' releases: a device of this run among them is the same
+        # reports under another name (releases.shared_devices), whichever devices take this run's own witnesses
+        foreign = frozenset() if ledger is None else frozenset(
+            w for other, rs in options.ledger.items() if other != name
+            for r in rs for _, _, ws in r.witnesses for w in ws)
         estimate = EstimateCollection(options.configs[name], options.streaming, options.clock, options.row_outputs,
-                                      options.watermark_delay_seconds, ledger)
+                                      options.watermark_delay_seconds, ledger, foreign)
         outs = parts[i] | f"Estimate[{name}]" >> estimate
         for kind in kinds:
             per_kind[kind].append(outs[kind])

@@ -128,6 +128,26 @@ def check_unit(configs: dict, earlier: dict | None) -> None:
                              "(docs/design.md, 'The release ledger', says what that gives up)")
 
 
+def check_dimensions(configs: dict, earlier: dict | None) -> None:
+    """The ledger compares a run's slices with earlier ones key by key (a key is the digest of its
+    dimension values), so it holds only while a report stays in its key. A run whose declared dimensions
+    differ from an earlier release's of the same collection regroups every report into keys the ledger
+    never saw, and its rows would be checked against nothing (dropping ``region``: the one key's row minus
+    the earlier run's published regions is the regions the guard withheld): refused. An earlier release
+    that did not record its dimensions (written before they were) is not checked."""
+    for name, cfg in sorted(configs.items()):
+        mine = tuple(sorted(d.name for d in cfg.dimensions))
+        for release in (earlier or {}).get(name, ()):
+            if release.dimensions is not None and release.dimensions != mine:
+                raise ValueError(f"collection {name!r}: --output holds an earlier release of it (run "
+                                 f"{release.run_id}) with dimensions {list(release.dimensions)}, and this run "
+                                 f"declares {list(mine)}: the release ledger compares runs key by key, so the "
+                                 "regrouped keys would be checked against nothing (their rows minus the earlier "
+                                 "run's could give back keys the guard withheld); keep the dimensions, give "
+                                 f"another --output, or {NEW_LEDGER} to publish regardless (docs/design.md, "
+                                 "'The release ledger', says what that gives up)")
+
+
 def _staged_path(staged: str, collection: str) -> str:
     return FileSystems.join(staged, LEDGER_DIR, hashlib.sha256(collection.encode()).hexdigest()[:16] + ".json")
 

@@ -28,6 +28,7 @@ from ldp_marginals.pipelines.release_ledger import (
     NEW_LEDGER,
     SharedDevices,
     WriteReleaseFn,
+    check_dimensions,
     check_no_ledger,
     check_rollups,
     check_unit,
@@ -366,6 +367,7 @@ def make_pipeline(argv=None, expansion_service=None):
     args.earlier = earlier_releases(args.output, args.streaming, args.new_ledger)
     check_rollups(configs, args.earlier)
     check_unit(configs, args.earlier)
+    check_dimensions(configs, args.earlier)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))

@@ -184,9 +184,10 @@ class EstimateCollection(beam.PTransform):
     PCollections by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
     def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True,
-                 watermark_delay_seconds: float = 0.0, ledger: list | None = None):
+                 watermark_delay_seconds: float = 0.0, ledger: list | None = None, foreign: frozenset = frozenset()):
         super().__init__()
         self.ledger = ledger   # batch: the release ledger's earlier releases of the collection, or None (no ledger)
+        self.foreign = foreign   # batch: witness digests of other collections' releases in the ledger
         self.config = config
         self.streaming = streaming
         self.clock = clock
@@ -226,7 +227,7 @@ class EstimateCollection(beam.PTransform):
         if self.ledger is not None:
             # col : one Verdict (global window): what the release ledger withholds of the run, and its release
             ledger = (per_slice
-                      | "LedgerSlices" >> beam.Map(_ledger_slice, cfg)
+                      | "LedgerSlices" >> beam.Map(_ledger_slice, cfg, self.foreign)
                       | "LedgerAllSlices" >> beam.WindowInto(beam.window.GlobalWindows())
                       | "LedgerCollect" >> beam.combiners.ToList()
                       | "LedgerVerdict" >> beam.Map(
@@ -268,10 +269,10 @@ def _route(kv, cfg, caps, ledger=None):
     return ((collection, key), released), acc
 
 
-def _ledger_slice(kv, cfg):
+def _ledger_slice(kv, cfg, foreign=frozenset()):
     """A slice entry -> all the ledger reads of it (:func:`~ldp_marginals.transforms.publication.releases.ledger_slice`)."""
     _, (start, dims, acc) = kv
-    return ledger_slice(cfg, start, dims, acc)
+    return ledger_slice(cfg, start, dims, acc, foreign)
 
 
 def _verdict(slices, cfg, earlier, caps):
