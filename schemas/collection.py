@@ -249,10 +249,6 @@ class CollectionConfig:
         if len(set(self.rollups)) != len(self.rollups):
             raise ValueError(f"collection {self.name!r}: rollups must be distinct, got rollups="
                              f"{[list(r) for r in self.rollups]}")
-        if self.rollups and self.device is not None:
-            raise ValueError(f"collection {self.name!r}: rollups with privacy.unit 'device' are not built: complementary "
-                             "suppression counts reports, while min_reports counts devices (a rollup's withheld part "
-                             f"of min_reports reports may hold fewer devices), got rollups={[list(r) for r in self.rollups]}")
         if self.rollups and self.window.overlapping:
             raise ValueError(f"collection {self.name!r}: rollups need fixed or global windows, got a sliding window "
                              f"of {self.window.size_seconds:g} s every {self.window.period_seconds:g} s: a rollup "

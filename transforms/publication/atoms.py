@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ldp_marginals.ldp.aggregate import kept_devices
 from ldp_marginals.transforms.publication import rollup_panes
 from ldp_marginals.transforms.publication.engine import PENDING, Entry, compact
 from ldp_marginals.transforms.publication.messages import Arrival, Command, Contribution, Drop
@@ -126,7 +127,9 @@ class Atoms:
             aggregator = self.config.aggregator
             step.rollup_parts.append((window, rollup_panes.RollupPart(
                 cmd.event, self.dims, route, aggregator.merge([aggregator.create(), *(e.acc for e in inside)], False),
-                sum(e.acc.n for e in inside if not e.released))))
+                sum(e.acc.n for e in inside if not e.released),
+                tuple(int(d) for d in kept_devices([e.acc for e in inside if not e.released]))
+                if self.config.device is not None else ())))
         if not cmd.final:
             return entries
         del status.windows[window]

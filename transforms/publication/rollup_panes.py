@@ -9,7 +9,8 @@ window publishes depends on every capped key's held count (complementary suppres
 :func:`~.rollups.published_rollups`): so the rows are made where every key of the window meets, once,
 at the window's close (:func:`rolls_up`), from the keys' final content and the final decisions. At the
 close each key's atoms send its whole content in the window (its released atoms and its pending part,
-merged) with its capped key and the count still held; the clock says how many keys the close
+merged) with its capped key and the count still held (under ``privacy.unit: device`` also the devices
+still held, which the rule counts, each once per capped key); the clock says how many keys the close
 commands. When all have come, the step decides the published rows exactly as batch does and publishes
 each in one pane (its pane 0, with the close's timing); the window's state goes. Late partials after
 the close are dead letters (the clock), so a published rollup never changes. Why never earlier: a
@@ -46,6 +47,7 @@ class RollupPart(NamedTuple):
     route: tuple        # the capped key
     acc: object         # ldp_marginals.ldp.aggregate.WindowAccumulator
     held: int
+    devices: tuple = ()  # privacy.unit device: the devices of the reports still held (device keys, sorted)
 
 
 class RollupExpect(NamedTuple):
@@ -108,7 +110,10 @@ class Rollups:
             if p.event != exp.event:
                 keep.append(p)
                 continue
-            held[p.route] = held.get(p.route, 0) + p.held
+            if cfg.device is not None:   # each device once in its capped key's withheld part
+                held[p.route] = held.get(p.route, frozenset()) | frozenset(p.devices)
+            else:
+                held[p.route] = held.get(p.route, 0) + p.held
             if p.acc.n:
                 for over in cfg.rollups:
                     row = marked(cfg, p.route, over)
@@ -139,8 +144,11 @@ def _dims(pairs) -> tuple:
 
 def message_to_bytes(message, aggregator=None) -> bytes:
     if isinstance(message, RollupPart):
-        return pack(PART, {"event": message.event, "dims": _pairs(message.dims), "route": _pairs(message.route),
-                           "held": message.held}, accumulator_to_bytes(message.acc, aggregator))
+        header = {"event": message.event, "dims": _pairs(message.dims), "route": _pairs(message.route),
+                  "held": message.held}
+        if message.devices:   # device unit only; a part without it (every part before) holds none
+            header["devices"] = [int(d) for d in message.devices]
+        return pack(PART, header, accumulator_to_bytes(message.acc, aggregator))
     if isinstance(message, RollupExpect):
         return pack(EXPECT, {"event": message.event, "window": list(message.window), "timing": message.timing,
                              "final": message.final, "members": message.members})
@@ -156,7 +164,7 @@ def message_from_bytes(data, aggregator=None):
     _, h, tail = parsed
     if data[:4] == PART:
         return RollupPart(int(h["event"]), _dims(h["dims"]), _dims(h["route"]), accumulator_from_bytes(tail, aggregator),
-                          int(h["held"]))
+                          int(h["held"]), tuple(int(d) for d in h.get("devices", ())))
     return RollupExpect(int(h["event"]), (int(h["window"][0]), int(h["window"][1])), h["timing"], bool(h["final"]),
                         int(h["members"]))
 
