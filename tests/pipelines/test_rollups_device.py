@@ -73,3 +73,30 @@ def test_a_rollup_is_published_only_where_its_withheld_keys_hold_min_reports_dev
             for r in read_rows(out, "withheld", collection="dr")}
     assert held == {("eu", "2.0"): 36, ("eu", "3.0"): 36, ("asia", "2.0"): 24, ("asia", "3.0"): 12,
                     ("us", "2.0"): 36, ("us", "3.0"): 30}
+
+
+def test_streaming_publishes_the_batch_rollups_once_at_the_close(out):
+    """TestStream, as a streaming job runs: the same reports in bundles of 97, shuffled (a device's
+    keys in different bundles); the rollup rows come once, at the window's close, and are batch's."""
+    from apache_beam.testing import test_stream
+
+    from ldp_marginals.schemas.config import parse_config
+    from tests.pipelines.test_streaming import run_stream
+
+    def rolled(rows):
+        return sorted((r["dimensions"]["region"], tuple(r["columns"]), r["n_reports"], round(r["estimate"], 9),
+                       round(r["variance"], 9)) for r in rows if r["dimensions"]["version"] == ALL)
+
+    records = _records()
+    rng = np.random.default_rng(1)
+    records = [records[i] for i in rng.permutation(len(records))]
+    stream = test_stream.TestStream().advance_watermark_to(T0 / 1000)
+    for at in range(0, len(records), 97):
+        stream = stream.add_elements(records[at:at + 97])
+    got, _ = run_stream(stream.advance_watermark_to_infinity(), parse_config(CONFIG))
+    assert not got["dead_letters"]
+    want = rolled(read_rows(out, "marginals", collection="dr"))
+    assert want and {w[0] for w in want} == {"us"}
+    assert rolled(got["marginals"]) == want
+    panes = [f for f in got["panes"] if f.kind == "marginals" and ALL in dict(f.key).values()]
+    assert [(dict(f.key)["region"], f.pane) for f in panes] == [("us", 0)]

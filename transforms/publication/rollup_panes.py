@@ -47,7 +47,23 @@ class RollupPart(NamedTuple):
     route: tuple        # the capped key
     acc: object         # ldp_marginals.ldp.aggregate.WindowAccumulator
     held: int
-    devices: tuple = ()  # privacy.unit device: the devices of the reports still held (device keys, sorted)
+    devices = ()        # the devices of the reports still held: none counted (privacy.unit report)
+
+
+class DeviceRollupPart(NamedTuple):
+    """A :class:`RollupPart` under ``privacy.unit: device``: also ``devices``, the device keys (sorted) of
+    the reports the key still holds, which the rule counts (each device once per withheld part). Its own
+    type, so a part of the report unit (and every record written before) stays what it was."""
+
+    event: int
+    dims: tuple
+    route: tuple
+    acc: object
+    held: int
+    devices: tuple
+
+
+PARTS = (RollupPart, DeviceRollupPart)
 
 
 class RollupExpect(NamedTuple):
@@ -83,7 +99,7 @@ class Rollups:
 
     def on_message(self, status: RollupStatus, message, read: callable) -> RollupStep:
         """A part or an expectation; ``read()`` iterates over the parts kept."""
-        if isinstance(message, RollupPart):
+        if isinstance(message, PARTS):
             status.arrived[message.event] = status.arrived.get(message.event, 0) + 1
             event = message.event
         else:
@@ -91,8 +107,8 @@ class Rollups:
             event = message.event
         exp = status.expects.get(event)
         if exp is None or status.arrived.get(event, 0) < exp.members:
-            return RollupStep(append_part=message if isinstance(message, RollupPart) else None)
-        parts = (p for source in (read(), [message] if isinstance(message, RollupPart) else []) for p in source)
+            return RollupStep(append_part=message if isinstance(message, PARTS) else None)
+        parts = (p for source in (read(), [message] if isinstance(message, PARTS) else []) for p in source)
         step = RollupStep()
         keep = self._publish(step, status, exp, parts)
         del status.expects[event], status.arrived[event]
@@ -143,10 +159,10 @@ def _dims(pairs) -> tuple:
 
 
 def message_to_bytes(message, aggregator=None) -> bytes:
-    if isinstance(message, RollupPart):
+    if isinstance(message, PARTS):
         header = {"event": message.event, "dims": _pairs(message.dims), "route": _pairs(message.route),
                   "held": message.held}
-        if message.devices:   # device unit only; a part without it (every part before) holds none
+        if isinstance(message, DeviceRollupPart):   # a part without it (every part before) counts no device
             header["devices"] = [int(d) for d in message.devices]
         return pack(PART, header, accumulator_to_bytes(message.acc, aggregator))
     if isinstance(message, RollupExpect):
@@ -163,8 +179,9 @@ def message_from_bytes(data, aggregator=None):
                          f"got one starting {data[:4]!r}")
     _, h, tail = parsed
     if data[:4] == PART:
-        return RollupPart(int(h["event"]), _dims(h["dims"]), _dims(h["route"]), accumulator_from_bytes(tail, aggregator),
-                          int(h["held"]), tuple(int(d) for d in h.get("devices", ())))
+        fields = (int(h["event"]), _dims(h["dims"]), _dims(h["route"]), accumulator_from_bytes(tail, aggregator),
+                  int(h["held"]))
+        return DeviceRollupPart(*fields, tuple(int(d) for d in h["devices"])) if "devices" in h else RollupPart(*fields)
     return RollupExpect(int(h["event"]), (int(h["window"][0]), int(h["window"][1])), h["timing"], bool(h["final"]),
                         int(h["members"]))
 
