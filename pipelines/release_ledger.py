@@ -112,6 +112,22 @@ def check_rollups(configs: dict, earlier: dict | None) -> None:
                              "ledger', says what that gives up)")
 
 
+def check_unit(configs: dict, earlier: dict | None) -> None:
+    """A batch run of a collection into an output holding earlier releases of it under another privacy unit
+    is refused: the two runs' rows differ by what the device bound dropped (a device-unit run after a
+    report-unit one, or before it), which can be many reports of a few devices, and the ledger's rule
+    counts one unit per collection."""
+    for name, cfg in sorted(configs.items()):
+        unit = "device" if cfg.device is not None else "report"
+        others = sorted({r.unit for r in (earlier or {}).get(name, ())} - {unit})
+        if others:
+            raise ValueError(f"collection {name!r}: --output holds earlier releases of it under privacy.unit "
+                             f"{others[0]!r}, and this run's unit is {unit!r} (the difference of the two runs' rows "
+                             "is what the device bound drops: reports of a few devices); keep the unit of the "
+                             f"earlier runs, give another --output, or {NEW_LEDGER} to publish regardless "
+                             "(docs/design.md, 'The release ledger', says what that gives up)")
+
+
 def _staged_path(staged: str, collection: str) -> str:
     return FileSystems.join(staged, LEDGER_DIR, hashlib.sha256(collection.encode()).hexdigest()[:16] + ".json")
 

@@ -98,7 +98,10 @@ def test_a_subset_collection():
      "extremes are not supported with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "conditionals": [{"of": ["q0"], "given": ["q1"]}]},
      "conditionals are not supported with channel kind 'subset'"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "means": [{"of": "q0"}]}, "means are not supported"),
+    # means need a numeric feature, which the kind refuses first (schemas/composition.py: kind-non-boolean)
+    ({"channel": {"kind": "subset", "epsilon": 1}, "features": [{"name": "q0", "type": "boolean"},
+                                                               {"name": "x", "type": "numeric", "low": 0, "high": 1}],
+      "max_order": 1, "means": [{"of": "x", "given": ["q0"]}]}, r"boolean features only, got non-boolean features \['x'\]"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "dimensions": {"region": {}}, "rollups": [[]]},
      "rollups are not supported with channel kind 'subset'"),
