@@ -195,6 +195,8 @@ def batch_rollups(config, window: tuple, parts: dict, held_devices: dict | None 
     devices of its held slices}`` (:func:`~ldp_marginals.ldp.aggregate.kept_devices` of the slices before
     they merge, since a merge does not keep them)."""
     aggregator = config.aggregator
+    if not config.rollups:
+        return {}
     if config.device is not None:
         if held_devices is None:
             raise ValueError(f"collection {config.name!r}: rollups under privacy.unit 'device' count the devices of "
@@ -228,6 +230,8 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
         parts[key][at] = aggregator.merge([parts[key][at] or aggregator.create(), acc])
     extra = {} if ledger is None else {"ledger": ledger}
     out = {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
+    if not config.rollups:
+        return out
     held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.device is not None else None
     return out | batch_rollups(config, window, parts, held_devices)
 
