@@ -293,7 +293,8 @@ class CollectionConfig:
         bound = self.device.max_reports_per_device if self.device is not None else None
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
-                                self.client_sample)
+                                self.client_sample,
+                                (self.shared_reports, *self.client_channels.shared) if self.shared_reports else None)
 
     @property
     def channel_kind(self) -> str:

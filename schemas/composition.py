@@ -60,11 +60,6 @@ def _memoized(cfg) -> bool:
     return bool(cfg.permanent) and any(c is not None for c in cfg.permanent)
 
 
-def _repeat_analyses(cfg) -> list:
-    return [name for name, on in (("groups", cfg.groups), ("conditionals", cfg.conditionals),
-                                  ("means", cfg.means), ("extremes", cfg.extremes)) if on]
-
-
 def _kind_fields(cfg) -> list:
     return [name for name, on in (("extremes", cfg.extremes), ("conditionals", cfg.conditionals),
                                   ("means", cfg.means), ("sets", cfg.sets)) if on]
@@ -151,15 +146,6 @@ RULES = (
          "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
          "The device as the unit: a bound per device"),
     # ---- not built: each entry is lifted by its own work item ----------------------------------------
-    # P-C (issue 48 item 3): variances clustered by device for every statistic under memoized repeats
-    Rule("memoized-repeats-analyses", "memoized channels x several reports a device a window x "
-         "groups/conditionals/means/extremes", NOT_BUILT, ANY,
-         lambda c: _memoized(c) and c.repeats_per_window > 1 and bool(_repeat_analyses(c)),
-         lambda c: f"memoized channels with up to {c.repeats_per_window} reports of one device per window and key "
-                   f"correlate its reports; the marginals' variances carry the correction (repeat_variance), "
-                   f"{_repeat_analyses(c)} do not yet (their closed-form variances assume independent reports)",
-         "drop them, or use max_reports_per_device=1 (and max_keys_per_device=1 with dimensions) on a fixed or "
-         "global window", "Devices over time: memoization and epsilon", owner="P-C"),
     # P-A (issue 48 item 2): the device unit for the whole-report kinds
     Rule("kind-device-unit", "channel kind hadamard/subset x privacy.unit device", NOT_BUILT, ANY,
          lambda c: _whole_report(c) and c.device is not None,
