@@ -183,6 +183,16 @@ class WindowAccumulator:
         return float(self.client_reports.sum())
 
 
+def kept_devices(accumulators) -> np.ndarray:
+    """The distinct devices (sorted uint64 device keys) with a kept report in any of ``accumulators``
+    (open: their device tables; settled: ``used_devices``), each once however many of them hold it:
+    what a rollup's withheld part counts under ``privacy.unit: device`` (docs/design.md, section 7,
+    "Rollups"). Accumulators of a merge are not read (a merge keeps its first part's ``used_devices``):
+    pass the slices and increments themselves."""
+    parts = [a.devices.owner if a.devices is not None else a.used_devices for a in accumulators if a is not None]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+
+
 def _with_report_counts(states: np.ndarray) -> np.ndarray:
     """Client states of version 1 (6 columns) with the report count column, NaN: unknown."""
     if states.shape[2] == STATE_WIDTH:

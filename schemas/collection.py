@@ -232,7 +232,7 @@ class CollectionConfig:
         if len(set(self.rollups)) != len(self.rollups):
             raise ValueError(f"collection {self.name!r}: rollups must be distinct, got rollups="
                              f"{[list(r) for r in self.rollups]}")
-        # rollups with the device unit or a sliding window: schemas/composition.py
+        # rollups with a sliding window: schemas/composition.py
 
     @property
     def dimension_limits(self) -> dict:

@@ -146,14 +146,6 @@ RULES = (
          "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
          "The device as the unit: a bound per device"),
     # ---- not built: each entry is lifted by its own work item ----------------------------------------
-    # P-D (issue 48 item 4): complementary suppression that counts devices
-    Rule("rollups-device-unit", "rollups x privacy.unit device", NOT_BUILT, ANY,
-         lambda c: bool(c.rollups) and c.device is not None,
-         lambda c: "rollups with privacy.unit 'device' are not built: complementary suppression counts reports, "
-                   "while min_reports counts devices (a rollup's withheld part of min_reports reports may hold "
-                   f"fewer devices), got rollups={[list(r) for r in c.rollups]}",
-         "drop rollups (sum the published keys' rows yourself), or use privacy.unit: report",
-         "Rollups: totals over dimensions, and complementary suppression", owner="P-D"),
     # P-A (issue 48 item 2): the device unit for the whole-report kinds
     Rule("kind-device-unit", "channel kind hadamard/subset x privacy.unit device", NOT_BUILT, ANY,
          lambda c: _whole_report(c) and c.device is not None,

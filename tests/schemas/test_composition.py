@@ -53,8 +53,8 @@ def test_every_refusal_of_the_probe_is_a_rule_of_the_table(cells):
     assert refused   # the probe meets refusals today; the goal test below tracks how many
 
 
-@pytest.mark.xfail(strict=True, reason="issue 48 item 6: lifted by P-A (kinds x device unit, memoize), "
-                                       "P-D (rollups x device) and item 1 (kinds' analyses); "
+@pytest.mark.xfail(strict=True, reason="issue 48 item 6: lifted by P-A (kinds x device unit, memoize) and "
+                                       "item 1 (kinds' analyses); "
                                        "remove this marker when the probe meets the goal")
 def test_the_probe_meets_the_goal_of_issue_48(cells):
     refused = [c for c in cells if c[5] is not None]
@@ -82,7 +82,6 @@ EXAMPLES = {
     "global-streaming-no-early-firing": ({"window": {"type": "global"}}, True),
     "device-keys-streaming-global": ({"window": {"type": "global"}, "early_firing_seconds": 60, "dimensions": _DIMS,
                                       "privacy": {"unit": "device"}}, True),
-    "rollups-device-unit": ({"dimensions": _DIMS, "rollups": "all", "privacy": {"unit": "device"}}, False),
     "kind-device-unit": ({"channel": _HADAMARD, "privacy": {"unit": "device"}}, False),
     "kind-memoize": ({"channel": dict(_HADAMARD, memoize=True)}, False),
     "kind-non-boolean": ({"channel": _HADAMARD,
