@@ -62,6 +62,7 @@ from ldp_marginals.ldp.devices import (
 )
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.extremes import OPS, ExtremeAccumulator, _factors
+from ldp_marginals.ldp.memoized import extreme_repeat_terms
 from ldp_marginals.ldp.sets import SetFamily
 
 # the columns of one client's state per extreme: estimator product, then variance product, then the
@@ -182,6 +183,16 @@ class WindowAccumulator:
         return float(self.client_reports.sum())
 
 
+def kept_devices(accumulators) -> np.ndarray:
+    """The distinct devices (sorted uint64 device keys) with a kept report in any of ``accumulators``
+    (open: their device tables; settled: ``used_devices``), each once however many of them hold it:
+    what a rollup's withheld part counts under ``privacy.unit: device`` (docs/design.md, section 7,
+    "Rollups"). Accumulators of a merge are not read (a merge keeps its first part's ``used_devices``):
+    pass the slices and increments themselves."""
+    parts = [a.devices.owner if a.devices is not None else a.used_devices for a in accumulators if a is not None]
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+
+
 def _with_report_counts(states: np.ndarray) -> np.ndarray:
     """Client states of version 1 (6 columns) with the report count column, NaN: unknown."""
     if states.shape[2] == STATE_WIDTH:
@@ -213,11 +224,15 @@ class ReportAggregator:
     report is the unit), or ``M`` for a collection whose unit is the device: open accumulators
     (:meth:`create_open`) keep at most M reports per device (:mod:`ldp_marginals.ldp.devices`),
     chosen by ranks keyed with ``collection_key``; with client extremes a device is the client.
+    ``shared``: None, or ``(s, c0, c1)`` of memoized channels (:mod:`ldp_marginals.ldp.memoized`): each
+    extreme over reports then adds ``s`` times each report's
+    :func:`~ldp_marginals.ldp.memoized.extreme_repeat_terms` to its variance sum (the covariance of the
+    reports of one device), so the state's variance sum is the honest one.
     """
 
     def __init__(self, family: SetFamily, channels: ChannelSet, extremes: Sequence[tuple] = (),
                  client_extremes: Sequence[tuple] = (), device_bound: int | None = None, collection_key: int = 0,
-                 client_sample: int | None = None):
+                 client_sample: int | None = None, shared: tuple | None = None):
         if len(channels) != family.n_bits:
             raise ValueError(f"channels must have one channel per bit ({family.n_bits}), got len={len(channels)}")
         if device_bound is not None and (isinstance(device_bound, bool) or not isinstance(device_bound, int)
@@ -236,6 +251,14 @@ class ReportAggregator:
             raise ValueError(f"client_sample must be at most the device bound {device_bound}, got "
                              f"client_sample={client_sample}")
         self.client_sample = client_sample if self.client_extremes else None
+        if shared is not None:
+            s, c0, c1 = shared
+            c0, c1 = np.asarray(c0, dtype=np.float64), np.asarray(c1, dtype=np.float64)
+            if isinstance(s, bool) or not s >= 0 or c0.shape != (family.n_bits,) or c1.shape != (family.n_bits,):
+                raise ValueError(f"shared must be (s >= 0, c0, c1) with one c0 and c1 per bit ({family.n_bits}), "
+                                 f"got shared={shared!r}")
+            shared = (float(s), c0, c1) if s else None
+        self.shared = shared
 
     def _checked(self, extremes, name: str) -> tuple:
         out = tuple((op, tuple(int(b) for b in bits)) for op, bits in extremes)
@@ -339,6 +362,10 @@ class ReportAggregator:
                                                                        q[cols][:, None])
             acc.extreme_sums[i, 0] += per_report.estimate().sum()
             acc.extreme_sums[i, 1] += per_report.variance().sum()
+            if self.shared is not None:   # a device's reports share permanent responses (ldp/memoized.py)
+                s, c0, c1 = self.shared
+                acc.extreme_sums[i, 1] += s * extreme_repeat_terms(op, bits[:, cols], p[cols], q[cols], c0[cols],
+                                                                   c1[cols]).sum()
         if self.client_extremes and client_keys is not None:
             if self.client_sample is not None and ranks is None:
                 raise ValueError(f"add_packed needs each report's rank for the client sample "

@@ -19,7 +19,10 @@ target. So::
     Var(mean | B) = w^2 ( Var_delta(t_{e u B} / t_B) + r (1 - r) / t_B ),  r = t_{e u B} / t_B clipped
 
 with ``Var_delta`` the delta-method variance of :mod:`~ldp_marginals.ldp.conditional` (the encoding
-noise of ``t_{e u B}`` is independent of ``t_B``, which counts other bits). The interval targets the
+noise of ``t_{e u B}`` is independent of ``t_B``, which counts other bits). When reports of one device
+share permanent responses (``est.repeats``, :mod:`~ldp_marginals.ldp.memoized`) the TMDH (co)variances
+carry their term, and a memoized numeric bit, whose encoding coin is the device's, multiplies the
+encoding term by ``1 + s`` (a device's ``m <= 1 + s`` reports of one value share one encoded bit). The interval targets the
 window's own mean of ``x``: exact for an i.i.d. sample, conservative otherwise (the values spread
 between ``low`` and ``high`` encode with less noise than the bound). Estimates are unbiased and the
 interval is the estimate's own (never clipped, so the estimate lies inside it); what a reader should
@@ -57,6 +60,17 @@ def _bernoulli_variance(m: float) -> float:
     return m * (1.0 - m)
 
 
+def _shared_encodings(est, bit: int) -> float:
+    """``1 + s`` when the numeric bit memoizes and a device's reports share it
+    (``est.repeats``, :func:`~ldp_marginals.ldp.memoized.with_repeats`), else 1: a memoized numeric bit
+    keeps the device's encoding coin, so its ``m`` reports of one value carry one encoded bit and its
+    encoding noise ``m^2 u (1 - u)``, at most ``(1 + s)`` times the independent ``m u (1 - u)``."""
+    rep = getattr(est, "repeats", None)
+    if rep is None or not rep.s or not rep.memoizes[bit]:
+        return 1.0
+    return 1.0 + rep.s
+
+
 def feature_mean(est, bit: int, low: float, high: float, given=(), level: float = 0.95,
                  alpha: float = DEFAULT_ALPHA) -> Mean:
     """The mean of a numeric feature sent as ``bit`` (range ``[low, high]``), over all reports of
@@ -67,15 +81,16 @@ def feature_mean(est, bit: int, low: float, high: float, given=(), level: float 
     if bit in tuple(given):
         raise ValueError(f"given must not hold the numeric bit itself, got bit={bit}, given={list(given)}")
     w = high - low
+    shared = _shared_encodings(est, bit)
     if given:
         c = conditional(est, (bit,), given, level, alpha)
         r = c.estimate
-        var = w * w * (c.variance + _bernoulli_variance(r) / c.given) if c.given > 0 else float("nan")
+        var = w * w * (c.variance + shared * _bernoulli_variance(r) / c.given) if c.given > 0 else float("nan")
         estimate, given_count, threshold = low + w * r, c.given, c.threshold
     else:
         n = est.n
         m = est.mean((bit,)) / n
-        var = w * w * (est.variance((bit,)) + n * _bernoulli_variance(m)) / (n * n)
+        var = w * w * (est.variance((bit,)) + shared * n * _bernoulli_variance(m)) / (n * n)
         estimate, given_count, threshold = low + w * m, float(n), 0.0
     ci_low, ci_high = (float(v) for v in normal_interval(estimate, var, level))
     return Mean(float(estimate), float(var), ci_low, ci_high, float(given_count), float(threshold))

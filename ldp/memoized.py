@@ -23,14 +23,14 @@ q = 0.75 and x = 1: x2.25 at 24 reports).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from ldp_marginals.ldp._checks import check_int, check_positive, check_probability
 from ldp_marginals.ldp.channels import Channel, ChannelSet
-from ldp_marginals.ldp.tmdh import _subset_sum   # the subset-sum kernel of the TMDH closed forms
+from ldp_marginals.ldp.tmdh import Repeats, _subset_sum   # the subset-sum kernel of the TMDH closed forms
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,39 @@ def repeat_variance(estimate, channels: ClientChannels, shared_reports: float) -
     extra = _subset_sum(estimate.family, estimate.means, c0, 1.0 + c1 - c0) - estimate.means
     extra[0] = 0.0
     return s * extra
+
+
+def with_repeats(estimate, channels: ClientChannels, shared_reports: float):
+    """The estimate of a window whose devices' reports share permanent responses: its variances plus
+    :func:`repeat_variance`, and its :meth:`~ldp_marginals.ldp.tmdh.TMDHEstimate.covariance` with the
+    same term for every pair of counted sets (``s * (sum_{A subset I} prod_{I \\ A} c(0) prod_A a
+    t_{A u D} - t_{J u J'})``, ``I = J n J'``, ``D = J (sym. diff.) J'``), so that every statistic
+    derived from the counts and their covariance (tables, conditionals, means) carries it. The
+    cross-report covariance matrix of the sets, ``Cov(prod_J w, prod_J' w)`` of the debiased permanent
+    bits ``w``, is positive semi-definite, so with ``s = M - 1`` the variance of every linear
+    combination is bounded above, as for one set. ``s = 0`` returns ``estimate`` unchanged."""
+    s = check_positive("shared_reports", shared_reports, allow_zero=True)
+    if not s:
+        return estimate
+    c0, c1 = channels.shared
+    return replace(estimate, variances=estimate.variances + repeat_variance(estimate, channels, s),
+                   repeats=Repeats(float(s), c0, 1.0 + c1 - c0, channels.memoizes))
+
+
+def extreme_repeat_terms(op: str, bits: np.ndarray, p, q, c0, c1) -> np.ndarray:
+    """Per report (``bits``: its noisy bits of one extreme, ``(n, k)``, effective channels ``p``, ``q``
+    and the bits' shared terms ``c0``, ``c1``), an unbiased estimate of the covariance of its OR/AND
+    estimate with that of another report of its device with the same true bits: ``prod_i (1 - x_i +
+    c_i(x_i)) - prod_i (1 - x_i)`` (OR: ``E[w w'] = 1 - x + c(x)`` per bit, ``w = 1 - z``) and
+    ``prod_i (x_i + c_i(x_i)) - prod_i x_i`` (AND). Each factor is linear in ``x_i``, the bits of a report
+    are independent given the truth, so the product of the factors at the debiased bits ``z_i`` (or
+    ``w_i``) is unbiased: ``prod (c1 + (1 + c0 - c1) w) - prod w`` and ``prod (c0 + (1 + c1 - c0) z) - prod z``.
+    A device sending ``m`` reports adds ``m (m - 1)`` times it to the variance of the extreme's sum."""
+    y = np.asarray(bits, dtype=np.float64)
+    z = (y - p) / (q - p)
+    if op == "or":
+        w = 1.0 - z
+        return np.prod(c1 + (1.0 + c0 - c1) * w, axis=1) - np.prod(w, axis=1)
+    if op == "and":
+        return np.prod(c0 + (1.0 + c1 - c0) * z, axis=1) - np.prod(z, axis=1)
+    raise ValueError(f"op must be 'or' or 'and', got op={op!r}")

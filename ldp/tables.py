@@ -20,7 +20,7 @@ the sampling term ``N (diag(pi) - pi pi^T)`` (see :meth:`MarginalTable.superpopu
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations, product
 from typing import Sequence
 
@@ -173,8 +173,7 @@ def group_table(est: TMDHEstimate, layout: Layout, features: Sequence[str]) -> G
     names = tuple(features)
     if not names:
         raise ValueError("features must name at least one feature, got features=()")
-    group_est = est if est.exclusive_groups else TMDHEstimate(
-        est.family, est.channels, est.counts, est.means, est.variances, layout.exclusive_groups)
+    group_est = est if est.exclusive_groups else replace(est, exclusive_groups=layout.exclusive_groups)
     cells, columns, terms = [], [], []
     for values, ones, zeros in group_cells(layout, names):
         cells.append(values)

@@ -5,14 +5,15 @@ kinds that rest on few reports", states the rule and why it is enough.
 
 The window's guard counts the window's reports; under these kinds a row is a function of far fewer:
 
-- ``subset`` (:mod:`~ldp_marginals.ldp.subset_rr`): the estimate of set K (its marginal, or the table of
-  its bits) is a function of ``n_K`` and the cell counts of the reports whose random subset holds K, and
-  of N. Thin: ``0 < n_K < min_reports``. A row of a set L below K is a sum over every report holding L; the
-  thin reports can be taken out of it only by subtracting the other reports' share of L, which published
-  *tables* of sets ``T`` above L give (marginalized to L) and marginal rows do not (they publish the
-  all-ones cell of T alone, whose reports are all in L's row too). So L is also withheld when the reports
-  holding L but no published table above L (the residual) may number between 1 and ``min_reports - 1``:
-  exactly ``n_L - n_T`` under one such table, at least ``n_L - sum n_T`` under several.
+- ``subset`` (:mod:`~ldp_marginals.ldp.subset_rr`): the reports fall into atoms by their subset U (a
+  uniform draw, independent of content). A table over B carries every monomial ``x_T``, T within B, on
+  the atoms holding B; a marginal over S carries ``x_S`` on the atoms holding S. Monomials are linearly
+  independent functions of a report, so combinations isolate reports monomial by monomial: on ``x_T``,
+  the rows carrying it (its family) isolate a union of *regions* (the reports whose subset holds exactly
+  some of the family's sets). Thin: ``0 < n_K < min_reports`` (a family of one); and, for every T two or
+  more published rows carry, a region that may hold 1 to ``min_reports - 1`` reports (exact by
+  inclusion-exclusion when the window counts every union, else bounded: conservative) withholds T's own
+  marginal first, then the family's table of fewest reports, until none does. Sufficient, not exact.
 - ``hadamard`` (:mod:`~ldp_marginals.ldp.hadamard`): the row of set S is a function of N and of the
   coefficient estimates ``theta_a`` (with ``n_a`` and the odd count) of every non-empty ``a`` within S,
   ``theta_a`` resting on the ``n_a`` reports that drew ``a`` (slots draw without replacement: ``n_a``
@@ -61,39 +62,114 @@ def _floor(min_reports: int, per_device: int) -> tuple:
         (m * r, f"min_reports={m} devices x {r} reports a device = {m * r}")
 
 
-def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, per_device: int = 1) -> dict:
+def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, known_order: int | None = None,
+                     width: int | None = None, per_device: int = 1) -> dict:
     """``{set: Thin}`` of a subset-RR window (module docstring). ``drawn_of(set)``: ``n_K``, the reports
-    whose subset holds the set; ``marginal_sets``, ``table_sets``: the sets (sorted bit tuples) whose
-    marginals and tables the window would publish; ``per_device``: the most reports of a device in a row
-    (1 under ``unit: report``)."""
+    whose subset holds the set, for every set of at most ``known_order`` bits (None: every set);
+    ``width``: the subsets' width (a set of more bits is held by no report; None: unknown);
+    ``marginal_sets``, ``table_sets``: the sets (sorted bit tuples) whose marginals and tables the window
+    would publish; ``per_device``: the most reports of a device in a row (1 under ``unit: report``)."""
     m, floor = _floor(min_reports, per_device)
+    marginals = {tuple(s) for s in marginal_sets}
     tables = {tuple(t) for t in table_sets}
-    out, published_tables = {}, []
-    for s in sorted({tuple(s) for s in marginal_sets} | tables, key=lambda s: (-len(s), s)):   # tables above first
-        n = int(drawn_of(s))
-        if 0 < n < m:
-            out[s] = Thin(n, f"it rests on {n} report(s), those whose subset holds its bits, < {floor}")
+    if known_order is not None:
+        check_int("known_order", known_order, minimum=1)
+        wider = [list(s) for s in marginals | tables if len(s) > known_order]
+        if wider:
+            raise ValueError(f"every published set must be counted (at most known_order={known_order} bits), "
+                             f"got sets {sorted(wider)[:3]}")
+    if width is not None:
+        check_int("width", width, minimum=1)
+    counts: dict = {}
+
+    def n(s):   # n_K, or None when the window does not count it
+        s = tuple(sorted(set(s)))
+        if s not in counts:
+            counts[s] = (0 if width is not None and len(s) > width else
+                         None if known_order is not None and len(s) > known_order else int(drawn_of(s)))
+        return counts[s]
+
+    out = {}
+    for s in sorted(marginals | tables, key=lambda s: (-len(s), s)):   # the per-row rule: |F_T| = 1
+        c = n(s)
+        if 0 < c < m:
+            out[s] = Thin(c, f"it rests on {c} report(s), those whose subset holds its bits, < {floor}")
+    while True:   # the family rule, until every monomial's regions are safe
+        found = _unsafe_monomial(n, marginals - set(out), tables - set(out), m)
+        if found is None:
+            return out
+        t, family, region, low, high = found
+        if t in marginals and t not in out:   # a marginal takes apart only its own monomial: withhold it first
+            drop, total = t, n(t)
+        else:                                 # else the thinnest table carrying the monomial
+            drop = min((b for b in family if b in tables), key=lambda b: (n(b), -len(b), b))
+            total = n(drop)
+        of = f"of its {total} " if drop in region else ""
+        rows = f"the published rows of {len(family) - 1} other set(s) holding bit(s) {list(t)} with it"
+        out[drop] = Thin(total, f"{rows} leave {low} {of}reports apart, < {floor}" if low == high else
+                         f"{rows} may leave fewer than {floor} {of}reports apart (between {low} and {high}: "
+                         f"the window counts sets of at most max_order bits)")
+
+
+def _unsafe_monomial(n, marginals: set, tables: set, m: int):
+    """The first monomial ``x_T`` (T a published marginal's set, or a set within a published table) that
+    two or more published rows carry and whose regions may hold 1..m-1 reports: ``(T, family, region,
+    low, high)``, or None. The family ``F_T``: the sets B (T's own marginal, every table above T) whose
+    rows carry ``x_T`` over the reports whose subset holds B. A combination of them isolates, on ``x_T``,
+    a union of *regions*: the reports whose subset holds exactly the members ``region`` of the family;
+    ``[low, high]`` bounds a region's count from the window's counts (exact when they are all counted)."""
+    monomials = set(marginals) | {t for b in tables for t in _subsets(b)}
+    for t in sorted(monomials, key=lambda s: (-len(s), s)):
+        family = sorted({b for b in tables if set(t) <= set(b)} | ({t} if t in marginals else set()))
+        if len(family) < 2:
             continue
-        above = [t for t in published_tables if set(s) < set(t)]
-        if n > 0 and above:
-            rest = n - sum(int(drawn_of(t)) for t in above)
-            if len(above) == 1 and 0 < rest < m:
-                out[s] = Thin(n, f"the published tables of 1 set(s) above its bits leave {rest} of its {n} reports "
-                                 f"apart, < {floor}")
-                continue
-            if len(above) > 1 and rest < m:
-                out[s] = Thin(n, f"the published tables of {len(above)} sets above its bits may leave fewer than "
-                                 f"{floor} of its {n} reports apart (at least {max(rest, 0)})")
-                continue
-        if s in tables:
-            published_tables.append(s)
-    return out
+        for region, low, high in _regions(n, family):
+            if high > 0 and low < m:
+                return t, family, region, low, high
+    return None
+
+
+def _regions(n, family: list):
+    """``(members, low, high)`` of every non-empty region of ``family`` that may hold reports: the
+    reports whose subset holds every member of ``members`` and no other member (inclusion-exclusion
+    over the unions' counts when the window counts them all; else ``n(union) - sum n(union + B)``, B
+    outside, bounded by the smallest count of a counted set within a union)."""
+    k = len(family)
+    union, low, high = {}, {}, {}
+
+    def bounds(mask):   # lower and upper bound of n(union of the members in mask)
+        if mask not in union:
+            bits = set().union(*(family[i] for i in range(k) if mask >> i & 1))
+            c = n(bits)
+            if c is None:
+                sub = [bounds(mask & ~(1 << i))[1] for i in range(k) if mask >> i & 1 and mask & ~(1 << i)]
+                union[mask] = (0, min(sub))
+            else:
+                union[mask] = (c, c)
+        return union[mask]
+    full = (1 << k) - 1
+    for mask in range(1, full + 1):
+        lo, hi = bounds(mask)
+        if hi == 0:
+            continue
+        members = [family[i] for i in range(k) if mask >> i & 1]
+        bits = set().union(*members)
+        if any(set(family[i]) <= bits for i in range(k) if not mask >> i & 1):
+            continue   # a subset holding these members holds another member too: the region is empty
+        outside = [i for i in range(k) if not mask >> i & 1]
+        supers = [mask | sum(1 << i for i in extra) for r in range(1, len(outside) + 1)
+                  for extra in combinations(outside, r)]
+        if all(bounds(s)[0] == bounds(s)[1] for s in supers) and lo == hi:
+            exact = lo + sum((-1) ** bin(s & ~mask).count("1") * bounds(s)[0] for s in supers)
+            yield members, exact, exact
+        else:
+            yield members, max(0, lo - sum(bounds(mask | (1 << i))[1] for i in outside)), hi
 
 
 def hadamard_thin_sets(drawn, index_of, sets, min_reports: int, per_device: int = 1) -> dict:
     """``{set: Thin}`` of a Hadamard-sampling window (module docstring). ``drawn``: ``n_a`` by family
     index; ``index_of(a)``: the family index of coefficient ``a``; ``sets``: the sets whose rows (marginal
-    or table) the window would publish; ``per_device`` as :func:`subset_thin_sets`'."""
+    or table) the window would publish."""
     m, floor = _floor(min_reports, per_device)
     drawn = np.asarray(drawn)
     out = {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -74,6 +74,18 @@ def expected_counts(true_counts, family: SetFamily, channels: ChannelSet) -> np.
     return _subset_sum(family, t, channels.p, channels.q - channels.p)
 
 
+class Repeats(NamedTuple):
+    """What a device's reports share (:mod:`ldp_marginals.ldp.memoized`): ``s``, the other reports of
+    its device a report shares its permanent responses with (``M - 1`` for a bound of M), and per bit
+    ``c0`` and ``a`` (``c(0)`` and ``1 + c(1) - c(0)``, 0 and 1 for a bit that does not memoize) and
+    ``memoizes``. Two reports of one device add ``prod_D x prod_I (c0 + a x) - prod_{J u J'} x`` to
+    ``Cov(t_J, t_J')``, the form of Carette's covariance with ``(c0, a)`` for ``(alpha, beta)``."""
+    s: float
+    c0: np.ndarray
+    a: np.ndarray
+    memoizes: np.ndarray
+
+
 def _alpha_beta(channels: ChannelSet):
     p, gap = channels.p, channels.q - channels.p
     return p * (1.0 - p) / gap ** 2, (1.0 - 2.0 * p) / gap
@@ -84,6 +96,9 @@ class TMDHEstimate:
     """TMDH means and variances of every counted set of one window, plus covariances on demand.
 
     ``means[i]`` and ``variances[i]`` follow ``family``'s canonical order (index 0: ``N``, variance 0).
+    ``repeats``: None for independent reports; else what a device's memoized reports share
+    (:class:`Repeats`, set by :func:`~ldp_marginals.ldp.memoized.with_repeats`, which also adds their
+    term to ``variances``), and :meth:`covariance` adds their term too.
     """
 
     family: SetFamily
@@ -92,6 +107,7 @@ class TMDHEstimate:
     means: np.ndarray
     variances: np.ndarray
     exclusive_groups: tuple = ()
+    repeats: Repeats | None = None
 
     @property
     def n(self) -> int:
@@ -140,12 +156,17 @@ class TMDHEstimate:
         sym = set(j1) ^ set(j2)
         who = f"covariance of {list(j1)} and {list(j2)}"
         alpha, beta = _alpha_beta(self.channels)
-        total = 0.0
+        rep = self.repeats if self.repeats is not None and self.repeats.s else None
+        t_union = self._truth(union, who)
+        total, shared = -t_union, -t_union
         for r in range(len(inter) + 1):
             for a in combinations(inter, r):
-                w = np.prod([beta[i] for i in a]) * np.prod([alpha[i] for i in inter if i not in a])
-                total += w * self._truth(tuple(sorted(sym | set(a))), who)
-        return total - self._truth(union, who)
+                t = self._truth(tuple(sorted(sym | set(a))), who)
+                rest = [i for i in inter if i not in a]
+                total += np.prod([beta[i] for i in a]) * np.prod([alpha[i] for i in rest]) * t
+                if rep is not None:   # reports of one device sharing permanent responses: (c0, a) for (alpha, beta)
+                    shared += np.prod([rep.a[i] for i in a]) * np.prod([rep.c0[i] for i in rest]) * t
+        return total + rep.s * shared if rep is not None else total
 
     def covariance_matrix(self, sets: Sequence[Iterable[int]]) -> np.ndarray:
         """Covariance matrix of the estimates of the given sets (only when asked for: O(len^2))."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
+from ldp_marginals.schemas.composition import check_job_composition
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, ESTIMATE_KINDS
 from ldp_marginals.transforms.estimate import RELEASES, EstimateCollection
 from ldp_marginals.transforms.panes import PANES
@@ -44,17 +45,7 @@ class JobOptions:
                              f"got watermark_delay_seconds={self.watermark_delay_seconds!r}")
         if not self.configs:
             raise ValueError("configs must name at least one collection, got configs={}")
-        for name, cfg in self.configs.items():
-            if self.streaming and cfg.window.type == "global" and not cfg.early_firing_seconds:
-                raise ValueError(f"collection {name!r}: a global window never closes in streaming, so it needs "
-                                 f"early_firing_seconds, got early_firing_seconds={cfg.early_firing_seconds!r}")
-            if self.streaming and cfg.bounds_keys and cfg.window.type == "global":
-                raise ValueError(
-                    f"collection {name!r}: privacy.unit 'device' with dimensions {[d.name for d in cfg.dimensions]} "
-                    f"on a global window: the streaming engine bounds a device's keys (max_keys_per_device="
-                    f"{cfg.device.max_keys_per_device}) when the slice's window closes, and a global window closes "
-                    "only when the stream ends, so its early panes would publish nothing (docs/design.md); use "
-                    "fixed or sliding windows, run it in batch, or drop the dimensions to stream it")
+        check_job_composition(self.configs, self.streaming)   # schemas/composition.py: the rules of the mode
 
 
 def build(pipeline, source, sink, options: JobOptions) -> dict:
@@ -95,8 +86,13 @@ def build(pipeline, source, sink, options: JobOptions) -> dict:
     releases = []
     for i, name in enumerate(names):
         ledger = None if options.ledger is None or options.streaming else list(options.ledger.get(name, []))
+        # the witnesses of the other collections' releases: a device of this run among them is the same
+        # reports under another name (releases.shared_devices), whichever devices take this run's own witnesses
+        foreign = frozenset() if ledger is None else frozenset(
+            w for other, rs in options.ledger.items() if other != name
+            for r in rs for _, _, ws in r.witnesses for w in ws)
         estimate = EstimateCollection(options.configs[name], options.streaming, options.clock, options.row_outputs,
-                                      options.watermark_delay_seconds, ledger)
+                                      options.watermark_delay_seconds, ledger, foreign)
         outs = parts[i] | f"Estimate[{name}]" >> estimate
         for kind in kinds:
             per_kind[kind].append(outs[kind])

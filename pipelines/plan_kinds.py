@@ -6,6 +6,8 @@ worst-case variance of its top-order tables at that whole-report epsilon
 (:func:`~ldp_marginals.ldp.mechanism_choice.kind_choice`), every figure printed."""
 from __future__ import annotations
 
+import yaml
+
 from ldp_marginals.ldp.channel_kind import channel_kind
 from ldp_marginals.ldp.encoding import BOOLEAN
 from ldp_marginals.ldp.intervals import sidak_level
@@ -35,9 +37,39 @@ def kind_precision(cfg, n, target, frequencies, precision) -> tuple:
     return rows, cells
 
 
+def candidate_refusals(cfg, channel: dict) -> tuple:
+    """``(batch, streaming)``: why the job would refuse ``cfg`` with its ``channel`` replaced by
+    ``channel`` (a kind's or per-bit symmetric, as :func:`~ldp_marginals.ldp.mechanism_choice.kind_choice`
+    gives it), in each mode, or None where it accepts it: the config is rebuilt with that channel, which
+    checks the composition table (schemas/composition.py) and the promise over time, then the rules of
+    streaming."""
+    from dataclasses import replace
+
+    from ldp_marginals.ldp.channels import Channel, ChannelSet
+    from ldp_marginals.schemas.channel_kinds import parse_kind
+    from ldp_marginals.schemas.composition import composition_faults
+    n = cfg.layout.n_bits
+    try:
+        if "kind" in channel:
+            cand = replace(cfg, channels=ChannelSet.uniform(Channel(0.0, 1.0), n), mechanisms=(channel["kind"],) * n,
+                           permanent=(), sampling=parse_kind(channel, cfg.layout, cfg.max_order))
+        else:
+            cand = replace(cfg, channels=ChannelSet.uniform(Channel.symmetric_from_epsilon(channel["epsilon"]), n),
+                           mechanisms=("symmetric",) * n, permanent=(), sampling=None)
+        fault = cand.promise_fault()
+    except ValueError as err:
+        return str(err), str(err)
+    if fault:
+        return fault, fault
+    stream = composition_faults(cand, streaming=True)
+    return None, (stream[0].message(cand) if stream else None)
+
+
 def mechanism_advice(cfg) -> dict:
     """The job's channel kinds compared for the collection's stated local promise (``None`` fields and a
-    ``reason`` when the comparison does not apply)."""
+    ``reason`` when the comparison does not apply). Each candidate carries why the job would refuse the
+    config with it (``refused_batch``, ``refused_streaming``: None when accepted) and the config line to
+    paste; ``best`` is the best the job accepts in batch (``best_any`` the best of all)."""
     p = cfg.privacy
     if p is None or p.model != "local" or p.epsilon is None:
         return {"reason": "no local promise with an epsilon (privacy: {model: local, epsilon: E}) to compare "
@@ -45,9 +77,25 @@ def mechanism_advice(cfg) -> dict:
     if any(f.kind != BOOLEAN for f in cfg.layout.features):
         return {"reason": "the comparison takes boolean features only (channel kinds hadamard and subset do)"}
     choice = kind_choice(cfg.layout.n_bits, cfg.max_order, p.epsilon)
+    for c in choice["candidates"]:
+        # the line as printed is what is checked: its numbers in full (a rounded per-bit epsilon times the
+        # bits can exceed the promise, and the job would refuse the line)
+        c["paste"] = "channel: {" + ", ".join(f"{k}: {v!r}" for k, v in c["channel"].items()) + "}"
+        c["refused_batch"], c["refused_streaming"] = candidate_refusals(cfg, yaml.safe_load(c["paste"])["channel"])
     figures = {c["kind"]: c["variance_per_report"] for c in choice["candidates"]}
-    return dict(choice, epsilon=p.epsilon, order=cfg.max_order, current=cfg.channel_kind,
-                current_ratio=figures[cfg.channel_kind] / figures[choice["best"]], reason=None)
+    accepted = [c for c in choice["candidates"] if c["refused_batch"] is None or c["kind"] == cfg.channel_kind]
+    best = accepted[0] if accepted else None
+    return dict(choice, best_any=choice["best"], best=best["kind"] if best else None,
+                paste=best["paste"] if best else None, epsilon=p.epsilon, order=cfg.max_order,
+                current=cfg.channel_kind,
+                current_ratio=figures[cfg.channel_kind] / figures[best["kind"]] if best else None, reason=None)
+
+
+def _refusal(text: str) -> str:
+    """A refusal in a few words: its rule's name where the composition table refused it."""
+    import re
+    m = re.search(r"; rule ([a-z-]+)\]", text)
+    return f"rule {m.group(1)}" if m else text[:100]
 
 
 def advice_lines(m: dict) -> list:
@@ -56,15 +104,22 @@ def advice_lines(m: dict) -> list:
     lines = [f"mechanism for the local promise at whole-report epsilon {m['epsilon']:g} (worst-case summed cell "
              f"variance of a {m['order']}-way table, per report: divide by N):"]
     for c in m["candidates"]:
-        mark = "  <- best" if c["kind"] == m["best"] else ""
+        mark = "  <- best the job accepts" if c["kind"] == m["best"] else ""
+        if c.get("refused_batch") and c["kind"] != m["current"]:
+            mark = f"  (the job refuses it with this config: {_refusal(c['refused_batch'])})"
+        elif c.get("refused_streaming"):
+            mark += f"  (batch only; streaming refuses it: {_refusal(c['refused_streaming'])})"
         lines.append(f"  {c['label']:<28} {c['variance_per_report']:>14,.2f}   channel: "
                      f"{_flow(c['channel'])}{mark}")
-    if m["current"] == m["best"]:
-        lines.append(f"  this collection uses the best kind ({m['current']}); the runner-up's variance is "
-                     f"{m['ratio']:,.3g}x")
+    if m["best"] is None:
+        lines.append("  the job accepts none of the kinds with this config")
+    elif m["current"] == m["best"]:
+        lines.append(f"  this collection uses the best kind ({m['current']}) the job accepts with this config; the "
+                     f"runner-up's variance is {m['ratio']:,.3g}x")
     else:
         lines.append(f"  this collection uses {m['current']}: {m['best']} would give a {m['current_ratio']:,.3g}x "
-                     "lower variance at the same promise")
+                     "lower variance at the same promise; paste into the config:")
+        lines.append(f"    {m['paste']}")
     return lines
 
 

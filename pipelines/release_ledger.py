@@ -112,6 +112,42 @@ def check_rollups(configs: dict, earlier: dict | None) -> None:
                              "ledger', says what that gives up)")
 
 
+def check_unit(configs: dict, earlier: dict | None) -> None:
+    """A batch run of a collection into an output holding earlier releases of it under another privacy unit
+    is refused: the two runs' rows differ by what the device bound dropped (a device-unit run after a
+    report-unit one, or before it), which can be many reports of a few devices, and the ledger's rule
+    counts one unit per collection."""
+    for name, cfg in sorted(configs.items()):
+        unit = "device" if cfg.device is not None else "report"
+        others = sorted({r.unit for r in (earlier or {}).get(name, ())} - {unit})
+        if others:
+            raise ValueError(f"collection {name!r}: --output holds earlier releases of it under privacy.unit "
+                             f"{others[0]!r}, and this run's unit is {unit!r} (the difference of the two runs' rows "
+                             "is what the device bound drops: reports of a few devices); keep the unit of the "
+                             f"earlier runs, give another --output, or {NEW_LEDGER} to publish regardless "
+                             "(docs/design.md, 'The release ledger', says what that gives up)")
+
+
+def check_dimensions(configs: dict, earlier: dict | None) -> None:
+    """The ledger compares a run's slices with earlier ones key by key (a key is the digest of its
+    dimension values), so it holds only while a report stays in its key. A run whose declared dimensions
+    differ from an earlier release's of the same collection regroups every report into keys the ledger
+    never saw, and its rows would be checked against nothing (dropping ``region``: the one key's row minus
+    the earlier run's published regions is the regions the guard withheld): refused. An earlier release
+    that did not record its dimensions (written before they were) is not checked."""
+    for name, cfg in sorted(configs.items()):
+        mine = tuple(sorted(d.name for d in cfg.dimensions))
+        for release in (earlier or {}).get(name, ()):
+            if release.dimensions is not None and release.dimensions != mine:
+                raise ValueError(f"collection {name!r}: --output holds an earlier release of it (run "
+                                 f"{release.run_id}) with dimensions {list(release.dimensions)}, and this run "
+                                 f"declares {list(mine)}: the release ledger compares runs key by key, so the "
+                                 "regrouped keys would be checked against nothing (their rows minus the earlier "
+                                 "run's could give back keys the guard withheld); keep the dimensions, give "
+                                 f"another --output, or {NEW_LEDGER} to publish regardless (docs/design.md, "
+                                 "'The release ledger', says what that gives up)")
+
+
 def _staged_path(staged: str, collection: str) -> str:
     return FileSystems.join(staged, LEDGER_DIR, hashlib.sha256(collection.encode()).hexdigest()[:16] + ".json")
 

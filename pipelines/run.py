@@ -28,8 +28,10 @@ from ldp_marginals.pipelines.release_ledger import (
     NEW_LEDGER,
     SharedDevices,
     WriteReleaseFn,
+    check_dimensions,
     check_no_ledger,
     check_rollups,
+    check_unit,
     earlier_releases,
     publish_ledger,
 )
@@ -364,6 +366,8 @@ def make_pipeline(argv=None, expansion_service=None):
     # the release ledger: what earlier batch runs into --output published (None: streaming, no ledger)
     args.earlier = earlier_releases(args.output, args.streaming, args.new_ledger)
     check_rollups(configs, args.earlier)
+    check_unit(configs, args.earlier)
+    check_dimensions(configs, args.earlier)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))

@@ -7,8 +7,9 @@
 Hadamard sampling (:mod:`ldp_marginals.ldp.hadamard`, on the wire :mod:`ldp_marginals.ldp.hadamard_reports`)
 and subset randomized response (:mod:`ldp_marginals.ldp.subset_rr`, on the wire
 :mod:`ldp_marginals.ldp.subset_reports`) make the whole report ``epsilon``-LDP, not each bit: the kinds
-for a ``local`` promise over many bits. What this release supports with them, each refusal a
-``ValueError`` naming the field:
+for a ``local`` promise over many bits. What this release supports with them (the refusals of
+other features with a kind are rules of schemas/composition.py, naming the field; this module
+validates the channel's own fields):
 
 - boolean features only (a categorical's one-hot bits or a numeric's encoded bit would make tables
   of structural zeros and means these kinds do not estimate yet);
@@ -29,8 +30,7 @@ from __future__ import annotations
 import math
 
 from ldp_marginals.ldp._checks import check_int, check_positive
-from ldp_marginals.ldp.channel_kind import channel_kind, refused
-from ldp_marginals.ldp.encoding import BOOLEAN, Layout
+from ldp_marginals.ldp.encoding import Layout
 from ldp_marginals.ldp.hadamard import WEIGHTS, HadamardSampling
 from ldp_marginals.ldp.hadamard_reports import KIND as HADAMARD
 from ldp_marginals.ldp.subset_reports import KIND as SUBSET
@@ -38,12 +38,11 @@ from ldp_marginals.ldp.subset_reports import sets_per_report, table_cells
 from ldp_marginals.ldp.subset_rr import SubsetRR
 
 KINDS = (HADAMARD, SUBSET)
-_KEYS = {HADAMARD: ("kind", "epsilon", "slots", "weights"), SUBSET: ("kind", "epsilon", "width")}
+# memoize: known, so that its refusal is the composition table's (schemas/composition.py, kind-memoize)
+_KEYS = {HADAMARD: ("kind", "epsilon", "slots", "weights", "memoize"), SUBSET: ("kind", "epsilon", "width", "memoize")}
 MAX_COEFFICIENTS = 1 << 18   # 4 MiB of counts per window and key; 62 bits at max_order 3 are 39,773
 MAX_CELLS = 1 << 19          # subset: the same 4 MiB of counts; 62 bits at max_order 3 are 310,248
 MAX_SETS_PER_REPORT = 1 << 12   # subset: the counts one report adds to (module docstring)
-UNSUPPORTED = ("extremes", "conditionals", "means", "sets")   # config fields a kind may refuse: which it does
-#                                                              is ldp/channel_kind.py's (ChannelKind.publishes)
 
 
 def is_kind(chan) -> bool:
@@ -68,9 +67,6 @@ def parse_kind(chan: dict, layout: Layout, max_order: int):
                          f"{sorted(_KEYS[kind])}")
     if "epsilon" not in chan:
         raise ValueError(f"channel of kind {kind!r} must have 'epsilon' (the whole report's), got keys={sorted(chan)}")
-    others = [f.name for f in layout.features if f.kind != BOOLEAN]
-    if others:
-        raise ValueError(f"channel kind {kind!r} takes boolean features only, got non-boolean features {others}")
     if layout.n_bits > 62:
         raise ValueError(f"channel kind {kind!r} holds at most 62 bits, got {layout.n_bits}")
     if kind == SUBSET:
@@ -109,35 +105,6 @@ def _subset(chan: dict, n_bits: int, max_order: int) -> SubsetRR:
                          f"1..max_order, each a count the job adds per report, over the {MAX_SETS_PER_REPORT:,} it "
                          f"allows: lower channel.width")
     return mech
-
-
-def check_config(spec: dict, groups: tuple, max_order: int) -> None:
-    """The fields of a collection config that a kind refuses (module docstring)."""
-    kind = spec["channel"]["kind"]
-    for key in refused(kind, [k for k in UNSUPPORTED if spec.get(k)]):
-        raise ValueError(f"{key} are not supported with channel kind {kind!r} yet, got {key}={spec[key]!r}")
-    if spec.get("rollups") and not channel_kind(kind).serves("rollups"):   # a rollup row minus its keys' published rows is a key's row: a withheld thin
-        #                       row (ldp/thin_rows.py) of one key would come back; rollups do not suppress rows
-        raise ValueError(f"rollups are not supported with channel kind {kind!r}: a rollup's row minus its keys' "
-                         f"published rows would give back a key's row withheld for resting on fewer than "
-                         f"min_reports reports, got rollups={spec['rollups']!r}")
-    privacy = spec.get("privacy") or {}
-    if isinstance(privacy, dict):
-        spans = refused(kind, [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None])
-        if spans:   # the enforced figures and their advice are per bit (ldp/longitudinal.py)
-            raise ValueError(f"privacy.{spans[0]} is not built with channel kind {kind!r} yet: its enforced figures "
-                             f"read per-bit channels; promise privacy.epsilon (one report's) and bound a device with "
-                             f"max_reports_per_device (a day spends at most slices x M x K x channel.epsilon), got "
-                             f"{spans[0]}={privacy[spans[0]]!r}")
-        if privacy.get("unit", "report") == "device" and not channel_kind(kind).serves("device_unit"):
-            raise ValueError(f"privacy.unit must be 'report' with channel kind {kind!r}, got unit='device'")
-        if privacy.get("model", "local") != "local" and not channel_kind(kind).serves("sufficient"):
-            raise ValueError(f"privacy.model must be 'local' with channel kind {kind!r} (it randomizes the whole "
-                             f"report, not each bit), got model={privacy['model']!r}")
-    for i, g in enumerate(groups):
-        if len(g) > max_order:
-            raise ValueError(f"groups[{i}] has {len(g)} features, over max_order={max_order}: channel kind {kind!r} "
-                             f"estimates tables of at most max_order bits")
 
 
 def describe_kind(cfg) -> dict:

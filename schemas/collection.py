@@ -22,6 +22,7 @@ from ldp_marginals.ldp.memoized import ClientChannels
 from ldp_marginals.ldp.privacy import local_dp_epsilon, smallest_population
 from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.windows import Window
+from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.dead_letters import DIMENSION_TOO_LONG, RESERVED_DIMENSION_VALUE, UNDECLARED_DIMENSION
 
 # A collection name becomes part of file names and table rows: letters, digits, '_', '-', '.'
@@ -184,26 +185,9 @@ class CollectionConfig:
     def __post_init__(self):
         self._check_rollups()
         self._check_reports_per_client()
-        memoized = bool(self.permanent) and any(c is not None for c in self.permanent)
-        if memoized and self.device is None:
-            raise ValueError(f"collection {self.name!r}: memoized channels (memoize: true) correlate a device's "
-                             "reports, which only privacy.unit 'device' bounds and accounts for; set privacy.unit")
-        others = [name for name, on in (("groups", self.groups), ("conditionals", self.conditionals),
-                                        ("means", self.means), ("extremes", self.extremes)) if on]
-        if memoized and self.repeats_per_window > 1 and others:
-            raise ValueError(f"collection {self.name!r}: memoized channels with up to {self.repeats_per_window} "
-                             f"reports of one device per window and key correlate its reports; the marginals' "
-                             f"variances carry the correction (repeat_variance), {others} do not yet (their "
-                             "closed-form variances assume independent reports, and no correction of theirs is "
-                             "derived and checked for coverage): drop them, or use max_reports_per_device=1 (and "
-                             "max_keys_per_device=1 with dimensions) on a fixed or global window")
-        # checked here, so a job-wide --window override (dataclasses.replace) is checked too
-        if self.client_extremes and self.window.overlapping:
-            names = [e.name for e in self.client_extremes]
-            raise ValueError(f"collection {self.name!r}: extremes {names} (over: client) need fixed or global "
-                             f"windows, got a sliding window of {self.window.size_seconds:g} s every "
-                             f"{self.window.period_seconds:g} s: a client's state merged across overlapping "
-                             "windows lets a difference of windows single out one client; use a fixed window")
+        # every combination of features the job refuses: one table (schemas/composition.py), checked here
+        # once the config is parsed, so a job-wide --window override (dataclasses.replace) is checked too
+        check_composition(self)
 
     def _check_reports_per_client(self) -> None:
         """``reports_per_client`` (c): an int >= 1, with extremes over clients, at most the device bound
@@ -233,9 +217,8 @@ class CollectionConfig:
         return self.device.max_reports_per_device if self.device is not None else None
 
     def _check_rollups(self) -> None:
-        """Each rollup keeps a proper subset of the declared dimensions, once; fixed or global windows
-        only (a rollup publishes what the guard holds of its keys, and overlapping windows would
-        difference it slice by slice: docs/design.md, section 7, "Rollups")."""
+        """Each rollup keeps a proper subset of the declared dimensions, once (the windows and the unit
+        rollups compose with are rules of schemas/composition.py)."""
         declared = [d.name for d in self.dimensions]
         for i, over in enumerate(self.rollups):
             unknown = sorted(set(over) - set(declared))
@@ -249,15 +232,7 @@ class CollectionConfig:
         if len(set(self.rollups)) != len(self.rollups):
             raise ValueError(f"collection {self.name!r}: rollups must be distinct, got rollups="
                              f"{[list(r) for r in self.rollups]}")
-        if self.rollups and self.device is not None:
-            raise ValueError(f"collection {self.name!r}: rollups with privacy.unit 'device' are not built: complementary "
-                             "suppression counts reports, while min_reports counts devices (a rollup's withheld part "
-                             f"of min_reports reports may hold fewer devices), got rollups={[list(r) for r in self.rollups]}")
-        if self.rollups and self.window.overlapping:
-            raise ValueError(f"collection {self.name!r}: rollups need fixed or global windows, got a sliding window "
-                             f"of {self.window.size_seconds:g} s every {self.window.period_seconds:g} s: a rollup "
-                             "holds what the guard withholds of its keys, which overlapping windows would difference "
-                             "slice by slice")
+        # rollups with a sliding window: schemas/composition.py
 
     @property
     def dimension_limits(self) -> dict:
@@ -315,7 +290,8 @@ class CollectionConfig:
             return channel_kind(self.channel_kind).aggregator(self.sampling, bound, client_key(self.name))
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
-                                self.client_sample)
+                                self.client_sample,
+                                (self.shared_reports, *self.client_channels.shared) if self.shared_reports else None)
 
     @property
     def channel_kind(self) -> str:

@@ -63,7 +63,8 @@ from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
-from ldp_marginals.schemas.channel_kinds import check_config, is_kind, parse_kind
+from ldp_marginals.schemas.channel_kinds import is_kind, parse_kind
+from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.collection import (
     INTERVALS,
     NAME_PATTERN,
@@ -224,10 +225,7 @@ def _unit(spec) -> DeviceUnit | None:
     unit = spec.get("unit", "report")
     if unit not in UNITS:
         raise ValueError(f"privacy.unit must be one of {list(UNITS)}, got unit={unit!r}")
-    if unit == "report":
-        extra = sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in spec)
-        if extra:
-            raise ValueError(f"privacy.{extra[0]} is only for unit 'device', got unit={unit!r}")
+    if unit == "report":   # a device's bound or rate under unit report: schemas/composition.py
         return None
     return DeviceUnit(spec.get("max_reports_per_device", 1), spec.get("reports_per_day"),
                       spec.get("max_keys_per_device", 1))
@@ -246,14 +244,9 @@ def _spans(spec) -> dict:
 
 
 def _check_month(cfg: CollectionConfig, check: bool) -> None:
-    """A day's or a month's promise needs the device unit (only it bounds a device's reports); with
-    ``check`` (the job) the enforced figures must keep it (:meth:`CollectionConfig.promise_fault`)."""
-    p = cfg.privacy
-    spans = [k for k in _SPANS if p is not None and getattr(p, k) is not None]
-    if spans and cfg.device is None:
-        raise ValueError(f"privacy.{spans[0]} needs privacy.unit 'device' (only it bounds the reports of a device "
-                         f"the job publishes), got unit='report'")
-    if check:
+    """With ``check`` (the job) the enforced figures must keep a day's or a month's promise
+    (:meth:`CollectionConfig.promise_fault`)."""
+    if check:   # the promise without the device unit: schemas/composition.py (spans-need-device)
         fault = cfg.promise_fault()
         if fault:
             raise ValueError(fault)
@@ -304,12 +297,19 @@ def _privacy(spec, layout: Layout, channels: ChannelSet, min_reports: int, check
 
 def _kind_privacy(spec, sampling, check: bool = True) -> Privacy | None:
     """The promise of a collection whose channel is a kind: ``local``, at an epsilon no smaller than the
-    channel's (the whole report's); the kind's config check refused every other model and unit."""
+    channel's (the whole report's). Another model is returned as given, for the composition table to
+    refuse (schemas/composition.py, kind-sufficient-dp)."""
     if spec is None or "model" not in spec:
         if spec is not None and ("epsilon" in spec or "eta" in spec):
             raise ValueError(f"privacy must have 'model' with epsilon or eta, got keys={sorted(spec)}")
         return None
-    _mapping(spec, "privacy", ("model", "epsilon") + _UNIT_KEYS)
+    _mapping(spec, "privacy", ("model", "epsilon", "eta") + _UNIT_KEYS)
+    if spec["model"] not in PRIVACY_MODELS:
+        raise ValueError(f"privacy.model must be one of {list(PRIVACY_MODELS)}, got model={spec['model']!r}")
+    if spec["model"] != "local":
+        return Privacy(spec["model"], spec.get("epsilon"))
+    if "eta" in spec:
+        raise ValueError(f"privacy.eta is only for model 'sufficient', got eta={spec['eta']!r}")
     epsilon = spec.get("epsilon")
     if epsilon is not None:
         check_positive("privacy.epsilon", epsilon)
@@ -389,6 +389,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     ``check_promise=False`` accepts a privacy promise that the channels or ``min_reports`` do not
     keep (for ``calibrate``, which reports what to change); the job always checks it."""
     _mapping(spec, "config", _CONFIG_KEYS)
+    check_composition(spec)   # the combinations whose fields the model does not keep (schemas/composition.py)
     name = _require(spec, "collection", "config")
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ValueError(f"collection must be 1-64 letters, digits, '_', '-' or '.' (starting with a letter or "
@@ -484,7 +485,6 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     device = _unit(spec.get("privacy"))
     repeats = device_repeats(device, window, bool(dimensions))   # of one device in a published row
     if kind:
-        check_config(spec, tuple(groups), max_order)
         privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)
     else:
         privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise, repeats)

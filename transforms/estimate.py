@@ -20,8 +20,9 @@ import time
 import typing
 
 import apache_beam as beam
+import numpy as np
 
-from ldp_marginals.ldp.aggregate import WindowAccumulator
+from ldp_marginals.ldp.aggregate import WindowAccumulator, kept_devices
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.schemas.dead_letters import (
     CLIENT_ROWS_WITHHELD_BY_LEDGER,
@@ -133,6 +134,23 @@ class PublishRollupFn(PublishKeyFn):
         yield from self.outputs(collection, key, rollup_rows(self.config, window_bounds_ms(w), key, acc), w)
 
 
+def _held_devices(kv) -> tuple:
+    """A routed slice ``(((collection, capped key), released), accumulator)`` -> ``(collection, {capped
+    key: the devices of its reports if held, else none})``."""
+    ((collection, key), released), acc = kv
+    return collection, {key: np.zeros(0, dtype=np.uint64) if released else kept_devices([acc])}
+
+
+def _union_devices(dicts) -> dict:
+    """``{capped key: devices of its withheld slices}`` of a window's routed slices together (a capped
+    key's slices, as ``__other__``'s, in several dicts: their devices united, each once)."""
+    out = {}
+    for d in dicts:
+        for key, devices in d.items():
+            out[key] = np.union1d(out[key], devices) if key in out else devices
+    return out
+
+
 def _union(dicts) -> dict:
     """``{capped key: withheld reports}`` of a window's capped keys (each in one dict) together."""
     out = {}
@@ -153,18 +171,24 @@ class RollupRows(beam.PTransform):
     the capped keys' withheld counts alone (a side input); each rollup row is the combine of its keys'
     accumulators, spread like the keys' own."""
 
-    def __init__(self, config, row_outputs: bool = True):
+    def __init__(self, config, row_outputs: bool = True, routed=None):
         super().__init__()
         self.config = config
         self.row_outputs = row_outputs
+        self.routed = routed   # privacy.unit device: the routed slices, whose withheld devices the rule counts
 
     def expand(self, keys):
         cfg = self.config
         # col : (collection, {marked key}) per window: the rollup rows complementary suppression allows
-        published = (keys
-                     | "Held" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kv[1][1].n if kv[1][1] is not None else 0}))
-                     | "SumHeld" >> beam.CombinePerKey(_union)
-                     | "Suppress" >> beam.Map(lambda kv: (kv[0], published_rollups(cfg, kv[1]))))
+        if cfg.device is not None:   # the devices of each key's withheld slices, each device once
+            held = (self.routed
+                    | "HeldDevices" >> beam.Map(_held_devices)
+                    | "SumHeld" >> beam.CombinePerKey(_union_devices))
+        else:
+            held = (keys
+                    | "Held" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kv[1][1].n if kv[1][1] is not None else 0}))
+                    | "SumHeld" >> beam.CombinePerKey(_union))
+        published = held | "Suppress" >> beam.Map(lambda kv: (kv[0], published_rollups(cfg, kv[1])))
         # col : ((collection, marked key), accumulator) per window: a rollup row's content
         rows = (keys
                 | "ToRollups" >> beam.FlatMap(_rollup_parts, cfg, beam.pvalue.AsDict(published)).with_output_types(
@@ -184,9 +208,10 @@ class EstimateCollection(beam.PTransform):
     PCollections by kind and ``panes``, the pane files (streaming also ``dead_letters``, late batches)."""
 
     def __init__(self, config, streaming: bool = False, clock=time.time, row_outputs: bool = True,
-                 watermark_delay_seconds: float = 0.0, ledger: list | None = None):
+                 watermark_delay_seconds: float = 0.0, ledger: list | None = None, foreign: frozenset = frozenset()):
         super().__init__()
         self.ledger = ledger   # batch: the release ledger's earlier releases of the collection, or None (no ledger)
+        self.foreign = foreign   # batch: witness digests of other collections' releases in the ledger
         self.config = config
         self.streaming = streaming
         self.clock = clock
@@ -226,7 +251,7 @@ class EstimateCollection(beam.PTransform):
         if self.ledger is not None:
             # col : one Verdict (global window): what the release ledger withholds of the run, and its release
             ledger = (per_slice
-                      | "LedgerSlices" >> beam.Map(_ledger_slice, cfg)
+                      | "LedgerSlices" >> beam.Map(_ledger_slice, cfg, self.foreign)
                       | "LedgerAllSlices" >> beam.WindowInto(beam.window.GlobalWindows())
                       | "LedgerCollect" >> beam.combiners.ToList()
                       | "LedgerVerdict" >> beam.Map(
@@ -250,7 +275,7 @@ class EstimateCollection(beam.PTransform):
         outs = keys | "Publish" >> publish.with_outputs(*ESTIMATE_KINDS, PANES)
         out = {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}
         if cfg.rollups:   # a collection without rollups publishes through the steps above only
-            rolled = keys | "Rollups" >> RollupRows(cfg, self.row_outputs)
+            rolled = keys | "Rollups" >> RollupRows(cfg, self.row_outputs, routed)
             out = {k: (out[k], rolled[k]) | f"With{k.title()}Rollups" >> beam.Flatten()
                    for k in ESTIMATE_KINDS + (PANES,)}
         if releases is not None:
@@ -268,10 +293,10 @@ def _route(kv, cfg, caps, ledger=None):
     return ((collection, key), released), acc
 
 
-def _ledger_slice(kv, cfg):
+def _ledger_slice(kv, cfg, foreign=frozenset()):
     """A slice entry -> all the ledger reads of it (:func:`~ldp_marginals.transforms.publication.releases.ledger_slice`)."""
     _, (start, dims, acc) = kv
-    return ledger_slice(cfg, start, dims, acc)
+    return ledger_slice(cfg, start, dims, acc, foreign)
 
 
 def _verdict(slices, cfg, earlier, caps):

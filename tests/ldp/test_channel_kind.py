@@ -34,21 +34,21 @@ def test_each_whole_report_kind_through_the_interface(channel):
 
 
 def test_what_a_kind_publishes_is_decided_in_one_place(monkeypatch):
-    """The config check reads ChannelKind.publishes: a hadamard kind that publishes means is not refused
-    them (the estimator is not built, so the real kind does not), and the real one is, naming the field."""
-    means = spec(means=[{"of": "q0"}])
-    with pytest.raises(ValueError, match="means are not supported with channel kind 'hadamard' yet"):
-        parse_config(means)
+    """The composition table's rule for a kind's analyses (schemas/composition.py, kind-analyses) reads
+    ChannelKind.publishes: a hadamard kind that publishes means is not refused them (the estimator is not
+    built, so the real kind does not), and the real one is, naming the field."""
+    from types import SimpleNamespace
+
+    from ldp_marginals.schemas.composition import _kind_fields
+    with pytest.raises(ValueError, match="conditionals are not supported with channel kind 'hadamard' yet"):
+        parse_config(spec(conditionals=[{"of": ["q0"], "given": ["q1"]}]))
     assert ck.refused("hadamard", ["means", "marginals", "device_unit"]) == ["means"]
     assert ck.refused("per_bit", ck.ANALYSES) == []
+    cfg = SimpleNamespace(channel_kind="hadamard", extremes=(), conditionals=(), means=((0, None),), sets=())
+    assert _kind_fields(cfg) == ["means"]
     widened = ck.ChannelKind("hadamard", ck.HADAMARD.publishes | {"means"}, ck.HADAMARD.wire)
     monkeypatch.setitem(ck.KINDS, "hadamard", widened)
-    from ldp_marginals.schemas.channel_kinds import check_config
-    check_config(means, (), 3)   # no refusal: the capability set is the only rule
-    narrowed = ck.ChannelKind("hadamard", ck.HADAMARD.publishes - {"device_unit"}, ck.HADAMARD.wire)
-    monkeypatch.setitem(ck.KINDS, "hadamard", narrowed)
-    with pytest.raises(ValueError, match="privacy.unit must be 'report' with channel kind 'hadamard'"):
-        check_config(spec(privacy={"unit": "device"}), (), 3)
+    assert _kind_fields(cfg) == []   # the capability set is the only rule
 
 
 def test_validation_names_the_value():

@@ -76,6 +76,7 @@ def test_subset_thin_sets_counts_the_reports_a_row_rests_on_and_what_tables_leav
 
     def drawn_of(s):
         return est.drawn(len(s))[fam.index(s) - fam.offset(len(s))]
+    known = {"known_order": mech.max_order, "width": mech.width}   # the window counts n_K up to max_order
 
     def holding(s):
         return int(np.all([(subsets >> b) & 1 for b in s], axis=0).sum())
@@ -88,24 +89,47 @@ def test_subset_thin_sets_counts_the_reports_a_row_rests_on_and_what_tables_leav
     # one table (0, 1), published: bit 0's row is thin iff what it leaves apart is in 1..m-1 (exact)
     apart = holding((0,)) - holding((0, 1))
     assert 0 < apart < holding((0, 1)) < holding((0,))     # of this seed: 600-odd of each
-    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart + 1)
+    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart + 1, **known)
     assert set(got) == {(0,)} and f"leave {apart} of its {holding((0,))} reports apart" in got[(0,)].why
-    assert subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart) == {}
+    assert subset_thin_sets(drawn_of, [(0,)], [(0, 1)], apart, **known) == {}
     # a thin table is not published, so it takes nothing apart: bit 0 is judged on its own reports
-    assert set(subset_thin_sets(drawn_of, [(0,)], [(0, 1)], holding((0, 1)) + 1)) == {(0, 1)}
+    assert set(subset_thin_sets(drawn_of, [(0,)], [(0, 1)], holding((0, 1)) + 1, **known)) == {(0, 1)}
     # two tables above bit 0: judged on the lower bound n_0 - n_01 - n_02 (they may overlap)
     bound = holding((0,)) - holding((0, 1)) - holding((0, 2))
-    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1), (0, 2)], max(bound, 0) + 1)
+    got = subset_thin_sets(drawn_of, [(0,)], [(0, 1), (0, 2)], max(bound, 0) + 1, **known)
     assert (0,) in got and "may leave fewer" in got[(0,)].why
 
 
 def test_min_reports_is_validated():
     with pytest.raises(ValueError, match="min_reports"):
         subset_thin_sets(lambda s: 1, [(0,)], [], 0)
+    with pytest.raises(ValueError, match="known_order=1"):
+        subset_thin_sets(lambda s: 1, [(0,)], [(0, 1)], 2, known_order=1)
+    with pytest.raises(ValueError, match="width"):
+        subset_thin_sets(lambda s: 1, [(0,)], [], 2, width=0)
     with pytest.raises(ValueError, match="min_reports"):
         hadamard_thin_sets(np.zeros(3), lambda s: 1, [(0,)], 0.5)
 
 
+def test_subset_family_rule_withholds_only_what_it_cannot_bound():
+    """Tables (0, 1) and (0, 2) carry x_0 with bit 0's marginal. Width 2: no subset holds 0, 1 and 2, so every
+    region is counted exactly (n_0 - n_01 - n_02, n_01, n_02): all published when each is >= min_reports, bit 0
+    withheld when its own region is thin. Width 3 at max_order 2: the reports holding 0, 1 and 2 are not
+    counted, so one of the tables goes (the thinner) with bit 0; with every count given, the rule is exact."""
+    def count(types):   # n_K from the number of reports of each subset
+        return lambda s: sum(n for t, n in types.items() if set(s) <= set(t))
+    narrow = {(0, 1): 30, (0, 2): 20, (0, 3): 12, (1, 2): 9, (1, 3): 8, (2, 3): 7}
+    sets = [(0,), (1,), (2,), (3,), (0, 1), (0, 2)]
+    assert subset_thin_sets(count(narrow), sets, [(0, 1), (0, 2)], 10, known_order=2, width=2) == {}
+    got = subset_thin_sets(count(narrow), sets, [(0, 1), (0, 2)], 13, known_order=2, width=2)
+    assert set(got) == {(0,)} and "leave 12 of its 62 reports apart" in got[(0,)].why
+    wide = {(0, 1, 2): 3, (0, 1, 3): 40, (0, 2, 3): 30, (1, 2, 3): 20}
+    got = subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 10, known_order=2, width=3)
+    assert set(got) == {(0,), (0, 2)} and "between 0 and" in got[(0, 2)].why
+    # every count given: the region of the 3 reports holding 0, 1 and 2 is exact and thin at 10, so the rule
+    # still withholds (sufficient, not exact: no combination isolates that region alone); at 3 it is not thin
+    assert set(subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 10, width=3)) == {(0,), (0, 2)}
+    assert subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 3, width=3) == {}
 def test_under_the_device_unit_a_row_needs_min_reports_times_the_reports_of_one_device():
     """Issue 48 item 2: min_reports counts devices, and a device adds up to R reports to a row, so n reports
     hold at least ceil(n / R) devices: with min_reports 20 and R = 2, a coefficient (hadamard) or a subset

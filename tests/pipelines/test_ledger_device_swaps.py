@@ -13,6 +13,7 @@ import pytest
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.devices import key_id, keys_over_bound
 from ldp_marginals.pipelines import release_ledger
+from ldp_marginals.pipelines import run as run_module
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.pipelines.run import run
 from ldp_marginals.schemas.outputs import LEDGER_DIR, LEDGER_FILE, MANIFEST_FILE
@@ -199,3 +200,37 @@ def test_mutation_without_the_witness_check_the_rename_recovers_withheld_reports
     # the difference of the two runs' counts of a: the three withheld reports (all a = 1, bits 0b111)
     # debiased, (3 - 0.25 * 3) / 0.5 = 4.5
     assert two_hours[((), (0,))][0] - hour_0[((), (0,))][0] == pytest.approx(4.5)
+
+
+def _unit_change_case(tmp_path):
+    """Six devices in hour 0, d0 of six reports (five past its bound of M = 1): a device-unit run publishes
+    six reports; returns ``(its rows, the output, the same collection under unit report, the reports)``."""
+    records = [_report(f"d{i}", i % 8, i) for i in range(6)] + [_report("d0", 0b111, 20 + i) for i in range(5)]
+    out = tmp_path / "out"
+    first = _run(tmp_path, CONFIG, records, "first", out)
+    assert first["reports_over_device_bound"] == 5 and {v[1] for v in _values(out).values()} == {6}
+    return _values(out), out, dict(CONFIG, privacy={"unit": "report"}), records
+
+
+def test_a_rerun_under_another_privacy_unit_is_refused(tmp_path):
+    """The same collection, reports and output under unit report: its rows minus the device-unit run's
+    are d0's five reports past its bound, one device, which the earlier rows promised to bound."""
+    before, out, report_unit, records = _unit_change_case(tmp_path)
+    manifest = (out / MANIFEST_FILE).read_text()
+    with pytest.raises(ValueError, match=r"collection 'dev'.*privacy.unit 'device'.*unit is 'report'.*--new-ledger"):
+        _run(tmp_path, report_unit, records, "report_unit", out)
+    assert (out / MANIFEST_FILE).read_text() == manifest and _values(out) == before
+
+
+def test_mutation_without_the_unit_check_a_rerun_publishes_one_devices_reports(tmp_path, monkeypatch):
+    """The check off: the report-unit rerun publishes 11 reports (the ledger's report rule lets a change of
+    min_reports = 5 reports through), and its rows minus the earlier ones are d0's five reports."""
+    before, out, report_unit, records = _unit_change_case(tmp_path)
+    monkeypatch.setattr(run_module, "check_unit", lambda configs, earlier: None)
+    _run(tmp_path, report_unit, records, "report_unit", out)
+    after = _values(out)
+    assert {v[1] for v in after.values()} == {11}
+    # bit a's count moves by d0's five reports past its bound alone: (ones - 5 p) / (q - p), with 5 ones
+    # (7.5) if the bound kept d0's 0b000 report, 4 (5.5) if it kept one of its 0b111 reports
+    moved = after[((), (0,))][0] - before[((), (0,))][0]
+    assert min(abs(moved - 7.5), abs(moved - 5.5)) < 1e-9, moved

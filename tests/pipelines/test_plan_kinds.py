@@ -137,3 +137,42 @@ def test_a_subset_collections_plan_and_calibrate(tmp_path):
     text = render_config([row])
     assert "subset randomized response over 7 bits (a subset of 6 a report" in text
     assert "this collection uses the best kind (subset)" in text
+
+
+def _pasted(spec: dict, line: str) -> dict:
+    """``spec`` with the config line plan printed (``channel: {...}``) pasted in."""
+    return dict(spec, **yaml.safe_load(line))
+
+
+@pytest.mark.parametrize("privacy,dims", [
+    ({"unit": "device", "max_reports_per_device": 1}, {}),                       # kinds refused the device unit
+    ({"unit": "device"}, {"region": {"max_values": 10}}),
+    ({}, {}),                                                                     # report unit: nothing refused
+])
+def test_plan_and_calibrate_recommend_only_what_the_job_accepts(tmp_path, capsys, privacy, dims):
+    """Issue 48: plan recommended subset ('140x lower variance') for a device-unit config, and the job then
+    refused subset with the device unit. Now the kind plan and calibrate name as best is accepted by the
+    job in batch, with the config line to paste. On main (aa13bc9) the device-unit cases failed: best was
+    'subset' at epsilon 4 (7 booleans, max_order 3), whose pasted config the job refused
+    ('privacy.unit must be 'report' with channel kind 'subset'')."""
+    from ldp_marginals.pipelines import cli
+    from tests.schemas.composition_probe import check_cell
+    spec = config({"mechanism": "symmetric", "epsilon": 4.0 / 7}, 4.0,
+                  **({"dimensions": dims} if dims else {}))
+    spec["privacy"] = dict(spec["privacy"], **privacy)
+    m = run(tmp_path, spec)["collections"][0]["mechanism"]
+    assert m["best"] is not None and m["best_any"] == "subset"
+    best = next(c for c in m["candidates"] if c["kind"] == m["best"])
+    assert check_cell(_pasted(spec, best["paste"]), False) is None
+    for c in m["candidates"]:   # every candidate's verdict is the job's
+        assert (check_cell(_pasted(spec, c["paste"]), False) is None) == (c["refused_batch"] is None), c["kind"]
+        assert (check_cell(_pasted(spec, c["paste"]), True) is None) == (c["refused_streaming"] is None), c["kind"]
+    text = render(run(tmp_path, spec))
+    assert (best["paste"] in text) == (m["best"] != m["current"])
+    # issue 48 item 2 (P-A): the kinds take the device unit, so subset is best and accepted for every case
+    assert m["best"] == "subset" and f"    {best['paste']}" in text
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    assert cli.main(["calibrate", "--config", str(tmp_path / "c.yaml"), "--json"]) == 0
+    import json
+    (row,) = json.loads(capsys.readouterr().out)   # calibrate --config --json: one row per collection
+    assert row["mechanism"]["best"] == m["best"] and row["mechanism"]["paste"] == m["paste"]

@@ -123,7 +123,10 @@ def test_a_rerun_beside_rollups_is_refused_by_the_release_ledger(outs, tmp_path)
     assert summary["reports_counted"] == sum(KEYS.values())
 
 
-def test_rollups_with_the_device_unit_are_refused():
+def test_rollups_with_the_device_unit_are_accepted_on_fixed_windows_and_refused_on_sliding_ones():
+    """Under the device unit rollups count devices (tests/pipelines/test_rollups_device.py); a sliding
+    window stays refused, as under the report unit: overlapping windows would difference a rollup."""
     spec = dict(CONFIG, rollups=ROLLUPS, privacy={"unit": "device", "max_reports_per_device": 1})
-    with pytest.raises(ValueError, match="rollups with privacy.unit 'device' are not built"):
-        parse_config(spec)
+    assert parse_config(spec).rollups == (("region",),)
+    with pytest.raises(ValueError, match="rollups need fixed or global windows, got a sliding window"):
+        parse_config(dict(spec, window={"type": "sliding", "size_seconds": 7200, "period_seconds": 3600}))

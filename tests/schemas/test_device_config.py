@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.config import parse_config
 
 BASE = {"collection": "d", "features": [{"name": "a", "type": "boolean"}, {"name": "b", "type": "boolean"}],
@@ -67,11 +68,6 @@ def test_collections_json_states_the_epsilons_over_time():
      r"privacy.max_keys_per_device must be .*got .*0"),
     ({"privacy": {"max_keys_per_device": 2}}, r"privacy.max_keys_per_device is only for unit 'device', "
                                               r"got unit='report'"),
-    ({"privacy": {"unit": "device", "max_reports_per_device": 2}, "groups": [["a", "b"]]},
-     r"memoized channels with up to 2 reports of one device per window and key .*\['groups'\] do not yet"),
-    ({"privacy": {"unit": "device", "max_keys_per_device": 2}, "dimensions": {"region": {}}, "groups": [["a", "b"]]},
-     r"memoized channels with up to 2 reports of one device per window and key .*\['groups'\] do not yet \(their "
-     r"closed-form variances assume independent reports"),
     ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": "yes"}},
      r"memoize must be true or false, got memoize='yes'"),
 ])
@@ -81,6 +77,20 @@ def test_each_mistake_is_one_error_naming_the_parameter(change, message):
         del spec["privacy"]
     with pytest.raises(ValueError, match=message):
         parse_config(spec)
+
+
+def test_memoized_channels_with_several_reports_a_device_take_every_statistic():
+    """Issue 48 item 3: tables, conditionals, means and extremes beside memoized channels with k*M > 1
+    (refused before: their variances now carry the shared responses' term, ldp/memoized.py)."""
+    extra = {"groups": [["a", "b"]], "conditionals": [{"of": ["a"], "given": ["b"]}],
+             "extremes": [{"name": "any", "op": "or", "bits": ["a", "b"]}]}
+    for change in ({"privacy": {"unit": "device", "max_reports_per_device": 24}},
+                   {"privacy": {"unit": "device", "max_keys_per_device": 2}, "dimensions": {"region": {}}}):
+        cfg = parse_config(dict(BASE, **change, **extra))
+        assert cfg.shared_reports > 0 and cfg.groups and cfg.conditionals and cfg.report_extremes
+        assert cfg.aggregator.shared is not None   # the extremes' variance sums carry the shared term
+        for streaming in (False, True):   # the job's check in either mode (schemas/composition.py)
+            check_composition(cfg, streaming)
 
 
 def test_a_kept_monthly_promise_and_the_marginals_correction_at_k_times_m():

@@ -261,8 +261,9 @@ def run_batch(s: Scenario, earlier: list | None = None) -> tuple:
     settled = {(start, value): _packed(cfg, s, ids) for (start, value), ids in slices.items()}
     if cfg.bounds_keys:   # each slice's keys bounded per device, then settled (the job's BoundKeys)
         for start in {start for start, _ in settled}:
-            bounded, _ = batch_bound_keys(cfg, {(("k", v),): acc for (st, v), acc in settled.items() if st == start})
-            settled.update({(start, dims[0][1]): acc for dims, acc in bounded.items()})
+            value_of = {dims_of(s, v): v for st, v in settled if st == start}
+            bounded, _ = batch_bound_keys(cfg, {dims: settled[(start, v)] for dims, v in value_of.items()})
+            settled.update({(start, value_of[dims]): acc for dims, acc in bounded.items()})
     windows = {}
     for (start, value), ids in sorted(slices.items()):
         acc = cfg.aggregator.settle(settled[(start, value)])   # the combine's output (settled)
@@ -936,3 +937,40 @@ def device_scenario(rng) -> Scenario:
     return Scenario(window, int(rng.choice([2, 3])), int(rng.choice([0, 60, 300])), 1, False, reports, events,
                     _payload(rng, n), str(rng.choice(list(CHANNELS))), device_bound=int(rng.choice([1, 2])),
                     delivery=int(rng.integers(0, 1000)))
+
+
+def device_rollup_scenario(rng) -> Scenario:
+    """:func:`rollup_scenario`'s two dimensions and rollups under ``privacy.unit: device`` (batch, fixed
+    or global windows): a few devices, each sending 1 to 4 reports to 1 to 3 cells (a device that
+    changes region or version), a bound of 1 or 2 reports per device, slice and key and of 1 or 2 keys
+    per device and slice, a cap of 1 to 3 values a dimension, min_reports 2 or 3 devices: withheld
+    keys that share devices, whose reports reach min_reports where their devices do not."""
+    window = str(rng.choice(["fixed", "global"]))
+    ks, js = list("abc")[:int(rng.integers(1, 4))], list("xyz")[:int(rng.integers(1, 4))]
+    cells = [k + j for k in ks for j in js]
+    reports = []
+    for d in range(int(rng.integers(1, 6))):
+        mine = [str(rng.choice(cells)) for _ in range(int(rng.integers(1, 4)))]
+        home = int(rng.integers(0, 2)) if window == "fixed" else 0   # most of a device's reports in one slice
+        for _ in range(int(rng.integers(1, 5))):
+            sl = home if rng.random() < 0.8 or window != "fixed" else int(rng.integers(0, 2))
+            reports.append((sl, str(rng.choice(mine)), f"d{d}"))
+    reports = [reports[i] for i in rng.permutation(len(reports))][:12]
+    rollups = tuple(r for r in (("k",), ("j",), ()) if rng.random() < 0.7)
+    return Scenario(window, int(rng.choice([2, 3])), 0, int(rng.integers(1, 4)), False, reports,
+                    [("partial", list(range(len(reports))))], _payload(rng, len(reports)),
+                    str(rng.choice(list(CHANNELS))), device_bound=int(rng.choice([1, 2])),
+                    key_bound=int(rng.choice([1, 2])), rollups=rollups)
+
+
+def stream_device_rollup_scenario(rng) -> Scenario:
+    """:func:`device_rollup_scenario` in streaming: over three slices of fixed windows (a bound on keys
+    does not stream on the global window), in partials with watermark advances, early firings and late
+    partials within and past an allowed lateness of 0, 1 or 5 slices, delivered in a random order."""
+    s = device_rollup_scenario(rng)
+    home = {token: int(rng.integers(0, 3)) for _, _, token in s.reports}
+    reports = [(home[token] if rng.random() < 0.8 else int(rng.integers(0, 3)), value, token)
+               for _, value, token in s.reports]
+    return replace(s, window="fixed", reports=reports,
+                   events=_events(rng, reports, [int(j) for j in rng.permutation(len(reports))]),
+                   lateness=int(rng.choice([0, 60, 300])), delivery=int(rng.integers(0, 1000)))

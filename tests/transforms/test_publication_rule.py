@@ -10,6 +10,7 @@ clients; and every report is published, withheld or dead-lettered, exactly once 
 The issue's attacks are scenarios here too, and the mutation tests run the same checks on engines
 with the rule broken in each way it could be, and require that the checks catch every one."""
 import contextlib
+import itertools
 from unittest import mock
 
 import numpy as np
@@ -144,6 +145,57 @@ def test_streaming_rollups_are_published_once_at_the_close_and_equal_batch_where
             s.events[:[i for i, e in enumerate(s.events) if e[0] == "partial" and j in e[1]][0]])}
         late_held += any(model.is_rollup(k) and reports & late for (_, _, k), reports in held.items())
     assert equal > 60 and late_held > 10, (equal, late_held)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.device_rollup_scenario))
+def test_under_the_device_unit_rollups_isolate_nothing_with_the_keys_they_sum(s):
+    """privacy.unit: device with two dimensions and rollups (batch): devices in one to three cells, a
+    bound on reports and on keys; no combination of key rows and rollup rows depends on fewer than
+    min_reports devices (all of their reports, in every key), and each rollup row holds its keys'
+    published reports."""
+    isolated, unaccounted = model.violations(s, batch=True)
+    assert isolated is None and unaccounted is None, (isolated, unaccounted)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(model.stream_device_rollup_scenario))
+def test_under_the_device_unit_streaming_rollups_isolate_nothing(s):
+    """The same in streaming (the slice step, bundles, early firings, late data, messages in any
+    order), and batch on the same reports."""
+    check(s)
+
+
+def test_the_device_rollup_scenarios_publish_withheld_devices_in_two_keys_of_a_rollup():
+    """The device rollup scenarios publish rollup rows over withheld reports, some of whose devices are
+    in two of the row's withheld keys (what counting devices once decides on), in batch and streaming;
+    and where batch and streaming close cleanly (on time, no early firing) their rollup rows agree."""
+    rng = np.random.default_rng(48)
+    over_withheld = {True: 0, False: 0}
+    shared = equal = 0
+    for _ in range(120):
+        s = model.stream_device_rollup_scenario(rng)
+        for batch in (True, False):
+            cfg, out = (model.run_batch if batch else model.run)(s)
+            held = model.holdings(s, cfg, out)
+            keys = {k: r for k, r in held.items() if not model.is_rollup(k[2])}
+            for (w, _, key), reports in held.items():
+                if not model.is_rollup(key):
+                    continue
+                kept = {(n, v) for n, v in key if v != model.ROLLED_UP}
+                withheld = reports - frozenset().union(*[r for (w2, _, k), r in keys.items()
+                                                         if w2 == w and kept <= set(k)])
+                over_withheld[batch] += bool(withheld)
+                cells = {}
+                for j in withheld:
+                    cells.setdefault(s.reports[j][2], set()).add(s.reports[j][1])
+                shared += any(len(v) > 1 for v in cells.values())
+        clean = model.replace(s, events=[e for e in s.events if e[0] == "partial"] + [("watermark", 9)])
+        rows = [_rollup_rows(run(clean)[1]) for run in (model.run, model.run_batch)]
+        assert rows[0] == rows[1]
+        equal += bool(rows[1])
+    assert over_withheld[True] > 20 and over_withheld[False] > 20 and shared > 5 and equal > 20, (
+        over_withheld, shared, equal)
 
 
 def test_the_checks_reach_published_client_rows():
@@ -470,6 +522,25 @@ def _samples(rng, n):
     return model.sample_scenario(rng)
 
 
+_units = itertools.count(1)
+
+
+def _per_report(accs):
+    """Each withheld report its own unit: a rollup's withheld part weighed in reports."""
+    return np.array([next(_units) for a in accs if a is not None for _ in range(a.n)], dtype=np.uint64)
+
+
+def _per_key(accs):
+    """A capped key's devices apart from every other key's: the keys' device counts summed."""
+    return np.unique(aggregate.kept_devices(accs) ^ np.uint64(next(_units) << 40))
+
+
+@contextlib.contextmanager
+def _held_devices(counted):
+    with mock.patch.object(engine, "kept_devices", counted), mock.patch.object(atoms, "kept_devices", counted):
+        yield
+
+
 MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "sample: the reports the client rows leave out not checked": (
         mock.patch.object(release, "sample_rule", _sample_rule(left_out=False)), _samples, (False, True)),
@@ -499,6 +570,10 @@ MUTATIONS = {   # name: (patch, scenarios, batch or streaming runs)
     "rollups: every rollup row published": (
         mock.patch.object(rollups, "nested", lambda cells, rows, m: set(rows)),
         lambda rng, n: model.rollup_scenario(rng), (True,)),
+    "rollups under the device unit: withheld parts weighed in reports, not devices": (
+        _held_devices(_per_report), lambda rng, n: model.stream_device_rollup_scenario(rng), (False, True)),
+    "rollups under the device unit: a device counted once per withheld key it is in": (
+        _held_devices(_per_key), lambda rng, n: model.stream_device_rollup_scenario(rng), (False, True)),
     "devices: an increment released on min_reports reports, not devices": (
         mock.patch.object(engine, "releasable", lambda c, a: a.n >= max(1, c.min_reports)), _devices, (False, True)),
     "devices: no bound per device": (

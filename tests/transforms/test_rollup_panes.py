@@ -22,6 +22,12 @@ def test_rollup_messages_and_status_are_versioned_records():
     part = rollup_panes.RollupPart(7, (("region", "eu"), ("v", "1")), (("region", "eu"), ("v", "__other__")), acc, 3)
     back = rollup_panes.message_from_bytes(rollup_panes.message_to_bytes(part, agg), agg)
     assert back._replace(acc=None) == part._replace(acc=None) and back.acc.n == acc.n
+    # privacy.unit device: the held devices (64-bit keys) cross too; a part without them holds none
+    held = rollup_panes.DeviceRollupPart(*part, (1, 2 ** 64 - 1))
+    again = rollup_panes.message_from_bytes(rollup_panes.message_to_bytes(held, agg), agg)
+    assert type(again) is rollup_panes.DeviceRollupPart and again._replace(acc=None) == held._replace(acc=None)
+    assert type(back) is rollup_panes.RollupPart and back.devices == ()
+    assert b"devices" not in rollup_panes.message_to_bytes(part, agg)
     expect = rollup_panes.RollupExpect(7, (0, 60_000), "closed", True, 12)
     assert rollup_panes.message_from_bytes(rollup_panes.message_to_bytes(expect)) == expect
     status = rollup_panes.RollupStatus(2, {7: expect}, {7: 5, 9: 1})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ldp_marginals.ldp.aggregate import kept_devices
 from ldp_marginals.transforms.publication import rollup_panes
 from ldp_marginals.transforms.publication.engine import PENDING, Entry, compact
 from ldp_marginals.transforms.publication.messages import Arrival, Command, Contribution, Drop
@@ -124,9 +125,11 @@ class Atoms:
         step.contributions.append((route, Contribution(cmd.event, self.dims, window, atoms, held)))
         if self.config.rollups and rollup_panes.rolls_up(cmd.timing, cmd.final):   # the key's whole content
             aggregator = self.config.aggregator
-            step.rollup_parts.append((window, rollup_panes.RollupPart(
-                cmd.event, self.dims, route, aggregator.merge([aggregator.create(), *(e.acc for e in inside)], False),
-                sum(e.acc.n for e in inside if not e.released))))
+            part = (cmd.event, self.dims, route, aggregator.merge([aggregator.create(), *(e.acc for e in inside)], False),
+                    sum(e.acc.n for e in inside if not e.released))
+            step.rollup_parts.append((window, rollup_panes.RollupPart(*part) if self.config.device is None else
+                                      rollup_panes.DeviceRollupPart(*part, tuple(int(d) for d in kept_devices(
+                                          [e.acc for e in inside if not e.released])))))
         if not cmd.final:
             return entries
         del status.windows[window]

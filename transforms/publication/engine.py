@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ldp_marginals.ldp.aggregate import kept_devices
 from ldp_marginals.ldp.devices import key_id, keys_over_bound
 from ldp_marginals.schemas.arrow import TableRows
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
@@ -187,12 +188,23 @@ def rollup_parts(config, published: set, key: tuple, parts) -> list:
     return out
 
 
-def batch_rollups(config, window: tuple, parts: dict) -> dict:
+def batch_rollups(config, window: tuple, parts: dict, held_devices: dict | None = None) -> dict:
     """Batch: ``{marked key: {kind: rows}}`` of one window's published rollup rows from its capped keys'
     ``{key: (released, held)}`` accumulators; the job makes the same from the same functions over
-    workers (``transforms.estimate``)."""
+    workers (``transforms.estimate``). Under ``privacy.unit: device``, ``held_devices``: ``{key: the
+    devices of its held slices}`` (:func:`~ldp_marginals.ldp.aggregate.kept_devices` of the slices before
+    they merge, since a merge does not keep them)."""
     aggregator = config.aggregator
-    published = published_rollups(config, {key: 0 if held is None else held.n for key, (_, held) in parts.items()})
+    if not config.rollups:
+        return {}
+    if config.device is not None:
+        if held_devices is None:
+            raise ValueError(f"collection {config.name!r}: rollups under privacy.unit 'device' count the devices of "
+                             "the withheld slices, got held_devices=None")
+        held = {key: held_devices.get(key, ()) for key in parts}
+    else:
+        held = {key: 0 if h is None else h.n for key, (_, h) in parts.items()}
+    published = published_rollups(config, held)
     sums = {}
     for key, pair in sorted(parts.items()):
         for row, acc in rollup_parts(config, published, key, pair):
@@ -207,16 +219,21 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
     run's :class:`~.releases.Verdict` over every window, or None (:func:`ledger_verdict`)."""
     aggregator = config.aggregator
     decided = decide(config, {}, window_weights(slices))
-    parts = {}
+    parts, held_slices = {}, {}
     for start, dims, acc in slices:
         key, released = batch_route(config, decided, dims, acc)
         released = released and (ledger is None or (start, dims) not in ledger.withheld)
         parts.setdefault(key, [None, None])
+        if not released:
+            held_slices.setdefault(key, []).append(acc)
         at = 0 if released else 1
         parts[key][at] = aggregator.merge([parts[key][at] or aggregator.create(), acc])
     extra = {} if ledger is None else {"ledger": ledger}
     out = {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
-    return out | batch_rollups(config, window, parts)
+    if not config.rollups:
+        return out
+    held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.device is not None else None
+    return out | batch_rollups(config, window, parts, held_devices)
 
 
 def ledger_verdict(config, earlier, windows: dict, run_id: str = ""):

@@ -64,4 +64,6 @@ def thin_sets(config, marginals, groups) -> dict:
 
     def drawn_of(s):
         return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
-    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports, per_device)
+    mech = est.mechanism   # counts n_K up to max_order; no subset holds more than its width of bits
+    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports,
+                            known_order=mech.max_order, width=mech.width, per_device=per_device)

@@ -102,6 +102,10 @@ class Release(NamedTuple):
     clients: tuple    # ClientRecord, sorted
     rollups: bool = False   # the collection published rollup rows (which the ledger does not cover yet)
     witnesses: tuple = ()   # device unit: (slice start, end, (witness digests)) per slice, sorted
+    dimensions: tuple | None = None   # the declared dimension names, sorted; None: not recorded (an entry
+                                      # written before they were), so a change of them cannot be checked
+    shared: tuple = ()      # device unit: witness digests of OTHER collections' releases that this run's devices
+                            # hold (any device, not only its own witnesses: added devices cannot hide them)
 
 
 class Verdict(NamedTuple):
@@ -150,13 +154,21 @@ def witness_candidates(device_keys) -> tuple:
     return tuple(sorted((int(order[i]), _witness(int(keys[i]))) for i in first))
 
 
-def ledger_slice(config, start: int, dims: tuple, acc) -> tuple:
+def ledger_slice(config, start: int, dims: tuple, acc, foreign=frozenset()) -> tuple:
     """What the ledger reads of one settled slice and key of a batch run, for :func:`verdict`: ``(slice
-    start, dims, reports, devices, releasable, kept digest, witness candidates)``; the last three under
-    the device unit only (0, None and ())."""
+    start, dims, reports, devices, releasable, kept digest, witness candidates, shared)``; the last four
+    under the device unit only (0, None, () and ()). ``foreign``: the witness digests of other collections'
+    releases; ``shared`` is those of them among the slice's devices (a SHA-256 per device, only when the
+    ledger holds another device-unit collection). Comparing every device, not only the slice's own
+    witnesses, matters: an attacker's devices whose tokens it ground to the smallest (public) witness
+    order took every witness of a renamed run, which then shared none (tests/pipelines/test_attacks_issue47.py)."""
     device = config.device is not None
+    shared = ()
+    if device and foreign:
+        shared = tuple(sorted({w for w in (_witness(int(k)) for k in acc.used_devices) if w in foreign}))
     return (int(start), dims, int(acc.n), int(acc.n_devices) if device else 0, releasable(config, acc),
-            digest_hex(acc.kept) if device else None, witness_candidates(acc.used_devices) if device else ())
+            digest_hex(acc.kept) if device else None, witness_candidates(acc.used_devices) if device else (),
+            shared)
 
 
 def _cuts(a, b) -> bool:
@@ -178,15 +190,20 @@ def _blocks(olds: list, news: list) -> list:
     return out
 
 
-def _block(olds: list, news: list, published: set, m: int, device: bool) -> tuple:
+def _block(olds: list, news: list, published: set, m: int, device: bool, exact: bool | None = None) -> tuple:
     """``(reason or None, changed)`` of one block: why its new published slices must be withheld, and
-    whether its reports differ in number between the runs."""
+    whether its reports differ in number between the runs. ``exact`` (default ``device``): a difference or
+    a remainder must be empty, not merely hold ``min_reports`` reports (the device unit: counts of reports do
+    not bound devices; whole-report kinds: a row rests on the reports whose subset or coefficient holds its
+    set, which a cell of ``min_reports`` reports may hold once: a backfill of ``min_reports`` reports, one of
+    them holding a pair, differenced that pair's rows, tests/pipelines/test_attacks_issue47.py)."""
+    exact = device if exact is None else exact
     if not any(o.released for o in olds) or not any((a.start, a.key) in published for a in news):
         return None, False
     if any(_cuts(o, a) for o in olds for a in news):
         return CUT, False
     if sum(o.n for o in olds) != sum(a.n for a in news) or (device and sum(o.devices for o in olds) != sum(a.devices for a in news)):
-        if not device and len(olds) == 1 and len(news) == 1 and abs(olds[0].n - news[0].n) >= m:
+        if not exact and len(olds) == 1 and len(news) == 1 and abs(olds[0].n - news[0].n) >= m:
             return None, True
         return CHANGED, True
     if device:
@@ -200,7 +217,7 @@ def _block(olds: list, news: list, published: set, m: int, device: bool) -> tupl
         rest = sum(a.n for a in news if (a.start, a.key) not in published)
     else:
         rest = sum(o.n for o in olds if not o.released)
-    return (None if rest == 0 or (not device and rest >= m) else CHANGED), False
+    return (None if rest == 0 or (not exact and rest >= m) else CHANGED), False
 
 
 def _kept_changed(olds: list, news: list) -> str | None:
@@ -224,9 +241,11 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
     two, the digests are unknown); ``caps``: ``{window: decided}`` of every window of the run (:mod:`.cap`)."""
     window = config.window
     m, device = config.min_reports, config.device is not None
-    news, candidates = {}, {}
+    exact = device or config.channel_kind != "per_bit"   # _block: differences and remainders must be empty
+    news, candidates, shared = {}, {}, set()
     for start, dims, n, devices, ok, *more in slices:
-        kept, cands = (list(more) + [None, ()])[:2]
+        kept, cands, found = (list(more) + [None, (), ()])[:3]
+        shared.update(found if device else ())
         news[(int(start), dims)] = SliceRecord(key_digest(dims), int(start), window.slice_end(int(start)), int(n),
                                                int(devices), bool(ok), kept if device else None)
         if device and cands:
@@ -246,7 +265,7 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
                 olds_by_key.setdefault(o.key, []).append(o)
             for key, olds in olds_by_key.items():
                 for old_block, new_block in _blocks(olds, by_key.get(key, [])):
-                    reason, differs = _block(old_block, new_block, published, m, device)
+                    reason, differs = _block(old_block, new_block, published, m, device, exact)
                     if differs:
                         changed.update((a.start, a.key) for a in new_block)
                     for a in new_block if reason else ():
@@ -272,7 +291,8 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
                       tuple(sorted({c for wk, c in contents.items() if wk not in clients and config.client_extremes})),
                       bool(getattr(config, "rollups", ())),
                       tuple(sorted((start, window.slice_end(start), tuple(sorted(w for _, w in sorted(c)[:WITNESSES])))
-                                   for start, c in candidates.items())))
+                                   for start, c in candidates.items())),
+                      tuple(sorted(d.name for d in config.dimensions)), tuple(sorted(shared)))
     held = {}
     for (start, dims), code in withheld.items():
         for w in window.windows_of_slice(start):
@@ -354,7 +374,9 @@ def release_to_json(release: Release) -> dict:
     return {"run_id": release.run_id, "min_reports": release.min_reports, "unit": release.unit,
             "slices": [list(s) for s in release.slices], "clients": [[c.start, c.end, list(c.keys), c.n]
                                                                      for c in release.clients],
-            "rollups": release.rollups, "witnesses": [[a, b, list(ws)] for a, b, ws in release.witnesses]}
+            "rollups": release.rollups, "witnesses": [[a, b, list(ws)] for a, b, ws in release.witnesses],
+            "dimensions": None if release.dimensions is None else list(release.dimensions),
+            "shared": list(release.shared)}
 
 
 def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
@@ -374,7 +396,9 @@ def release_from_json(obj: dict, ledger_format: int = LEDGER_FORMAT) -> Release:
         return Release(str(obj["run_id"]), int(obj["min_reports"]), str(obj["unit"]), slices,
                        tuple(ClientRecord(int(a), int(b), tuple(str(k) for k in keys), int(n))
                              for a, b, keys, n in obj["clients"]),
-                       bool(obj.get("rollups", False)), witnesses)
+                       bool(obj.get("rollups", False)), witnesses,
+                       None if obj.get("dimensions") is None else tuple(str(d) for d in obj["dimensions"]),
+                       tuple(str(w) for w in obj.get("shared", ())))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"a release ledger entry is malformed ({type(err).__name__}: {err})") from None
 
@@ -397,7 +421,7 @@ def shared_devices(earlier: dict, staged: dict) -> tuple | None:
         return {w for r in releases for _, _, ws in r.witnesses for w in ws}
 
     for name, release in sorted(staged.items()):
-        mine = seen([release])
+        mine = seen([release]) | set(release.shared)
         if not mine:
             continue
         others = {n: list(rs) for n, rs in earlier.items() if n != name}

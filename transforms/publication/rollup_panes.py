@@ -9,7 +9,8 @@ window publishes depends on every capped key's held count (complementary suppres
 :func:`~.rollups.published_rollups`): so the rows are made where every key of the window meets, once,
 at the window's close (:func:`rolls_up`), from the keys' final content and the final decisions. At the
 close each key's atoms send its whole content in the window (its released atoms and its pending part,
-merged) with its capped key and the count still held; the clock says how many keys the close
+merged) with its capped key and the count still held (under ``privacy.unit: device`` also the devices
+still held, which the rule counts, each once per capped key); the clock says how many keys the close
 commands. When all have come, the step decides the published rows exactly as batch does and publishes
 each in one pane (its pane 0, with the close's timing); the window's state goes. Late partials after
 the close are dead letters (the clock), so a published rollup never changes. Why never earlier: a
@@ -46,6 +47,23 @@ class RollupPart(NamedTuple):
     route: tuple        # the capped key
     acc: object         # ldp_marginals.ldp.aggregate.WindowAccumulator
     held: int
+    devices = ()        # the devices of the reports still held: none counted (privacy.unit report)
+
+
+class DeviceRollupPart(NamedTuple):
+    """A :class:`RollupPart` under ``privacy.unit: device``: also ``devices``, the device keys (sorted) of
+    the reports the key still holds, which the rule counts (each device once per withheld part). Its own
+    type, so a part of the report unit (and every record written before) stays what it was."""
+
+    event: int
+    dims: tuple
+    route: tuple
+    acc: object
+    held: int
+    devices: tuple
+
+
+PARTS = (RollupPart, DeviceRollupPart)
 
 
 class RollupExpect(NamedTuple):
@@ -81,7 +99,7 @@ class Rollups:
 
     def on_message(self, status: RollupStatus, message, read: callable) -> RollupStep:
         """A part or an expectation; ``read()`` iterates over the parts kept."""
-        if isinstance(message, RollupPart):
+        if isinstance(message, PARTS):
             status.arrived[message.event] = status.arrived.get(message.event, 0) + 1
             event = message.event
         else:
@@ -89,8 +107,8 @@ class Rollups:
             event = message.event
         exp = status.expects.get(event)
         if exp is None or status.arrived.get(event, 0) < exp.members:
-            return RollupStep(append_part=message if isinstance(message, RollupPart) else None)
-        parts = (p for source in (read(), [message] if isinstance(message, RollupPart) else []) for p in source)
+            return RollupStep(append_part=message if isinstance(message, PARTS) else None)
+        parts = (p for source in (read(), [message] if isinstance(message, PARTS) else []) for p in source)
         step = RollupStep()
         keep = self._publish(step, status, exp, parts)
         del status.expects[event], status.arrived[event]
@@ -108,7 +126,10 @@ class Rollups:
             if p.event != exp.event:
                 keep.append(p)
                 continue
-            held[p.route] = held.get(p.route, 0) + p.held
+            if cfg.device is not None:   # each device once in its capped key's withheld part
+                held[p.route] = held.get(p.route, frozenset()) | frozenset(p.devices)
+            else:
+                held[p.route] = held.get(p.route, 0) + p.held
             if p.acc.n:
                 for over in cfg.rollups:
                     row = marked(cfg, p.route, over)
@@ -138,9 +159,12 @@ def _dims(pairs) -> tuple:
 
 
 def message_to_bytes(message, aggregator=None) -> bytes:
-    if isinstance(message, RollupPart):
-        return pack(PART, {"event": message.event, "dims": _pairs(message.dims), "route": _pairs(message.route),
-                           "held": message.held}, accumulator_to_bytes(message.acc, aggregator))
+    if isinstance(message, PARTS):
+        header = {"event": message.event, "dims": _pairs(message.dims), "route": _pairs(message.route),
+                  "held": message.held}
+        if isinstance(message, DeviceRollupPart):   # a part without it (every part before) counts no device
+            header["devices"] = [int(d) for d in message.devices]
+        return pack(PART, header, accumulator_to_bytes(message.acc, aggregator))
     if isinstance(message, RollupExpect):
         return pack(EXPECT, {"event": message.event, "window": list(message.window), "timing": message.timing,
                              "final": message.final, "members": message.members})
@@ -155,8 +179,9 @@ def message_from_bytes(data, aggregator=None):
                          f"got one starting {data[:4]!r}")
     _, h, tail = parsed
     if data[:4] == PART:
-        return RollupPart(int(h["event"]), _dims(h["dims"]), _dims(h["route"]), accumulator_from_bytes(tail, aggregator),
-                          int(h["held"]))
+        fields = (int(h["event"]), _dims(h["dims"]), _dims(h["route"]), accumulator_from_bytes(tail, aggregator),
+                  int(h["held"]))
+        return DeviceRollupPart(*fields, tuple(int(d) for d in h["devices"])) if "devices" in h else RollupPart(*fields)
     return RollupExpect(int(h["event"]), (int(h["window"][0]), int(h["window"][1])), h["timing"], bool(h["final"]),
                         int(h["members"]))
 

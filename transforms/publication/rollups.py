@@ -130,7 +130,9 @@ def nested(cells: dict, rows: dict, min_reports: int) -> set:
     """The rows of ``rows`` (``{row: set of cells}``, in order of preference) published, each in turn
     when the published rows stay *nested* (as sets of cells, any two are disjoint or one holds the other)
     and every published row's cells outside the published rows within it hold ``min_reports`` reports
-    or none (its *own part*; ``cells``: ``{cell: reports}``).
+    or none (its *own part*; ``cells``: ``{cell: reports}``). Under ``privacy.unit: device`` ``cells``
+    is ``{cell: frozenset of devices}`` and a part holds the devices of the union of its cells: a device
+    in several of its cells (up to ``max_keys_per_device`` keys of a slice) counts once.
 
     Why that is enough: nested rows cut their cells into the rows' own parts, and a combination of the
     rows is constant on each own part (the sum of the coefficients of the part's row and the rows around
@@ -140,13 +142,18 @@ def nested(cells: dict, rows: dict, min_reports: int) -> set:
     order = sorted(cells)
     bit = {c: 1 << i for i, c in enumerate(order)}
 
+    by_device = any(isinstance(v, (set, frozenset)) for v in cells.values())
+
     def mass(mask: int) -> int:
-        total = 0
+        total, devices = 0, set()
         while mask:
             low = mask & -mask
-            total += cells[order[low.bit_length() - 1]]
+            if by_device:
+                devices |= cells[order[low.bit_length() - 1]]
+            else:
+                total += cells[order[low.bit_length() - 1]]
             mask ^= low
-        return total
+        return len(devices) if by_device else total
 
     own = {}   # published mask -> its own part (mask)
     chosen = set()
@@ -181,10 +188,16 @@ def published_rollups(config, held: dict) -> set:
     key: withheld reports}`` over every capped key the window holds (0 for a key all of whose reports
     are released): every rollup row without withheld reports, and of the others those :func:`nested`
     chooses over the withheld parts, finer rollups first (more dimensions kept), then in the order the
-    config lists them, then the rows holding more withheld reports first."""
+    config lists them, then the rows holding more withheld reports first. Under ``privacy.unit:
+    device`` ``held`` is ``{capped key: the devices of its withheld reports}`` (any collection of device
+    keys, :func:`~ldp_marginals.ldp.aggregate.kept_devices`; empty for a key whose reports are all
+    released), and parts weigh their distinct devices (docs/design.md, section 7, "Rollups")."""
     if not config.rollups:
         return set()
-    cells = {key: n for key, n in held.items() if n > 0}
+    if config.device is not None:
+        cells = {key: frozenset(int(d) for d in devs) for key, devs in held.items() if len(devs)}
+    else:
+        cells = {key: n for key, n in held.items() if n > 0}
     members = {}   # (rollup, marked key) -> its withheld cells
     for i, over in enumerate(config.rollups):
         for key in held:
@@ -192,7 +205,8 @@ def published_rollups(config, held: dict) -> set:
         for key in cells:
             members[(i, marked(config, key, over))].add(key)
     out = {row for (_, row), inside in members.items() if not inside}
-    weight = {rk: sum(cells[c] for c in inside) for rk, inside in members.items()}
+    weight = {rk: (len(frozenset().union(*(cells[c] for c in inside))) if config.device is not None
+                   else sum(cells[c] for c in inside)) for rk, inside in members.items()}
     candidates = sorted((rk for rk, inside in members.items() if inside),
                         key=lambda rk: (-len(config.rollups[rk[0]]), rk[0], -weight[rk], rk[1]))
     chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports)

@@ -16,7 +16,6 @@ as counts in ``[0, n]``), a conditional in [0, 1], a mean in ``[low, high]``.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +25,7 @@ from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.consistent import consistent_group_tables, consistent_intervals
 from ldp_marginals.ldp.intervals import normal_interval, sidak_level
 from ldp_marginals.ldp.means import feature_mean
-from ldp_marginals.ldp.memoized import repeat_variance
+from ldp_marginals.ldp.memoized import with_repeats
 from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.schemas.arrow import TableRows, arrow_schema
@@ -237,9 +236,9 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         return
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
-        if config.shared_reports:   # memoized reports of one device share permanent responses (ldp/memoized.py)
-            est = replace(est, variances=est.variances + repeat_variance(est, config.client_channels,
-                                                                         config.shared_reports))
+        # memoized reports of one device share permanent responses: the variances and covariances of every
+        # count carry their term (ldp/memoized.py with_repeats), the extremes' variance sums theirs (aggregator)
+        est = with_repeats(est, config.client_channels, config.shared_reports)
     if linear:
         yield MARGINALS, marginal_rows(config, est, counted)
         groups = group_tables(config, est)

@@ -2,10 +2,9 @@
  * The client of a Hadamard-sampling collection (`channel: {kind: hadamard}`, docs/client.md, section 11),
  * byte for byte as the Python reference (`ldp_marginals.ldp.hadamard_client`) makes its reports.
  *
- * 1. check the input as the per-bit client does (`bad_event_time`, `bad_dimensions`, `missing_feature`,
- *    `unknown_feature`, `bad_value`), drawing no coin on a refusal;
- * 2. draw `8 * slots` bytes in one request: per slot the index coin, then the parity coin;
- * 3. the true bits are the booleans in layout order;
+ * 1-3. what every whole-report kind does (`whole-report.ts`): check the input, drawing no coin on a
+ *    refusal; draw `8 * slots` bytes in one request: per slot the index coin, then the parity coin; the
+ *    true bits are the booleans in layout order;
  * 4. per slot: the coefficient `a` (1..T, family order) is the first whose threshold `units(S_a)` is
  *    above the index coin's value, `S_a` the running sum of the coefficients' weights in doubles (the
  *    last threshold is 2^32); its true parity is the number of 1 bits of its set, mod 2; the slot
@@ -13,26 +12,20 @@
  * 5. pack each slot as its index in `B = bit length of T` bits, least significant first, then its parity
  *    bit; `client` is null.
  */
-import type { NoisyReport } from "./avro.js";
-import { ReportingClient, type FeatureValues, type Traced } from "./client.js";
-import { COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, SystemCoins, coinValue, decide, units, type CoinSource } from "./coins.js";
-import { bad, keys, text, window, type Feature, type Window } from "./config.js";
-import { secretKey, type Secret } from "./device.js";
+import { SystemCoins, COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, coinValue, decide, units, type CoinSource } from "./coins.js";
+import type { Secret } from "./device.js";
+import { bad } from "./config.js";
 import { shown } from "./refusal.js";
-import { MAX_WHOLE_REPORT_FEATURES, booleanBits, booleanFeatures, integer, isProbability } from "./whole-report.js";
+import {
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, isProbability, keepOf, readBlock, wholeReportSpec,
+  type WholeReportSpec, type WholeReportTrace,
+} from "./whole-report.js";
 
 /** The most features a Hadamard collection may have (the job keeps a report's bits in 64-bit words). */
 export const MAX_HADAMARD_FEATURES = MAX_WHOLE_REPORT_FEATURES;
 
-export interface HadamardSpec {
-  readonly collection: string;
-  /** The boolean features, in layout (bit) order. */
-  readonly features: readonly Feature[];
-  readonly window: Window;
-  readonly maxOrder: number;
+export interface HadamardSpec extends WholeReportSpec {
   readonly slots: number;
-  /** The probability that a slot sends its true parity. */
-  readonly keep: number;
   /** Per order 1..maxOrder, each coefficient's probability. */
   readonly weights: readonly number[];
   /** Per coefficient (family order, index a at a - 1), the bit indices of its set. */
@@ -43,17 +36,16 @@ export interface HadamardSpec {
   readonly indexBits: number;
 }
 
-/** The intermediate values of one report (for the test vectors and for debugging a client). */
-export interface HadamardTrace {
-  /** The bytes drawn from the generator. */
-  readonly coins: Uint8Array;
-  /** The true bits. */
-  readonly encoded: readonly number[];
+/** What the Hadamard randomizer chose in one report. */
+export interface HadamardSlots {
   /** Per slot, the coefficient's family index (1..T). */
   readonly indices: readonly number[];
   /** Per slot, the parity bit sent. */
   readonly parities: readonly number[];
 }
+
+/** The intermediate values of one report (for the test vectors and for debugging a client). */
+export type HadamardTrace = WholeReportTrace<HadamardSlots>;
 
 function binomial(n: number, k: number): number {
   let out = 1;
@@ -77,18 +69,16 @@ function combinations(d: number, order: number): number[][] {
 
 /** The spec of a Hadamard collection from its client config (parsed JSON); a `bad_config` {@link Refusal} otherwise. */
 export function parseHadamardSpec(json: unknown): HadamardSpec {
-  const spec = keys(json, "config", ["collection", "features", "window", "hadamard"]);
-  const features = booleanFeatures(spec.features);
-  const h = keys(spec.hadamard, "hadamard", ["max_order", "slots", "keep", "weights"]);
-  if (!Array.isArray(h.weights)) throw bad(`hadamard.weights must be a list, got weights=${shown(h.weights)}`);
-  const win = window(spec.window);
-  const collection = text(spec.collection, "collection");
-  const d = features.length;
-  const maxOrder = integer(h.max_order, "hadamard", "max_order");
+  const read = readBlock(json, "hadamard", ["max_order", "slots", "keep", "weights"], (h) => {
+    if (!Array.isArray(h.weights)) throw bad(`hadamard.weights must be a list, got weights=${shown(h.weights)}`);
+  });
+  const h = read.block;
+  const d = read.features.length;
+  const maxOrder = read.maxOrder;
   const slots = integer(h.slots, "hadamard", "slots");
   if (maxOrder > d) throw bad(`hadamard.max_order must be <= the ${d} features, got max_order=${maxOrder}`);
   if (2 * slots * COIN_BYTES > MAX_REQUEST_BYTES) throw bad(`hadamard.slots draws too many coins, got slots=${slots}`);
-  if (!isProbability(h.keep) || !(h.keep > 0.5)) throw bad(`hadamard.keep must be a number in (0.5, 1], got keep=${shown(h.keep)}`);
+  const keep = keepOf(read, 0.5, "0.5");
   const weights = h.weights as unknown[];
   if (weights.length !== maxOrder || !weights.every((w) => isProbability(w) && w > 0)) {
     throw bad(`hadamard.weights must hold ${maxOrder} probabilities in (0, 1], one per order, got weights=${shown(weights)}`);
@@ -107,54 +97,37 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
     }
   }
   thresholds[thresholds.length - 1] = COIN_RANGE;
-  return Object.freeze({
-    collection, features: Object.freeze(features), window: Object.freeze(win), maxOrder, slots, keep: h.keep,
-    weights: Object.freeze([...w]), sets: Object.freeze(sets), thresholds: Object.freeze(thresholds),
+  return wholeReportSpec(read, keep, {
+    slots, weights: Object.freeze([...w]), sets: Object.freeze(sets), thresholds: Object.freeze(thresholds),
     indexBits: sets.length.toString(2).length,
   });
 }
 
 /** One device's client for one Hadamard-sampling collection. */
-export class HadamardDeviceClient extends ReportingClient<HadamardTrace> {
-  readonly spec: HadamardSpec;
-  private readonly coins: CoinSource;
-
+export class HadamardDeviceClient extends WholeReportClient<HadamardSpec, HadamardSlots> {
   private constructor(spec: HadamardSpec, coins: CoinSource) {
-    super();
-    this.spec = spec;
-    this.coins = coins;
+    super(spec, coins);
   }
 
-  /**
-   * A client for the collection whose client config (parsed JSON) is `config`; `secret` is checked as
-   * the per-bit client checks it (this kind derives nothing from it: its reports carry no token and
-   * nothing memoizes); coins from `coins`, the platform's secure generator unless a test passes a seeded
-   * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
-   */
+  /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
       Promise<HadamardDeviceClient> {
-    const spec = parseHadamardSpec(config);
-    await secretKey(secret);
-    return new HadamardDeviceClient(spec, coins);
+    return new HadamardDeviceClient(await checkedSpec(parseHadamardSpec, config, secret), coins);
   }
 
-  protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
-      Promise<Traced<HadamardTrace>> {
-    const encoded = booleanBits(this.spec.features, values);
-    const drawn = this.coins.generate(2 * COIN_BYTES * this.spec.slots);
-    return this.randomize(encoded, eventMs, dimensions, drawn);
+  /** Per slot, the index coin and the parity coin. */
+  protected get nCoins(): number {
+    return 2 * this.spec.slots;
   }
 
-  private async randomize(encoded: number[], eventMs: number, dimensions: [string, string][],
-                          request: Uint8Array | Promise<Uint8Array>) {
+  /** Per slot, the index in `B` bits and the parity bit. */
+  protected get reportBits(): number {
+    return this.spec.slots * (this.spec.indexBits + 1);
+  }
+
+  /** Steps 4 and 5: per slot, the coefficient and its parity, sent or complemented, packed. */
+  protected randomize(encoded: readonly number[], coin: (k: number) => Uint8Array, out: BitWriter): HadamardSlots {
     const spec = this.spec;
-    const drawn = await request;
-    if (!(drawn instanceof Uint8Array) || drawn.length !== 2 * COIN_BYTES * spec.slots) {
-      throw new Error("the coin source gave the wrong number of bytes");
-    }
-    const coin = (k: number) => drawn.subarray(COIN_BYTES * k, COIN_BYTES * (k + 1));
-    const slotBits = spec.indexBits + 1;
-    const bits = new Uint8Array(Math.ceil((spec.slots * slotBits) / 8));
     const indices: number[] = [];
     const parities: number[] = [];
     for (let s = 0; s < spec.slots; s++) {
@@ -164,15 +137,9 @@ export class HadamardDeviceClient extends ReportingClient<HadamardTrace> {
       const sent = decide(coin(2 * s + 1), spec.keep) ? parity : 1 - parity;
       indices.push(a);
       parities.push(sent);
-      const at = s * slotBits;
-      for (let i = 0; i < spec.indexBits; i++) {
-        const bit = Math.floor(a / 2 ** i) % 2;
-        bits[(at + i) >> 3] = bits[(at + i) >> 3]! | (bit << ((at + i) & 7));
-      }
-      const last = at + spec.indexBits;
-      bits[last >> 3] = bits[last >> 3]! | (sent << (last & 7));
+      out.put(a, spec.indexBits);
+      out.put(sent, 1);
     }
-    const record: NoisyReport = { collection: spec.collection, event_time: eventMs, bits, dimensions, client: null };
-    return { record, trace: { coins: drawn, encoded, indices, parities } };
+    return { indices, parities };
   }
 }

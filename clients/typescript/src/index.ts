@@ -12,10 +12,10 @@ export {
 export { MAX_REPORTS_PER_DAY, parseClientSpec, type Channel, type ClientSpec, type Feature, type Window } from "./config.js";
 export { SECRET_BYTES, deviceToken, encodingCoin, newSecretKey, permanentCoin, secretKey, type Secret } from "./device.js";
 export {
-  HadamardDeviceClient, MAX_HADAMARD_FEATURES, parseHadamardSpec, type HadamardSpec, type HadamardTrace,
+  HadamardDeviceClient, MAX_HADAMARD_FEATURES, parseHadamardSpec, type HadamardSlots, type HadamardSpec, type HadamardTrace,
 } from "./hadamard.js";
 export { CODES, Refusal, type RefusalCode } from "./refusal.js";
 export { storedSecretKey } from "./storage.js";
 export {
-  MAX_SUBSET_FEATURES, SubsetDeviceClient, parseSubsetSpec, type SubsetSpec, type SubsetTrace,
+  MAX_SUBSET_FEATURES, SubsetDeviceClient, parseSubsetSpec, type SubsetChoice, type SubsetSpec, type SubsetTrace,
 } from "./subset.js";

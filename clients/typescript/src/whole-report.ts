@@ -1,15 +1,79 @@
 /**
- * What the client configs and encoders of the kinds that randomize a whole report share (`hadamard.ts`,
- * `subset.ts`: docs/client.md, sections 11 and 12): boolean features only (at most 62, the job's 64-bit
- * words), integers written as integers, probabilities in [0, 1], and the true bits of a report. Config
- * failures are `bad_config`, with the rules of the Python references.
+ * What the client configs and clients of the kinds that randomize a whole report share (`hadamard.ts`,
+ * `subset.ts`: docs/client.md, sections 11 and 12). The config: its keys, boolean features only (at most
+ * 62, the job's 64-bit words), the window, the collection's name, the kind's block with its `max_order`
+ * (an integer written as one) and its `keep` (a probability above the kind's bound); failures are
+ * `bad_config`, with the rules of the Python references. The client: the input checked as the per-bit
+ * client checks it (`bad_event_time`, `bad_dimensions`, `missing_feature`, `unknown_feature`,
+ * `bad_value`), drawing no coin on a refusal; the kind's coins drawn in one request; the true bits (the
+ * booleans in layout order); the kind's randomizer, which writes the report's bits least significant
+ * first; the record, `client` null (these collections count reports, not devices). The secret is checked
+ * (`bad_secret`) but nothing is derived from it: nothing memoizes, no token. A kind adds its own checks,
+ * its randomizer and its layout.
  */
-import { checkValues, type FeatureValues } from "./client.js";
-import { bad, keys, text, type Feature } from "./config.js";
+import type { NoisyReport } from "./avro.js";
+import { ReportingClient, checkValues, type FeatureValues, type Traced } from "./client.js";
+import { COIN_BYTES, type CoinSource } from "./coins.js";
+import { bad, keys, text, window, type Feature, type Window } from "./config.js";
+import { secretKey, type Secret } from "./device.js";
 import { shown } from "./refusal.js";
 
 /** The most features a whole-report collection may have (the job keeps a report's bits in 64-bit words). */
 export const MAX_WHOLE_REPORT_FEATURES = 62;
+
+/** What every whole-report spec holds. */
+export interface WholeReportSpec {
+  readonly collection: string;
+  /** The boolean features, in layout (bit) order. */
+  readonly features: readonly Feature[];
+  readonly window: Window;
+  readonly maxOrder: number;
+  /** The kind's probability of sending the truth. */
+  readonly keep: number;
+}
+
+/** A whole-report config read up to the kind's own checks; `block` is the kind's block. */
+export interface WholeReportBlock {
+  readonly kind: string;
+  readonly block: Record<string, unknown>;
+  readonly collection: string;
+  readonly features: Feature[];
+  readonly window: Window;
+  readonly maxOrder: number;
+}
+
+/**
+ * Reads a whole-report config in the specification's order: its keys, the boolean features, the kind's
+ * block (its keys `blockKeys`, then `early`, the kind's checks of the block's shape), the window, the
+ * collection's name, `max_order`.
+ */
+export function readBlock(json: unknown, kind: string, blockKeys: readonly string[],
+                          early?: (block: Record<string, unknown>) => void): WholeReportBlock {
+  const spec = keys(json, "config", ["collection", "features", "window", kind]);
+  const features = booleanFeatures(spec.features);
+  const block = keys(spec[kind], kind, blockKeys);
+  early?.(block);
+  const win = window(spec.window);
+  const collection = text(spec.collection, "collection");
+  return { kind, block, collection, features, window: win, maxOrder: integer(block.max_order, kind, "max_order") };
+}
+
+/** The block's `keep`: a number in (`above`, 1], `above` written `bound` in the refusal. */
+export function keepOf(read: WholeReportBlock, above: number, bound: string): number {
+  const keep = read.block.keep;
+  if (!isProbability(keep) || !(keep > above)) {
+    throw bad(`${read.kind}.keep must be a number in (${bound}, 1], got keep=${shown(keep)}`);
+  }
+  return keep;
+}
+
+/** The spec's shared part, frozen, with the kind's own fields. */
+export function wholeReportSpec<K extends object>(read: WholeReportBlock, keep: number, own: K): WholeReportSpec & K {
+  return Object.freeze({
+    collection: read.collection, features: Object.freeze(read.features), window: Object.freeze(read.window),
+    maxOrder: read.maxOrder, keep, ...own,
+  });
+}
 
 /** The boolean features of a whole-report config: a non-empty list, names unique, at most 62. */
 export function booleanFeatures(feats: unknown): Feature[] {
@@ -45,4 +109,89 @@ export function isProbability(v: unknown): v is number {
 export function booleanBits(features: readonly Feature[], values: FeatureValues): number[] {
   const given = checkValues(features, values);
   return features.map((f) => (given.get(f.name) ? 1 : 0));
+}
+
+/**
+ * What every kind's `create(config, secret, coins)` checks: the spec of the client config (parsed JSON),
+ * then `secret` as the per-bit client checks it (these kinds derive nothing from it: their reports carry no
+ * token and nothing memoizes); `coins` is the platform's secure generator unless a test passes a seeded
+ * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
+ */
+export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown, secret: Secret): Promise<S> {
+  const spec = parse(config);
+  await secretKey(secret);
+  return spec;
+}
+
+/** A report's bits, written in order, each value least significant bit first. */
+export class BitWriter {
+  readonly bytes: Uint8Array;
+  at = 0;
+
+  constructor(bits: number) {
+    this.bytes = new Uint8Array(Math.ceil(bits / 8));
+  }
+
+  /** Appends the low `n` bits of a non-negative integer below 2^53. */
+  put(value: number, n: number): void {
+    for (let i = 0; i < n; i++, this.at++) {
+      const bit = Math.floor(value / 2 ** i) % 2;
+      this.bytes[this.at >> 3] = this.bytes[this.at >> 3]! | (bit << (this.at & 7));
+    }
+  }
+}
+
+/** The trace of a whole-report kind: the bytes drawn, the true bits, and what the kind's randomizer chose. */
+export type WholeReportTrace<D> = {
+  /** The bytes drawn from the generator. */
+  readonly coins: Uint8Array;
+  /** The true bits. */
+  readonly encoded: readonly number[];
+} & D;
+
+/** One device's client for one whole-report collection: a kind adds its sizes and its randomizer. */
+export abstract class WholeReportClient<S extends WholeReportSpec, D> extends ReportingClient<WholeReportTrace<D>> {
+  readonly spec: S;
+  private readonly coins: CoinSource;
+
+  protected constructor(spec: S, coins: CoinSource) {
+    super();
+    this.spec = spec;
+    this.coins = coins;
+  }
+
+  /** The number of coins (of COIN_BYTES each) one report draws, in one request. */
+  protected abstract get nCoins(): number;
+
+  /** The bits of one report's layout. */
+  protected abstract get reportBits(): number;
+
+  /**
+   * The kind's randomizer: from the true bits and the report's coins (`coin(k)`, the k-th), writes the
+   * report's bits to `out` in layout order and returns what it chose.
+   */
+  protected abstract randomize(encoded: readonly number[], coin: (k: number) => Uint8Array, out: BitWriter): D;
+
+  protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
+      Promise<Traced<WholeReportTrace<D>>> {
+    const encoded = booleanBits(this.spec.features, values);
+    const drawn = this.coins.generate(COIN_BYTES * this.nCoins);
+    return this.finish(encoded, eventMs, dimensions, drawn);
+  }
+
+  private async finish(encoded: number[], eventMs: number, dimensions: [string, string][],
+                       request: Uint8Array | Promise<Uint8Array>): Promise<Traced<WholeReportTrace<D>>> {
+    const drawn = await request;
+    if (!(drawn instanceof Uint8Array) || drawn.length !== COIN_BYTES * this.nCoins) {
+      throw new Error("the coin source gave the wrong number of bytes");
+    }
+    const coin = (k: number) => drawn.subarray(COIN_BYTES * k, COIN_BYTES * (k + 1));
+    const out = new BitWriter(this.reportBits);
+    const chosen = this.randomize(encoded, coin, out);
+    if (out.at !== this.reportBits) throw new Error(`the randomizer wrote ${out.at} of ${this.reportBits} bits`);
+    const record: NoisyReport = {
+      collection: this.spec.collection, event_time: eventMs, bits: out.bytes, dimensions, client: null,
+    };
+    return { record, trace: { coins: drawn, encoded, ...chosen } as WholeReportTrace<D> };
+  }
 }

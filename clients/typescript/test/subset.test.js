@@ -4,56 +4,13 @@
 // vector the same refusal code. Then its draws against the mechanism, by chi-square at the suite's ALPHA.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { CODES, HmacDrbg, Refusal, SubsetDeviceClient, encodeNoisyReport } from "../dist/index.js";
+import { HmacDrbg, SubsetDeviceClient } from "../dist/index.js";
 import { ALPHA, chiSquarePValue } from "./chi2.js";
+import { replayVectors } from "./whole-report.js";
 
-const VECTORS = JSON.parse(readFileSync(new URL("../../test-vectors/subset.json", import.meta.url), "utf8"));
-
-const fromHex = (hex) => Uint8Array.from(hex.match(/../g) ?? [], (b) => parseInt(b, 16));
-const toHex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-
-for (const kase of VECTORS.cases) {
-  test(`subset positive vector: ${kase.name}`, async () => {
-    const client = await SubsetDeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(fromHex(kase.seed)));
-    assert.ok(kase.reports.length >= 2);
-    for (const item of kase.reports) {
-      const { record, trace } = await client.reportWithTrace(item.values, item.event_ms, item.dimensions);
-      assert.equal(record.client, null);
-      assert.deepEqual({
-        coins: toHex(trace.coins), encoded: [...trace.encoded], subset: [...trace.subset], kept: trace.kept,
-        pattern: [...trace.pattern], bits: toHex(record.bits), avro: toHex(encodeNoisyReport(record)),
-      }, item.expect);
-    }
-  });
-}
-
-for (const kase of VECTORS.refusals) {
-  test(`subset negative vector: ${kase.name} -> ${kase.refusal}`, async () => {
-    assert.ok(CODES.includes(kase.refusal));
-    const attempt = async () => {
-      const client = await SubsetDeviceClient.create(kase.config, new Uint8Array(32), new HmacDrbg(new Uint8Array(32)));
-      if (kase.input !== null) await client.report(kase.input.values, kase.input.event_ms, kase.input.dimensions);
-    };
-    await assert.rejects(attempt, (err) => {
-      assert.ok(err instanceof Refusal, String(err));
-      assert.equal(err.code, kase.refusal, err.message);
-      return true;
-    });
-  });
-}
-
-test("a refused subset report draws no coin, and a secret not of 32 bytes is bad_secret", async () => {
-  const kase = VECTORS.cases[0];
-  await assert.rejects(SubsetDeviceClient.create(kase.config, new Uint8Array(31)), (err) => err.code === "bad_secret");
-  const client = await SubsetDeviceClient.create(kase.config, fromHex(kase.secret), new HmacDrbg(fromHex(kase.seed)));
-  const first = kase.reports[0];
-  await assert.rejects(client.report(first.values, -1, first.dimensions), (err) => err.code === "bad_event_time");
-  const { trace } = await client.reportWithTrace(first.values, first.event_ms, first.dimensions);
-  assert.equal(toHex(trace.coins), first.expect.coins);
-});
+replayVectors("subset", SubsetDeviceClient, ["subset", "kept", "pattern"]);
 
 // 5 answers, width 3, keep 0.3: over 8,000 reports of devices whose answers cycle through all 32 patterns,
 // (subset, sent pattern XOR true pattern) follows the mechanism: the subset uniform over the C(5, 3) = 10,

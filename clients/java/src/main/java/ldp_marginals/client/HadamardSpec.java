@@ -2,10 +2,7 @@ package ldp_marginals.client;
 
 import java.math.BigInteger;
 import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 
 /**
  * What a device is told about a Hadamard-sampling collection ({@code channel: {kind: hadamard}}): the
@@ -15,29 +12,19 @@ import java.util.Map;
  * rules of the Python reference ({@code ldp_marginals.ldp.hadamard_client.HadamardClientSpec}).
  * Immutable and thread-safe.
  */
-public final class HadamardSpec {
+public final class HadamardSpec extends WholeReportSpec {
     /** The most features a Hadamard collection may have (the job holds a report's bits in 64-bit words). */
-    public static final int MAX_FEATURES = WholeReportConfig.MAX_FEATURES;
+    public static final int MAX_FEATURES = WholeReportSpec.MAX_FEATURES;
 
-    final String collection;
-    final List<String> features;   // boolean feature names, in layout (bit) order
-    final Window window;
-    final int maxOrder;
     final int slots;
-    final double keep;             // the probability that a slot sends its true parity
     final double[] weights;        // per order 1..maxOrder, each coefficient's probability
     final long[] masks;            // per coefficient (family order; index a at a - 1), the bit mask of its set
     final long[] thresholds;       // per coefficient, units(S_a); the last is 2^32
     final int indexBits;           // B: the bit length of the number of coefficients T
 
-    private HadamardSpec(String collection, List<String> features, Window window, int maxOrder, int slots, double keep,
-                         double[] weights) {
-        this.collection = collection;
-        this.features = features;
-        this.window = window;
-        this.maxOrder = maxOrder;
+    private HadamardSpec(Block block, int slots, double keep, double[] weights) {
+        super(block, keep);
         this.slots = slots;
-        this.keep = keep;
         this.weights = weights;
         int d = features.size();
         List<Long> sets = new ArrayList<>();
@@ -72,16 +59,6 @@ public final class HadamardSpec {
         return fromObject(ClientSpec.parsed(json));
     }
 
-    /** The collection's name. */
-    public String collection() {
-        return collection;
-    }
-
-    /** The feature names in layout order. */
-    public List<String> featureNames() {
-        return features;
-    }
-
     /** The number of coefficients T (the sets of 1 to {@code max_order} features). */
     public int coefficients() {
         return masks.length;
@@ -92,28 +69,32 @@ public final class HadamardSpec {
         return slots;
     }
 
+    /** Per slot, the index coin and the parity coin. */
+    @Override
+    int coinBytes() {
+        return 2 * Coins.COIN_BYTES * slots;
+    }
+
+    /** Per slot, the coefficient's index in {@code B} bits and its parity bit. */
+    @Override
+    int reportBits() {
+        return slots * (indexBits + 1);
+    }
+
     /** The spec from a parsed JSON value ({@link Json}). */
     static HadamardSpec fromObject(Object config) {
-        Map<String, Object> spec = ClientSpec.keys(config, "config", Arrays.asList("collection", "features", "window", "hadamard"),
-                Collections.<String>emptyList());
-        String collection = WholeReportConfig.collection(spec.get("collection"));
-        List<String> names = WholeReportConfig.booleanFeatures(spec.get("features"));
-        int d = names.size();
-        Map<String, Object> h = ClientSpec.keys(spec.get("hadamard"), "hadamard",
-                Arrays.asList("max_order", "slots", "keep", "weights"), Collections.<String>emptyList());
-        int maxOrder = WholeReportConfig.integer(h.get("max_order"), "hadamard", "max_order");
-        int slots = WholeReportConfig.integer(h.get("slots"), "hadamard", "slots");
+        Block h = new Block(config, "hadamard", "max_order", "slots", "keep", "weights");
+        int d = h.featureCount();
+        int maxOrder = h.maxOrder;
+        int slots = h.integer("slots");
         if (maxOrder > d) {
             throw ClientSpec.refuse("hadamard.max_order must be <= the " + d + " features, got max_order=" + maxOrder);
         }
         if (2L * slots * Coins.COIN_BYTES > HmacDrbg.MAX_REQUEST_BYTES) {
             throw ClientSpec.refuse("hadamard.slots draws too many coins, got slots=" + slots);
         }
-        Object keep = h.get("keep");
-        if (!WholeReportConfig.isProbability(keep) || !(((Number) keep).doubleValue() > 0.5)) {
-            throw ClientSpec.refuse("hadamard.keep must be a number in (0.5, 1], got keep=" + ClientSpec.show(keep));
-        }
-        Object w = h.get("weights");
+        double keep = h.keep(0.5, "0.5");
+        Object w = h.values.get("weights");
         if (!(w instanceof List) || ((List<?>) w).size() != maxOrder) {
             throw ClientSpec.refuse("hadamard.weights must hold " + maxOrder + " probabilities, one per order, got weights="
                     + ClientSpec.show(w));
@@ -122,7 +103,7 @@ public final class HadamardSpec {
         double total = 0.0;
         for (int j = 0; j < maxOrder; j++) {
             Object wj = ((List<?>) w).get(j);
-            if (!WholeReportConfig.isProbability(wj) || !(((Number) wj).doubleValue() > 0)) {
+            if (!isProbability(wj) || !(((Number) wj).doubleValue() > 0)) {
                 throw ClientSpec.refuse("hadamard.weights must hold probabilities in (0, 1], got weights=" + w);
             }
             weights[j] = ((Number) wj).doubleValue();
@@ -131,9 +112,7 @@ public final class HadamardSpec {
         if (!(Math.abs(total - 1.0) <= 1e-9)) {
             throw ClientSpec.refuse("hadamard.weights must sum to 1 over the coefficients, got " + total);
         }
-        Window window = ClientSpec.window(spec.get("window"));
-        return new HadamardSpec(collection, names, window, maxOrder, slots,
-                ((Number) keep).doubleValue(), weights);
+        return new HadamardSpec(h, slots, keep, weights);
     }
 
     /** {@code C(n, k)} rounded to a double, as Python's {@code math.comb(n, k) * w} rounds it. */

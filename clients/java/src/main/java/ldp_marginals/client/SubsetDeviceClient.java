@@ -1,17 +1,14 @@
 package ldp_marginals.client;
 
-import java.util.Map;
-
 /**
  * One device's client for one subset-randomized-response collection (docs/client.md, section 12):
  * {@link #report} turns the device's boolean answers into one {@link NoisyReport}, byte for byte as the
  * Python reference ({@code ldp_marginals.ldp.subset_client}) makes it. In order:
  *
  * <ol>
- *   <li>check the input as {@link DeviceClient} does ({@code bad_event_time}, {@code bad_dimensions},
- *       {@code missing_feature}, {@code unknown_feature}, {@code bad_value}; no coin drawn);</li>
- *   <li>draw {@code 4 (d + 1 + s)} bytes in one request: d subset coins, the keep coin, s mask coins;</li>
- *   <li>the true bits are the booleans in layout order;</li>
+ *   <li>the steps every whole-report kind shares ({@link WholeReportClient}): the input checked, no coin
+ *       drawn on a refusal; then {@code 4 (d + 1 + s)} bytes drawn in one request: d subset coins, the
+ *       keep coin, s mask coins; the true bits are the booleans in layout order;</li>
  *   <li>the subset, by sequential selection: position {@code i = 0..d-1} joins iff
  *       {@code decide(coin i, r / (d - i))}, r the positions still to choose, the quotient in doubles
  *       (exactly s join);</li>
@@ -25,9 +22,8 @@ import java.util.Map;
  * </ol>
  *
  * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
- * Thread-safe: reports are made one at a time.
  */
-public final class SubsetDeviceClient extends ReportingClient<SubsetSpec, SubsetDeviceClient.Trace> {
+public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetDeviceClient.Choice> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
     public SubsetDeviceClient(SubsetSpec spec, DeviceSecret secret, Coins coins) {
         super(spec, secret, coins);
@@ -38,21 +34,18 @@ public final class SubsetDeviceClient extends ReportingClient<SubsetSpec, Subset
         return new SubsetDeviceClient(spec, secret, Coins.system());
     }
 
-    /**
-     * The encoder of the subset kind (the {@code report} overloads and {@link #trace} call it, the event
-     * time and dimensions checked): every feature takes a {@code Boolean}.
-     */
+    /** The subset, the flip mask, the sent pattern, packed. */
     @Override
-    Trace encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
-        int[] encoded = booleanBits(spec.features, values);
+    Choice randomize(int[] encoded, byte[] drawn, Packer out) {
         int d = encoded.length;
         int s = spec.width;
-        byte[] drawn = coins.generate(Coins.COIN_BYTES * spec.coins());
         int[] subset = new int[s];
+        long mask = 0;
         int chosen = 0;
         for (int i = 0; i < d; i++) {
             if (Coins.decide(drawn, Coins.COIN_BYTES * i, (double) (s - chosen) / (d - i)) == 1) {
                 subset[chosen++] = i;
+                mask |= 1L << i;
             }
         }
         int kept = Coins.decide(drawn, Coins.COIN_BYTES * d, spec.keep);
@@ -64,37 +57,23 @@ public final class SubsetDeviceClient extends ReportingClient<SubsetSpec, Subset
             set |= flip == 1;
             pattern[j] = encoded[subset[j]] ^ (kept == 1 ? 0 : flip);
         }
-        byte[] packed = new byte[(d + s + 7) / 8];
-        for (int i : subset) {
-            packed[i / 8] |= (byte) (1 << (i % 8));
+        out.put(mask, d);
+        for (int bit : pattern) {
+            out.put(bit, 1);
         }
-        for (int j = 0; j < s; j++) {
-            packed[(d + j) / 8] |= (byte) (pattern[j] << ((d + j) % 8));
-        }
-        NoisyReport report = new NoisyReport(spec.collection, eventMs, packed, dims, null);
-        return new Trace(report, drawn, encoded, subset, kept, pattern);
+        return new Choice(subset, kept, pattern);
     }
 
-    /** A report and the values that made it. */
-    static final class Trace extends ReportingClient.Traced {
-        final byte[] coins;      // the bytes drawn from the generator
-        final int[] encoded;     // the true bits
-        final int[] subset;      // the chosen positions, ascending
-        final int kept;          // 1 when the true pattern was sent
-        final int[] pattern;     // the sent pattern, bit j of position subset[j]
+    /** The chosen positions (ascending), 1 when the true pattern was sent, the sent pattern (bit j of position subset[j]). */
+    static final class Choice {
+        final int[] subset;
+        final int kept;
+        final int[] pattern;
 
-        Trace(NoisyReport report, byte[] coins, int[] encoded, int[] subset, int kept, int[] pattern) {
-            super(report);
-            this.coins = coins;
-            this.encoded = encoded;
+        Choice(int[] subset, int kept, int[] pattern) {
             this.subset = subset;
             this.kept = kept;
             this.pattern = pattern;
         }
-    }
-
-    @Override
-    public String toString() {
-        return "SubsetDeviceClient(collection=" + spec.collection + ")";
     }
 }

@@ -1,107 +1,29 @@
 package ldp_marginals.client;
 
-import static ldp_marginals.client.Vectors.hex;
-import static ldp_marginals.client.Vectors.unhex;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNull;
-import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
-import java.util.stream.Stream;
 import org.apache.commons.statistics.distribution.ChiSquaredDistribution;
-import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.TestFactory;
 
 /**
- * The Hadamard-sampling client (docs/client.md, section 11) against clients/test-vectors/hadamard.json,
+ * The Hadamard-sampling client (docs/client.md, section 11) against clients/test-vectors/hadamard.json
+ * (the replay every whole-report kind shares: {@link WholeReportVectorsTest}),
  * which the Python reference and the TypeScript client read too: the same drawn coins, true bits,
  * coefficient indices, sent parities, packed bits and Avro bytes on every positive vector, the same
  * refusal code on every negative one; then its draws against the mechanism by a chi-square test at
  * {@link ChannelStatisticsTest#ALPHA} (seeded, so deterministic).
  */
-class HadamardTest {
-    private static final Map<String, Object> VECTORS = Vectors.load("hadamard.json");
-
-    @SuppressWarnings("unchecked")
-    private static List<Map<String, Object>> list(String key) {
-        return (List<Map<String, Object>>) VECTORS.get(key);
+class HadamardTest extends WholeReportVectorsTest<HadamardDeviceClient.Slots> {
+    HadamardTest() {
+        super("hadamard.json", (config, secret, coins) -> new HadamardDeviceClient(HadamardSpec.fromObject(config), secret, coins));
     }
 
-    private static List<Long> longs(int[] values) {
-        List<Long> out = new ArrayList<>();
-        for (int v : values) {
-            out.add((long) v);
-        }
-        return out;
-    }
-
-    @TestFactory
-    Stream<DynamicTest> positiveVectorsAreReproducedByteForByte() {
-        List<Map<String, Object>> cases = list("cases");
-        assertTrue(cases.size() >= 3);
-        return cases.stream().map(c -> DynamicTest.dynamicTest((String) c.get("name"), () -> reproduce(c)));
-    }
-
-    @SuppressWarnings("unchecked")
-    private static void reproduce(Map<String, Object> c) {
-        HadamardDeviceClient client = new HadamardDeviceClient(HadamardSpec.fromObject(c.get("config")),
-                DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(unhex((String) c.get("seed"))));
-        List<Map<String, Object>> reports = (List<Map<String, Object>>) c.get("reports");
-        assertTrue(reports.size() >= 2);
-        for (Map<String, Object> item : reports) {
-            HadamardDeviceClient.Trace trace = client.trace((Map<String, Object>) item.get("values"),
-                    ((Number) item.get("event_ms")).longValue(), (Map<String, Object>) item.get("dimensions"));
-            assertNull(trace.report.client());
-            Map<String, Object> got = new LinkedHashMap<>();
-            got.put("coins", hex(trace.coins));
-            got.put("encoded", longs(trace.encoded));
-            got.put("indices", longs(trace.indices));
-            got.put("parities", longs(trace.parities));
-            got.put("bits", hex(trace.report.bits()));
-            got.put("avro", hex(trace.report.toAvro()));
-            assertEquals(item.get("expect"), got, item.toString());
-        }
-    }
-
-    @TestFactory
-    Stream<DynamicTest> negativeVectorsAreRefusedWithTheirCode() {
-        List<Map<String, Object>> cases = list("refusals");
-        assertTrue(cases.size() >= 10);
-        return cases.stream().map(c -> DynamicTest.dynamicTest((String) c.get("name"), () -> {
-            Refusal r = assertThrows(Refusal.class, () -> attempt(c));
-            assertEquals(c.get("refusal"), r.code().wire(), r.getMessage());
-        }));
-    }
-
-    @SuppressWarnings("unchecked")
-    private static void attempt(Map<String, Object> c) {
-        HadamardDeviceClient client = new HadamardDeviceClient(HadamardSpec.fromObject(c.get("config")),
-                DeviceSecret.of(new byte[32]), new HmacDrbg(new byte[32]));
-        Map<String, Object> input = (Map<String, Object>) c.get("input");
-        if (input != null) {
-            client.report((Map<String, Object>) input.get("values"), (Number) input.get("event_ms"),
-                    (Map<String, Object>) input.get("dimensions"));
-        }
-    }
-
-    @Test
-    @SuppressWarnings("unchecked")
-    void aRefusedReportDrawsNoCoin() {
-        Map<String, Object> c = list("cases").get(0);
-        HadamardDeviceClient client = new HadamardDeviceClient(HadamardSpec.fromObject(c.get("config")),
-                DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(unhex((String) c.get("seed"))));
-        Map<String, Object> first = ((List<Map<String, Object>>) c.get("reports")).get(0);
-        Map<String, Object> values = (Map<String, Object>) first.get("values");
-        Map<String, Object> dims = (Map<String, Object>) first.get("dimensions");
-        assertThrows(Refusal.class, () -> client.trace(values, -1, dims));
-        HadamardDeviceClient.Trace trace = client.trace(values, ((Number) first.get("event_ms")).longValue(), dims);
-        assertEquals(((Map<String, Object>) first.get("expect")).get("coins"), hex(trace.coins));
+    @Override
+    void chosen(HadamardDeviceClient.Slots chosen, Map<String, Object> got) {
+        got.put("indices", longs(chosen.indices));
+        got.put("parities", longs(chosen.parities));
     }
 
     /**
@@ -111,26 +33,18 @@ class HadamardTest {
      */
     @Test
     void drawsFollowTheMechanism() {
-        String config = "{\"collection\": \"h\", \"window\": {\"type\": \"global\"}, \"features\": ["
-                + "{\"name\": \"q0\", \"type\": \"boolean\"}, {\"name\": \"q1\", \"type\": \"boolean\"},"
-                + "{\"name\": \"q2\", \"type\": \"boolean\"}, {\"name\": \"q3\", \"type\": \"boolean\"}],"
-                + " \"hadamard\": {\"max_order\": 2, \"slots\": 2, \"keep\": 0.8, \"weights\": [0.16, 0.06]}}";
-        HadamardSpec spec = HadamardSpec.fromJson(config);
-        HadamardDeviceClient client = new HadamardDeviceClient(spec, DeviceSecret.of(new byte[32]),
-                new HmacDrbg(ChannelStatisticsTest.sha256("hadamard chi-square".getBytes(StandardCharsets.US_ASCII))));
+        HadamardSpec spec = HadamardSpec.fromJson(config("h", 4, "hadamard",
+                "{\"max_order\": 2, \"slots\": 2, \"keep\": 0.8, \"weights\": [0.16, 0.06]}"));
+        HadamardDeviceClient client = new HadamardDeviceClient(spec, DeviceSecret.of(new byte[32]), seeded("hadamard chi-square"));
         int n = 8_000;
         long[][] counts = new long[spec.coefficients()][2];   // [coefficient][0: true parity sent, 1: flipped]
         for (int r = 0; r < n; r++) {
             int x = r % 16;
-            Map<String, Object> values = new LinkedHashMap<>();
-            for (int i = 0; i < 4; i++) {
-                values.put("q" + i, (x >> i & 1) == 1);
-            }
-            HadamardDeviceClient.Trace trace = client.trace(values, 0, null);
+            WholeReportClient.Trace<HadamardDeviceClient.Slots> trace = client.trace(answers(x, 4), 0, null);
             for (int s = 0; s < spec.slots(); s++) {
-                int a = trace.indices[s] - 1;
+                int a = trace.chosen.indices[s] - 1;
                 int truth = Long.bitCount(x & spec.masks[a]) & 1;
-                counts[a][trace.parities[s] == truth ? 0 : 1]++;
+                counts[a][trace.chosen.parities[s] == truth ? 0 : 1]++;
             }
         }
         double stat = 0;

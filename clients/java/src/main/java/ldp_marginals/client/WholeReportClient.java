@@ -1,0 +1,80 @@
+package ldp_marginals.client;
+
+import java.util.Map;
+
+/**
+ * What the device clients of the kinds that randomize a whole report share ({@link HadamardDeviceClient},
+ * {@link SubsetDeviceClient}: docs/client.md, sections 11 and 12), in order: the input checked as
+ * {@link DeviceClient} checks it ({@code bad_event_time}, {@code bad_dimensions}, {@code missing_feature},
+ * {@code unknown_feature}, {@code bad_value}; no coin drawn); the spec's {@link WholeReportSpec#coinBytes}
+ * drawn in one request; the true bits (the booleans in layout order); the kind's randomizer
+ * ({@link #randomize}), which writes the report's {@link WholeReportSpec#reportBits} bits, least
+ * significant first; the report, {@code client} null (these collections count reports, not devices).
+ *
+ * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
+ * Thread-safe: reports are made one at a time.
+ *
+ * @param <S> the kind's spec
+ * @param <D> what the kind's randomizer chose, for the trace
+ */
+abstract class WholeReportClient<S extends WholeReportSpec, D> extends ReportingClient<S, WholeReportClient.Trace<D>> {
+    WholeReportClient(S spec, DeviceSecret secret, Coins coins) {
+        super(spec, secret, coins);
+    }
+
+    /** The encoder of every whole-report kind: every feature takes a {@code Boolean}. */
+    @Override
+    final Trace<D> encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
+        int[] encoded = booleanBits(spec.features, values);
+        byte[] drawn = coins.generate(spec.coinBytes());
+        Packer packed = new Packer(spec.reportBits());
+        D chosen = randomize(encoded, drawn, packed);
+        if (packed.at != spec.reportBits()) {
+            throw new IllegalStateException("the randomizer wrote " + packed.at + " of " + spec.reportBits() + " bits");
+        }
+        NoisyReport report = new NoisyReport(spec.collection, eventMs, packed.bytes, dims, null);
+        return new Trace<>(report, drawn, encoded, chosen);
+    }
+
+    /**
+     * The kind's randomizer: from the true bits and the drawn coins ({@link Coins#COIN_BYTES} each), writes
+     * the report's bits to {@code out} in layout order and returns what it chose.
+     */
+    abstract D randomize(int[] encoded, byte[] drawn, Packer out);
+
+    /** A report's bits, written in order, each value least significant bit first. */
+    static final class Packer {
+        final byte[] bytes;
+        int at;   // the bits written so far
+
+        Packer(int bits) {
+            this.bytes = new byte[(bits + 7) / 8];
+        }
+
+        /** Appends the low {@code n} bits of {@code value}. */
+        void put(long value, int n) {
+            for (int i = 0; i < n; i++, at++) {
+                bytes[at / 8] |= (byte) (((value >>> i) & 1) << (at % 8));
+            }
+        }
+    }
+
+    /** A report and the values that made it. */
+    static final class Trace<D> extends ReportingClient.Traced {
+        final byte[] coins;      // the bytes drawn from the generator
+        final int[] encoded;     // the true bits
+        final D chosen;          // what the kind's randomizer chose
+
+        Trace(NoisyReport report, byte[] coins, int[] encoded, D chosen) {
+            super(report);
+            this.coins = coins;
+            this.encoded = encoded;
+            this.chosen = chosen;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return getClass().getSimpleName() + "(collection=" + spec.collection + ")";
+    }
+}

@@ -1,0 +1,139 @@
+package ldp_marginals.client;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What the client configs of the kinds that randomize a whole report share ({@link HadamardSpec},
+ * {@link SubsetSpec}: docs/client.md, sections 11 and 12): the collection's name, its boolean features
+ * (at most {@link #MAX_FEATURES}), its window, the kind's block with its {@code max_order} and its
+ * {@code keep}, and the checks of their integers and probabilities, each failure refusal
+ * {@code bad_config}, with the rules of the Python references. A kind reads its own block's other keys
+ * ({@link Block}), says how many coin bytes and report bits one report takes, and nothing else.
+ * Immutable and thread-safe.
+ */
+abstract class WholeReportSpec {
+    /** The most features such a collection may have (the job holds a report's bits in 64-bit words). */
+    static final int MAX_FEATURES = 62;
+
+    final String collection;
+    final List<String> features;   // boolean feature names, in layout (bit) order
+    final Window window;
+    final int maxOrder;
+    final double keep;             // the kind's probability of sending the truth
+
+    /** The spec of a config read by {@code block}, its keep checked; the window is read last, here. */
+    WholeReportSpec(Block block, double keep) {
+        this.collection = block.collection;
+        this.features = block.features;
+        this.maxOrder = block.maxOrder;
+        this.keep = keep;
+        this.window = ClientSpec.window(block.window);
+    }
+
+    /** The collection's name. */
+    public String collection() {
+        return collection;
+    }
+
+    /** The feature names in layout order. */
+    public List<String> featureNames() {
+        return features;
+    }
+
+    /** The bytes of coins one report draws, in one request. */
+    abstract int coinBytes();
+
+    /** The bits of one report's layout (packed into {@code ceil(bits / 8)} bytes). */
+    abstract int reportBits();
+
+    /**
+     * A whole-report client config read up to the kind's own checks, in the specification's order: its
+     * keys ({@code collection}, {@code features}, {@code window} and the kind's block), the collection's
+     * name, the boolean features, the block's keys, then its {@code max_order}.
+     */
+    static final class Block {
+        final String kind;
+        final String collection;
+        final List<String> features;
+        final Map<String, Object> values;   // the kind's block
+        final int maxOrder;
+        private final Object window;
+
+        Block(Object config, String kind, String... keys) {
+            Map<String, Object> spec = ClientSpec.keys(config, "config", Arrays.asList("collection", "features", "window", kind),
+                    Collections.<String>emptyList());
+            this.kind = kind;
+            this.collection = collection(spec.get("collection"));
+            this.features = booleanFeatures(spec.get("features"));
+            this.values = ClientSpec.keys(spec.get(kind), kind, Arrays.asList(keys), Collections.<String>emptyList());
+            this.window = spec.get("window");
+            this.maxOrder = integer("max_order");
+        }
+
+        /** The block's {@code name}, an integer >= 1 written as one (a {@code Long}: {@code 1.0} is not one, as in the reference). */
+        int integer(String name) {
+            Object value = values.get(name);
+            if (!(value instanceof Long) || (Long) value < 1 || (Long) value > Integer.MAX_VALUE) {
+                throw ClientSpec.refuse(kind + "." + name + " must be an integer >= 1, got " + name + "=" + ClientSpec.show(value));
+            }
+            return (int) (long) (Long) value;
+        }
+
+        /** The block's {@code keep}: a number in ({@code above}, 1], {@code above} written {@code bound} in the refusal. */
+        double keep(double above, String bound) {
+            Object keep = values.get("keep");
+            if (!isProbability(keep) || !(((Number) keep).doubleValue() > above)) {
+                throw ClientSpec.refuse(kind + ".keep must be a number in (" + bound + ", 1], got keep=" + ClientSpec.show(keep));
+            }
+            return ((Number) keep).doubleValue();
+        }
+
+        int featureCount() {
+            return features.size();
+        }
+    }
+
+    /** The collection's name: a non-empty string of well-formed Unicode. */
+    private static String collection(Object collection) {
+        if (!(collection instanceof String) || ((String) collection).isEmpty() || !ClientSpec.isText((String) collection)) {
+            throw ClientSpec.refuse("collection must be a non-empty string, got collection=" + ClientSpec.show(collection));
+        }
+        return (String) collection;
+    }
+
+    /** The feature names in layout order: 1 to {@link #MAX_FEATURES} boolean features, names unique. */
+    private static List<String> booleanFeatures(Object feats) {
+        if (!(feats instanceof List) || ((List<?>) feats).isEmpty()) {
+            throw ClientSpec.refuse("features must be a non-empty list, got features=" + ClientSpec.show(feats));
+        }
+        List<String> names = new ArrayList<>();
+        for (Object f : (List<?>) feats) {
+            String where = "features[" + names.size() + "]";
+            Map<String, Object> feature = ClientSpec.keys(f, where, Arrays.asList("name", "type"), Collections.<String>emptyList());
+            Object name = feature.get("name");
+            if (!"boolean".equals(feature.get("type")) || !(name instanceof String) || ((String) name).isEmpty()
+                    || !ClientSpec.isText((String) name)) {
+                throw ClientSpec.refuse(where + " must be a boolean feature with a name, got " + feature);
+            }
+            names.add((String) name);
+        }
+        if (new HashSet<>(names).size() != names.size()) {
+            throw ClientSpec.refuse("feature names must be unique, got " + names);
+        }
+        if (names.size() > MAX_FEATURES) {
+            throw ClientSpec.refuse("features must list 1 to " + MAX_FEATURES + " boolean features, got " + names.size());
+        }
+        return Collections.unmodifiableList(names);
+    }
+
+    /** Whether a value is a number in [0, 1] (a JSON {@code true} is not a number). */
+    static boolean isProbability(Object value) {
+        double v = value instanceof Number ? ((Number) value).doubleValue() : Double.NaN;
+        return v >= 0.0 && v <= 1.0;
+    }
+}

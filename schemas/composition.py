@@ -1,0 +1,281 @@
+"""One table of what composes: every refusal of a combination of features of a collection config
+(unit x channel kind x window x batch/streaming x feature), checked once after parsing.
+
+Each :class:`Rule` is a predicate over ``(config, streaming)`` with its verdict (a limit of the privacy
+math, or not built), the section of docs/design.md that explains it and what to do instead; a refusal's
+message says all three. Single-field validation (a negative number, an unknown key) stays with the
+field's parser (schemas/config.py, schemas/channel_kinds.py); what needs earlier runs (the release
+ledger's rollups, pipelines/release_ledger.py) stays with the ledger.
+
+:func:`check_composition` runs the table: without a mode (``streaming=None``: ``CollectionConfig``
+after parsing, so a job-wide ``--window`` override is checked too) the rules of every mode; with one
+(:class:`~ldp_marginals.pipelines.job.JobOptions`) the rules of that mode as well. docs/design.md's and
+the README's matrix are :func:`matrix_markdown` (tests/schemas/test_composition.py checks they match).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+LIMIT = "limit of the privacy math"
+CONFIG, SPEC = "config", "spec"   # a rule over the parsed CollectionConfig, or over the config mapping (a
+#                                   combination whose field the model does not keep: checked while parsing)
+NOT_BUILT = "not built"
+ANY, STREAMING = "any", "streaming"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``when(cfg)`` true: the combination is refused (in ``mode``: ``any`` or ``streaming``), for
+    ``why(cfg)``; ``verdict`` LIMIT or NOT_BUILT; ``anchor`` the docs/design.md section; ``instead``
+    what a user does instead (also in the message). ``owner``: the work item lifting a NOT_BUILT rule
+    (the lead deletes the entry when it merges), or ''."""
+
+    name: str
+    combination: str   # for the matrix: which features with which
+    verdict: str
+    mode: str
+    when: Callable
+    why: Callable
+    instead: str
+    anchor: str
+    owner: str = ""
+    stage: str = CONFIG
+
+    def message(self, cfg) -> str:
+        name = cfg.get("collection") if isinstance(cfg, dict) else cfg.name
+        return (f"collection {name!r}: {self.why(cfg)} [{self.verdict}: docs/design.md, {self.anchor!r}; "
+                f"rule {self.name}]; instead: {self.instead}")
+
+
+def _kind(cfg) -> str:
+    return cfg.channel_kind
+
+
+def _whole_report(cfg) -> bool:
+    return cfg.sampling is not None
+
+
+def _memoized(cfg) -> bool:
+    return bool(cfg.permanent) and any(c is not None for c in cfg.permanent)
+
+
+def _kind_fields(cfg) -> list:
+    """The analyses asked for that the kind does not publish (ldp/channel_kind.py: ChannelKind.publishes, the
+    one place that says what a kind serves)."""
+    from ldp_marginals.ldp.channel_kind import refused
+    return refused(cfg.channel_kind, [name for name, on in (("extremes", cfg.extremes), ("conditionals",
+                                      cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
+
+
+def _window_text(cfg) -> str:
+    return f"a sliding window of {cfg.window.size_seconds:g} s every {cfg.window.period_seconds:g} s"
+
+
+def _mapping(spec, key) -> dict:
+    value = spec.get(key) if isinstance(spec, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _device_fields(spec) -> list:
+    """The fields of ``privacy`` that bound or rate a device, given under ``unit: report``."""
+    privacy = _mapping(spec, "privacy")
+    if privacy.get("unit", "report") != "report":
+        return []
+    return sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in privacy)
+
+
+def _kind_spans(spec) -> list:
+    """A day's or a month's promise given with a whole-report kind: the fields given."""
+    if "kind" not in _mapping(spec, "channel"):
+        return []
+    privacy = _mapping(spec, "privacy")
+    return [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None]
+
+
+def _kind_memoize(spec) -> bool:
+    chan = _mapping(spec, "channel")
+    return "kind" in chan and bool(chan.get("memoize"))
+
+
+RULES = (
+    # ---- limits of the privacy math ------------------------------------------------------------------
+    Rule("device-bounds-need-device", "privacy.unit report x max_reports_per_device/max_keys_per_device/"
+         "reports_per_day", LIMIT, ANY,
+         lambda s: bool(_device_fields(s)),
+         lambda s: f"privacy.{_device_fields(s)[0]} is only for unit 'device', got unit='report': nothing links a "
+                   "report unit's reports to a device, so no bound per device can be enforced",
+         "set privacy.unit: device, or drop the field (under unit report every report counts once)",
+         "The device as the unit: a bound per device", stage=SPEC),
+    Rule("spans-need-device", "privacy.epsilon_per_day/epsilon_per_month x privacy.unit report", LIMIT, ANY,
+         lambda c: c.device is None and c.privacy is not None and (c.privacy.epsilon_per_day is not None
+                                                                   or c.privacy.epsilon_per_month is not None),
+         lambda c: f"privacy.{'epsilon_per_day' if c.privacy.epsilon_per_day is not None else 'epsilon_per_month'} "
+                   "needs privacy.unit 'device' (only it bounds the reports of a device the job publishes), got "
+                   "unit='report'",
+         "set privacy.unit: device (with max_reports_per_device), or drop the promise per day or month",
+         "Devices over time: memoization and epsilon"),
+    Rule("memoize-needs-device", "memoized channels x privacy.unit report", LIMIT, ANY,
+         lambda c: _memoized(c) and c.device is None,
+         lambda c: "memoized channels (memoize: true) correlate a device's reports, which only privacy.unit "
+                   "'device' bounds and accounts for",
+         "set privacy.unit: device (with max_reports_per_device), or drop memoize",
+         "Devices over time: memoization and epsilon"),
+    Rule("client-extremes-sliding", "extremes over: client x sliding window", LIMIT, ANY,
+         lambda c: bool(c.client_extremes) and c.window.overlapping,
+         lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need fixed or global windows, "
+                   f"got {_window_text(c)}: a client's state merged across overlapping "
+                   "windows lets a difference of windows single out one client",
+         "use a fixed or global window, or extremes over: report",
+         "Extremes over clients: the groups rule"),
+    Rule("rollups-sliding", "rollups x sliding window", LIMIT, ANY,
+         lambda c: bool(c.rollups) and c.window.overlapping,
+         lambda c: f"rollups need fixed or global windows, got {_window_text(c)}: a rollup holds what the guard "
+                   "withholds of its keys, which overlapping windows would difference slice by slice",
+         "use a fixed or global window for the collection with rollups, or drop rollups",
+         "Rollups: totals over dimensions, and complementary suppression"),
+    Rule("kind-sufficient-dp", "channel kind hadamard/subset x privacy.model sufficient", LIMIT, ANY,
+         lambda c: _whole_report(c) and c.privacy is not None and c.privacy.model != "local",
+         lambda c: f"privacy.model must be 'local' with channel kind {_kind(c)!r} (it randomizes the whole report, "
+                   "and the sufficient-DP model of Zhilyaev & Zeber assumes per-bit symmetric flips), got "
+                   f"model={c.privacy.model!r}",
+         "promise privacy.model: local (the kind's epsilon), or use per-bit channels for a sufficient promise",
+         "Privacy calibration (Zhilyaev & Zeber)"),
+    Rule("global-streaming-no-early-firing", "global window x streaming, no early_firing_seconds", LIMIT, STREAMING,
+         lambda c: c.window.type == "global" and not c.early_firing_seconds,
+         lambda c: "a global window never closes in streaming, so it needs early_firing_seconds, got "
+                   f"early_firing_seconds={c.early_firing_seconds!r}",
+         "give early_firing_seconds, use fixed or sliding windows, or run it in batch",
+         "Data flow of the job"),
+    Rule("device-keys-streaming-global", "privacy.unit device x dimensions x global window x streaming", LIMIT,
+         STREAMING,
+         lambda c: c.bounds_keys and c.window.type == "global",
+         lambda c: f"privacy.unit 'device' with dimensions {[d.name for d in c.dimensions]} on a global window: the "
+                   "streaming engine bounds a device's keys (max_keys_per_device="
+                   f"{c.device.max_keys_per_device}) when the slice's window closes, and a global window closes only "
+                   "when the stream ends, so its early panes would publish nothing",
+         "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
+         "The device as the unit: a bound per device"),
+    # ---- not built: each entry is lifted by its own work item ----------------------------------------
+    # issue 48 item 2: the device unit for the whole-report kinds is built (P-A); a day's or a month's promise
+    # with them is not: their enforced figures (ldp/longitudinal.py) read per-bit channels
+    Rule("kind-spans", "channel kind hadamard/subset x privacy.epsilon_per_day/epsilon_per_month", NOT_BUILT, ANY,
+         _kind_spans,
+         lambda s: f"privacy.{_kind_spans(s)[0]} with channel kind {_mapping(s, 'channel')['kind']!r} is not built "
+                   "(the enforced figures of a day and a month read per-bit channels)",
+         "promise privacy.epsilon (one report's) and bound the device with max_reports_per_device: a day then "
+         "spends at most slices x M x K x channel.epsilon", "Devices over time: memoization and epsilon",
+         stage=SPEC),
+    Rule("kind-memoize", "channel kind hadamard/subset x memoize: true", NOT_BUILT, ANY,
+         _kind_memoize,
+         lambda s: f"channel kind {_mapping(s, 'channel')['kind']!r} with memoize: true is not built (a device's "
+                   "permanent response per value, as rappor channels keep per bit)",
+         "drop memoize (each report is then randomized afresh and a device's reports compose), or use per-bit "
+         "rappor channels with memoize: true", "Devices over time: memoization and epsilon", owner="P-A",
+         stage=SPEC),
+    # issue 48 item 1 (one interface for channel kinds): analyses derived from any kind's marginals
+    Rule("kind-non-boolean", "channel kind hadamard/subset x categorical or numeric features", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and any(f.kind != "boolean" for f in c.layout.features),
+         lambda c: f"channel kind {_kind(c)!r} takes boolean features only, got non-boolean features "
+                   f"{[f.name for f in c.layout.features if f.kind != 'boolean']}",
+         "encode the feature as booleans, or use per-bit channels, which serve categorical and numeric features",
+         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
+    Rule("kind-analyses", "channel kind hadamard/subset x extremes/conditionals/means/sets", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and bool(_kind_fields(c)),
+         lambda c: f"{', '.join(_kind_fields(c))} are not supported with channel kind {_kind(c)!r} yet",
+         "drop them, or use per-bit channels (channel: {mechanism: ...}), which serve them",
+         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
+    Rule("kind-groups-over-order", "channel kind hadamard/subset x groups of more than max_order features",
+         NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and any(len(g) > c.max_order for g in c.groups),
+         lambda c: next(f"groups[{i}] has {len(g)} features, over max_order={c.max_order}: channel kind "
+                        f"{_kind(c)!r} estimates tables of at most max_order bits"
+                        for i, g in enumerate(c.groups) if len(g) > c.max_order),
+         "raise max_order to the largest group, or split the group",
+         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
+    # issue 47 (the attacker's finding): a whole-report kind's thin-row rule counts a window's reports, so
+    # two publications of overlapping content (sliding windows, early or late panes) difference into slices
+    # or increments it does not count; a rule per slice and released increment is not built
+    Rule("kind-sliding", "channel kind hadamard/subset x sliding window", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and c.window.overlapping,
+         lambda c: f"channel kind {_kind(c)!r} publishes each window and key once (its rule for rows resting on "
+                   "fewer than min_reports reports counts a window's reports, and overlapping windows difference "
+                   f"into slices it does not count), got {_window_text(c)}",
+         "use a fixed window of the period and sum windows downstream from their published rows, or per-bit "
+         "channels", "Holding back: privacy versus precision"),
+    Rule("kind-early-firing", "channel kind hadamard/subset x early_firing_seconds", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and c.early_firing_seconds is not None,
+         lambda c: f"channel kind {_kind(c)!r} publishes each window and key once (an early pane and the next "
+                   "difference into an increment its rule for thin rows does not count), got "
+                   f"early_firing_seconds={c.early_firing_seconds!r}",
+         "drop early_firing_seconds (the window publishes when it closes), or use per-bit channels",
+         "Holding back: privacy versus precision"),
+    Rule("kind-lateness", "channel kind hadamard/subset x allowed_lateness_seconds > 0", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and c.allowed_lateness_seconds > 0,
+         lambda c: f"channel kind {_kind(c)!r} publishes each window and key once (a late pane republishes the "
+                   "window with its late reports, and the two difference into them), got "
+                   f"allowed_lateness_seconds={c.allowed_lateness_seconds:g}",
+         "set allowed_lateness_seconds: 0 (late reports are counted as late dead letters), or use per-bit "
+         "channels", "Holding back: privacy versus precision"),
+    Rule("kind-rollups", "channel kind hadamard/subset x rollups", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and bool(c.rollups),
+         lambda c: f"rollups are not supported with channel kind {_kind(c)!r}: a rollup's row minus its keys' "
+                   "published rows would give back a key's row withheld for resting on fewer than min_reports "
+                   "reports, and these kinds' rows are not suppressed complementarily yet",
+         "drop rollups (sum the published keys' rows yourself), or use per-bit channels",
+         "Rollups: totals over dimensions, and complementary suppression", owner="item 1"),
+)
+
+
+def composition_faults(cfg, streaming: bool | None = None) -> list:
+    """The rules ``cfg`` breaks, in table order: of every mode, and with ``streaming`` True those of
+    streaming as well. ``cfg`` a :class:`~ldp_marginals.schemas.collection.CollectionConfig` (the
+    rules over it) or a config mapping (the rules over the mapping, :data:`SPEC`)."""
+    stage = SPEC if isinstance(cfg, dict) else CONFIG
+    modes = {ANY} | ({STREAMING} if streaming else set())
+    return [rule for rule in RULES if rule.stage == stage and rule.mode in modes and rule.when(cfg)]
+
+
+def check_composition(cfg, streaming: bool | None = None) -> None:
+    """A ValueError with the first broken rule's message (:meth:`Rule.message`), or nothing."""
+    faults = composition_faults(cfg, streaming)
+    if faults:
+        raise ValueError(faults[0].message(cfg))
+
+
+def check_job_composition(configs: dict, streaming: bool) -> None:
+    """The job's check (:class:`~ldp_marginals.pipelines.job.JobOptions`): every collection against
+    the rules of its mode (those of every mode already held when it was made)."""
+    for name in sorted(configs):
+        check_composition(configs[name], streaming)
+
+
+def matrix_markdown() -> str:
+    """The table of rules as docs/design.md and README.md show it (generated: do not edit there)."""
+    lines = ["| rule | combination refused | mode | verdict | explained in docs/design.md | instead |",
+             "|---|---|---|---|---|---|"]
+    for r in RULES:
+        lines.append(f"| `{r.name}` | {r.combination} | {'streaming' if r.mode == STREAMING else 'batch and streaming'} "
+                     f"| {r.verdict}{f' ({r.owner})' if r.owner else ''} | {r.anchor} | {r.instead} |")
+    return "\n".join(lines)
+
+
+BEGIN, END = "<!-- composition matrix: generated by python -m ldp_marginals.schemas.composition -->", \
+    "<!-- end of the composition matrix -->"
+
+
+def replace_matrix(text: str) -> str:
+    """``text`` (docs/design.md, README.md) with the matrix between its markers regenerated; a ValueError
+    naming the markers when ``text`` has none."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the text has no composition matrix markers, got markers {BEGIN!r} ... {END!r} missing")
+    return text[:start] + BEGIN + "\n" + matrix_markdown() + "\n" + text[end:]
+
+
+if __name__ == "__main__":   # regenerate the matrix in docs/design.md and README.md (run from the repository root)
+    from pathlib import Path
+    for doc in ("docs/design.md", "README.md"):
+        path = Path(doc)
+        path.write_text(replace_matrix(path.read_text()))
+        print(f"wrote the composition matrix into {doc}")

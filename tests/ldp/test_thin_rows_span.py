@@ -1,0 +1,99 @@
+"""An exact rank check of the subset-RR thin-row rule (ldp/thin_rows.py) within ONE window (task a-attack,
+issue 47 review): every published marginal and table cell is a linear function of the reports' noisy
+patterns grouped by their subset (a report of subset t adds 1 to the all-ones count of every published set
+S within t whose bits it sent as 1, and to one cell of every published table T within t). The rule must
+leave no nonzero combination of published rows supported on the reports of subsets that hold together 1 to
+min_reports - 1 reports. OPEN on main at 3e51ad3 (closed on a-attack by the family rule of
+ldp/thin_rows.py): tables whose subsets overlap cancel each other down to one subset (the seeded
+population below: 3 reports isolated at min_reports 5; through the command in
+tests/pipelines/test_attacks_issue47.py). The check finds leaks when the rule is off (mutation below)."""
+import itertools
+
+import numpy as np
+import pytest
+
+from ldp_marginals.ldp.thin_rows import subset_thin_sets
+
+
+def _rank(a):
+    return 0 if a.size == 0 else int(np.linalg.matrix_rank(a))
+
+
+def _leaks(d, w, k, n_t, m, tables, rule=True, counted=None) -> list:
+    """Groups of subsets holding 1..m-1 reports on which a combination of published rows (and of every
+    subset's count) is supported, beyond the group's own counts. ``counted``: the rule reads n_K of sets of
+    at most this many bits only, and the width (as the job does: the window counts up to max_order);
+    None: of every set."""
+    types = list(itertools.combinations(range(d), w))
+    cols = [(t, p) for t in types for p in range(1 << w)]
+    sets = [s for o in range(1, k + 1) for s in itertools.combinations(range(d), o)]
+
+    def drawn(s):
+        return sum(n_t[t] for t in types if set(s) <= set(t))
+    known = {} if counted is None else {"known_order": counted, "width": w}
+    thin = subset_thin_sets(drawn, sets, list(tables), m, **known) if rule else {}
+    rows = [[float(set(s) <= set(t) and all((p >> t.index(b)) & 1 for b in s)) for t, p in cols]
+            for s in sets if s not in thin and drawn(s) > 0]
+    for table in tables:
+        if table in thin or drawn(table) == 0:
+            continue
+        for cell in range(1 << len(table)):
+            rows.append([float(set(table) <= set(t) and all(((p >> t.index(b)) & 1) == ((cell >> i) & 1)
+                                                            for i, b in enumerate(table))) for t, p in cols])
+    # each subset's number of reports is metadata (n_K is read back from a row's variance): add the count of
+    # every subset, so a combination that is only a count is not a leak; a leak is a combination supported on
+    # the group that is not a combination of the group's counts
+    rows += [[float(t == u) for t, _ in cols] for u in types]
+    a = np.array(rows).reshape(len(rows), len(cols))
+    full = _rank(a)
+    small = [t for t in types if 0 < n_t[t] < m]
+    out = []
+    for size in range(1, len(small) + 1):
+        for group in itertools.combinations(small, size):
+            if sum(n_t[t] for t in group) < m:
+                keep = [j for j, (t, _) in enumerate(cols) if t not in group]
+                if full - _rank(a[:, keep]) > len(group):
+                    out.append((group, sum(n_t[t] for t in group)))
+    return out
+
+
+@pytest.mark.parametrize("counted", [None, 3])
+def test_overlapping_tables_isolate_no_subset(counted):
+    """5 bits, width 4, max_order 3, tables (b0,b4), (b2,b4), (b1,b3,b4) resting on 10, 7 and 9 reports:
+    (b2,b4) + (b1,b3,b4) - (b0,b4) on b4 = 1 is twice the 3 reports of subset (b1,b2,b3,b4)."""
+    n_t = {(0, 1, 2, 3): 2, (0, 1, 2, 4): 1, (0, 1, 3, 4): 6, (0, 2, 3, 4): 3, (1, 2, 3, 4): 3}
+    leaks = _leaks(5, 4, 3, n_t, 5, [(0, 4), (2, 4), (1, 3, 4)], counted=counted)
+    assert not leaks, f"LEAK: published rows combine to functions of these subsets' reports alone: {leaks}"
+
+
+@pytest.mark.parametrize("counted", ["every set", "up to max_order"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_populations_isolate_no_subset(seed, counted):
+    """Random small populations (3-5 bits, any width and order, 0-3 tables of order >= 2, min_reports 5):
+    no leak with the rule (seed 2 holds the case above); the mutation 'rule off' is found (next test). The
+    rule reads the count of every set, or (as the job) of the sets of at most max_order bits and the width."""
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(150):
+        d = int(rng.integers(3, 6))
+        w = int(rng.integers(1, d))
+        k = int(rng.integers(1, min(w, 3) + 1))
+        n_t = {t: int(rng.choice([0, 1, 2, 3, 6, 20])) for t in itertools.combinations(range(d), w)}
+        ks = [s for o in range(2, k + 1) for s in itertools.combinations(range(d), o)]
+        tables = [ks[i] for i in rng.permutation(len(ks))[:int(rng.integers(0, 4))]] if ks else []
+        leaks = _leaks(d, w, k, n_t, 5, tables, counted=None if counted == "every set" else k)
+        if leaks:
+            found.append((d, w, k, tables, leaks[0]))
+    assert not found, f"LEAK in {len(found)} of 150 populations, e.g. {found[:2]}"
+
+
+def test_mutation_the_check_finds_leaks_without_the_rule():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(40):
+        d = int(rng.integers(3, 6))
+        w = int(rng.integers(1, d))
+        k = int(rng.integers(1, min(w, 3) + 1))
+        n_t = {t: int(rng.choice([0, 1, 2, 3, 6, 20])) for t in itertools.combinations(range(d), w)}
+        hits += bool(_leaks(d, w, k, n_t, 5, [], rule=False))
+    assert hits >= 10
