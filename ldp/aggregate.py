@@ -270,11 +270,17 @@ class ReportAggregator:
     def create(self) -> WindowAccumulator:
         return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), len(self.client_extremes))
 
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of one packed report on the wire, as the device table keeps it: the counted bits' here
+        (per bit); a channel kind's aggregator counts virtual bits and keeps its wire format's."""
+        return (self.family.n_bits + 7) // 8
+
     def create_open(self) -> WindowAccumulator:
         """An empty open accumulator (under the device bound; :meth:`create` without one)."""
         acc = self.create()
         if self.device_bound is not None:
-            acc.devices = DeviceTable((self.family.n_bits + 7) // 8)
+            acc.devices = DeviceTable(self.wire_bytes)
         return acc
 
     def add_devices(self, acc: WindowAccumulator, packed: np.ndarray, device_keys: np.ndarray,

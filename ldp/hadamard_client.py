@@ -34,29 +34,26 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Mapping
 
-import numpy as np
-
 from ldp_marginals.ldp.client import (
     BAD_CONFIG,
     DeviceClient,
     Refusal,
-    _keys,
-    _window,
     boolean_bits,
-    boolean_features,
     check_whole_report,
     checked_event,
-    window_json,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
 from ldp_marginals.ldp.hadamard import HadamardSampling
+from ldp_marginals.ldp.whole_report_client import WholeReportSpec, report_record
 from ldp_marginals.ldp.windows import Window
 
 
 @dataclass(frozen=True)
-class HadamardClientSpec:
+class HadamardClientSpec(WholeReportSpec):
     """What a device is told about a Hadamard-sampling collection (module docstring)."""
 
+    KIND = "hadamard"
+    PARAMS = ("max_order", "slots", "keep", "weights")
     collection: str
     features: tuple          # boolean feature names, in layout (bit) order
     window: Window
@@ -93,18 +90,10 @@ class HadamardClientSpec:
 
     @classmethod
     def from_json(cls, spec) -> "HadamardClientSpec":
-        names, kind = boolean_features(spec, "hadamard")
-        h = _keys(kind, "hadamard", ("max_order", "slots", "keep", "weights"))
+        collection, names, window, h = cls.params_of(spec)
         if not isinstance(h["weights"], list):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must be a list, got weights={h['weights']!r}")
-        return cls(spec["collection"], tuple(names), _window(spec["window"]), h["max_order"], h["slots"], h["keep"],
-                   tuple(h["weights"]))
-
-    def to_json(self) -> dict:
-        window = window_json(self.window)
-        return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
-                "window": window, "hadamard": {"max_order": self.max_order, "slots": self.slots, "keep": self.keep,
-                                               "weights": list(self.weights)}}
+        return cls(collection, names, window, h["max_order"], h["slots"], h["keep"], tuple(h["weights"]))
 
     @property
     def masks(self) -> list:
@@ -165,7 +154,5 @@ class HadamardDeviceClient(DeviceClient):
             indices.append(a)
             parities.append(sent)
             out += [(a >> i) & 1 for i in range(b)] + [sent]
-        packed = np.packbits(np.array(out, dtype=np.uint8), bitorder="little").tobytes()
-        record = {"collection": spec.collection, "event_time": event_ms, "bits": packed, "dimensions": dims,
-                  "client": None}
+        record = report_record(spec.collection, event_ms, out, dims)
         return record, HadamardTrace(drawn, tuple(bits), tuple(indices), tuple(parities))

@@ -30,8 +30,7 @@ from itertools import combinations
 
 import numpy as np
 
-from ldp_marginals.ldp.aggregate import ReportAggregator, WindowAccumulator
-from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.aggregate import WindowAccumulator
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.hadamard import (
     HadamardAccumulator,
@@ -43,6 +42,7 @@ from ldp_marginals.ldp.hadamard import (
 )
 from ldp_marginals.ldp.intervals import normal_interval
 from ldp_marginals.ldp.sets import SetFamily
+from ldp_marginals.ldp.whole_report import WholeReportAggregator
 
 KIND = "hadamard"   # the channel kind's name in configs, client specs and descriptions
 
@@ -114,17 +114,19 @@ def cell_variance_per_report(mechanism: HadamardSampling, order: int) -> float:
     return mechanism.table_variance_per_report(order) / float(1 << order)
 
 
-class HadamardAggregator(ReportAggregator):
+class HadamardAggregator(WholeReportAggregator):
     """Fills the job's accumulators of a Hadamard-sampling collection (module docstring): counts of
-    ``2T`` virtual bits at order 1. No extremes, no device bound (the config refuses them)."""
+    ``2T`` virtual bits at order 1; under a device bound each device's kept reports
+    (:mod:`ldp_marginals.ldp.whole_report`). No extremes (the config refuses them)."""
 
-    def __init__(self, mechanism: HadamardSampling):
-        t = mechanism.n_coefficients
-        super().__init__(SetFamily.all_up_to(2 * t, 1), ChannelSet.uniform(Channel(0.0, 1.0), 2 * t))
-        self.mechanism = mechanism
-        self.format = HadamardFormat(mechanism)
+    kind = KIND
 
-    def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None) -> WindowAccumulator:
+    def __init__(self, mechanism: HadamardSampling, device_bound: int | None = None, collection_key: int = 0):
+        super().__init__(2 * mechanism.n_coefficients, mechanism, HadamardFormat(mechanism), device_bound,
+                         collection_key)
+
+    def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None,
+                   ranks=None) -> WindowAccumulator:
         """Vectorized: a block of ``(n, n_bytes)`` reports (indices checked by the readers first)."""
         indices, parities = self.format.unpack(packed)
         t = self.mechanism.n_coefficients

@@ -34,28 +34,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-import numpy as np
-
 from ldp_marginals.ldp.client import (
     BAD_CONFIG,
     DeviceClient,
     Refusal,
-    _keys,
-    _window,
     boolean_bits,
-    boolean_features,
     check_whole_report,
     checked_event,
-    window_json,
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, decide
 from ldp_marginals.ldp.subset_rr import SubsetRR
+from ldp_marginals.ldp.whole_report_client import WholeReportSpec, report_record
 from ldp_marginals.ldp.windows import Window
 
 @dataclass(frozen=True)
-class SubsetClientSpec:
+class SubsetClientSpec(WholeReportSpec):
     """What a device is told about a subset-RR collection (module docstring)."""
 
+    KIND = "subset"
+    PARAMS = ("max_order", "width", "keep")
     collection: str
     features: tuple          # boolean feature names, in layout (bit) order
     window: Window
@@ -82,14 +79,8 @@ class SubsetClientSpec:
 
     @classmethod
     def from_json(cls, spec) -> "SubsetClientSpec":
-        names, kind = boolean_features(spec, "subset")
-        s = _keys(kind, "subset", ("max_order", "width", "keep"))
-        return cls(spec["collection"], tuple(names), _window(spec["window"]), s["max_order"], s["width"], s["keep"])
-
-    def to_json(self) -> dict:
-        window = window_json(self.window)
-        return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
-                "window": window, "subset": {"max_order": self.max_order, "width": self.width, "keep": self.keep}}
+        collection, names, window, s = cls.params_of(spec)
+        return cls(collection, names, window, s["max_order"], s["width"], s["keep"])
 
     @property
     def n_coins(self) -> int:
@@ -143,7 +134,5 @@ class SubsetDeviceClient(DeviceClient):
         mask = flip_mask(coins[d + 1:])
         pattern = [bits[i] ^ (0 if kept else mask[j]) for j, i in enumerate(subset)]
         out = [int(i in subset) for i in range(d)] + pattern
-        packed = np.packbits(np.array(out, dtype=np.uint8), bitorder="little").tobytes()
-        record = {"collection": spec.collection, "event_time": event_ms, "bits": packed, "dimensions": dims,
-                  "client": None}
+        record = report_record(spec.collection, event_ms, out, dims)
         return record, SubsetTrace(drawn, tuple(bits), tuple(subset), kept, tuple(pattern))

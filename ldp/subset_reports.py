@@ -32,11 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ldp_marginals.ldp.aggregate import ReportAggregator, WindowAccumulator
-from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.aggregate import WindowAccumulator
 from ldp_marginals.ldp.encoding import unpack_bits
 from ldp_marginals.ldp.hadamard_reports import WindowMarginals
-from ldp_marginals.ldp.sets import SetFamily
 from ldp_marginals.ldp.subset_rr import (
     SubsetAccumulator,
     SubsetRR,
@@ -44,6 +42,7 @@ from ldp_marginals.ldp.subset_rr import (
     holding_share,
     randomize_subset,
 )
+from ldp_marginals.ldp.whole_report import WholeReportAggregator
 
 KIND = "subset"   # the channel kind's name in configs, client specs and descriptions
 
@@ -147,18 +146,20 @@ def sets_per_report(mechanism: SubsetRR) -> int:
 _ELEMENTS = 1 << 17   # tables per vectorized pass of the job's accumulator (bounds its memory, ~10 MiB)
 
 
-class SubsetAggregator(ReportAggregator):
+class SubsetAggregator(WholeReportAggregator):
     """Fills the job's accumulators of a subset-RR collection (module docstring): counts of ``V`` virtual
-    bits at order 1. No extremes, no device bound (the config refuses them)."""
+    bits at order 1; under a device bound each device's kept reports
+    (:mod:`ldp_marginals.ldp.whole_report`). No extremes (the config refuses them)."""
 
-    def __init__(self, mechanism: SubsetRR):
+    kind = KIND
+
+    def __init__(self, mechanism: SubsetRR, device_bound: int | None = None, collection_key: int = 0):
         self.cells = table_cells(mechanism)
-        super().__init__(SetFamily.all_up_to(self.cells, 1), ChannelSet.uniform(Channel(0.0, 1.0), self.cells))
-        self.mechanism = mechanism
-        self.format = SubsetFormat(mechanism)
+        super().__init__(self.cells, mechanism, SubsetFormat(mechanism), device_bound, collection_key)
         self._block = max(1, _ELEMENTS // sets_per_report(mechanism))
 
-    def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None) -> WindowAccumulator:
+    def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None,
+                   ranks=None) -> WindowAccumulator:
         """Vectorized: a block of ``(n, n_bytes)`` reports (subsets checked by the readers first)."""
         subsets, patterns = self.format.unpack(packed)
         part = SubsetAccumulator(self.mechanism)

@@ -22,6 +22,12 @@ The window's guard counts the window's reports; under these kinds a row is a fun
   min_reports``; every row that holds a thin coefficient is withheld, so no combination of published
   rows holds one.
 
+Under ``privacy.unit: device`` ``min_reports`` counts devices, and one device adds up to ``R`` reports to a
+row (``R``: :attr:`~ldp_marginals.schemas.collection.CollectionConfig.repeats_per_window`, its ``M``, times
+the window's slices and ``K`` with dimensions), so ``n`` reports hold at least ``ceil(n / R)`` devices: every
+count above is compared with ``min_reports * R`` instead (``per_device`` = R; sound, not tight: a row of
+``n >= min_reports * R`` reports holds at least ``min_reports`` devices).
+
 A set no report informs (``n = 0``) is not thin: its row is NaN with an infinite variance and carries no
 report (the rule's atoms hold 0 or at least ``min_reports`` reports).
 """
@@ -47,14 +53,23 @@ def _subsets(s: tuple):
     return (sub for r in range(1, len(s) + 1) for sub in combinations(s, r))
 
 
+def _floor(min_reports: int, per_device: int) -> tuple:
+    """``(reports a row needs, how a message names it)``: ``min_reports``, times ``per_device`` (the most
+    reports of one device in a row) under the device unit (module docstring)."""
+    m = check_int("min_reports", min_reports, minimum=1)
+    r = check_int("per_device", per_device, minimum=1)
+    return (m, f"min_reports={m}") if r == 1 else \
+        (m * r, f"min_reports={m} devices x {r} reports a device = {m * r}")
+
+
 def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, known_order: int | None = None,
-                     width: int | None = None) -> dict:
+                     width: int | None = None, per_device: int = 1) -> dict:
     """``{set: Thin}`` of a subset-RR window (module docstring). ``drawn_of(set)``: ``n_K``, the reports
     whose subset holds the set, for every set of at most ``known_order`` bits (None: every set);
     ``width``: the subsets' width (a set of more bits is held by no report; None: unknown);
     ``marginal_sets``, ``table_sets``: the sets (sorted bit tuples) whose marginals and tables the window
-    would publish."""
-    m = check_int("min_reports", min_reports, minimum=1)
+    would publish; ``per_device``: the most reports of a device in a row (1 under ``unit: report``)."""
+    m, floor = _floor(min_reports, per_device)
     marginals = {tuple(s) for s in marginal_sets}
     tables = {tuple(t) for t in table_sets}
     if known_order is not None:
@@ -78,7 +93,7 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, k
     for s in sorted(marginals | tables, key=lambda s: (-len(s), s)):   # the per-row rule: |F_T| = 1
         c = n(s)
         if 0 < c < m:
-            out[s] = Thin(c, f"it rests on {c} report(s), those whose subset holds its bits, < min_reports={m}")
+            out[s] = Thin(c, f"it rests on {c} report(s), those whose subset holds its bits, < {floor}")
     while True:   # the family rule, until every monomial's regions are safe
         found = _unsafe_monomial(n, marginals - set(out), tables - set(out), m)
         if found is None:
@@ -91,8 +106,8 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, k
             total = n(drop)
         of = f"of its {total} " if drop in region else ""
         rows = f"the published rows of {len(family) - 1} other set(s) holding bit(s) {list(t)} with it"
-        out[drop] = Thin(total, f"{rows} leave {low} {of}reports apart, < min_reports={m}" if low == high else
-                         f"{rows} may leave fewer than min_reports={m} {of}reports apart (between {low} and {high}: "
+        out[drop] = Thin(total, f"{rows} leave {low} {of}reports apart, < {floor}" if low == high else
+                         f"{rows} may leave fewer than {floor} {of}reports apart (between {low} and {high}: "
                          f"the window counts sets of at most max_order bits)")
 
 
@@ -151,17 +166,17 @@ def _regions(n, family: list):
             yield members, max(0, lo - sum(bounds(mask | (1 << i))[1] for i in outside)), hi
 
 
-def hadamard_thin_sets(drawn, index_of, sets, min_reports: int) -> dict:
+def hadamard_thin_sets(drawn, index_of, sets, min_reports: int, per_device: int = 1) -> dict:
     """``{set: Thin}`` of a Hadamard-sampling window (module docstring). ``drawn``: ``n_a`` by family
     index; ``index_of(a)``: the family index of coefficient ``a``; ``sets``: the sets whose rows (marginal
     or table) the window would publish."""
-    m = check_int("min_reports", min_reports, minimum=1)
+    m, floor = _floor(min_reports, per_device)
     drawn = np.asarray(drawn)
     out = {}
     for s in {tuple(s) for s in sets}:
         thin = [(int(drawn[index_of(a)]), a) for a in _subsets(s) if 0 < drawn[index_of(a)] < m]
         if thin:
             n, a = min(thin)
-            out[s] = Thin(n, f"{len(thin)} of its coefficients rest on fewer than min_reports={m} reports (the "
+            out[s] = Thin(n, f"{len(thin)} of its coefficients rest on fewer than {floor} reports (the "
                              f"thinnest, of {len(a)} bit(s), on {n}: the reports that drew it)")
     return out

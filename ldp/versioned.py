@@ -19,7 +19,10 @@ length. Readers accept every earlier version:
   since issue 47 a settled accumulator under a device bound may also carry ``kept`` in its header's
   ``devices`` (the digest of its kept (device, rank) pairs, two integers); a record without it (written
   before) reads as the empty digest, 0. Only a batch run's release ledger reads the digest, from
-  accumulators the same run settled, never from restored state.
+  accumulators the same run settled, never from restored state. Since issue 48 an open accumulator of a
+  channel kind (hadamard, subset) under a device bound names ``wire_bytes`` in its ``devices`` header,
+  the width of its kept reports (the kind's wire format, not its virtual bits'); a record without it
+  (every record before, all per bit) keeps the counted bits' width.
 
 Under ``privacy.unit: device`` an accumulator's ``devices`` header names its ``rank_rule``
 (:data:`~ldp_marginals.ldp.devices.RANK_RULE`) and an open one's tail holds each device's ceiling:
@@ -134,6 +137,9 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
                                  n_candidates=0 if t is None else int(t.kept), n_used=int(acc.used_devices.size))
         if acc.kept.any():   # written only when not empty: a record of before issue 47 writes the same bytes
             header["devices"]["kept"] = [int(x) for x in acc.kept]
+        if t is not None and t.bits.shape[1] != (acc.cooc.family.n_bits + 7) // 8:
+            # a channel kind's open table keeps its wire bytes, not its virtual bits' (absent: per bit)
+            header["devices"]["wire_bytes"] = int(t.bits.shape[1])
         parts += [_le(acc.used_devices, "<u8"), _le(acc.used_counts, "<i8")]
         if t is not None:
             parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.ceiling, "<u8"), _le(t.owner, "<u8"),
@@ -174,6 +180,7 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
     dev = header.get("devices")
     n_bytes = (acc.cooc.family.n_bits + 7) // 8
     if dev is not None:
+        n_bytes = dev.get("wire_bytes", n_bytes)   # a channel kind's wire (absent: per bit, as before)
         if dev["open"] and dev.get("rank_rule") != RANK_RULE:
             raise ValueError(RANK_RULE_CHANGED)
         layout += [("<u8", dev["n_used"]), ("<i8", dev["n_used"])]

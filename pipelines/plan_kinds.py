@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import yaml
 
+from ldp_marginals.ldp.channel_kind import channel_kind
 from ldp_marginals.ldp.encoding import BOOLEAN
-from ldp_marginals.ldp import hadamard_reports, subset_reports
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.mechanism_choice import kind_choice
 
@@ -21,8 +21,7 @@ def kind_precision(cfg, n, target, frequencies, precision) -> tuple:
         raise ValueError(f"--frequency is for per-bit channels: collection {cfg.name!r} uses channel kind "
                          f"{cfg.channel_kind}, whose plan gives the worst case only")
     labels, mech = cfg.layout.labels, cfg.sampling
-    kind = subset_reports if cfg.channel_kind == "subset" else hadamard_reports
-    cell_variance_per_report = kind.cell_variance_per_report
+    cell_variance_per_report = channel_kind(cfg.channel_kind).cell_variance_per_report
     published = [list(s) for s in cfg.published_sets]
     level = sidak_level(cfg.level, len(published)) if cfg.marginal_interval == "simultaneous" else cfg.level
     rows = [{"labels": [labels[b] for b in cols], "columns": cols,

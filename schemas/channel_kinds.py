@@ -16,8 +16,10 @@ validates the channel's own fields):
 - marginals of every set of 1..max_order bits, and tables of feature groups of at most max_order
   features (the unbiased ones; their consistent tables are not made for this kind yet);
 - no extremes, conditionals, means or extra sets; privacy model ``local`` only (its ``epsilon`` at
-  least the channel's) and unit ``report`` (a device bound would need the devices' reports kept
-  in the wire format, which this release does not do);
+  least the channel's); unit ``report`` or ``device`` (``max_reports_per_device``, ``max_keys_per_device``:
+  the device table keeps each device's kept reports in the kind's wire format and counts them with the
+  kind's accumulator, :mod:`ldp_marginals.ldp.whole_report`; ``min_reports`` then counts devices), without
+  ``epsilon_per_day`` / ``epsilon_per_month`` yet (their enforced figures read per-bit channels);
 - hadamard: at most 2^18 coefficients of order 1..max_order; subset: at most 2^19 counts per window and
   key (``sum_{o<=k} C(d, o) 2^o``, the same 4 MiB as hadamard's two counts per coefficient: 62 bits at
   max_order 3 are 310,248) and at most 2^12 tables per report (``sum_{o<=k} C(s, o)``: the counts one
@@ -127,6 +129,9 @@ def describe_kind(cfg) -> dict:
             "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length} for d in cfg.dimensions},
             "extremes": [], "conditionals": 0,
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
-            "unit": "report", "max_reports_per_device": None, "memoized_bits": [],
+            "unit": cfg.unit,
+            "max_reports_per_device": cfg.device.max_reports_per_device if cfg.device is not None else None,
+            "max_keys_per_device": cfg.device.max_keys_per_device if cfg.device is not None else None,
+            "memoized_bits": [],
             # one report is epsilon-LDP; reports of one device compose (no memoization)
             "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "enforced": None, "declared": None}}

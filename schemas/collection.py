@@ -284,13 +284,10 @@ class CollectionConfig:
         """Fills this collection's per-window accumulators: the counted sets, per-report and per-client
         extremes, and under ``privacy.unit: device`` the bound per device."""
         from ldp_marginals.ldp.aggregate import client_key
-        if self.channel_kind == "subset":
-            from ldp_marginals.ldp.subset_reports import SubsetAggregator
-            return SubsetAggregator(self.sampling)
-        if self.sampling is not None:
-            from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
-            return HadamardAggregator(self.sampling)
         bound = self.device.max_reports_per_device if self.device is not None else None
+        if self.sampling is not None:   # a whole-report kind (ldp/channel_kind.py)
+            from ldp_marginals.ldp.channel_kind import channel_kind
+            return channel_kind(self.channel_kind).aggregator(self.sampling, bound, client_key(self.name))
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
                                 self.client_sample,
@@ -312,11 +309,8 @@ class CollectionConfig:
         (:class:`~ldp_marginals.ldp.subset_reports.SubsetFormat`); all have ``n_bits`` and ``n_bytes``."""
         if self.sampling is None:
             return self.layout
-        if self.channel_kind == "subset":
-            from ldp_marginals.ldp.subset_reports import SubsetFormat
-            return SubsetFormat(self.sampling)
-        from ldp_marginals.ldp.hadamard_reports import HadamardFormat
-        return HadamardFormat(self.sampling)
+        from ldp_marginals.ldp.channel_kind import channel_kind
+        return channel_kind(self.channel_kind).wire(self.sampling)
 
     @property
     def bounds_keys(self) -> bool:

@@ -61,8 +61,11 @@ def _memoized(cfg) -> bool:
 
 
 def _kind_fields(cfg) -> list:
-    return [name for name, on in (("extremes", cfg.extremes), ("conditionals", cfg.conditionals),
-                                  ("means", cfg.means), ("sets", cfg.sets)) if on]
+    """The analyses asked for that the kind does not publish (ldp/channel_kind.py: ChannelKind.publishes, the
+    one place that says what a kind serves)."""
+    from ldp_marginals.ldp.channel_kind import refused
+    return refused(cfg.channel_kind, [name for name, on in (("extremes", cfg.extremes), ("conditionals",
+                                      cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
 
 
 def _window_text(cfg) -> str:
@@ -80,6 +83,14 @@ def _device_fields(spec) -> list:
     if privacy.get("unit", "report") != "report":
         return []
     return sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in privacy)
+
+
+def _kind_spans(spec) -> list:
+    """A day's or a month's promise given with a whole-report kind: the fields given."""
+    if "kind" not in _mapping(spec, "channel"):
+        return []
+    privacy = _mapping(spec, "privacy")
+    return [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None]
 
 
 def _kind_memoize(spec) -> bool:
@@ -146,13 +157,15 @@ RULES = (
          "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
          "The device as the unit: a bound per device"),
     # ---- not built: each entry is lifted by its own work item ----------------------------------------
-    # P-A (issue 48 item 2): the device unit for the whole-report kinds
-    Rule("kind-device-unit", "channel kind hadamard/subset x privacy.unit device", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and c.device is not None,
-         lambda c: f"privacy.unit must be 'report' with channel kind {_kind(c)!r} (a device bound needs the "
-                   "devices' reports kept in the kind's wire format), got unit='device'",
-         "use privacy.unit: report, or per-bit channels for the device unit", "The device as the unit: a bound "
-         "per device", owner="P-A"),
+    # issue 48 item 2: the device unit for the whole-report kinds is built (P-A); a day's or a month's promise
+    # with them is not: their enforced figures (ldp/longitudinal.py) read per-bit channels
+    Rule("kind-spans", "channel kind hadamard/subset x privacy.epsilon_per_day/epsilon_per_month", NOT_BUILT, ANY,
+         _kind_spans,
+         lambda s: f"privacy.{_kind_spans(s)[0]} with channel kind {_mapping(s, 'channel')['kind']!r} is not built "
+                   "(the enforced figures of a day and a month read per-bit channels)",
+         "promise privacy.epsilon (one report's) and bound the device with max_reports_per_device: a day then "
+         "spends at most slices x M x K x channel.epsilon", "Devices over time: memoization and epsilon",
+         stage=SPEC),
     Rule("kind-memoize", "channel kind hadamard/subset x memoize: true", NOT_BUILT, ANY,
          _kind_memoize,
          lambda s: f"channel kind {_mapping(s, 'channel')['kind']!r} with memoize: true is not built (a device's "

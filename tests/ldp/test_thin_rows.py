@@ -130,3 +130,16 @@ def test_subset_family_rule_withholds_only_what_it_cannot_bound():
     # still withholds (sufficient, not exact: no combination isolates that region alone); at 3 it is not thin
     assert set(subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 10, width=3)) == {(0,), (0, 2)}
     assert subset_thin_sets(count(wide), sets, [(0, 1), (0, 2)], 3, width=3) == {}
+def test_under_the_device_unit_a_row_needs_min_reports_times_the_reports_of_one_device():
+    """Issue 48 item 2: min_reports counts devices, and a device adds up to R reports to a row, so n reports
+    hold at least ceil(n / R) devices: with min_reports 20 and R = 2, a coefficient (hadamard) or a subset
+    count (subset) of 39 reports may hold 19 devices (thin), one of 40 holds 20 (not thin). Unit report
+    (R = 1): 39 is not thin. Failed before: no per_device argument (the count was compared with 20)."""
+    drawn = np.array([0, 39, 40, 100])   # family index 0 is the empty set
+    index_of = {(0,): 1, (1,): 2, (0, 1): 3}.__getitem__
+    thin = hadamard_thin_sets(drawn, index_of, [(0,), (1,)], 20, per_device=2)
+    assert set(thin) == {(0,)} and "min_reports=20 devices x 2 reports a device = 40" in thin[(0,)].why
+    assert hadamard_thin_sets(drawn, index_of, [(0,), (1,)], 20) == {}
+    n = {(0,): 39, (1,): 40}
+    assert set(subset_thin_sets(n.__getitem__, [(0,), (1,)], [], 20, per_device=2)) == {(0,)}
+    assert subset_thin_sets(n.__getitem__, [(0,), (1,)], [], 20) == {}

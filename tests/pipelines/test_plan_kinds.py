@@ -145,7 +145,7 @@ def _pasted(spec: dict, line: str) -> dict:
 
 
 @pytest.mark.parametrize("privacy,dims", [
-    ({"unit": "device", "max_reports_per_device": 1}, {}),                       # kinds refuse the device unit
+    ({"unit": "device", "max_reports_per_device": 1}, {}),                       # kinds refused the device unit
     ({"unit": "device"}, {"region": {"max_values": 10}}),
     ({}, {}),                                                                     # report unit: nothing refused
 ])
@@ -169,10 +169,8 @@ def test_plan_and_calibrate_recommend_only_what_the_job_accepts(tmp_path, capsys
         assert (check_cell(_pasted(spec, c["paste"]), True) is None) == (c["refused_streaming"] is None), c["kind"]
     text = render(run(tmp_path, spec))
     assert (best["paste"] in text) == (m["best"] != m["current"])
-    if privacy:
-        assert m["best"] == "per_bit" and "the job refuses it with this config: rule kind-device-unit" in text
-    else:
-        assert m["best"] == "subset" and f"    {best['paste']}" in text
+    # issue 48 item 2 (P-A): the kinds take the device unit, so subset is best and accepted for every case
+    assert m["best"] == "subset" and f"    {best['paste']}" in text
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
     assert cli.main(["calibrate", "--config", str(tmp_path / "c.yaml"), "--json"]) == 0
     import json

@@ -49,7 +49,8 @@ def test_a_hadamard_collection():
     ({"sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
     ({"dimensions": {"region": {}}, "rollups": "all"}, "rollups are not supported with channel kind 'hadamard'"),
     ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
-    ({"privacy": {"unit": "device"}}, "privacy.unit must be 'report' with channel kind"),
+    ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 48}},
+     "privacy.epsilon_per_day with channel kind 'hadamard' is not built"),
     ({"privacy": {"model": "local", "epsilon": 1.5}}, "promises local DP at epsilon=1.5, but the channel gives"),
     ({"groups": [["q0", "q1", "q2", "q3"]]}, r"groups\[0\] has 4 features, over max_order=3"),
 ])
@@ -107,8 +108,9 @@ def test_a_subset_collection():
      "rollups are not supported with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
      "privacy.model must be 'local' with channel kind 'subset'"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device"}},
-     "privacy.unit must be 'report' with channel kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device", "model": "local",
+                                                               "epsilon_per_month": 900}},
+     "privacy.epsilon_per_month with channel kind 'subset' is not built"),
     ({"channel": {"kind": "subset", "epsilon": 2}, "privacy": {"model": "local", "epsilon": 1.5}},
      "promises local DP at epsilon=1.5, but the channel gives"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "groups": [["q0", "q1", "q2", "q3"]]},
@@ -129,3 +131,14 @@ def test_a_subset_collection_holds_at_most_2_19_counts_and_2_12_tables_per_repor
     assert cfg.describe()["channel"]["cells"] == 310248
     with pytest.raises(ValueError, match=r"width=30 holds 4,525 tables .* lower channel.width"):
         parse_config(spec(features=wide, max_order=3, channel={"kind": "subset", "epsilon": 1, "width": 30}))
+
+
+@pytest.mark.parametrize("channel", [{"kind": "hadamard", "epsilon": 2}, {"kind": "subset", "epsilon": 2}])
+def test_the_device_unit_is_accepted_and_described(channel):
+    """Issue 48 item 2 (refused before: "privacy.unit must be 'report' with channel kind ..."): the kind's
+    aggregator bounds each device at max_reports_per_device, keyed by the collection, and describe says so."""
+    cfg = parse_config(spec(channel=channel, privacy={"unit": "device", "max_reports_per_device": 3,
+                                                      "model": "local", "epsilon": 2}))
+    assert cfg.aggregator.device_bound == 3 and cfg.aggregator.collection_key != 0
+    d = cfg.describe()
+    assert (d["unit"], d["max_reports_per_device"], d["max_keys_per_device"]) == ("device", 3, 1)

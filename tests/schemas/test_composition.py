@@ -82,7 +82,8 @@ EXAMPLES = {
     "global-streaming-no-early-firing": ({"window": {"type": "global"}}, True),
     "device-keys-streaming-global": ({"window": {"type": "global"}, "early_firing_seconds": 60, "dimensions": _DIMS,
                                       "privacy": {"unit": "device"}}, True),
-    "kind-device-unit": ({"channel": _HADAMARD, "privacy": {"unit": "device"}}, False),
+    "kind-spans": ({"channel": _HADAMARD, "privacy": {"unit": "device", "model": "local", "epsilon_per_day": 50.0}},
+                   False),
     "kind-memoize": ({"channel": dict(_HADAMARD, memoize=True)}, False),
     "kind-non-boolean": ({"channel": _HADAMARD,
                           "features": [{"name": n, "type": "boolean"} for n in "abc"]

@@ -57,12 +57,13 @@ def thin_sets(config, marginals, groups) -> dict:
     est = marginals.estimate
     family = est.mechanism.family
     marginal_sets = config.published_sets
+    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
     if config.channel_kind == "hadamard":
         return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups),
-                                  config.min_reports)
+                                  config.min_reports, per_device)
 
     def drawn_of(s):
         return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
     mech = est.mechanism   # counts n_K up to max_order; no subset holds more than its width of bits
     return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports,
-                            known_order=mech.max_order, width=mech.width)
+                            known_order=mech.max_order, width=mech.width, per_device=per_device)
