@@ -53,12 +53,17 @@ def test_every_refusal_of_the_probe_is_a_rule_of_the_table(cells):
     assert refused   # the probe meets refusals today; the goal test below tracks how many
 
 
-@pytest.mark.xfail(strict=True, reason="issue 48 item 6: lifted by P-A (kinds x device unit, memoize) and "
-                                       "item 1 (kinds' analyses); "
-                                       "remove this marker when the probe meets the goal")
-def test_the_probe_meets_the_goal_of_issue_48(cells):
+# Issue 48's goal is at most 64 refused cells and none "not built"; not met yet. What the probe refused when
+# the last lift merged (the device unit for the whole-report kinds, rollups under the device unit, the memoized
+# repeats' variances): 243 cells, 168 of them not built, mostly the whole-report kinds' analyses, panes and
+# memoization. A change that refuses more cells fails here; a lift lowers these numbers with it.
+REFUSED_AT_MOST, NOT_BUILT_AT_MOST = 243, 168
+
+
+def test_the_probe_refuses_no_more_than_when_last_measured(cells):
     refused = [c for c in cells if c[5] is not None]
-    assert len(refused) <= 64 and not any(f"[{NOT_BUILT}:" in c[5] for c in refused)
+    not_built = [c for c in refused if f"[{NOT_BUILT}:" in c[5]]
+    assert len(refused) <= REFUSED_AT_MOST and len(not_built) <= NOT_BUILT_AT_MOST
 
 
 # one example per rule: (changes to the probe's per-bit base config, unit, streaming); each must be
