@@ -132,27 +132,14 @@ def test_streaming_gives_the_batch_answers():
     windows; sliding windows, early firings and late panes are refused for these kinds, see
     tests/pipelines/test_attacks_issue47.py): every window and key's latest pane holds the batch job's rows
     exactly."""
-    from apache_beam.testing import test_stream
-
-    from tests.collect import Collected
-    from tests.pipelines.test_same_answers import canonical, container, latest_panes, run_batch
-    from tests.pipelines.test_streaming import streaming_pipeline
+    from tests.pipelines.test_same_answers import batch_and_streaming, canonical, latest_panes
     cfg = parse_config(dict(CONFIG, window={"type": "fixed", "size_seconds": 3600},
                             dimensions={"region": {}}, min_reports=25))
     records, _, _ = reports(cfg, seed=3)
     records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
     records.append(dict(records[0], bits=bytes([0])))
-    messages = [schemas.encode_message("noisy_report", r) for r in records]
-    batch = run_batch(beam.Create(messages), cfg)
-    stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages[:1500])
-              .add_elements([container(records[1500:])]).advance_watermark_to_infinity())
-    got = Collected()
-    with streaming_pipeline() as p:
-        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
-        for kind, pcoll in outs.items():
-            pcoll | got.into(kind)
-    expected = canonical({k: batch[k] for k in ("marginals", "tables", "withheld", "extremes", "conditionals",
-                                                "means", "consistent_tables")})
+    batch, got = batch_and_streaming(records, cfg)
+    expected = canonical(batch)
     assert len(expected["marginals"]) > 25 and expected["tables"] and expected["withheld"]
     assert len(expected["consistent_tables"]) == len(expected["tables"])
     assert canonical(latest_panes(got)) == expected

@@ -137,29 +137,13 @@ def test_streaming_gives_the_batch_answers_under_the_device_unit(kind):
     """The kind under the device unit through the streaming engine (single messages and a container, two
     regions, a device in at most one of them a slice): every window and key's latest pane holds the batch
     job's rows exactly, and some rows are published (failed before: the config was refused)."""
-    import apache_beam as beam
-    from apache_beam.testing import test_stream
-
-    from ldp_marginals import schemas
-    from ldp_marginals.pipelines.job import JobOptions, build
-    from tests.collect import Collected
-    from tests.pipelines.test_same_answers import canonical, container, latest_panes, run_batch
-    from tests.pipelines.test_streaming import streaming_pipeline
+    from tests.pipelines.test_same_answers import batch_and_streaming, canonical, latest_panes
     spec = dict(config(kind), dimensions={"region": {}})
     spec["privacy"] = dict(spec["privacy"], max_keys_per_device=1)
     cfg = parse_config(spec)
     records = _records(cfg, kind, seed=4)
     records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
-    messages = [schemas.encode_message("noisy_report", r) for r in records]
-    batch = run_batch(beam.Create(messages), cfg)
-    stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages[:1500])
-              .add_elements([container(records[1500:])]).advance_watermark_to_infinity())
-    got = Collected()
-    with streaming_pipeline() as p:
-        outs = build(p, stream, None, JobOptions({cfg.name: cfg}, streaming=True))
-        for name, pcoll in outs.items():
-            pcoll | got.into(name)
-    expected = canonical({k: batch[k] for k in ("marginals", "tables", "withheld", "extremes", "conditionals",
-                                                "means", "consistent_tables")})
+    batch, got = batch_and_streaming(records, cfg)
+    expected = canonical(batch)
     assert len(expected["marginals"]) >= len(cfg.published_sets) and expected["withheld"]
     assert canonical(latest_panes(got)) == expected

@@ -72,6 +72,17 @@ def run_streaming(stream, config):
     return got
 
 
+def batch_and_streaming(records, config, singles: int = 1500) -> tuple:
+    """``(batch, streaming)``: what the batch job over ``records`` (one message each) and the streaming
+    job collect (:class:`~tests.collect.Collected`), the stream's first ``singles`` records single messages
+    and the rest one container, every one on time."""
+    messages = [schemas.encode_message("noisy_report", r) for r in records]
+    batch = run_batch(beam.Create(messages), config)
+    stream = (test_stream.TestStream().advance_watermark_to(0).add_elements(messages[:singles])
+              .add_elements([container(records[singles:])]).advance_watermark_to_infinity())
+    return batch, run_streaming(stream, config)
+
+
 def latest_panes(got) -> dict:
     """The rows of each window and capped key's latest pane, by kind (the streaming job's answer at the end)."""
     latest = {}
