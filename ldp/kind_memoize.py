@@ -22,11 +22,13 @@ window hold V distinct values spends at most ``min(n epsilon_1, V epsilon_inf)``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ldp_marginals.ldp._checks import check_positive
-from ldp_marginals.ldp.hadamard import HadamardSampling
-from ldp_marginals.ldp.subset_rr import SubsetRR
+from ldp_marginals.ldp.hadamard import HadamardSampling, randomize_hadamard
+from ldp_marginals.ldp.subset_rr import SubsetRR, randomize_subset
 
 
 def _with_epsilon(mechanism, epsilon: float):
@@ -87,3 +89,63 @@ def effective_epsilon(permanent, instantaneous) -> float:
         return math.log(p * (k - 1.0) / (1.0 - p))
     m = permanent.slots
     return 2.0 * m * math.atanh(math.tanh(permanent.epsilon / (2.0 * m)) * math.tanh(instantaneous.epsilon / (2.0 * m)))
+
+
+def randomize_memoized_hadamard(true_bits, reports, memo: MemoizedKind, rng: np.random.Generator):
+    """Simulation (seeded, vectorized) of memoized Hadamard devices: device d holds ``true_bits[d]`` and sends
+    ``reports[d]`` reports; its permanent response (indices, parities) is drawn once at epsilon_inf, each
+    report flips each permanent parity afresh with probability ``1 - keep_I``. Returns ``(indices,
+    parities, owner)``, one row per report. (The clients of record derive the same law from a device secret:
+    tests/ldp/test_kind_memoize.py.)"""
+    x = np.asarray(true_bits, dtype=np.uint8)
+    m = np.asarray(reports, dtype=np.int64)
+    if m.shape != (x.shape[0],) or (m < 0).any():
+        raise ValueError(f"reports must give a count >= 0 per device ({x.shape[0]}), got reports={reports!r}")
+    idx, held = randomize_hadamard(x, memo.permanent, rng)
+    owner = np.repeat(np.arange(x.shape[0]), m)
+    flip = (rng.random((owner.size, memo.permanent.slots)) >= memo.instantaneous.keep).astype(np.uint8)
+    return idx[owner], held[owner] ^ flip, owner
+
+
+def randomize_memoized_subset(true_bits, reports, memo: MemoizedKind, rng: np.random.Generator):
+    """Simulation (seeded, vectorized) of memoized subset-RR devices, as :func:`randomize_memoized_hadamard`:
+    the subset and permanent pattern drawn once per device at epsilon_inf, each report keeping the permanent
+    pattern with probability ``p_I`` or sending it XOR a uniform non-zero mask on the subset. Returns
+    ``(subsets, patterns, owner)`` in :func:`~ldp_marginals.ldp.subset_rr.randomize_subset`'s form."""
+    x = np.asarray(true_bits, dtype=np.uint8)
+    m = np.asarray(reports, dtype=np.int64)
+    if m.shape != (x.shape[0],) or (m < 0).any():
+        raise ValueError(f"reports must give a count >= 0 per device ({x.shape[0]}), got reports={reports!r}")
+    subsets, held = randomize_subset(x, memo.permanent, rng)
+    owner = np.repeat(np.arange(x.shape[0]), m)
+    sub, pat = subsets[owner], held[owner]
+    d, s = x.shape[1], memo.permanent.width
+    member = (sub[:, None] >> np.arange(d, dtype=np.int64)) & 1
+    chosen = np.sort(np.argsort(-member, axis=1, kind="stable")[:, :s], axis=1).astype(np.int64)
+    code = 1 + np.minimum((rng.random(owner.size) * ((1 << s) - 1)).astype(np.int64), (1 << s) - 2)
+    mask = (((code[:, None] >> np.arange(s, dtype=np.int64)) & 1) << chosen).sum(axis=1)
+    keep = rng.random(owner.size) < memo.instantaneous.p
+    return sub, np.where(keep, pat, pat ^ mask), owner
+
+
+def table_with_repeats(estimate, memo: MemoizedKind, shared_reports: float, columns):
+    """The table of ``columns`` of a memoized window (``estimate``, a Hadamard or subset estimate, inverts
+    ``memo.effective``) whose devices' reports share their permanent responses: its covariance plus
+    ``shared_reports`` times the same table's covariance under the permanent mechanism alone, at the same
+    estimates (docs/client.md section 13: two reports of one value have the covariance of one report of the
+    permanent stage, since the fresh stage's debiasing is linear; ``shared_reports`` as
+    :func:`ldp_marginals.ldp.memoized.repeat_variance`'s: the mean over reports of ``m_d - 1``, or ``M - 1``
+    for a bound). ``shared_reports = 0`` is the plain table."""
+    s = check_positive("shared_reports", shared_reports, allow_zero=True)
+    if estimate.mechanism != memo.effective:
+        raise ValueError(f"estimate must invert the effective mechanism {memo.effective}, got {estimate.mechanism}")
+    plain = estimate.table(columns)
+    if not s:
+        return plain
+    permanent = replace(estimate, mechanism=memo.permanent)
+    if isinstance(memo.permanent, SubsetRR):
+        n = float(plain.n)
+        extra = n * n * permanent.covariance(plain.columns, truth=plain.estimate / n)
+    else:
+        extra = permanent.table(columns).covariance
+    return replace(plain, covariance=plain.covariance + s * extra)
