@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ldp_marginals.ldp._checks import check_positive
+from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.hadamard import HadamardSampling, randomize_hadamard
 from ldp_marginals.ldp.subset_rr import SubsetRR, randomize_subset
 
@@ -74,6 +74,15 @@ class MemoizedKind:
     @property
     def epsilon_1(self) -> float:
         return effective_epsilon(self.permanent, self.instantaneous)
+
+    def spent(self, reports: int, values: int) -> float:
+        """The epsilon a device spends on ``reports`` reports holding ``values`` distinct values (1 <= values <=
+        reports): ``min(reports epsilon_1, values epsilon_infinity)`` (module docstring); 0 for no report."""
+        n = check_int("reports", reports, minimum=0)
+        v = check_int("values", values, minimum=0)
+        if (n == 0) != (v == 0) or v > n:
+            raise ValueError(f"values must be in [1, reports={n}] (0 when reports is 0), got values={values!r}")
+        return min(n * self.epsilon_1, v * self.epsilon_infinity)
 
     @property
     def effective(self):

@@ -225,3 +225,13 @@ def test_tables_cover_at_24_memoized_reports_a_device_with_the_repeats_term(kind
     tol = Z * math.sqrt(0.95 * 0.05 / r)
     assert abs(np.mean(with_term) - 0.95) <= tol, np.mean(with_term)
     assert np.mean(without) < 0.95 - tol, np.mean(without)
+
+
+def test_a_day_of_24_reports_of_one_value_spends_epsilon_infinity_not_24_epsilon_1():
+    memo = MemoizedKind.of(HadamardSampling(8, 2, 4.0), 1.0)
+    assert memo.spent(24, 1) == pytest.approx(4.0)          # one value: its permanent response's epsilon
+    assert memo.spent(3, 1) == pytest.approx(3.0)           # few reports: n epsilon_1
+    assert memo.spent(24, 24) == pytest.approx(24.0)        # a new value every report: no better than n epsilon_1
+    assert memo.spent(0, 0) == 0.0
+    with pytest.raises(ValueError, match="values"):
+        memo.spent(3, 4)
