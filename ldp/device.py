@@ -14,6 +14,10 @@ secret, HMAC-SHA256 over a :func:`~ldp_marginals.ldp.coins.frame` d message.
   collection, feature, value, bit))`` for bit ``bit`` (0-based within the feature) of the feature's
   value ``value`` (a categorical value's name; ``"0"`` or ``"1"`` for a boolean and for a numeric
   feature's encoded bit).
+- The permanent-report seed of a whole-report kind that memoizes (docs/client.md section 13): the
+  32 bytes ``HMAC(secret, frame("ldp-marginals/v1/permanent-report", collection, kind, value))``,
+  ``value`` the true bits in layout order as ``"0"``/``"1"`` characters (bit 0 first); the entropy of
+  the HMAC_DRBG whose coins draw the kind's permanent response for that value.
 - The encoding coin of a numeric feature whose bit memoizes: the first 4 bytes of
   ``HMAC(secret, frame("ldp-marginals/v1/encoding", collection, feature))``: its encoded bit is
   ``1`` iff this coin is below ``units((x - low)/(high - low))``, the same for every report of the
@@ -33,6 +37,7 @@ TOKEN_BYTES = 16
 TOKEN = "ldp-marginals/v1/token"
 PERMANENT = "ldp-marginals/v1/permanent"
 ENCODING = "ldp-marginals/v1/encoding"
+PERMANENT_REPORT = "ldp-marginals/v1/permanent-report"
 
 
 def new_secret() -> bytes:
@@ -63,3 +68,9 @@ def permanent_coin(secret: bytes, collection: str, feature: str, value: str, bit
 def encoding_coin(secret: bytes, collection: str, feature: str) -> bytes:
     """The coin that encodes a memoized numeric feature to its bit."""
     return hmac_sha256(check_secret(secret), frame(ENCODING, collection, feature))[:COIN_BYTES]
+
+
+def permanent_report_seed(secret: bytes, collection: str, kind: str, bits) -> bytes:
+    """The seed of the permanent response of a whole-report kind to one value (its true bits)."""
+    value = "".join("1" if b else "0" for b in bits)
+    return hmac_sha256(check_secret(secret), frame(PERMANENT_REPORT, collection, kind, value))

@@ -44,7 +44,7 @@ from ldp_marginals.ldp.client import (
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, MAX_REQUEST_BYTES, coin_value, decide, units
 from ldp_marginals.ldp.hadamard import HadamardSampling
-from ldp_marginals.ldp.whole_report_client import WholeReportSpec, report_record
+from ldp_marginals.ldp.whole_report_client import WholeReportSpec, permanent_coins, report_record
 from ldp_marginals.ldp.windows import Window
 
 
@@ -61,6 +61,7 @@ class HadamardClientSpec(WholeReportSpec):
     slots: int
     keep: float
     weights: tuple           # per order 1..max_order: each coefficient's probability
+    permanent_keep: float | None = None   # memoized (section 13): a permanent parity's keep
 
     def __post_init__(self):
         d = check_whole_report(self.collection, self.features)
@@ -73,6 +74,7 @@ class HadamardClientSpec(WholeReportSpec):
             raise Refusal(BAD_CONFIG, f"hadamard.slots draws too many coins, got slots={self.slots}")
         if not _probability(self.keep) or not self.keep > 0.5:
             raise Refusal(BAD_CONFIG, f"hadamard.keep must be a number in (0.5, 1], got keep={self.keep!r}")
+        self.check_permanent_keep(0.5)
         if len(self.weights) != self.max_order or not all(_probability(w) and w > 0 for w in self.weights):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must hold {self.max_order} probabilities in (0, 1], one per "
                                       f"order, got weights={list(self.weights)!r}")
@@ -81,19 +83,23 @@ class HadamardClientSpec(WholeReportSpec):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must sum to 1 over the coefficients, got {total!r}")
 
     @classmethod
-    def of(cls, collection: str, features, window: Window, mechanism: HadamardSampling) -> "HadamardClientSpec":
-        """The spec the server publishes for a collection's mechanism."""
+    def of(cls, collection: str, features, window: Window, mechanism: HadamardSampling,
+           permanent: HadamardSampling | None = None) -> "HadamardClientSpec":
+        """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
+        ``permanent`` (memoized collections) the permanent one (same order, slots and weights)."""
         first = mechanism.family.offset(1)
         weights = tuple(float(mechanism.probabilities[mechanism.family.offset(j) - first])
                         for j in range(1, mechanism.max_order + 1))
-        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights)
+        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights,
+                   None if permanent is None else permanent.keep)
 
     @classmethod
     def from_json(cls, spec) -> "HadamardClientSpec":
         collection, names, window, h = cls.params_of(spec)
         if not isinstance(h["weights"], list):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must be a list, got weights={h['weights']!r}")
-        return cls(collection, names, window, h["max_order"], h["slots"], h["keep"], tuple(h["weights"]))
+        return cls(collection, names, window, h["max_order"], h["slots"], h["keep"], tuple(h["weights"]),
+                   h.get("permanent_keep"))
 
     @property
     def masks(self) -> list:
@@ -127,6 +133,8 @@ class HadamardTrace:
     encoded: tuple      # the true bits
     indices: tuple      # per slot, the coefficient's family index (1..T)
     parities: tuple     # per slot, the sent parity
+    permanent: bytes = b""          # memoized: the permanent coins drawn (section 13)
+    permanent_parities: tuple = ()  # memoized: per slot, the permanent parity
 
 
 class HadamardDeviceClient(DeviceClient):
@@ -141,18 +149,31 @@ class HadamardDeviceClient(DeviceClient):
         spec = self.spec
         dims = checked_event(event_ms, dimensions)
         bits = boolean_bits(values, list(spec.features))
-        drawn = self.coins.generate(2 * COIN_BYTES * spec.slots)
+        memo = spec.permanent_keep is not None
+        n = 2 * COIN_BYTES * spec.slots
+        # memoized: the slots' index and parity coins are the value's permanent ones, drawn at permanent_keep;
+        # each report then draws one fresh coin per slot and keeps the permanent parity with probability keep
+        slot_coins = permanent_coins(self.secret, spec.collection, spec.KIND, bits, n) if memo else None
+        drawn = self.coins.generate(COIN_BYTES * spec.slots if memo else n)
+        if not memo:
+            slot_coins = drawn
         x = sum(b << i for i, b in enumerate(bits))
         b = spec.index_bits
-        out, indices, parities = [], [], []
+        out, indices, parities, held = [], [], [], []
         for j in range(spec.slots):
             at = 2 * COIN_BYTES * j
-            u = coin_value(drawn[at:at + COIN_BYTES])
+            u = coin_value(slot_coins[at:at + COIN_BYTES])
             a = next(i for i, t in enumerate(self._thresholds) if u < t) + 1
             parity = bin(x & self._masks[a - 1]).count("1") & 1
-            sent = parity if decide(drawn[at + COIN_BYTES:at + 2 * COIN_BYTES], spec.keep) else 1 - parity
+            first = spec.permanent_keep if memo else spec.keep
+            sent = parity if decide(slot_coins[at + COIN_BYTES:at + 2 * COIN_BYTES], first) else 1 - parity
+            if memo:
+                held.append(sent)
+                fresh = drawn[COIN_BYTES * j:COIN_BYTES * (j + 1)]
+                sent = sent if decide(fresh, spec.keep) else 1 - sent
             indices.append(a)
             parities.append(sent)
             out += [(a >> i) & 1 for i in range(b)] + [sent]
         record = report_record(spec.collection, event_ms, out, dims)
-        return record, HadamardTrace(drawn, tuple(bits), tuple(indices), tuple(parities))
+        return record, HadamardTrace(drawn, tuple(bits), tuple(indices), tuple(parities),
+                                     slot_coins if memo else b"", tuple(held))

@@ -44,7 +44,7 @@ from ldp_marginals.ldp.client import (
 )
 from ldp_marginals.ldp.coins import COIN_BYTES, decide
 from ldp_marginals.ldp.subset_rr import SubsetRR
-from ldp_marginals.ldp.whole_report_client import WholeReportSpec, report_record
+from ldp_marginals.ldp.whole_report_client import WholeReportSpec, permanent_coins, report_record
 from ldp_marginals.ldp.windows import Window
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class SubsetClientSpec(WholeReportSpec):
     max_order: int
     width: int
     keep: float
+    permanent_keep: float | None = None   # memoized (section 13): the permanent pattern's keep
 
     def __post_init__(self):
         d = check_whole_report(self.collection, self.features)
@@ -71,16 +72,20 @@ class SubsetClientSpec(WholeReportSpec):
         keep = self.keep
         if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 2.0 ** -self.width < keep <= 1.0:
             raise Refusal(BAD_CONFIG, f"subset.keep must be a number in (2^-width, 1], got keep={keep!r}")
+        self.check_permanent_keep(2.0 ** -self.width)
 
     @classmethod
-    def of(cls, collection: str, features, window: Window, mechanism: SubsetRR) -> "SubsetClientSpec":
-        """The spec the server publishes for a collection's mechanism."""
-        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.width, mechanism.p)
+    def of(cls, collection: str, features, window: Window, mechanism: SubsetRR,
+           permanent: SubsetRR | None = None) -> "SubsetClientSpec":
+        """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
+        ``permanent`` (memoized collections) the permanent one (same order and width)."""
+        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.width, mechanism.p,
+                   None if permanent is None else permanent.p)
 
     @classmethod
     def from_json(cls, spec) -> "SubsetClientSpec":
         collection, names, window, s = cls.params_of(spec)
-        return cls(collection, names, window, s["max_order"], s["width"], s["keep"])
+        return cls(collection, names, window, s["max_order"], s["width"], s["keep"], s.get("permanent_keep"))
 
     @property
     def n_coins(self) -> int:
@@ -94,6 +99,8 @@ class SubsetTrace:
     subset: tuple       # the chosen positions, ascending
     kept: int           # 1 when the true pattern was sent
     pattern: tuple      # the sent pattern, bit j <-> subset[j]
+    permanent: bytes = b""        # memoized: the permanent coins drawn (section 13)
+    permanent_pattern: tuple = () # memoized: the permanent pattern
 
 
 def chosen_positions(coins: list, n_bits: int, width: int) -> list:
@@ -127,12 +134,24 @@ class SubsetDeviceClient(DeviceClient):
         dims = checked_event(event_ms, dimensions)
         bits = boolean_bits(values, list(spec.features))
         d, s = len(bits), spec.width
-        drawn = self.coins.generate(COIN_BYTES * spec.n_coins)
-        coins = [drawn[k:k + COIN_BYTES] for k in range(0, len(drawn), COIN_BYTES)]
+        memo = spec.permanent_keep is not None
+        n = COIN_BYTES * spec.n_coins
+        # memoized: subset and permanent pattern from the value's permanent coins at permanent_keep; each report
+        # then draws 1 + s fresh coins (a keep coin, s mask coins) and re-randomizes the pattern at keep
+        first = permanent_coins(self.secret, spec.collection, spec.KIND, bits, n) if memo else None
+        drawn = self.coins.generate(COIN_BYTES * (1 + s) if memo else n)
+        coins = [c[k:k + COIN_BYTES] for c in ((first if memo else drawn),) for k in range(0, n, COIN_BYTES)]
         subset = chosen_positions(coins[:d], d, s)
-        kept = decide(coins[d], spec.keep)
+        kept = decide(coins[d], spec.permanent_keep if memo else spec.keep)
         mask = flip_mask(coins[d + 1:])
         pattern = [bits[i] ^ (0 if kept else mask[j]) for j, i in enumerate(subset)]
+        held = ()
+        if memo:
+            held = tuple(pattern)
+            fresh = [drawn[k:k + COIN_BYTES] for k in range(0, len(drawn), COIN_BYTES)]
+            kept = decide(fresh[0], spec.keep)
+            mask = flip_mask(fresh[1:])
+            pattern = [b ^ (0 if kept else mask[j]) for j, b in enumerate(held)]
         out = [int(i in subset) for i in range(d)] + pattern
         record = report_record(spec.collection, event_ms, out, dims)
-        return record, SubsetTrace(drawn, tuple(bits), tuple(subset), kept, tuple(pattern))
+        return record, SubsetTrace(drawn, tuple(bits), tuple(subset), kept, tuple(pattern), first or b"", held)

@@ -1,14 +1,21 @@
 """What the reference clients of the whole-report kinds share (``ldp/hadamard_client.py``,
 ``ldp/subset_client.py``; docs/client.md sections 11 and 12): the client config's JSON (``collection``,
 boolean ``features``, ``window``, and one object named for the kind holding its parameters, in a fixed
-order) and the record a report is sent in. Each kind adds its parameters' checks and its randomizer."""
+order) and the record a report is sent in. Each kind adds its parameters' checks and its randomizer.
+
+Memoization (docs/client.md section 13): a kind's object may hold ``permanent_keep``; the device then draws
+the kind's permanent response to each distinct value once, with the coins of :func:`permanent_coins`
+(derived from its secret, the same for every report of that value), and each report re-randomizes it
+with fresh coins at ``keep``."""
 from __future__ import annotations
 
 from typing import Mapping
 
 import numpy as np
 
-from ldp_marginals.ldp.client import _keys, _window, boolean_features, window_json
+from ldp_marginals.ldp.client import BAD_CONFIG, Refusal, _keys, _window, boolean_features, window_json
+from ldp_marginals.ldp.coins import HmacDrbg
+from ldp_marginals.ldp.device import permanent_report_seed
 
 
 class WholeReportSpec:
@@ -18,9 +25,20 @@ class WholeReportSpec:
 
     KIND: str = ""
     PARAMS: tuple = ()
+    OPTIONAL = ("permanent_keep",)   # present iff the collection memoizes (section 13)
 
     def params_json(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in self.PARAMS)}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in self.PARAMS)}
+        if self.permanent_keep is not None:
+            out["permanent_keep"] = self.permanent_keep
+        return out
+
+    def check_permanent_keep(self, low: float) -> None:
+        """``permanent_keep``, when given, a number in ``(low, 1]`` (the kind's bound on ``keep``)."""
+        v = self.permanent_keep
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not low < v <= 1.0):
+            raise Refusal(BAD_CONFIG, f"{self.KIND}.permanent_keep must be a number in ({low!r}, 1], "
+                                      f"got permanent_keep={v!r}")
 
     def to_json(self) -> dict:
         return {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
@@ -31,7 +49,7 @@ class WholeReportSpec:
         """``(collection, feature names, window, {param: value})`` of a client config, checked as every
         whole-report kind's (``Refusal`` ``bad_config`` naming the field)."""
         names, kind = boolean_features(spec, cls.KIND)
-        return spec["collection"], tuple(names), _window(spec["window"]), _keys(kind, cls.KIND, cls.PARAMS)
+        return spec["collection"], tuple(names), _window(spec["window"]), _keys(kind, cls.KIND, cls.PARAMS, cls.OPTIONAL)
 
 
 def report_record(collection: str, event_ms: int, bits: list, dimensions: Mapping) -> dict:
@@ -39,3 +57,9 @@ def report_record(collection: str, event_ms: int, bits: list, dimensions: Mappin
     packed = np.packbits(np.array(bits, dtype=np.uint8), bitorder="little").tobytes()
     return {"collection": collection, "event_time": event_ms, "bits": packed, "dimensions": dimensions,
             "client": None}
+
+
+def permanent_coins(secret: bytes, collection: str, kind: str, bits, n: int) -> bytes:
+    """The ``n`` coin bytes of a device's permanent response to the value ``bits``: one Generate request of
+    an HMAC_DRBG instantiated with :func:`~ldp_marginals.ldp.device.permanent_report_seed` alone."""
+    return HmacDrbg(permanent_report_seed(secret, collection, kind, bits)).generate(n)

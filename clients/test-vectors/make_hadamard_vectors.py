@@ -15,6 +15,7 @@ from make_vectors import SECRET, SEED, _refusal   # the same secret, seed and re
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
+from ldp_marginals.ldp.kind_memoize import MemoizedKind
 from ldp_marginals.ldp.windows import Window
 from ldp_marginals.schemas import encode_message
 
@@ -22,9 +23,13 @@ HERE = Path(__file__).resolve().parent
 T0 = 1_767_225_600_000
 
 
-def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey") -> dict:
+def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey", epsilon_1=None) -> dict:
     mech = HadamardSampling(d, k, epsilon, slots, weights)
-    return HadamardClientSpec.of(name, [f"q{i}" for i in range(d)], Window("fixed", 3600.0), mech).to_json()
+    names, window = [f"q{i}" for i in range(d)], Window("fixed", 3600.0)
+    if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
+        memo = MemoizedKind.of(mech, epsilon_1)
+        return HadamardClientSpec.of(name, names, window, memo.instantaneous, memo.permanent).to_json()
+    return HadamardClientSpec.of(name, names, window, mech).to_json()
 
 
 def values(d: int, pattern: int) -> dict:
@@ -40,6 +45,14 @@ CASES = [
     {"name": "InpHT: one slot, uniform weights, 12 answers up to 3-way (298 coefficients, 9 index bits)",
      "config": spec(12, 3, 2.0, slots=1, weights="uniform", name="inpht"),
      "reports": [(values(12, p), T0 + i, {}) for i, p in enumerate((0, 4095, 0b101100111000))]},
+    {"name": "memoized (section 13): 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, one slot; the "
+             "same value thrice keeps its permanent index and parity",
+     "config": spec(7, 3, 4.0, slots=1, epsilon_1=1.0, name="memo"),
+     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101,
+                                                                                 127, 0))]},
+    {"name": "memoized (section 13): 5 answers, 2-way tables, epsilon_infinity 8, epsilon_1 2, four slots",
+     "config": spec(5, 2, 8.0, slots=4, epsilon_1=2.0, name="memo"),
+     "reports": [(values(5, p), T0 + i, {"region": "eu"}) for i, p in enumerate((0b10110, 0b10110, 31, 0b10110))]},
 ]
 
 
@@ -54,6 +67,8 @@ def reports() -> dict:
             out.append({"values": v, "event_ms": t, "dimensions": dims,
                         "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
                                    "indices": list(trace.indices), "parities": list(trace.parities),
+                                   **({"permanent_coins": trace.permanent.hex(),
+                                       "permanent_parities": list(trace.permanent_parities)} if trace.permanent else {}),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
         cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
     return cases
@@ -68,6 +83,8 @@ def refusals() -> list:
         ("keep at most one half", dict(base, hadamard=dict(base["hadamard"], keep=0.5))),
         ("max_order above the features", dict(base, hadamard=dict(base["hadamard"], max_order=6))),
         ("slots zero", dict(base, hadamard=dict(base["hadamard"], slots=0))),
+        ("permanent_keep at one half", dict(base, hadamard=dict(base["hadamard"], permanent_keep=0.5))),
+        ("permanent_keep a boolean", dict(base, hadamard=dict(base["hadamard"], permanent_keep=True))),
         ("an unknown key", dict(base, channels=[])),
     ]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
@@ -95,7 +112,8 @@ def main() -> None:
     data = {"about": "Hadamard-sampling client vectors (docs/client.md section 11): per case one HMAC_DRBG "
                      "instantiated with the seed makes the reports in order; expect holds the drawn coins, the true "
                      "bits, each slot's coefficient index and sent parity, the packed bits and the Avro bytes of the "
-                     "NoisyReport. refusals: a config refused when read (input null) or one report refused, with its "
+                     "NoisyReport; a memoized case (hadamard.permanent_keep, section 13) adds the permanent coins "
+                     "(derived from the secret and the value) and each slot's permanent parity. refusals: a config refused when read (input null) or one report refused, with its "
                      "code.",
             "cases": reports(), "refusals": refusals()}
     (HERE / "hadamard.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

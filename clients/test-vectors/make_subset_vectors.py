@@ -16,15 +16,20 @@ from make_vectors import SECRET, SEED, _refusal
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.ldp.subset_rr import SubsetRR
+from ldp_marginals.ldp.kind_memoize import MemoizedKind
 from ldp_marginals.ldp.windows import Window
 from ldp_marginals.schemas import encode_message
 
 HERE = Path(__file__).resolve().parent
 
 
-def spec(d: int, k: int, epsilon: float, width=None, name="survey") -> dict:
+def spec(d: int, k: int, epsilon: float, width=None, name="survey", epsilon_1=None) -> dict:
     mech = SubsetRR(d, k, epsilon, width)
-    return SubsetClientSpec.of(name, [f"q{i}" for i in range(d)], Window("fixed", 3600.0), mech).to_json()
+    names, window = [f"q{i}" for i in range(d)], Window("fixed", 3600.0)
+    if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
+        memo = MemoizedKind.of(mech, epsilon_1)
+        return SubsetClientSpec.of(name, names, window, memo.instantaneous, memo.permanent).to_json()
+    return SubsetClientSpec.of(name, names, window, mech).to_json()
 
 
 CASES = [
@@ -40,6 +45,15 @@ CASES = [
     {"name": "62 answers, 3-way tables, epsilon 0.5: width 3 of 62 (the most features)",
      "config": spec(62, 3, 0.5, width=3),
      "reports": [(values(62, p), T0 + i, {}) for i, p in enumerate((0, (1 << 62) - 1, 0x2AAAAAAAAAAAAAAA))]},
+    {"name": "memoized (section 13): 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, width 4; the same "
+             "value thrice keeps its subset and permanent pattern",
+     "config": spec(7, 3, 4.0, width=4, epsilon_1=1.0, name="memo"),
+     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101,
+                                                                                 127, 0))]},
+    {"name": "memoized (section 13): 12 answers, 2-way tables, epsilon_infinity 8, epsilon_1 2, width 12",
+     "config": spec(12, 2, 8.0, width=12, epsilon_1=2.0, name="memo"),
+     "reports": [(values(12, p), T0 + i, {"region": "eu"}) for i, p in enumerate((0b101100111000, 0b101100111000,
+                                                                                  4095))]},
 ]
 
 
@@ -54,6 +68,8 @@ def reports() -> list:
             out.append({"values": v, "event_ms": t, "dimensions": dims,
                         "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
                                    "subset": list(trace.subset), "kept": trace.kept, "pattern": list(trace.pattern),
+                                   **({"permanent_coins": trace.permanent.hex(),
+                                       "permanent_pattern": list(trace.permanent_pattern)} if trace.permanent else {}),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
         cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
     return cases
@@ -72,6 +88,8 @@ def refusals() -> list:
         ("keep at most 2^-width", dict(base, subset=dict(sub, keep=0.125))),
         ("keep above 1", dict(base, subset=dict(sub, keep=1.5))),
         ("keep a string", dict(base, subset=dict(sub, keep="0.5"))),
+        ("permanent_keep at most 2^-width", dict(base, subset=dict(sub, permanent_keep=0.125))),
+        ("permanent_keep above 1", dict(base, subset=dict(sub, permanent_keep=1.5))),
         ("a missing key", dict(base, subset={"max_order": 2, "width": 3})),
         ("an unknown key", dict(base, channels=[])),
         ("63 features", dict(base, features=[{"name": f"q{i}", "type": "boolean"} for i in range(63)])),
@@ -87,7 +105,8 @@ def main() -> None:
                      "instantiated with the seed makes the reports in order; expect holds the drawn coins, the true "
                      "bits, the chosen positions, whether the true pattern was kept (1) or flipped (0), the sent "
                      "pattern (bit j of the j-th chosen position), the packed bits and the Avro bytes of the "
-                     "NoisyReport. refusals: a config refused when read (input null) or one report refused, with its "
+                     "NoisyReport; a memoized case (subset.permanent_keep, section 13) adds the permanent coins "
+                     "(derived from the secret and the value) and the permanent pattern; kept is then the fresh stage's. refusals: a config refused when read (input null) or one report refused, with its "
                      "code.",
             "cases": reports(), "refusals": refusals()}
     (HERE / "subset.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ export const TOKEN_BYTES = 16;
 export const TOKEN = "ldp-marginals/v1/token";
 export const PERMANENT = "ldp-marginals/v1/permanent";
 export const ENCODING = "ldp-marginals/v1/encoding";
+export const PERMANENT_REPORT = "ldp-marginals/v1/permanent-report";
 
 /** A device secret: its 32 bytes, or a WebCrypto HMAC-SHA256 key of 256 bits made from them. */
 export type Secret = Uint8Array | CryptoKey;
@@ -64,6 +65,16 @@ export async function deviceToken(key: CryptoKey, collection: string, sliceStart
 export async function permanentCoin(key: CryptoKey, collection: string, feature: string, value: string,
                                     bit: number): Promise<Uint8Array> {
   return (await hmacSha256(key, frame(PERMANENT, collection, feature, value, String(bit)))).slice(0, COIN_BYTES);
+}
+
+/**
+ * The seed of a whole-report kind's permanent response to one value (docs/client.md section 13): the 32 bytes
+ * HMAC(secret, frame("ldp-marginals/v1/permanent-report", collection, kind, value)), `value` the true bits in
+ * layout order as "0"/"1" characters.
+ */
+export async function permanentReportSeed(key: CryptoKey, collection: string, kind: string,
+                                          bits: readonly number[]): Promise<Uint8Array> {
+  return hmacSha256(key, frame(PERMANENT_REPORT, collection, kind, bits.map((b) => (b ? "1" : "0")).join("")));
 }
 
 /** The coin that encodes a memoized numeric feature to its bit. */

@@ -17,7 +17,8 @@ import type { Secret } from "./device.js";
 import { bad } from "./config.js";
 import { shown } from "./refusal.js";
 import {
-  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, isProbability, keepOf, readBlock, wholeReportSpec,
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, isProbability, keepOf,
+  permanentKeepOf, readBlock, wholeReportSpec,
   type WholeReportSpec, type WholeReportTrace,
 } from "./whole-report.js";
 
@@ -42,6 +43,8 @@ export interface HadamardSlots {
   readonly indices: readonly number[];
   /** Per slot, the parity bit sent. */
   readonly parities: readonly number[];
+  /** Memoized (section 13): per slot, the permanent parity; else absent. */
+  readonly permanentParities?: readonly number[];
 }
 
 /** The intermediate values of one report (for the test vectors and for debugging a client). */
@@ -79,6 +82,7 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
   if (maxOrder > d) throw bad(`hadamard.max_order must be <= the ${d} features, got max_order=${maxOrder}`);
   if (2 * slots * COIN_BYTES > MAX_REQUEST_BYTES) throw bad(`hadamard.slots draws too many coins, got slots=${slots}`);
   const keep = keepOf(read, 0.5, "0.5");
+  const permanentKeep = permanentKeepOf(read, 0.5, "0.5");
   const weights = h.weights as unknown[];
   if (weights.length !== maxOrder || !weights.every((w) => isProbability(w) && w > 0)) {
     throw bad(`hadamard.weights must hold ${maxOrder} probabilities in (0, 1], one per order, got weights=${shown(weights)}`);
@@ -97,7 +101,7 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
     }
   }
   thresholds[thresholds.length - 1] = COIN_RANGE;
-  return wholeReportSpec(read, keep, {
+  return wholeReportSpec(read, keep, permanentKeep, {
     slots, weights: Object.freeze([...w]), sets: Object.freeze(sets), thresholds: Object.freeze(thresholds),
     indexBits: sets.length.toString(2).length,
   });
@@ -105,19 +109,25 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
 
 /** One device's client for one Hadamard-sampling collection. */
 export class HadamardDeviceClient extends WholeReportClient<HadamardSpec, HadamardSlots> {
-  private constructor(spec: HadamardSpec, coins: CoinSource) {
-    super(spec, coins);
+  private constructor(spec: HadamardSpec, key: CryptoKey, coins: CoinSource) {
+    super(spec, key, coins);
   }
 
   /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
       Promise<HadamardDeviceClient> {
-    return new HadamardDeviceClient(await checkedSpec(parseHadamardSpec, config, secret), coins);
+    const [spec, key] = await checkedSpec(parseHadamardSpec, config, secret);
+    return new HadamardDeviceClient(spec, key, coins);
   }
 
   /** Per slot, the index coin and the parity coin. */
   protected get nCoins(): number {
     return 2 * this.spec.slots;
+  }
+
+  /** Memoized: per slot, one fresh coin (keeps the permanent parity or flips it). */
+  protected get nFresh(): number {
+    return this.spec.slots;
   }
 
   /** Per slot, the index in `B` bits and the parity bit. */
@@ -126,20 +136,27 @@ export class HadamardDeviceClient extends WholeReportClient<HadamardSpec, Hadama
   }
 
   /** Steps 4 and 5: per slot, the coefficient and its parity, sent or complemented, packed. */
-  protected randomize(encoded: readonly number[], coin: (k: number) => Uint8Array, out: BitWriter): HadamardSlots {
+  protected randomize(encoded: readonly number[], coin: (k: number) => Uint8Array,
+                      fresh: ((k: number) => Uint8Array) | null, out: BitWriter): HadamardSlots {
     const spec = this.spec;
     const indices: number[] = [];
     const parities: number[] = [];
+    const held: number[] = [];
+    const first = fresh === null ? spec.keep : spec.permanentKeep!;
     for (let s = 0; s < spec.slots; s++) {
       const u = coinValue(coin(2 * s));
       const a = spec.thresholds.findIndex((t) => u < t) + 1;
       const parity = spec.sets[a - 1]!.reduce((sum, i) => sum + encoded[i]!, 0) & 1;
-      const sent = decide(coin(2 * s + 1), spec.keep) ? parity : 1 - parity;
+      let sent = decide(coin(2 * s + 1), first) ? parity : 1 - parity;
+      if (fresh !== null) { // section 13: the permanent parity, kept at keep by the slot's fresh coin
+        held.push(sent);
+        sent = decide(fresh(s), spec.keep) ? sent : 1 - sent;
+      }
       indices.push(a);
       parities.push(sent);
       out.put(a, spec.indexBits);
       out.put(sent, 1);
     }
-    return { indices, parities };
+    return fresh === null ? { indices, parities } : { indices, parities, permanentParities: held };
   }
 }

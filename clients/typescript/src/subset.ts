@@ -18,7 +18,8 @@ import { SystemCoins, decide, type CoinSource } from "./coins.js";
 import { bad } from "./config.js";
 import type { Secret } from "./device.js";
 import {
-  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, keepOf, readBlock, wholeReportSpec,
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, keepOf,
+  permanentKeepOf, readBlock, wholeReportSpec,
   type WholeReportSpec, type WholeReportTrace,
 } from "./whole-report.js";
 
@@ -38,6 +39,8 @@ export interface SubsetChoice {
   readonly kept: number;
   /** The sent pattern: bit `j` of position `subset[j]`. */
   readonly pattern: readonly number[];
+  /** Memoized (section 13): the permanent pattern; else absent. */
+  readonly permanentPattern?: readonly number[];
 }
 
 /** The intermediate values of one report (for the test vectors and for debugging a client). */
@@ -53,24 +56,31 @@ export function parseSubsetSpec(json: unknown): SubsetSpec {
     throw bad(`subset.width must be in [max_order=${maxOrder}, ${d} features], got width=${width}`);
   }
   // 2^-s is exact in doubles for s <= 62
-  return wholeReportSpec(read, keepOf(read, 2 ** -width, "2^-width"), { width });
+  const keep = keepOf(read, 2 ** -width, "2^-width");
+  return wholeReportSpec(read, keep, permanentKeepOf(read, 2 ** -width, "2^-width"), { width });
 }
 
 /** One device's client for one subset-randomized-response collection. */
 export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoice> {
-  private constructor(spec: SubsetSpec, coins: CoinSource) {
-    super(spec, coins);
+  private constructor(spec: SubsetSpec, key: CryptoKey, coins: CoinSource) {
+    super(spec, key, coins);
   }
 
   /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
       Promise<SubsetDeviceClient> {
-    return new SubsetDeviceClient(await checkedSpec(parseSubsetSpec, config, secret), coins);
+    const [spec, key] = await checkedSpec(parseSubsetSpec, config, secret);
+    return new SubsetDeviceClient(spec, key, coins);
   }
 
   /** Coins per report: `d` subset coins, the keep coin, `s` mask coins. */
   protected get nCoins(): number {
     return this.spec.features.length + 1 + this.spec.width;
+  }
+
+  /** Memoized: the fresh keep coin, then `s` fresh mask coins. */
+  protected get nFresh(): number {
+    return 1 + this.spec.width;
   }
 
   /** The `d`-bit subset mask, then the `s` pattern bits. */
@@ -79,24 +89,45 @@ export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoi
   }
 
   /** Steps 4 to 7: the subset, the flip mask, the sent pattern, packed. */
-  protected randomize(encoded: readonly number[], coin: (k: number) => Uint8Array, out: BitWriter): SubsetChoice {
+  protected randomize(encoded: readonly number[], coin: (k: number) => Uint8Array,
+                      fresh: ((k: number) => Uint8Array) | null, out: BitWriter): SubsetChoice {
     const d = encoded.length;
     const s = this.spec.width;
     const subset: number[] = [];
     for (let i = 0; i < d; i++) {
       if (decide(coin(i), (s - subset.length) / (d - i))) subset.push(i);
     }
-    const kept = decide(coin(d), this.spec.keep);
-    const pattern: number[] = [];
-    let set = false; // whether an earlier bit of the flip mask is 1
-    for (let j = 0; j < s; j++) {
-      const h = 2 ** (s - j - 1);
-      const flip = decide(coin(d + 1 + j), set ? 0.5 : h / (2 * h - 1));
-      set ||= flip === 1;
-      pattern.push(encoded[subset[j]!]! ^ (kept ? 0 : flip));
+    const truth = subset.map((i) => encoded[i]!);
+    if (fresh === null) {
+      const { kept, pattern } = subsetResponse(truth, coin(d), (j) => coin(d + 1 + j), this.spec.keep);
+      return this.pack(d, subset, kept, pattern, out, null);
     }
+    // section 13: the permanent pattern from the permanent coins, re-randomized by the fresh keep and mask coins
+    const held = subsetResponse(truth, coin(d), (j) => coin(d + 1 + j), this.spec.permanentKeep!).pattern;
+    const { kept, pattern } = subsetResponse(held, fresh(0), (j) => fresh(1 + j), this.spec.keep);
+    return this.pack(d, subset, kept, pattern, out, held);
+  }
+
+  private pack(d: number, subset: number[], kept: number, pattern: number[], out: BitWriter,
+               held: number[] | null): SubsetChoice {
     for (let i = 0; i < d; i++) out.put(subset.includes(i) ? 1 : 0, 1);
     for (const y of pattern) out.put(y, 1);
-    return { subset, kept, pattern };
+    return held === null ? { subset, kept, pattern } : { subset, kept, pattern, permanentPattern: held };
   }
+}
+
+/** Steps 4-5 of section 12 on `truth` (the subset's bits): the flip mask from `mask(j)`, kept iff `decide(keepCoin, keep)`. */
+function subsetResponse(truth: readonly number[], keepCoin: Uint8Array, mask: (j: number) => Uint8Array,
+                        keep: number): { kept: number; pattern: number[] } {
+  const s = truth.length;
+  const kept = decide(keepCoin, keep);
+  const pattern: number[] = [];
+  let set = false; // whether an earlier bit of the flip mask is 1
+  for (let j = 0; j < s; j++) {
+    const h = 2 ** (s - j - 1);
+    const flip = decide(mask(j), set ? 0.5 : h / (2 * h - 1));
+    set ||= flip === 1;
+    pattern.push(truth[j]! ^ (kept ? 0 : flip));
+  }
+  return { kept, pattern };
 }

@@ -8,14 +8,16 @@
  * `bad_value`), drawing no coin on a refusal; the kind's coins drawn in one request; the true bits (the
  * booleans in layout order); the kind's randomizer, which writes the report's bits least significant
  * first; the record, `client` null (these collections count reports, not devices). The secret is checked
- * (`bad_secret`) but nothing is derived from it: nothing memoizes, no token. A kind adds its own checks,
- * its randomizer and its layout.
+ * (`bad_secret`); a memoized collection (the kind's block holds `permanent_keep`, docs/client.md section 13)
+ * derives from it the permanent coins of each value (an HmacDrbg seeded with `permanentReportSeed`), which the
+ * randomizer reads in place of the drawn ones, and draws the kind's fresh coins. No token. A kind adds its own
+ * checks, its randomizer and its layout.
  */
 import type { NoisyReport } from "./avro.js";
 import { ReportingClient, checkValues, type FeatureValues, type Traced } from "./client.js";
-import { COIN_BYTES, type CoinSource } from "./coins.js";
+import { COIN_BYTES, HmacDrbg, type CoinSource } from "./coins.js";
 import { bad, keys, text, window, type Feature, type Window } from "./config.js";
-import { secretKey, type Secret } from "./device.js";
+import { permanentReportSeed, secretKey, type Secret } from "./device.js";
 import { shown } from "./refusal.js";
 
 /** The most features a whole-report collection may have (the job keeps a report's bits in 64-bit words). */
@@ -28,8 +30,12 @@ export interface WholeReportSpec {
   readonly features: readonly Feature[];
   readonly window: Window;
   readonly maxOrder: number;
-  /** The kind's probability of sending the truth. */
+  /** The kind's probability of sending the truth (memoized: the fresh stage's). */
   readonly keep: number;
+  /** The kind's name (its block's). */
+  readonly kind: string;
+  /** Memoized (section 13): the permanent stage's keep; null when the collection does not memoize. */
+  readonly permanentKeep: number | null;
 }
 
 /** A whole-report config read up to the kind's own checks; `block` is the kind's block. */
@@ -51,7 +57,7 @@ export function readBlock(json: unknown, kind: string, blockKeys: readonly strin
                           early?: (block: Record<string, unknown>) => void): WholeReportBlock {
   const spec = keys(json, "config", ["collection", "features", "window", kind]);
   const features = booleanFeatures(spec.features);
-  const block = keys(spec[kind], kind, blockKeys);
+  const block = keys(spec[kind], kind, blockKeys, ["permanent_keep"]);
   early?.(block);
   const win = window(spec.window);
   const collection = text(spec.collection, "collection");
@@ -67,11 +73,22 @@ export function keepOf(read: WholeReportBlock, above: number, bound: string): nu
   return keep;
 }
 
+/** The block's `permanent_keep` (section 13), with `keep`'s bounds; null when absent (not memoized). */
+export function permanentKeepOf(read: WholeReportBlock, above: number, bound: string): number | null {
+  if (!Object.hasOwn(read.block, "permanent_keep")) return null;
+  const v = read.block.permanent_keep;
+  if (!isProbability(v) || !(v > above)) {
+    throw bad(`${read.kind}.permanent_keep must be a number in (${bound}, 1], got permanent_keep=${shown(v)}`);
+  }
+  return v;
+}
+
 /** The spec's shared part, frozen, with the kind's own fields. */
-export function wholeReportSpec<K extends object>(read: WholeReportBlock, keep: number, own: K): WholeReportSpec & K {
+export function wholeReportSpec<K extends object>(read: WholeReportBlock, keep: number, permanentKeep: number | null,
+                                                  own: K): WholeReportSpec & K {
   return Object.freeze({
     collection: read.collection, features: Object.freeze(read.features), window: Object.freeze(read.window),
-    maxOrder: read.maxOrder, keep, ...own,
+    maxOrder: read.maxOrder, keep, kind: read.kind, permanentKeep, ...own,
   });
 }
 
@@ -117,10 +134,10 @@ export function booleanBits(features: readonly Feature[], values: FeatureValues)
  * token and nothing memoizes); `coins` is the platform's secure generator unless a test passes a seeded
  * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
  */
-export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown, secret: Secret): Promise<S> {
+export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown,
+                                     secret: Secret): Promise<[S, CryptoKey]> {
   const spec = parse(config);
-  await secretKey(secret);
-  return spec;
+  return [spec, await secretKey(secret)];
 }
 
 /** A report's bits, written in order, each value least significant bit first. */
@@ -147,18 +164,25 @@ export type WholeReportTrace<D> = {
   readonly coins: Uint8Array;
   /** The true bits. */
   readonly encoded: readonly number[];
+  /** Memoized (section 13): the value's permanent coins; else absent. */
+  readonly permanent?: Uint8Array;
 } & D;
 
 /** One device's client for one whole-report collection: a kind adds its sizes and its randomizer. */
 export abstract class WholeReportClient<S extends WholeReportSpec, D> extends ReportingClient<WholeReportTrace<D>> {
   readonly spec: S;
   private readonly coins: CoinSource;
+  private readonly key: CryptoKey;
 
-  protected constructor(spec: S, coins: CoinSource) {
+  protected constructor(spec: S, key: CryptoKey, coins: CoinSource) {
     super();
     this.spec = spec;
+    this.key = key;
     this.coins = coins;
   }
+
+  /** The number of fresh coins one memoized report draws (section 13), in one request. */
+  protected abstract get nFresh(): number;
 
   /** The number of coins (of COIN_BYTES each) one report draws, in one request. */
   protected abstract get nCoins(): number;
@@ -168,30 +192,41 @@ export abstract class WholeReportClient<S extends WholeReportSpec, D> extends Re
 
   /**
    * The kind's randomizer: from the true bits and the report's coins (`coin(k)`, the k-th), writes the
-   * report's bits to `out` in layout order and returns what it chose.
+   * report's bits to `out` in layout order and returns what it chose. Memoized (section 13): `coin` reads the
+   * value's permanent coins (at `permanentKeep`) and `fresh(k)` the report's fresh ones; else `fresh` is null.
    */
-  protected abstract randomize(encoded: readonly number[], coin: (k: number) => Uint8Array, out: BitWriter): D;
+  protected abstract randomize(encoded: readonly number[], coin: (k: number) => Uint8Array,
+                               fresh: ((k: number) => Uint8Array) | null, out: BitWriter): D;
 
   protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
       Promise<Traced<WholeReportTrace<D>>> {
     const encoded = booleanBits(this.spec.features, values);
-    const drawn = this.coins.generate(COIN_BYTES * this.nCoins);
-    return this.finish(encoded, eventMs, dimensions, drawn);
+    if (this.spec.permanentKeep === null) {
+      return this.finish(encoded, eventMs, dimensions, this.coins.generate(COIN_BYTES * this.nCoins), null);
+    }
+    const permanent = permanentReportSeed(this.key, this.spec.collection, this.spec.kind, encoded)
+      .then((seed) => new HmacDrbg(seed).generate(COIN_BYTES * this.nCoins));
+    return this.finish(encoded, eventMs, dimensions, this.coins.generate(COIN_BYTES * this.nFresh), permanent);
   }
 
   private async finish(encoded: number[], eventMs: number, dimensions: [string, string][],
-                       request: Uint8Array | Promise<Uint8Array>): Promise<Traced<WholeReportTrace<D>>> {
+                       request: Uint8Array | Promise<Uint8Array>,
+                       permanentRequest: Promise<Uint8Array> | null): Promise<Traced<WholeReportTrace<D>>> {
     const drawn = await request;
-    if (!(drawn instanceof Uint8Array) || drawn.length !== COIN_BYTES * this.nCoins) {
+    const permanent = permanentRequest === null ? null : await permanentRequest;
+    const want = COIN_BYTES * (permanent === null ? this.nCoins : this.nFresh);
+    if (!(drawn instanceof Uint8Array) || drawn.length !== want) {
       throw new Error("the coin source gave the wrong number of bytes");
     }
-    const coin = (k: number) => drawn.subarray(COIN_BYTES * k, COIN_BYTES * (k + 1));
+    const reader = (bytes: Uint8Array) => (k: number) => bytes.subarray(COIN_BYTES * k, COIN_BYTES * (k + 1));
     const out = new BitWriter(this.reportBits);
-    const chosen = this.randomize(encoded, coin, out);
+    const chosen = permanent === null ? this.randomize(encoded, reader(drawn), null, out)
+      : this.randomize(encoded, reader(permanent), reader(drawn), out);
     if (out.at !== this.reportBits) throw new Error(`the randomizer wrote ${out.at} of ${this.reportBits} bits`);
     const record: NoisyReport = {
       collection: this.spec.collection, event_time: eventMs, bits: out.bytes, dimensions, client: null,
     };
-    return { record, trace: { coins: drawn, encoded, ...chosen } as WholeReportTrace<D> };
+    const extra = permanent === null ? {} : { permanent };
+    return { record, trace: { coins: drawn, encoded, ...extra, ...chosen } as WholeReportTrace<D> };
   }
 }

@@ -10,7 +10,8 @@ import { HmacDrbg, HadamardDeviceClient } from "../dist/index.js";
 import { ALPHA, chiSquarePValue } from "./chi2.js";
 import { replayVectors } from "./whole-report.js";
 
-replayVectors("hadamard", HadamardDeviceClient, ["indices", "parities"]);
+replayVectors("hadamard", HadamardDeviceClient, ["indices", "parities"],
+              ["permanent_parities", "permanentParities"]);
 
 // 4 answers, 2-way coefficients at unequal weights, two slots at keep 0.8: over 8,000 reports of
 // devices whose answers cycle through all 16 patterns, (coefficient, sent parity) per slot follows the

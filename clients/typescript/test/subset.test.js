@@ -10,7 +10,8 @@ import { HmacDrbg, SubsetDeviceClient } from "../dist/index.js";
 import { ALPHA, chiSquarePValue } from "./chi2.js";
 import { replayVectors } from "./whole-report.js";
 
-replayVectors("subset", SubsetDeviceClient, ["subset", "kept", "pattern"]);
+replayVectors("subset", SubsetDeviceClient, ["subset", "kept", "pattern"],
+              ["permanent_pattern", "permanentPattern"]);
 
 // 5 answers, width 3, keep 0.3: over 8,000 reports of devices whose answers cycle through all 32 patterns,
 // (subset, sent pattern XOR true pattern) follows the mechanism: the subset uniform over the C(5, 3) = 10,

@@ -12,8 +12,11 @@ import { CODES, HmacDrbg, Refusal, encodeNoisyReport } from "../dist/index.js";
 export const fromHex = (hex) => Uint8Array.from(hex.match(/../g) ?? [], (b) => parseInt(b, 16));
 export const toHex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 
-/** Registers the vector tests of `kind` (`hadamard.json` ...) for `Client` (its static `create`). */
-export function replayVectors(kind, Client, chosen) {
+/**
+ * Registers the vector tests of `kind` (`hadamard.json` ...) for `Client` (its static `create`); `permanent`:
+ * [the vectors' name, the trace's key] of the kind's permanent choice in memoized cases.
+ */
+export function replayVectors(kind, Client, chosen, permanent) {
   const vectors = JSON.parse(readFileSync(new URL(`../../test-vectors/${kind}.json`, import.meta.url), "utf8"));
 
   for (const kase of vectors.cases) {
@@ -25,6 +28,8 @@ export function replayVectors(kind, Client, chosen) {
         assert.equal(record.client, null);
         assert.deepEqual({
           coins: toHex(trace.coins), encoded: [...trace.encoded], ...Object.fromEntries(chosen.map((k) => [k, copy(trace[k])])),
+          // memoized (section 13): the permanent coins and the kind's permanent choice, under the vectors' names
+          ...(trace.permanent ? { permanent_coins: toHex(trace.permanent), [permanent[0]]: copy(trace[permanent[1]]) } : {}),
           bits: toHex(record.bits), avro: toHex(encodeNoisyReport(record)),
         }, item.expect);
       }

@@ -25,6 +25,7 @@ public final class DeviceSecret {
     static final String TOKEN = "ldp-marginals/v1/token";
     static final String PERMANENT = "ldp-marginals/v1/permanent";
     static final String ENCODING = "ldp-marginals/v1/encoding";
+    static final String PERMANENT_REPORT = "ldp-marginals/v1/permanent-report";
     private static final String HMAC = "HmacSHA256";
     private static final int TOKEN_BYTES = 16;
 
@@ -92,6 +93,19 @@ public final class DeviceSecret {
     /** The coin that encodes a memoized numeric feature to its bit. */
     byte[] encodingCoin(String collection, String feature) {
         return hmac(ENCODING, collection, feature);
+    }
+
+    /**
+     * The seed of a whole-report kind's permanent response to one value (docs/client.md section 13): the 32
+     * bytes of HMAC(secret, frame("ldp-marginals/v1/permanent-report", collection, kind, value)), value the
+     * true bits in layout order as '0'/'1' characters.
+     */
+    byte[] permanentReportSeed(String collection, String kind, int[] bits) {
+        StringBuilder value = new StringBuilder(bits.length);
+        for (int b : bits) {
+            value.append(b == 1 ? '1' : '0');
+        }
+        return hmac(PERMANENT_REPORT, collection, kind, value.toString());
     }
 
     /** HMAC-SHA256 of the framed parts (the first 4 bytes are a coin). */

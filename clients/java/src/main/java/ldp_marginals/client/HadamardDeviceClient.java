@@ -16,7 +16,9 @@ package ldp_marginals.client;
  *       {@code client} is null (these collections count reports, not devices).</li>
  * </ol>
  *
- * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
+ * The secret is checked ({@code bad_secret}); a memoized collection ({@code permanent_keep}, docs/client.md
+ * section 13) runs the steps above on the value's permanent coins at {@code permanent_keep} and re-randomizes
+ * the result with fresh coins at {@code keep} ({@link WholeReportClient}). No token.
  */
 public final class HadamardDeviceClient extends WholeReportClient<HadamardSpec, HadamardDeviceClient.Slots> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
@@ -31,12 +33,13 @@ public final class HadamardDeviceClient extends WholeReportClient<HadamardSpec, 
 
     /** Per slot, the coefficient, its parity sent or complemented, packed. */
     @Override
-    Slots randomize(int[] encoded, byte[] drawn, Packer out) {
+    Slots randomize(int[] encoded, byte[] drawn, byte[] fresh, Packer out) {
         long x = 0;
         for (int i = 0; i < encoded.length; i++) {
             x |= (long) encoded[i] << i;
         }
-        Slots chosen = new Slots(spec.slots);
+        Slots chosen = new Slots(spec.slots, fresh != null);
+        double first = fresh == null ? spec.keep : spec.permanentKeep;
         for (int s = 0; s < spec.slots; s++) {
             long u = Coins.coinValue(drawn, 2 * Coins.COIN_BYTES * s);
             int a = 0;
@@ -44,7 +47,11 @@ public final class HadamardDeviceClient extends WholeReportClient<HadamardSpec, 
                 a++;
             }
             int parity = Long.bitCount(x & spec.masks[a]) & 1;
-            int sent = Coins.decide(drawn, 2 * Coins.COIN_BYTES * s + Coins.COIN_BYTES, spec.keep) == 1 ? parity : 1 - parity;
+            int sent = Coins.decide(drawn, 2 * Coins.COIN_BYTES * s + Coins.COIN_BYTES, first) == 1 ? parity : 1 - parity;
+            if (fresh != null) {   // section 13: the permanent parity, kept at keep by the slot's fresh coin
+                chosen.permanentParities[s] = sent;
+                sent = Coins.decide(fresh, Coins.COIN_BYTES * s, spec.keep) == 1 ? sent : 1 - sent;
+            }
             chosen.indices[s] = a + 1;
             chosen.parities[s] = sent;
             out.put(a + 1, spec.indexBits);
@@ -57,10 +64,12 @@ public final class HadamardDeviceClient extends WholeReportClient<HadamardSpec, 
     static final class Slots {
         final int[] indices;
         final int[] parities;
+        final int[] permanentParities;   // memoized: per slot, the permanent parity; else null
 
-        Slots(int slots) {
+        Slots(int slots, boolean memoized) {
             this.indices = new int[slots];
             this.parities = new int[slots];
+            this.permanentParities = memoized ? new int[slots] : null;
         }
     }
 }

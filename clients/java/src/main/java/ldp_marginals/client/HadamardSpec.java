@@ -77,6 +77,11 @@ public final class HadamardSpec extends WholeReportSpec {
 
     /** Per slot, the coefficient's index in {@code B} bits and its parity bit. */
     @Override
+    int freshBytes() {
+        return Coins.COIN_BYTES * slots;
+    }
+
+    @Override
     int reportBits() {
         return slots * (indexBits + 1);
     }

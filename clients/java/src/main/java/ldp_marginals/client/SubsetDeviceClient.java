@@ -21,7 +21,9 @@ package ldp_marginals.client;
  *       significant first; {@code client} is null (these collections count reports, not devices).</li>
  * </ol>
  *
- * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
+ * The secret is checked ({@code bad_secret}); a memoized collection ({@code permanent_keep}, docs/client.md
+ * section 13) runs the steps above on the value's permanent coins at {@code permanent_keep} and re-randomizes
+ * the result with fresh coins at {@code keep} ({@link WholeReportClient}). No token.
  */
 public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetDeviceClient.Choice> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
@@ -36,7 +38,7 @@ public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, Subs
 
     /** The subset, the flip mask, the sent pattern, packed. */
     @Override
-    Choice randomize(int[] encoded, byte[] drawn, Packer out) {
+    Choice randomize(int[] encoded, byte[] drawn, byte[] fresh, Packer out) {
         int d = encoded.length;
         int s = spec.width;
         int[] subset = new int[s];
@@ -48,7 +50,7 @@ public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, Subs
                 mask |= 1L << i;
             }
         }
-        int kept = Coins.decide(drawn, Coins.COIN_BYTES * d, spec.keep);
+        int kept = Coins.decide(drawn, Coins.COIN_BYTES * d, fresh == null ? spec.keep : spec.permanentKeep);
         int[] pattern = new int[s];
         boolean set = false;   // whether an earlier bit of the flip mask is 1
         for (int j = 0; j < s; j++) {
@@ -57,11 +59,24 @@ public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, Subs
             set |= flip == 1;
             pattern[j] = encoded[subset[j]] ^ (kept == 1 ? 0 : flip);
         }
+        int[] held = null;
+        if (fresh != null) {   // section 13: the permanent pattern, re-randomized by the fresh keep and mask coins
+            held = pattern;
+            pattern = new int[s];
+            kept = Coins.decide(fresh, 0, spec.keep);
+            set = false;
+            for (int j = 0; j < s; j++) {
+                double h = Math.scalb(1.0, s - j - 1);
+                int flip = Coins.decide(fresh, Coins.COIN_BYTES * (1 + j), set ? 0.5 : h / (2.0 * h - 1.0));
+                set |= flip == 1;
+                pattern[j] = held[j] ^ (kept == 1 ? 0 : flip);
+            }
+        }
         out.put(mask, d);
         for (int bit : pattern) {
             out.put(bit, 1);
         }
-        return new Choice(subset, kept, pattern);
+        return new Choice(subset, kept, pattern, held);
     }
 
     /** The chosen positions (ascending), 1 when the true pattern was sent, the sent pattern (bit j of position subset[j]). */
@@ -69,11 +84,13 @@ public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, Subs
         final int[] subset;
         final int kept;
         final int[] pattern;
+        final int[] permanentPattern;   // memoized: the permanent pattern; else null
 
-        Choice(int[] subset, int kept, int[] pattern) {
+        Choice(int[] subset, int kept, int[] pattern, int[] permanentPattern) {
             this.subset = subset;
             this.kept = kept;
             this.pattern = pattern;
+            this.permanentPattern = permanentPattern;
         }
     }
 }

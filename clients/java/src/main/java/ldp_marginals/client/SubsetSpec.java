@@ -35,6 +35,12 @@ public final class SubsetSpec extends WholeReportSpec {
         return Coins.COIN_BYTES * (features.size() + 1 + width);
     }
 
+    /** Fresh coins per memoized report: the keep coin, s mask coins. */
+    @Override
+    int freshBytes() {
+        return Coins.COIN_BYTES * (1 + width);
+    }
+
     /** The d-bit subset mask, then the s pattern bits. */
     @Override
     int reportBits() {

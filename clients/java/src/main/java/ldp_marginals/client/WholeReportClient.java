@@ -11,7 +11,10 @@ import java.util.Map;
  * ({@link #randomize}), which writes the report's {@link WholeReportSpec#reportBits} bits, least
  * significant first; the report, {@code client} null (these collections count reports, not devices).
  *
- * The secret is checked ({@code bad_secret}) but nothing is derived from it: nothing memoizes, no token.
+ * The secret is checked ({@code bad_secret}); a memoized collection (docs/client.md section 13) derives from it
+ * the permanent coins of each value (an HMAC_DRBG seeded with {@link DeviceSecret#permanentReportSeed}), which
+ * the randomizer reads in place of the drawn coins, and draws {@link WholeReportSpec#freshBytes} fresh ones.
+ * No token.
  * Thread-safe: reports are made one at a time.
  *
  * @param <S> the kind's spec
@@ -26,21 +29,26 @@ abstract class WholeReportClient<S extends WholeReportSpec, D> extends Reporting
     @Override
     final Trace<D> encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
         int[] encoded = booleanBits(spec.features, values);
-        byte[] drawn = coins.generate(spec.coinBytes());
+        byte[] permanent = spec.memoized()
+                ? new HmacDrbg(secret.permanentReportSeed(spec.collection, spec.kind, encoded)).generate(spec.coinBytes())
+                : null;
+        byte[] drawn = coins.generate(permanent == null ? spec.coinBytes() : spec.freshBytes());
         Packer packed = new Packer(spec.reportBits());
-        D chosen = randomize(encoded, drawn, packed);
+        D chosen = permanent == null ? randomize(encoded, drawn, null, packed) : randomize(encoded, permanent, drawn, packed);
         if (packed.at != spec.reportBits()) {
             throw new IllegalStateException("the randomizer wrote " + packed.at + " of " + spec.reportBits() + " bits");
         }
         NoisyReport report = new NoisyReport(spec.collection, eventMs, packed.bytes, dims, null);
-        return new Trace<>(report, drawn, encoded, chosen);
+        return new Trace<>(report, drawn, encoded, chosen, permanent);
     }
 
     /**
      * The kind's randomizer: from the true bits and the drawn coins ({@link Coins#COIN_BYTES} each), writes
-     * the report's bits to {@code out} in layout order and returns what it chose.
+     * the report's bits to {@code out} in layout order and returns what it chose. Memoized (section 13):
+     * {@code drawn} holds the value's permanent coins, read at {@code permanentKeep}, and {@code fresh} the
+     * report's fresh coins; else {@code fresh} is null.
      */
-    abstract D randomize(int[] encoded, byte[] drawn, Packer out);
+    abstract D randomize(int[] encoded, byte[] drawn, byte[] fresh, Packer out);
 
     /** A report's bits, written in order, each value least significant bit first. */
     static final class Packer {
@@ -64,12 +72,14 @@ abstract class WholeReportClient<S extends WholeReportSpec, D> extends Reporting
         final byte[] coins;      // the bytes drawn from the generator
         final int[] encoded;     // the true bits
         final D chosen;          // what the kind's randomizer chose
+        final byte[] permanent;  // memoized: the value's permanent coins; else null
 
-        Trace(NoisyReport report, byte[] coins, int[] encoded, D chosen) {
+        Trace(NoisyReport report, byte[] coins, int[] encoded, D chosen, byte[] permanent) {
             super(report);
             this.coins = coins;
             this.encoded = encoded;
             this.chosen = chosen;
+            this.permanent = permanent;
         }
     }
 

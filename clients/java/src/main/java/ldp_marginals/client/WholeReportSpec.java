@@ -24,7 +24,9 @@ abstract class WholeReportSpec {
     final List<String> features;   // boolean feature names, in layout (bit) order
     final Window window;
     final int maxOrder;
-    final double keep;             // the kind's probability of sending the truth
+    final double keep;             // the kind's probability of sending the truth (memoized: the fresh stage's)
+    final String kind;             // the kind's name (its block's)
+    final double permanentKeep;    // memoized (docs/client.md section 13): the permanent stage's keep; NaN if not
 
     /** The spec of a config read by {@code block}, its keep checked; the window is read last, here. */
     WholeReportSpec(Block block, double keep) {
@@ -32,6 +34,8 @@ abstract class WholeReportSpec {
         this.features = block.features;
         this.maxOrder = block.maxOrder;
         this.keep = keep;
+        this.kind = block.kind;
+        this.permanentKeep = block.permanentKeep;
         this.window = ClientSpec.window(block.window);
     }
 
@@ -48,6 +52,14 @@ abstract class WholeReportSpec {
     /** The bytes of coins one report draws, in one request. */
     abstract int coinBytes();
 
+    /** Whether the collection memoizes (its block holds {@code permanent_keep}: section 13). */
+    boolean memoized() {
+        return !Double.isNaN(permanentKeep);
+    }
+
+    /** The bytes of fresh coins one memoized report draws, in one request (section 13). */
+    abstract int freshBytes();
+
     /** The bits of one report's layout (packed into {@code ceil(bits / 8)} bytes). */
     abstract int reportBits();
 
@@ -62,6 +74,7 @@ abstract class WholeReportSpec {
         final List<String> features;
         final Map<String, Object> values;   // the kind's block
         final int maxOrder;
+        double permanentKeep = Double.NaN;   // read by the kind with its keep ({@link #keep})
         private final Object window;
 
         Block(Object config, String kind, String... keys) {
@@ -70,7 +83,7 @@ abstract class WholeReportSpec {
             this.kind = kind;
             this.collection = collection(spec.get("collection"));
             this.features = booleanFeatures(spec.get("features"));
-            this.values = ClientSpec.keys(spec.get(kind), kind, Arrays.asList(keys), Collections.<String>emptyList());
+            this.values = ClientSpec.keys(spec.get(kind), kind, Arrays.asList(keys), Collections.singletonList("permanent_keep"));
             this.window = spec.get("window");
             this.maxOrder = integer("max_order");
         }
@@ -89,6 +102,14 @@ abstract class WholeReportSpec {
             Object keep = values.get("keep");
             if (!isProbability(keep) || !(((Number) keep).doubleValue() > above)) {
                 throw ClientSpec.refuse(kind + ".keep must be a number in (" + bound + ", 1], got keep=" + ClientSpec.show(keep));
+            }
+            if (values.containsKey("permanent_keep")) {   // section 13: the same bounds as keep
+                Object pk = values.get("permanent_keep");
+                if (!isProbability(pk) || !(((Number) pk).doubleValue() > above)) {
+                    throw ClientSpec.refuse(kind + ".permanent_keep must be a number in (" + bound + ", 1], got permanent_keep="
+                            + ClientSpec.show(pk));
+                }
+                permanentKeep = ((Number) pk).doubleValue();
             }
             return ((Number) keep).doubleValue();
         }

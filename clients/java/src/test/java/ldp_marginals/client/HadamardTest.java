@@ -24,6 +24,9 @@ class HadamardTest extends WholeReportVectorsTest<HadamardDeviceClient.Slots> {
     void chosen(HadamardDeviceClient.Slots chosen, Map<String, Object> got) {
         got.put("indices", longs(chosen.indices));
         got.put("parities", longs(chosen.parities));
+        if (chosen.permanentParities != null) {
+            got.put("permanent_parities", longs(chosen.permanentParities));
+        }
     }
 
     /**

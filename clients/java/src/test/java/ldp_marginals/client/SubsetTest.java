@@ -25,6 +25,9 @@ class SubsetTest extends WholeReportVectorsTest<SubsetDeviceClient.Choice> {
         got.put("subset", longs(chosen.subset));
         got.put("kept", (long) chosen.kept);
         got.put("pattern", longs(chosen.pattern));
+        if (chosen.permanentPattern != null) {
+            got.put("permanent_pattern", longs(chosen.permanentPattern));
+        }
     }
 
     /**

@@ -105,6 +105,9 @@ abstract class WholeReportVectorsTest<D> {
             got.put("coins", hex(trace.coins));
             got.put("encoded", longs(trace.encoded));
             chosen(trace.chosen, got);
+            if (trace.permanent != null) {   // memoized (section 13)
+                got.put("permanent_coins", hex(trace.permanent));
+            }
             got.put("bits", hex(trace.report.bits()));
             got.put("avro", hex(trace.report.toAvro()));
             assertEquals(item.get("expect"), got, item.toString());
