@@ -117,14 +117,19 @@ def test_conditionals_and_means_are_unbiased_and_cover_at_their_level(windows):
     bits = population(N, d=D, seed=0)
     x = LOW + (HIGH - LOW) * np.clip(0.25 + 0.5 * bits[:, 0] + 0.2 * rng.standard_normal(N), 0, 1)
     u = (x - LOW) / (HIGH - LOW)
-    truths = (bits[:, :3].all(axis=1).sum() / bits[:, 1:3].all(axis=1).sum(), x.mean(), x[bits[:, 0] == 1].mean())
+    truths = (bits[:, :3].all(axis=1).sum() / bits[:, 1:3].all(axis=1).sum(), x.mean(), x[bits[:, 0] == 1].mean(),
+              bits[:, :3].any(axis=1).sum(), bits[:, [1, 3]].all(axis=1).sum())
     r = 600
-    est, var, cov = np.empty((r, 3)), np.empty((r, 3)), np.empty((r, 3), dtype=bool)
+    est, var, cov = np.empty((r, 5)), np.empty((r, 5)), np.empty((r, 5), dtype=bool)
     for w in range(r):
         b = bits.copy()
         b[:, 4] = rng.random(N) < u
         k = windows(b, rng)
-        stats = (conditional(k, (0,), (1, 2)), feature_mean(k, 4, LOW, HIGH), feature_mean(k, 4, LOW, HIGH, (0,)))
+        stats = [conditional(k, (0,), (1, 2)), feature_mean(k, 4, LOW, HIGH), feature_mean(k, 4, LOW, HIGH, (0,))]
+        for op, ext in (("or", (0, 1, 2)), ("and", (1, 3))):
+            count, v = k.extreme(op, ext)
+            half = 1.959963984540054 * math.sqrt(v)
+            stats.append(type("S", (), dict(estimate=count, variance=v, ci_low=count - half, ci_high=count + half)))
         for i, (s, t) in enumerate(zip(stats, truths)):
             est[w, i], var[w, i], cov[w, i] = s.estimate, s.variance, s.ci_low <= t <= s.ci_high
     for i, t in enumerate(truths):
