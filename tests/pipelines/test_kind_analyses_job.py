@@ -111,3 +111,18 @@ def test_a_row_whose_table_rests_on_too_few_reports_is_withheld_with_it(tmp_path
             and r["statistic"] in ("conditional", "extreme")}
     assert set(held) == {"conditional", "extreme"}
     assert "the table of q0,q1,q2 it rests on" in held["conditional"]["reason"]
+
+
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+def test_streaming_gives_the_batch_answers(kind):
+    """The streaming engine (two regions, hourly fixed windows): every window and key's latest pane holds
+    the batch job's conditionals, means, extremes and withheld rows exactly (the rows are one function of
+    the released accumulator, transforms/publication/rows.py)."""
+    from tests.pipelines.test_same_answers import batch_and_streaming, canonical, latest_panes
+    cfg = parse_config(dict(config(kind, min_reports=25), dimensions={"region": {}}))
+    records, _, _ = reports(cfg, seed=3, encode=_encoder(kind))
+    records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
+    batch, got = batch_and_streaming(records, cfg)
+    expected = canonical(batch)
+    assert expected["conditionals"] and expected["means"] and expected["extremes"] and expected["withheld"]
+    assert canonical(latest_panes(got)) == expected
