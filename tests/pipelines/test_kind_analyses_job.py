@@ -126,3 +126,35 @@ def test_streaming_gives_the_batch_answers(kind):
     expected = canonical(batch)
     assert expected["conditionals"] and expected["means"] and expected["extremes"] and expected["withheld"]
     assert canonical(latest_panes(got)) == expected
+
+
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+def test_under_the_device_unit_the_rows_are_the_estimator_on_the_kept_reports(tmp_path, kind):
+    """privacy.unit device (M = 2): the conditional and the extreme over reports of hour 0 are the estimator
+    on the reports the device table keeps (tests/pipelines/test_kind_device_unit.py), hour 1's 19 devices
+    publish none."""
+    from ldp_marginals.pipelines.read import read_rows
+    from ldp_marginals.pipelines.run import run as run_job
+    from tests.batch_runs import run_args
+    from tests.pipelines.test_device_unit import T0, _kept
+    from tests.pipelines.test_kind_device_unit import _records
+    from tests.pipelines.test_kind_device_unit import config as device_config
+    spec = dict(device_config(kind), conditionals=[{"of": ["q0"], "given": ["q1"]}],
+                extremes=[{"name": "any", "op": "or", "bits": ["q2", "q3"]}])
+    cfg = parse_config(spec)
+    records = _records(cfg, kind)
+    out = tmp_path / "out"
+    run_job(run_args(tmp_path, spec, records, "dev", out))
+    kept = _kept(records, 2)[0]
+    agg = cfg.aggregator
+    plain = type(agg)(cfg.sampling)
+    packed = np.frombuffer(b"".join(kept), dtype=np.uint8).reshape(len(kept), cfg.wire.n_bytes)
+    est = kind_estimate(cfg, plain.marginals(plain.add_packed(plain.create(), packed)))
+    c = conditional(est, (0,), (1,), cfg.level, cfg.conditional_alpha)
+    (row,) = read_rows(str(out), "conditionals", collection="dev")
+    assert (row["estimate"], row["variance"]) == (pytest.approx(c.estimate, rel=1e-9), pytest.approx(c.variance, rel=1e-9))
+    (row,) = read_rows(str(out), "extremes", collection="dev")
+    count, var = est.extreme("or", (2, 3))
+    assert (row["estimate"], row["variance"], row["n"]) == (pytest.approx(count, rel=1e-9), pytest.approx(var, rel=1e-9),
+                                                            len(kept))
+    assert row["window_start"] == T0
