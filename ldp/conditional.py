@@ -81,7 +81,9 @@ def _delta_variance(r: float, t_b: float, v_u: float, v_b: float, cov: float) ->
 
 def conditional(est, of, given, level: float = 0.95, alpha: float = DEFAULT_ALPHA) -> Conditional:
     """``P(of | given)`` from a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`, with the presence test
-    of ``given`` at false-positive rate ``alpha``."""
+    of ``given`` at false-positive rate ``alpha``; or from a whole-report kind's
+    :class:`~ldp_marginals.ldp.kind_analyses.KindMarginals` (both counts from the table of their union,
+    with its covariance, and the kind's presence threshold)."""
     n_bits = est.family.n_bits
     a, b = _normalize(n_bits, of), _normalize(n_bits, given)
     if not a or not b:

@@ -8,7 +8,9 @@ and out-of-range policy. The estimates and their closed-form variances are
 :func:`~ldp_marginals.ldp.subset_reports.window_marginals` and
 :meth:`~ldp_marginals.ldp.subset_rr.SubsetEstimate.table` (the same shapes; cell z of a table has bit j
 the value of its j-th column in both). A row that rests on fewer than ``min_reports`` of the window's
-reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`).
+reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`). Conditionals, means and
+extremes over reports are read from :func:`kind_estimate` (:mod:`~ldp_marginals.ldp.kind_analyses`) and
+withheld with the table they rest on (:func:`analysis_sets`).
 """
 from __future__ import annotations
 
