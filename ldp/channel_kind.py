@@ -16,7 +16,8 @@ A kind (per-bit randomized response, the default; ``hadamard``; ``subset``; any 
 - ``cell_variance_per_report(mechanism, order)``: N times the worst-case variance of one cell of an
   ``order``-bit table (what ``plan`` and the dashboard state);
 - ``publishes``: the analyses (:data:`ANALYSES`) it serves. A config asking for one outside it is refused
-  by :func:`refused` (read by ``schemas/channel_kinds.py``); nothing else decides it.
+  by :func:`refused` (read by ``schemas/composition.py``: a limit of the privacy math when the analysis
+  is in :data:`LIMITS`, else not built); nothing else decides it.
 
 The per-bit kind's aggregator takes more than a mechanism (its channels, extremes, client sample), so
 the collection builds it itself (``CollectionConfig.aggregator``); its entry here states its name and what
@@ -30,8 +31,9 @@ from typing import Callable
 from ldp_marginals.ldp import hadamard_reports, subset_reports
 
 # What a collection can ask for, as config fields (the first five) or privacy settings.
-ANALYSES = ("extremes", "conditionals", "means", "sets", "rollups", "marginals", "tables", "consistent_tables",
-            "device_unit", "sufficient", "epsilon_per_day", "epsilon_per_month")
+# ``extremes``: over reports; ``client_extremes``: over a client's reports (``over: client``).
+ANALYSES = ("extremes", "client_extremes", "conditionals", "means", "sets", "rollups", "marginals", "tables",
+            "consistent_tables", "device_unit", "sufficient", "epsilon_per_day", "epsilon_per_month")
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,17 @@ class ChannelKind:
         return analysis in self.publishes
 
 
-# the whole-report kinds: marginals and tables of boolean bits (their estimates and covariances), under
-# either privacy unit; the rest is not built for them (schemas/channel_kinds.py names each refusal)
-_WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit"})
+# the whole-report kinds: marginals and tables (their estimates and covariances), under either privacy unit,
+# and what is derived from the tables of at most max_order bits (ldp/kind_analyses.py): conditionals and
+# conditional means (ratios of two all-ones counts of one table, with their covariance), means (a numeric
+# feature's 1-bit encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or
+# all-ones cell). Not served: extremes over clients (a limit: a client's OR over its reports needs each
+# report's bits, and a report of these kinds carries one randomized coefficient or subset, not its bits),
+# extra counted sets (not built); schemas/composition.py names each refusal
+_WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "conditionals",
+                           "means"})
+# what a whole-report kind cannot serve whatever is built: a limit (schemas/composition.py, kind-client-extremes)
+LIMITS = frozenset({"client_extremes"})
 
 PER_BIT = ChannelKind("per_bit", frozenset(ANALYSES))
 HADAMARD = ChannelKind(hadamard_reports.KIND, _WHOLE_REPORT, hadamard_reports.HadamardFormat,

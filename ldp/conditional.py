@@ -81,18 +81,27 @@ def _delta_variance(r: float, t_b: float, v_u: float, v_b: float, cov: float) ->
 
 def conditional(est, of, given, level: float = 0.95, alpha: float = DEFAULT_ALPHA) -> Conditional:
     """``P(of | given)`` from a :class:`~ldp_marginals.ldp.tmdh.TMDHEstimate`, with the presence test
-    of ``given`` at false-positive rate ``alpha``."""
+    of ``given`` at false-positive rate ``alpha``; or from a whole-report kind's
+    :class:`~ldp_marginals.ldp.kind_analyses.KindMarginals` (both counts from the table of their union,
+    with its covariance, and the kind's presence threshold)."""
     n_bits = est.family.n_bits
     a, b = _normalize(n_bits, of), _normalize(n_bits, given)
     if not a or not b:
         raise ValueError(f"of and given must name bits, got of={list(a)}, given={list(b)}")
     union = tuple(sorted(set(a) | set(b)))
-    t_u, t_b = est.mean(union), est.mean(b)
-    v_u, v_b = est.variance(union), est.variance(b)
-    cov = est.covariance(union, b)
+    if hasattr(est, "all_ones"):   # a whole-report kind: both counts from one table (ldp/kind_analyses.py)
+        (t_u, t_b), c2 = est.all_ones([union, b])
+        v_u, v_b, cov = c2[0, 0], c2[1, 1], c2[0, 1]
+    else:
+        t_u, t_b = est.mean(union), est.mean(b)
+        v_u, v_b = est.variance(union), est.variance(b)
+        cov = est.covariance(union, b)
     r = t_u / t_b if t_b else float("nan")
     var = _delta_variance(r, t_b, v_u, v_b, cov) if t_b else float("nan")
     low, high = normal_interval(r, var, level)
-    cols = list(b)
-    threshold = presence_threshold(est.channels.p[cols], est.channels.q[cols], est.n, alpha)
+    if hasattr(est, "presence_threshold"):
+        threshold = est.presence_threshold(b, alpha)
+    else:
+        cols = list(b)
+        threshold = presence_threshold(est.channels.p[cols], est.channels.q[cols], est.n, alpha)
     return Conditional(float(r), float(var), float(low), float(high), float(t_b), float(threshold), float(t_u))

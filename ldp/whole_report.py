@@ -21,7 +21,8 @@ from ldp_marginals.ldp.sets import SetFamily
 class WholeReportAggregator(ReportAggregator):
     """Fills the job's accumulators of a whole-report kind: ``n_virtual`` virtual bits at order 1, the
     reports in ``wire_format`` (``n_bytes``), ``device_bound`` and ``collection_key`` as
-    :class:`~ldp_marginals.ldp.aggregate.ReportAggregator`'s. No extremes (the config refuses them).
+    :class:`~ldp_marginals.ldp.aggregate.ReportAggregator`'s. No extreme sums: their extremes over reports come from the table of the extreme's bits
+    (:mod:`~ldp_marginals.ldp.kind_analyses`), extremes over clients are refused.
     A kind implements :meth:`add_packed`, :meth:`marginals` and :attr:`shape_extra`."""
 
     kind: str = ""

@@ -11,11 +11,12 @@ for a ``local`` promise over many bits. What this release supports with them (th
 other features with a kind are rules of schemas/composition.py, naming the field; this module
 validates the channel's own fields):
 
-- boolean features only (a categorical's one-hot bits or a numeric's encoded bit would make tables
-  of structural zeros and means these kinds do not estimate yet);
+- boolean and numeric features (a numeric is its 1-bit encoding; a categorical's one-hot bits would
+  make tables of structural zeros the kinds' estimators do not use yet);
 - marginals of every set of 1..max_order bits, and tables of feature groups of at most max_order
-  features (the unbiased ones; their consistent tables are not made for this kind yet);
-- no extremes, conditionals, means or extra sets; privacy model ``local`` only (its ``epsilon`` at
+  features; conditionals, means and extremes over reports of at most max_order bits, from the table
+  of their bits (:mod:`ldp_marginals.ldp.kind_analyses`);
+- no extremes over clients (a limit) or extra sets; privacy model ``local`` only (its ``epsilon`` at
   least the channel's); unit ``report`` or ``device`` (``max_reports_per_device``, ``max_keys_per_device``:
   the device table keeps each device's kept reports in the kind's wire format and counts them with the
   kind's accumulator, :mod:`ldp_marginals.ldp.whole_report`; ``min_reports`` then counts devices), without

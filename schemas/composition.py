@@ -64,8 +64,34 @@ def _kind_fields(cfg) -> list:
     """The analyses asked for that the kind does not publish (ldp/channel_kind.py: ChannelKind.publishes, the
     one place that says what a kind serves)."""
     from ldp_marginals.ldp.channel_kind import refused
-    return refused(cfg.channel_kind, [name for name, on in (("extremes", cfg.extremes), ("conditionals",
-                                      cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
+    return refused(cfg.channel_kind, [name for name, on in (
+        ("extremes", cfg.report_extremes), ("client_extremes", cfg.client_extremes),
+        ("conditionals", cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
+
+
+def _kind_limits(cfg) -> list:
+    """Of :func:`_kind_fields`, those the kind cannot serve at all (ldp/channel_kind.py LIMITS)."""
+    from ldp_marginals.ldp.channel_kind import LIMITS
+    return [f for f in _kind_fields(cfg) if f in LIMITS]
+
+
+def _kind_unbuilt(cfg) -> list:
+    from ldp_marginals.ldp.channel_kind import LIMITS
+    return [f for f in _kind_fields(cfg) if f not in LIMITS]
+
+
+def _over_order(cfg) -> list:
+    """The conditionals, means and extremes over reports of a whole-report kind that span more than
+    max_order bits (their table is not estimated): ``[(what, n_bits)]``."""
+    if not _whole_report(cfg):
+        return []
+    labels = cfg.layout.labels
+    spans = [(f"conditional P({','.join(labels[b] for b in of)} | {','.join(labels[b] for b in given)})",
+              len(set(of) | set(given))) for of, given in cfg.conditionals] + \
+        [(f"mean of {labels[bit]}" + (f" given {','.join(labels[b] for b in given)}" if given else ""),
+          len({bit} | set(given))) for bit, given in cfg.means] + \
+        [(f"extreme {e.name!r}", len(set(e.bits))) for e in cfg.report_extremes]
+    return [(what, n) for what, n in spans if n > cfg.max_order]
 
 
 def _window_text(cfg) -> str:
@@ -174,16 +200,35 @@ RULES = (
          "rappor channels with memoize: true", "Devices over time: memoization and epsilon", owner="P-A",
          stage=SPEC),
     # issue 48 item 1 (one interface for channel kinds): analyses derived from any kind's marginals
-    Rule("kind-non-boolean", "channel kind hadamard/subset x categorical or numeric features", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and any(f.kind != "boolean" for f in c.layout.features),
-         lambda c: f"channel kind {_kind(c)!r} takes boolean features only, got non-boolean features "
-                   f"{[f.name for f in c.layout.features if f.kind != 'boolean']}",
-         "encode the feature as booleans, or use per-bit channels, which serve categorical and numeric features",
+    # a numeric feature is one bit of the report (its 1-bit encoding) and serves means; a categorical's
+    # one-hot bits are exclusive, which the kinds' estimators (unlike TMDH's exclusive groups) do not use yet
+    Rule("kind-categorical", "channel kind hadamard/subset x categorical features", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and any(f.kind == "categorical" for f in c.layout.features),
+         lambda c: f"channel kind {_kind(c)!r} takes boolean and numeric features, got categorical features "
+                   f"{[f.name for f in c.layout.features if f.kind == 'categorical']}",
+         "encode the categorical as booleans (one per value), or use per-bit channels, which serve categorical "
+         "features", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
+    Rule("kind-client-extremes", "channel kind hadamard/subset x extremes over: client", LIMIT, ANY,
+         lambda c: _whole_report(c) and bool(_kind_limits(c)),
+         lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need each report's bits, and a "
+                   f"report of channel kind {_kind(c)!r} carries one randomized coefficient or subset of them, not "
+                   "the bits (ldp/channel_kind.py LIMITS)",
+         "use extremes over: report (from the table of the extreme's bits), or per-bit channels for a client's "
+         "OR/AND over its reports", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR"),
+    Rule("kind-analyses", "channel kind hadamard/subset x sets", NOT_BUILT, ANY,
+         lambda c: _whole_report(c) and bool(_kind_unbuilt(c)),
+         lambda c: f"{', '.join(_kind_unbuilt(c))} are not supported with channel kind {_kind(c)!r} yet (extra "
+                   "counted sets: the kind counts every set of at most max_order bits)",
+         "drop them (every set of at most max_order bits is published), or use per-bit channels "
+         "(channel: {mechanism: ...}), which serve them",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-analyses", "channel kind hadamard/subset x extremes/conditionals/means/sets", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and bool(_kind_fields(c)),
-         lambda c: f"{', '.join(_kind_fields(c))} are not supported with channel kind {_kind(c)!r} yet",
-         "drop them, or use per-bit channels (channel: {mechanism: ...}), which serve them",
+    Rule("kind-analyses-over-order", "channel kind hadamard/subset x conditionals/means/extremes over more than "
+         "max_order bits", NOT_BUILT, ANY,
+         lambda c: bool(_over_order(c)),
+         lambda c: f"{_over_order(c)[0][0]} spans {_over_order(c)[0][1]} bits, over max_order={c.max_order}: "
+                   f"channel kind {_kind(c)!r} derives it from the table of its bits, and estimates tables of at "
+                   "most max_order bits (counting a wider set is not built)",
+         "raise max_order to the bits it spans, or use per-bit channels, which count extra sets",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
     Rule("kind-groups-over-order", "channel kind hadamard/subset x groups of more than max_order features",
          NOT_BUILT, ANY,

@@ -176,3 +176,17 @@ def test_plan_and_calibrate_recommend_only_what_the_job_accepts(tmp_path, capsys
     import json
     (row,) = json.loads(capsys.readouterr().out)   # calibrate --config --json: one row per collection
     assert row["mechanism"]["best"] == m["best"] and row["mechanism"]["paste"] == m["paste"]
+
+
+def test_plan_compares_the_kinds_for_numeric_features_and_recommends_one_the_job_accepts(tmp_path):
+    """A numeric feature (its 1-bit encoding) with its mean and a conditional: the kinds serve them
+    (ldp/kind_analyses.py), so plan compares them and the kind it recommends is accepted in batch and
+    streaming. Failed on main: 'the comparison takes boolean features only'."""
+    spec = config({"mechanism": "symmetric", "epsilon": 0.25}, 2.0,
+                  features=FEATURES + [{"name": "x", "type": "numeric", "low": 0, "high": 10}],
+                  means=[{"of": "x", "given": ["a0"]}], conditionals=[{"of": ["a1"], "given": ["a2"]}])
+    m = run(tmp_path, spec)["collections"][0]["mechanism"]
+    assert m["reason"] is None and m["best"] == "hadamard" and m["current"] == "per_bit"
+    (rec,) = [c for c in m["candidates"] if c["kind"] == "hadamard"]
+    assert rec["refused_batch"] is None and rec["refused_streaming"] is None
+    assert run(tmp_path, dict(spec, channel=rec["channel"]))["collections"][0]["mechanism"]["current"] == "hadamard"

@@ -8,13 +8,16 @@ and out-of-range policy. The estimates and their closed-form variances are
 :func:`~ldp_marginals.ldp.subset_reports.window_marginals` and
 :meth:`~ldp_marginals.ldp.subset_rr.SubsetEstimate.table` (the same shapes; cell z of a table has bit j
 the value of its j-th column in both). A row that rests on fewer than ``min_reports`` of the window's
-reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`).
+reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`). Conditionals, means and
+extremes over reports are read from :func:`kind_estimate` (:mod:`~ldp_marginals.ldp.kind_analyses`) and
+withheld with the table they rest on (:func:`analysis_sets`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ldp_marginals.ldp.intervals import sidak_level
+from ldp_marginals.ldp.kind_analyses import KindMarginals
 from ldp_marginals.ldp.tables import GroupTable, group_cells
 from ldp_marginals.ldp.thin_rows import hadamard_thin_sets, subset_thin_sets
 
@@ -46,6 +49,23 @@ def hadamard_estimates(config, acc) -> tuple:
     return marginals, hadamard_group_tables(config, marginals)
 
 
+def analysis_sets(config) -> list:
+    """The set of bits each conditional, mean and extreme over reports rests on (sorted tuples, in the
+    order of ``config.conditionals``, ``config.means``, ``config.report_extremes``): the union of its bits,
+    whose table gives it (:mod:`~ldp_marginals.ldp.kind_analyses`); an unconditional mean rests on its
+    bit's marginal."""
+    return [tuple(sorted(set(of) | set(given))) for of, given in config.conditionals] + \
+        [tuple(sorted({bit} | set(given))) for bit, given in config.means] + \
+        [tuple(sorted(e.bits)) for e in config.report_extremes]
+
+
+def kind_estimate(config, marginals):
+    """The window's estimate as the conditionals and means read it
+    (:class:`~ldp_marginals.ldp.kind_analyses.KindMarginals`)."""
+    from ldp_marginals.ldp.channel_kind import channel_kind
+    return KindMarginals(marginals, channel_kind(config.channel_kind).cell_variance_per_report)
+
+
 def group_columns(groups) -> list:
     """The bits (a sorted tuple) of each of :func:`hadamard_group_tables`' groups."""
     return [tuple(table.columns[0]) for _, _, table, _, _ in groups]
@@ -53,17 +73,18 @@ def group_columns(groups) -> list:
 
 def thin_sets(config, marginals, groups) -> dict:
     """``{set of bits: Thin}`` of the window's rows that rest on too few reports
-    (:mod:`~ldp_marginals.ldp.thin_rows`): its published marginal sets and its groups' tables."""
+    (:mod:`~ldp_marginals.ldp.thin_rows`): its published marginal sets, its groups' tables and the
+    tables its conditionals and means rest on (:func:`analysis_sets`)."""
     est = marginals.estimate
     family = est.mechanism.family
     marginal_sets = config.published_sets
     per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
     if config.channel_kind == "hadamard":
-        return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups),
+        return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups) + analysis_sets(config),
                                   config.min_reports, per_device)
 
     def drawn_of(s):
         return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
     mech = est.mechanism   # counts n_K up to max_order; no subset holds more than its width of bits
-    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups), config.min_reports,
+    return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups) + analysis_sets(config), config.min_reports,
                             known_order=mech.max_order, width=mech.width, per_device=per_device)

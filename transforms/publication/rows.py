@@ -32,14 +32,20 @@ from ldp_marginals.schemas.arrow import TableRows, arrow_schema
 from ldp_marginals.schemas.outputs import (
     CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD,
 )
-from ldp_marginals.transforms.publication.hadamard_rows import group_columns, hadamard_estimates, thin_sets
+from ldp_marginals.transforms.publication.hadamard_rows import (
+    analysis_sets,
+    group_columns,
+    hadamard_estimates,
+    kind_estimate,
+    thin_sets,
+)
 from ldp_marginals.transforms.publication.release import client_rule
 
 MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
 
 # why a row of kind ``withheld`` exists (its ``cause``), and what it holds back (its ``statistic``)
 PRIVACY, PRECISION = "privacy", "precision"
-ALL, CLIENT_EXTREMES, CONDITIONAL, MEAN = "all", "client_extremes", "conditional", "mean"
+ALL, CLIENT_EXTREMES, CONDITIONAL, MEAN, EXTREME = "all", "client_extremes", "conditional", "mean", "extreme"
 MARGINAL, TABLE = "marginal", "table"   # one row of a whole-report kind that rests on too few reports
 CLIENT_SAMPLE = "client_sample"   # a withheld row: the clients a published client row left out (reports_per_client)
 
@@ -233,6 +239,8 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
             yield CONSISTENT_TABLES, consistent_table_rows(config, marginals, counted, kept)
         if (linear or final) and thin:
             yield WITHHELD, thin_rows(config, counted, thin, group_columns(groups))
+        if linear or final:   # conditionals and means from the tables they rest on, or withheld with them
+            yield from kind_analysis_rows(config, kind_estimate(config, marginals), counted, thin, linear)
         return
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
@@ -287,6 +295,42 @@ def thin_rows(config, base, thin: dict, table_columns: list) -> list:
     return rows
 
 
+def kind_analysis_rows(config, est, base, thin: dict, linear: bool):
+    """``(kind, rows)`` of a whole-report kind's conditionals and means (``est``:
+    :func:`~ldp_marginals.transforms.publication.hadamard_rows.kind_estimate`): each as per bit
+    (:func:`conditional_rows`, :func:`mean_rows`), but withheld (cause privacy) when the table it rests on
+    (:func:`~ldp_marginals.transforms.publication.hadamard_rows.analysis_sets`) is in ``thin``; only
+    withheld rows when not ``linear``."""
+    labels = config.layout.labels
+    sets = analysis_sets(config)
+    n_cond, n_mean = len(config.conditionals), len(config.means)
+    withheld = []
+    for i, s in enumerate(sets):
+        if s in thin:
+            if i < n_cond:
+                of, given = config.conditionals[i]
+                what, statistic = f"P({','.join(labels[b] for b in of)} | {','.join(labels[b] for b in given)})", \
+                    CONDITIONAL
+            elif i < n_cond + n_mean:
+                what, statistic = f"mean of {labels[config.means[i - n_cond][0]]}", MEAN
+            else:
+                what, statistic = f"extreme {config.report_extremes[i - n_cond - n_mean].name}", EXTREME
+            withheld.append(withheld_row(config, base, base["n_reports"], f"{what} withheld: the table of "
+                                         f"{','.join(labels[b] for b in s)} it rests on: {thin[s].why}", PRIVACY,
+                                         statistic))
+    keep = [s not in thin for s in sets]
+    conditionals = [c for c, k in zip(config.conditionals, keep) if k]
+    means = [m for m, k in zip(config.means, keep[n_cond:]) if k]
+    extremes = [e for e, k in zip(config.report_extremes, keep[n_cond + n_mean:]) if k]
+    if extremes:
+        yield EXTREMES, [extreme_row(base, e, est.n, *est.extreme(e.op, e.bits), config.level) for e in extremes]
+    for kind, row in (*conditional_rows(config, est, base, conditionals), *mean_rows(config, est, base, means)):
+        if linear or kind == WITHHELD:
+            yield kind, [row]
+    if withheld:
+        yield WITHHELD, withheld
+
+
 def _not_shown(config, base, what: str, given: float, threshold: float, statistic: str) -> dict:
     return withheld_row(config, base, base["n_reports"],
                         f"{what} not published: its condition is not shown to hold (estimated count "
@@ -294,11 +338,12 @@ def _not_shown(config, base, what: str, given: float, threshold: float, statisti
                         f"{config.conditional_alpha:g})", PRECISION, statistic)
 
 
-def conditional_rows(config, est, base):
-    """``(kind, row)`` per configured conditional: a ``conditionals`` row, or a ``withheld`` row of
-    cause precision when the presence test does not show that the condition holds."""
+def conditional_rows(config, est, base, conditionals=None):
+    """``(kind, row)`` per configured conditional (or of ``conditionals``, some of them): a ``conditionals``
+    row, or a ``withheld`` row of cause precision when the presence test does not show that the condition
+    holds."""
     labels = config.layout.labels
-    for of, given in config.conditionals:
+    for of, given in (config.conditionals if conditionals is None else conditionals):
         c = conditional(est, of, given, config.level, config.conditional_alpha)
         names = {"of": [labels[b] for b in of], "given": [labels[b] for b in given]}
         if not c.present:
@@ -310,11 +355,12 @@ def conditional_rows(config, est, base):
                                  **displayed(c.estimate, c.ci_low, c.ci_high, 0.0, 1.0))
 
 
-def mean_rows(config, est, base):
-    """``(kind, row)`` per published mean of a numeric feature: a ``means`` row, or (a conditional
-    mean) a ``withheld`` row of cause precision when its condition is not shown to hold."""
+def mean_rows(config, est, base, means=None):
+    """``(kind, row)`` per published mean of a numeric feature (or of ``means``, some of them): a ``means``
+    row, or (a conditional mean) a ``withheld`` row of cause precision when its condition is not shown to
+    hold."""
     layout = config.layout
-    for bit, given in config.means:
+    for bit, given in (config.means if means is None else means):
         feature = layout.feature(layout.labels[bit])
         m = feature_mean(est, bit, feature.low, feature.high, given, config.level, config.conditional_alpha)
         names = [layout.labels[b] for b in given]
