@@ -149,14 +149,14 @@ def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
             out = tmp_path / f"{name}{pattern}" / "out"
             _run(tmp_path / f"{name}{pattern}", config, _subset_records(cfg, pattern), "in", out, *more)
             marginals = read_rows(str(out), "marginals")
+            # every set's rows over every window: differences of 0 or >= min_reports reports, never fewer
+            assert _differences_isolate_nothing(cfg, marginals, SLIDING["min_reports"]) >= 10
             pairs = {r["window_start"]: r for r in marginals if tuple(r["columns"]) == PAIR}
             # the windows holding slice h1 withhold the pair, the one of h0 alone publishes it (10 reports)
             assert set(pairs) == {T0 - HOUR}, sorted(pairs)
             withheld = [r for r in read_rows(str(out), "withheld") if "b0,b1" in r["reason"]]
             assert {r["window_start"] for r in withheld} == {T0, T0 + HOUR}, withheld
             assert any("released increment" in r["reason"] for r in withheld if r["window_start"] == T0)
-            # every set's rows over every window: differences of 0 or >= min_reports reports, never fewer
-            assert _differences_isolate_nothing(cfg, marginals, SLIDING["min_reports"]) >= 10
     # the fixed windows of the same reports publish each hour once: the pair of hour 1 (1 report) is withheld
     (tmp_path / "fixed").mkdir()
     _run(tmp_path / "fixed", fixed, _subset_records(cfg, PAIR_MASK), "in", tmp_path / "fixed" / "out")

@@ -42,12 +42,12 @@ def test_streaming_early_pane_and_final_pane_do_not_difference_a_thin_pair():
         timings = sorted({f.timing for f in marginal_panes})
         assert "early" in timings and len(marginal_panes) >= 2, timings   # the attack needs two panes
         rows = [r for f in marginal_panes for r in f.rows]
+        # every set's rows over both panes: differences of 0 or >= min_reports reports, never fewer
+        assert _differences_isolate_nothing(cfg, rows, SLIDING["min_reports"]) >= 10
         pair_rows = [r for r in rows if tuple(r["columns"]) == PAIR]
         assert [r["n_reports"] for r in pair_rows] == [30], pair_rows   # the early pane's, on 10 of 30
         withheld = [r for f in got["panes"] if f.kind == "withheld" for r in f.rows if "b0,b1" in r["reason"]]
         assert withheld and all("released increment" in r["reason"] for r in withheld), withheld
-        # every set's rows over both panes: differences of 0 or >= min_reports reports, never fewer
-        assert _differences_isolate_nothing(cfg, rows, SLIDING["min_reports"]) >= 10
 
 
 def test_sliding_streaming_equals_batch_when_every_report_is_on_time():
