@@ -80,3 +80,33 @@ def test_a_window_of_every_order_gets_the_projection_not_the_per_bit_likelihood(
     assert len(fixed) == 8 and {r["method"] for r in fixed} == {"projection"}
     freq = np.array([r["frequency"] for r in fixed])
     assert freq.min() >= 0 and abs(freq.sum() - 1) < 1e-9
+
+
+def test_a_sliding_window_withholds_the_coefficients_thin_in_one_of_its_slices():
+    """Task q-3, hadamard: a sliding window sums a slice of 8 reports (some coefficient drawn by 1-4 of them,
+    min_reports 5) and one of 400. Counted per window every coefficient rests on >= 5 reports, but the window
+    of the 400 alone is published too, so the two windows difference into the 8: each row holding a
+    coefficient thin in the small slice is withheld in every window summing it (the rule per atom,
+    batch_window as the job: each released slice read before the slices are summed)."""
+    from ldp_marginals.transforms.publication.engine import batch_window
+    from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, hadamard_estimates, thin_sets
+    cfg = parse_config(dict(CONFIG, min_reports=5, window={"type": "sliding", "size_seconds": 7200,
+                                                             "period_seconds": 3600}))
+    rng = np.random.default_rng(7)
+    small, big = ((rng.random((n, 4)) < 0.5).astype(np.uint8) for n in (8, 400))
+    acc_small = _acc(cfg, encode_reports(small, cfg.sampling, rng))
+    acc_big = _acc(cfg, encode_reports(big, cfg.sampling, rng))
+    thin_small = atom_thin_sets(cfg, acc_small)
+    merged = cfg.aggregator.merge([cfg.aggregator.create(), acc_small, acc_big])
+    window_only = thin_sets(cfg, *hadamard_estimates(cfg, merged))
+    assert set(thin_small) - set(window_only), (thin_small, window_only)   # the window's rule alone misses them
+    window = (0, 7_200_000)
+    rows = batch_window(cfg, window, [(0, (), acc_small), (3_600_000, (), acc_big)])[()]
+    published = {tuple(r["columns"]) for r in rows["marginals"]} | {
+        tuple(sorted(int(c[1:]) for c in r["group"])) for r in rows["tables"]}
+    assert not published & set(thin_small), sorted(published & set(thin_small))
+    withheld = " ".join(r["reason"] for r in rows["withheld"])
+    assert "released increment" in withheld
+    # the window of the big slice alone (the attacker's other window) publishes them: the difference was the leak
+    alone = batch_window(cfg, (3_600_000, 10_800_000), [(3_600_000, (), acc_big)])[()]
+    assert {tuple(r["columns"]) for r in alone["marginals"]} & set(thin_small)
