@@ -274,7 +274,7 @@ class EstimateCollection(beam.PTransform):
                 | "ReleasedHeld" >> beam.CombinePerKey(ReleasedHeldCombineFn(cfg)))
         # a whole-report kind: per window and capped key, the rows resting on too few reports of one released
         # slice (each slice read before it is summed: sliding windows difference into slices)
-        thin = {} if cfg.sampling is None else {"atom_thin": beam.pvalue.AsDict(
+        thin = {} if cfg.sampling is None or not cfg.window.overlapping else {"atom_thin": beam.pvalue.AsDict(
             routed | "AtomThin" >> beam.FlatMap(_atom_thin, cfg) | "UnionThin" >> beam.CombinePerKey(_union_thin))}
         publish = (beam.ParDo(PublishKeyFn(cfg, self.row_outputs), **thin) if ledger is None
                    else beam.ParDo(PublishKeyUnderLedgerFn(cfg, self.row_outputs), ledger, **thin))

@@ -230,7 +230,7 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
         key, released = batch_route(config, decided, dims, acc)
         released = released and (ledger is None or (start, dims) not in ledger.withheld)
         parts.setdefault(key, [None, None, {}])
-        if released and config.sampling is not None:   # a whole-report kind: its rule per released slice
+        if released and config.sampling is not None and config.window.overlapping:   # the rule per released slice
             parts[key][2] = merge_thin(parts[key][2], atom_thin_sets(config, acc))
         if not released:
             held_slices.setdefault(key, []).append(acc)

@@ -118,6 +118,15 @@ def merge_thin(thin: dict, more: dict, of_atom: bool = True) -> dict:
     return out
 
 
+def panes_difference(config) -> bool:
+    """Whether published rows of one key can difference into parts of a window's content: overlapping
+    windows (into slices), early panes or late panes (into increments). Otherwise a window and capped key
+    publishes its content once (its later panes only repeat it) and the rule per window is the rule per
+    atom: the rule per atom is skipped, so streaming equals batch (and costs nothing more)."""
+    return bool(config.window.overlapping or config.early_firing_seconds is not None
+                or config.allowed_lateness_seconds > 0)
+
+
 def atoms_thin_sets(config, atoms) -> dict:
     """The union of :func:`atom_thin_sets` over ``atoms`` (accumulators, disjoint sets of reports)."""
     out = {}

@@ -33,7 +33,7 @@ from ldp_marginals.schemas.outputs import (
     CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD,
 )
 from ldp_marginals.transforms.publication.hadamard_rows import (atoms_thin_sets, group_columns, hadamard_estimates,
-                                                                merge_thin, thin_sets)
+                                                                merge_thin, panes_difference, thin_sets)
 from ldp_marginals.transforms.publication.release import client_rule
 
 MARGINAL_SCHEMA = SCHEMA_OF[MARGINALS]
@@ -231,7 +231,7 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         if linear or final:          # and the withheld rows of those that rest on too few reports
             marginals, groups = hadamard_estimates(config, acc)
             thin = thin_sets(config, marginals, groups)
-            if atoms is not None:   # overlapping windows and panes difference into atoms: the rule per atom
+            if atoms is not None and len(atoms) > 1 and panes_difference(config):   # the rule per atom
                 thin = merge_thin(thin, atoms_thin_sets(config, atoms), of_atom=False)
             if atom_thin:
                 thin = merge_thin(thin, atom_thin, of_atom=False)
