@@ -225,20 +225,20 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
     run's :class:`~.releases.Verdict` over every window, or None (:func:`ledger_verdict`)."""
     aggregator = config.aggregator
     decided = decide(config, {}, window_weights(slices))
-    parts, held_slices = {}, {}
+    parts, held_slices, thin = {}, {}, {}
     for start, dims, acc in slices:
         key, released = batch_route(config, decided, dims, acc)
         released = released and (ledger is None or (start, dims) not in ledger.withheld)
-        parts.setdefault(key, [None, None, {}])
-        if released and config.sampling is not None and config.window.overlapping:   # the rule per released slice
-            parts[key][2] = merge_thin(parts[key][2], atom_thin_sets(config, acc))
+        parts.setdefault(key, [None, None])
+        if released and config.sampling is not None and config.window.overlapping and acc.n:   # rule per slice
+            thin[key] = merge_thin(thin.get(key, {}), atom_thin_sets(config, acc))
         if not released:
             held_slices.setdefault(key, []).append(acc)
         at = 0 if released else 1
         parts[key][at] = aggregator.merge([parts[key][at] or aggregator.create(), acc])
     extra = {} if ledger is None else {"ledger": ledger}
-    out = {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
-    parts = {key: pair[:2] for key, pair in parts.items()}
+    out = {key: batch_key(config, window, key, *pair, **extra, **({"atom_thin": thin[key]} if key in thin else {}))
+           for key, pair in sorted(parts.items())}
     if not config.rollups:
         return out
     held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.device is not None else None
