@@ -241,27 +241,6 @@ RULES = (
     # issue 47 (the attacker's finding): a whole-report kind's thin-row rule counts a window's reports, so
     # two publications of overlapping content (sliding windows, early or late panes) difference into slices
     # or increments it does not count; a rule per slice and released increment is not built
-    Rule("kind-sliding", "channel kind hadamard/subset x sliding window", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and c.window.overlapping,
-         lambda c: f"channel kind {_kind(c)!r} publishes each window and key once (its rule for rows resting on "
-                   "fewer than min_reports reports counts a window's reports, and overlapping windows difference "
-                   f"into slices it does not count), got {_window_text(c)}",
-         "use a fixed window of the period and sum windows downstream from their published rows, or per-bit "
-         "channels", "Holding back: privacy versus precision"),
-    Rule("kind-early-firing", "channel kind hadamard/subset x early_firing_seconds", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and c.early_firing_seconds is not None,
-         lambda c: f"channel kind {_kind(c)!r} publishes each window and key once (an early pane and the next "
-                   "difference into an increment its rule for thin rows does not count), got "
-                   f"early_firing_seconds={c.early_firing_seconds!r}",
-         "drop early_firing_seconds (the window publishes when it closes), or use per-bit channels",
-         "Holding back: privacy versus precision"),
-    Rule("kind-lateness", "channel kind hadamard/subset x allowed_lateness_seconds > 0", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and c.allowed_lateness_seconds > 0,
-         lambda c: f"channel kind {_kind(c)!r} publishes each window and key once (a late pane republishes the "
-                   "window with its late reports, and the two difference into them), got "
-                   f"allowed_lateness_seconds={c.allowed_lateness_seconds:g}",
-         "set allowed_lateness_seconds: 0 (late reports are counted as late dead letters), or use per-bit "
-         "channels", "Holding back: privacy versus precision"),
     Rule("kind-rollups", "channel kind hadamard/subset x rollups", NOT_BUILT, ANY,
          lambda c: _whole_report(c) and bool(c.rollups),
          lambda c: f"rollups are not supported with channel kind {_kind(c)!r}: a rollup's row minus its keys' "

@@ -43,6 +43,7 @@ from ldp_marginals.transforms.dead_letters import count, count_withheld
 from ldp_marginals.transforms.device_keys import BoundKeys
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
+from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, merge_thin
 from ldp_marginals.transforms.publication.engine import PaneFile, batch_key, batch_route, rollup_parts, rollup_rows
 from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, release_to_json, verdict
 from ldp_marginals.transforms.publication.rollups import published_rollups
@@ -88,12 +89,13 @@ class PublishKeyFn(beam.DoFn):
         self.config = config
         self.row_outputs = row_outputs
 
-    def process(self, element, w=beam.DoFn.WindowParam):
-        return self.publish(element, w, None)
+    def process(self, element, w=beam.DoFn.WindowParam, atom_thin=None):
+        return self.publish(element, w, None, atom_thin)
 
-    def publish(self, element, w, ledger):
+    def publish(self, element, w, ledger, atom_thin=None):
         (collection, key), (released, held) = element
         by_kind = batch_key(self.config, window_bounds_ms(w), key, released, held,
+                            (atom_thin or {}).get((collection, key)),
                             **({} if ledger is None else {"ledger": ledger}))
         ledgered, _, client_reason = ledger_part(ledger, window_bounds_ms(w), key)
         if ledgered:
@@ -120,8 +122,8 @@ class PublishKeyFn(beam.DoFn):
 class PublishKeyUnderLedgerFn(PublishKeyFn):
     """:class:`PublishKeyFn` under the release ledger's verdict (a side input over the whole run)."""
 
-    def process(self, element, ledger, w=beam.DoFn.WindowParam):
-        return self.publish(element, w, ledger)
+    def process(self, element, ledger, w=beam.DoFn.WindowParam, atom_thin=None):
+        return self.publish(element, w, ledger, atom_thin)
 
 
 class PublishRollupFn(PublishKeyFn):
@@ -270,8 +272,12 @@ class EstimateCollection(beam.PTransform):
                                                            typing.Tuple[KEY, bool])
                 | "Unflag" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1]))).with_output_types(Flagged)
                 | "ReleasedHeld" >> beam.CombinePerKey(ReleasedHeldCombineFn(cfg)))
-        publish = (beam.ParDo(PublishKeyFn(cfg, self.row_outputs)) if ledger is None
-                   else beam.ParDo(PublishKeyUnderLedgerFn(cfg, self.row_outputs), ledger))
+        # a whole-report kind: per window and capped key, the rows resting on too few reports of one released
+        # slice (each slice read before it is summed: sliding windows difference into slices)
+        thin = {} if cfg.sampling is None or not cfg.window.overlapping else {"atom_thin": beam.pvalue.AsDict(
+            routed | "AtomThin" >> beam.FlatMap(_atom_thin, cfg) | "UnionThin" >> beam.CombinePerKey(_union_thin))}
+        publish = (beam.ParDo(PublishKeyFn(cfg, self.row_outputs), **thin) if ledger is None
+                   else beam.ParDo(PublishKeyUnderLedgerFn(cfg, self.row_outputs), ledger, **thin))
         outs = keys | "Publish" >> publish.with_outputs(*ESTIMATE_KINDS, PANES)
         out = {k: outs[k] for k in ESTIMATE_KINDS + (PANES,)}
         if cfg.rollups:   # a collection without rollups publishes through the steps above only
@@ -291,6 +297,24 @@ def _route(kv, cfg, caps, ledger=None):
     key, released = batch_route(cfg, caps[collection], dims, acc)
     released = released and (ledger is None or (start, dims) not in ledger.withheld)
     return ((collection, key), released), acc
+
+
+def _atom_thin(kv, cfg):
+    """A routed slice -> ``((collection, capped key), {set: Thin})``: a whole-report kind's rows that rest
+    on too few of this released slice's reports (:func:`~ldp_marginals.transforms.publication.hadamard_rows.
+    atom_thin_sets`), if any."""
+    (key, released), acc = kv
+    if released and acc.n:
+        thin = atom_thin_sets(cfg, acc)
+        if thin:
+            yield key, merge_thin({}, thin)
+
+
+def _union_thin(thins) -> dict:
+    out = {}
+    for t in thins:
+        out = merge_thin(out, t, of_atom=False)
+    return out
 
 
 def _ledger_slice(kv, cfg, foreign=frozenset()):

@@ -97,3 +97,93 @@ def test_mutation_the_check_finds_leaks_without_the_rule():
         n_t = {t: int(rng.choice([0, 1, 2, 3, 6, 20])) for t in itertools.combinations(range(d), w)}
         hits += bool(_leaks(d, w, k, n_t, 5, [], rule=False))
     assert hits >= 10
+
+
+# -- several atoms (task q-3): sliding windows and a window's panes sum released increments ---------------
+
+def _atom_leaks(d, w, k, atoms: list, windows: list, m, tables, per_atom=True) -> list:
+    """:func:`_leaks` over several atoms (disjoint sets of reports: ``atoms[i]`` maps each subset to its
+    reports in atom i) and several published windows or panes (``windows``: tuples of atom indices each
+    sums, as overlapping windows and successive panes do). A window withholds a set when the rule on the
+    window's counts, or (``per_atom``, the job's rule) on one of its atoms' counts, names it. The columns
+    are (atom, subset, pattern); each (atom, subset) count is metadata. A leak: a group of (atom, subset)
+    cells holding 1..m-1 reports that a combination of published rows is supported on."""
+    types = list(itertools.combinations(range(d), w))
+    cols = [(a, t, p) for a in range(len(atoms)) for t in types for p in range(1 << w)]
+    sets = [s for o in range(1, k + 1) for s in itertools.combinations(range(d), o)]
+
+    def drawn_in(parts):
+        return lambda s: sum(atoms[a][t] for a in parts for t in types if set(s) <= set(t))
+
+    def thin_of(parts):
+        thin = set(subset_thin_sets(drawn_in(parts), sets, list(tables), m, known_order=k, width=w))
+        if per_atom:
+            for a in parts:
+                thin |= set(subset_thin_sets(drawn_in([a]), sets, list(tables), m, known_order=k, width=w))
+        return thin
+    rows = []
+    for parts in windows:
+        thin, drawn = thin_of(parts), drawn_in(parts)
+        for s in sets:
+            if s not in thin and drawn(s) > 0:
+                rows.append([float(a in parts and set(s) <= set(t) and all((p >> t.index(b)) & 1 for b in s))
+                             for a, t, p in cols])
+        for table in tables:
+            if table in thin or drawn(table) == 0:
+                continue
+            for cell in range(1 << len(table)):
+                rows.append([float(a in parts and set(table) <= set(t) and all(
+                    ((p >> t.index(b)) & 1) == ((cell >> i) & 1) for i, b in enumerate(table))) for a, t, p in cols])
+    rows += [[float((a, t) == u) for a, t, _ in cols] for u in itertools.product(range(len(atoms)), types)]
+    mat = np.array(rows).reshape(len(rows), len(cols))
+    full = _rank(mat)
+    small = [(a, t) for a in range(len(atoms)) for t in types if 0 < atoms[a][t] < m]
+    out = []
+    for size in range(1, min(len(small), 3) + 1):
+        for group in itertools.combinations(small, size):
+            if sum(atoms[a][t] for a, t in group) < m:
+                keep = [j for j, (a, t, _) in enumerate(cols) if (a, t) not in group]
+                if full - _rank(mat[:, keep]) > len(group):
+                    out.append((group, sum(atoms[a][t] for a, t in group)))
+    return out
+
+
+# sliding windows of two slices over three slices (and the edges), and a window's panes (prefixes)
+_SLIDING_WINDOWS = [(0,), (0, 1), (1, 2), (2,)]
+_PANES = [(0,), (0, 1), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("windows", [_SLIDING_WINDOWS, _PANES], ids=["sliding", "panes"])
+def test_the_attack_through_the_command_isolates_nothing_per_atom(windows):
+    """tests/pipelines/test_attacks_issue47.py's population: 4 bits, width 2, pairs; atom 0 holds 10
+    reports of subset (b0, b1), atom 1 ONE, atom 2 none. Per atom: no leak; per window only: the leak."""
+    types = list(itertools.combinations(range(4), 2))
+    atoms = [{t: 10 if t == (0, 1) else 4 for t in types}, {t: 1 if t == (0, 1) else 6 for t in types},
+             {t: 0 if t == (0, 1) else 6 for t in types}]
+    assert not _atom_leaks(4, 2, 2, atoms, windows, 5, [])
+    leaks = _atom_leaks(4, 2, 2, atoms, windows, 5, [], per_atom=False)
+    assert ((1, (0, 1)),) in [g for g, _ in leaks], leaks
+
+
+@pytest.mark.parametrize("windows", [_SLIDING_WINDOWS, _PANES], ids=["sliding", "panes"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_atoms_isolate_no_subset(seed, windows):
+    """Random small populations over 3 atoms (3-4 bits, any width and order, 0-2 tables, min_reports 5),
+    published as sliding windows or as a window's panes: no leak with the rule per atom; without it (the
+    rule per window only, the mutation) leaks are found (asserted below, so the check has power)."""
+    rng = np.random.default_rng(seed)
+    found, mutant = [], 0
+    for _ in range(25):
+        d = int(rng.integers(3, 5))
+        w = int(rng.integers(1, d))
+        k = int(rng.integers(1, min(w, 3) + 1))
+        types = list(itertools.combinations(range(d), w))
+        atoms = [{t: int(rng.choice([0, 1, 2, 3, 6, 20])) for t in types} for _ in range(3)]
+        ks = [s for o in range(2, k + 1) for s in itertools.combinations(range(d), o)]
+        tables = [ks[i] for i in rng.permutation(len(ks))[:int(rng.integers(0, 3))]] if ks else []
+        leaks = _atom_leaks(d, w, k, atoms, windows, 5, tables)
+        if leaks:
+            found.append((d, w, k, tables, leaks[0]))
+        mutant += bool(_atom_leaks(d, w, k, atoms, windows, 5, tables, per_atom=False))
+    assert not found, f"LEAK in {len(found)} of 25 populations, e.g. {found[:2]}"
+    assert mutant >= 3, mutant

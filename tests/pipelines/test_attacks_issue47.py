@@ -6,9 +6,10 @@ rule it names is fixed (none of them is xfail: a failing test here is an open pr
 1. Whole-report kinds, sliding windows: the thin-row rule (ldp/thin_rows.py) counts the reports a row
    rests on per *window*, but sliding windows share slices, so the rows of two windows difference a slice:
    window {h0, h1} minus window {h0} of a pair's marginal is a function of the reports of h1 whose subset
-   holds the pair, here one report, though both windows' rows rest on at least min_reports. FIXED on this
-   branch: these kinds publish each window and key once (sliding windows, early firings and an allowed
-   lateness refused, schemas/composition.py: rules kind-sliding, kind-early-firing, kind-lateness); the test asserts the refusal.
+   holds the pair, here one report, though both windows' rows rest on at least min_reports. FIXED first by
+   refusing sliding windows, early firings and lateness for these kinds; now (task q-3) the rule holds per
+   atom (a released slice or increment, transforms/publication/hadamard_rows.py: atom_thin_sets), the
+   refusals are lifted, and the test runs the sliding config and checks every difference of published rows.
 2. The release ledger keys its blocks by the digest of a slice's dimensions: a rerun into the same
    output whose config drops a dimension publishes a key the ledger never saw, checked against nothing;
    its row minus the first run's published keys is the key the guard withheld. FIXED on this branch
@@ -98,53 +99,65 @@ def _pair_counts(cfg, row) -> tuple:
     return n_k, share * n_k
 
 
-def _sliding_attack(tmp_path, config: dict, *more) -> dict:
-    """The attack: run with the one report of hour 1 whose subset is (b0, b1) sending (1,1), then (0,0);
-    ``{pattern: (n_K, c_K) of window [h0, h2) minus window [h-1, h1)}`` of the pair, read back from the
-    published rows."""
-    cfg = parse_config(dict(config, window={"type": "fixed", "size_seconds": 3600}))
-    got = {}
-    for pattern in (PAIR_MASK, 0):
-        out = tmp_path / f"out{pattern}"
-        _run(tmp_path, config, _subset_records(cfg, pattern), f"in{pattern}", out, *more)
-        rows = {r["window_start"]: r for r in read_rows(str(out), "marginals") if tuple(r["columns"]) == PAIR}
-        withheld = [r for r in read_rows(str(out), "withheld") if r["window_start"] == T0 + HOUR]
-        assert any("b0,b1" in r["reason"] for r in withheld), "the window of hour 1 alone withholds the thin pair"
-        assert set(rows) >= {T0 - HOUR, T0}, sorted(rows)
-        (n_small, c_small), (n_big, c_big) = _pair_counts(cfg, rows[T0 - HOUR]), _pair_counts(cfg, rows[T0])
-        assert round(n_small) == 10 and round(n_big) == 11
-        got[pattern] = (n_big - n_small, c_big - c_small)
-    return got
+def _set_counts(cfg, row) -> tuple:
+    """``(n_K, c_K)`` of a published marginal row of any order, read back as :func:`_pair_counts` does."""
+    p1, q1 = cfg.sampling.projected(len(row["columns"]))
+    delta = p1 - q1
+    big_n = row["n_reports"]
+    pi = row["estimate"] / big_n
+    share = q1 + delta * pi
+    a = share * (1 - share) / delta ** 2
+    b = pi * (1 - pi) / (big_n - 1)
+    n_k = (a + b) / (row["variance"] / big_n ** 2 + b)
+    return n_k, share * n_k
+
+
+def _differences_isolate_nothing(cfg, rows, min_reports: int) -> int:
+    """Assert that no two published marginal rows of one set (``rows``: every published marginal row, of
+    every window or pane) differ by 1 to ``min_reports - 1`` reports of that set (n_K read back from the
+    row alone); returns the number of pairs of rows compared."""
+    by_set = {}
+    for r in rows:
+        by_set.setdefault(tuple(r["columns"]), []).append(r)
+    compared = 0
+    for cols, of_set in by_set.items():
+        counts = [(_set_counts(cfg, r)[0], r) for r in of_set]
+        for n_k, _ in counts:   # the read-back is exact: n_K is an integer
+            assert abs(n_k - round(n_k)) < 1e-6, (cols, n_k)
+        for i, (n_i, r_i) in enumerate(counts):
+            for n_j, r_j in counts[i + 1:]:
+                dn = abs(round(n_i) - round(n_j))
+                compared += 1
+                assert dn == 0 or dn >= min_reports, (
+                    f"LEAK: the published rows of {cols} of windows/panes {r_i['window_start']} and "
+                    f"{r_j['window_start']} differ by {dn} report(s) (< min_reports={min_reports})")
+    return compared
 
 
 def test_subset_sliding_windows_difference_a_thin_pair(tmp_path):
-    """Window [h0, h2) minus window [h-1, h1) of the pair (b0, b1): on main both rows were published (they
-    rest on 11 and 10 reports, min_reports 5), and their difference is a function of ONE report, the only one
-    of hour 1 whose subset holds the pair: n_K differs by 1 and the all-ones count by that report's (1,1)
-    indicator (main: (1, 1) when it sends (1,1), (1, 0) when (0,0)). The rule counts a window's reports, so
-    these kinds publish each window and key once (schemas/composition.py: rules kind-sliding, kind-early-firing, kind-lateness): the sliding
-    window is refused at start, in the config and as a job-wide ``--window`` override, and so are early
-    firings and an allowed lateness (a late pane republishes the window with more reports)."""
-    (tmp_path / "config").mkdir()
-    with pytest.raises(ValueError, match="sliding window of 7200 s every 3600 s"):
-        got = _sliding_attack(tmp_path / "config", SLIDING)
-        for pattern, (dn, dc) in got.items():   # what main publishes: the leak
-            assert round(dn) == 0 or round(dn) >= SLIDING["min_reports"], (
-                f"LEAK: two published rows of the pair differ by {dn:.3f} reports (< min_reports="
-                f"{SLIDING['min_reports']}), their all-ones counts by {dc:.3f}: one report's answer ({bin(pattern)})")
+    """Window [h0, h2) minus window [h-1, h1) of the pair (b0, b1): before the rule per atom both rows were
+    published (they rest on 11 and 10 reports, min_reports 5), and their difference is a function of ONE
+    report, the only one of hour 1 whose subset holds the pair: n_K differs by 1 and the all-ones count by
+    that report's (1,1) indicator. The rule now holds per atom (a released slice, batch): the pair rests on
+    1 report of slice h1, so every window summing h1 withholds it. Run with the sliding window (config and
+    ``--window`` override): no two published rows of any set, over every window, differ by 1..4 reports."""
+    cfg = parse_config(dict(SLIDING, window={"type": "fixed", "size_seconds": 3600}))
     fixed = dict(SLIDING, window={"type": "fixed", "size_seconds": 3600})
-    (tmp_path / "override").mkdir()
-    with pytest.raises(ValueError, match="sliding window of 7200 s every 3600 s"):
-        _sliding_attack(tmp_path / "override", fixed, "--window", "sliding:7200:3600")
-    for extra, named in (({"early_firing_seconds": 60}, "early_firing_seconds=60"),
-                         ({"allowed_lateness_seconds": 600}, "allowed_lateness_seconds=600")):
-        with pytest.raises(ValueError, match=named):
-            parse_config(dict(fixed, **extra))
-    (tmp_path / "lateness").mkdir()
-    with pytest.raises(ValueError, match="allowed_lateness_seconds=600"):
-        _sliding_attack(tmp_path / "lateness", fixed, "--allowed-lateness-seconds", "600")
+    for name, config, more in (("config", SLIDING, ()), ("override", fixed, ("--window", "sliding:7200:3600"))):
+        for pattern in (PAIR_MASK, 0):
+            (tmp_path / f"{name}{pattern}").mkdir()
+            out = tmp_path / f"{name}{pattern}" / "out"
+            _run(tmp_path / f"{name}{pattern}", config, _subset_records(cfg, pattern), "in", out, *more)
+            marginals = read_rows(str(out), "marginals")
+            # every set's rows over every window: differences of 0 or >= min_reports reports, never fewer
+            assert _differences_isolate_nothing(cfg, marginals, SLIDING["min_reports"]) >= 10
+            pairs = {r["window_start"]: r for r in marginals if tuple(r["columns"]) == PAIR}
+            # the windows holding slice h1 withhold the pair, the one of h0 alone publishes it (10 reports)
+            assert set(pairs) == {T0 - HOUR}, sorted(pairs)
+            withheld = [r for r in read_rows(str(out), "withheld") if "b0,b1" in r["reason"]]
+            assert {r["window_start"] for r in withheld} == {T0, T0 + HOUR}, withheld
+            assert any("released increment" in r["reason"] for r in withheld if r["window_start"] == T0)
     # the fixed windows of the same reports publish each hour once: the pair of hour 1 (1 report) is withheld
-    cfg = parse_config(fixed)
     (tmp_path / "fixed").mkdir()
     _run(tmp_path / "fixed", fixed, _subset_records(cfg, PAIR_MASK), "in", tmp_path / "fixed" / "out")
     pairs = {r["window_start"] for r in read_rows(str(tmp_path / "fixed" / "out"), "marginals")

@@ -129,7 +129,7 @@ def test_the_run_command_read_and_the_dashboard_view(tmp_path):
 
 def test_streaming_gives_the_batch_answers():
     """The kind through the streaming engine (single messages and a container, two regions, hourly fixed
-    windows; sliding windows, early firings and late panes are refused for these kinds, see
+    windows; sliding windows and early panes: tests/pipelines/test_kind_panes.py and
     tests/pipelines/test_attacks_issue47.py): every window and key's latest pane holds the batch job's rows
     exactly."""
     from tests.pipelines.test_same_answers import batch_and_streaming, canonical, latest_panes

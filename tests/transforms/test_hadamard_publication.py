@@ -80,3 +80,61 @@ def test_a_window_of_every_order_gets_the_projection_not_the_per_bit_likelihood(
     assert len(fixed) == 8 and {r["method"] for r in fixed} == {"projection"}
     freq = np.array([r["frequency"] for r in fixed])
     assert freq.min() >= 0 and abs(freq.sum() - 1) < 1e-9
+
+
+def test_a_sliding_window_withholds_the_coefficients_thin_in_one_of_its_slices():
+    """Task q-3, hadamard: a sliding window sums a slice of 8 reports (some coefficient drawn by 1-4 of them,
+    min_reports 5) and one of 400. Counted per window every coefficient rests on >= 5 reports, but the window
+    of the 400 alone is published too, so the two windows difference into the 8: each row holding a
+    coefficient thin in the small slice is withheld in every window summing it (the rule per atom,
+    batch_window as the job: each released slice read before the slices are summed)."""
+    from ldp_marginals.transforms.publication.engine import batch_window
+    from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, hadamard_estimates, thin_sets
+    cfg = parse_config(dict(CONFIG, min_reports=5, window={"type": "sliding", "size_seconds": 7200,
+                                                             "period_seconds": 3600}))
+    rng = np.random.default_rng(7)
+    small, big = ((rng.random((n, 4)) < 0.5).astype(np.uint8) for n in (8, 400))
+    acc_small = _acc(cfg, encode_reports(small, cfg.sampling, rng))
+    acc_big = _acc(cfg, encode_reports(big, cfg.sampling, rng))
+    thin_small = atom_thin_sets(cfg, acc_small)
+    merged = cfg.aggregator.merge([cfg.aggregator.create(), acc_small, acc_big])
+    window_only = thin_sets(cfg, *hadamard_estimates(cfg, merged))
+    assert set(thin_small) - set(window_only), (thin_small, window_only)   # the window's rule alone misses them
+    window = (0, 7_200_000)
+    rows = batch_window(cfg, window, [(0, (), acc_small), (3_600_000, (), acc_big)])[()]
+    published = {tuple(r["columns"]) for r in rows["marginals"]} | {
+        tuple(sorted(int(c[1:]) for c in r["group"])) for r in rows["tables"]}
+    assert not published & set(thin_small), sorted(published & set(thin_small))
+    withheld = " ".join(r["reason"] for r in rows["withheld"])
+    assert "released increment" in withheld
+    # the window of the big slice alone (the attacker's other window) publishes them: the difference was the leak
+    alone = batch_window(cfg, (3_600_000, 10_800_000), [(3_600_000, (), acc_big)])[()]
+    assert {tuple(r["columns"]) for r in alone["marginals"]} & set(thin_small)
+
+
+def test_a_sliding_window_withholds_a_conditional_mean_thin_in_one_of_its_slices():
+    """The rule per atom covers the tables the analyses rest on too: a conditional mean of a numeric
+    feature rests on the table of its encoded bit and the condition's, which is no published marginal (no
+    marginal holds a numeric feature's bit), so only :func:`analysis_sets` brings it under the rule. A slice
+    of 8 reports (min_reports 5) and one of 400: the mean is withheld in the window summing both, and
+    published by the big slice's window alone (failed with the per-atom rule blind to analysis sets)."""
+    from ldp_marginals.transforms.publication.engine import batch_window
+    from ldp_marginals.transforms.publication.hadamard_rows import analysis_sets, atom_thin_sets
+    cfg = parse_config(dict(CONFIG, min_reports=5, groups=[],
+                            features=CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0,
+                                                            "high": 60}],
+                            means=[{"of": "minutes", "given": ["q0"]}],
+                            window={"type": "sliding", "size_seconds": 7200, "period_seconds": 3600}))
+    assert analysis_sets(cfg) == [(4,), (0, 4)]   # the mean's bit, and the table of it and the condition's
+    mean_set = (0, 4)
+    assert mean_set not in set(cfg.published_sets)
+    rng = np.random.default_rng(11)
+    small, big = ((rng.random((n, 5)) < 0.5).astype(np.uint8) for n in (8, 400))
+    acc_small = _acc(cfg, encode_reports(small, cfg.sampling, rng))
+    acc_big = _acc(cfg, encode_reports(big, cfg.sampling, rng))
+    assert mean_set in atom_thin_sets(cfg, acc_small)
+    both = batch_window(cfg, (0, 7_200_000), [(0, (), acc_small), (3_600_000, (), acc_big)])[()]
+    given = lambda rows: [r for r in rows["means"] if r.get("given")]   # noqa: E731 - the conditional mean's rows
+    assert not given(both) and any(r["statistic"] == "mean" for r in both["withheld"])
+    alone = batch_window(cfg, (3_600_000, 10_800_000), [(3_600_000, (), acc_big)])[()]
+    assert given(alone)

@@ -29,6 +29,7 @@ from ldp_marginals.ldp.devices import key_id, keys_over_bound
 from ldp_marginals.schemas.arrow import TableRows
 from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
 from ldp_marginals.transforms.publication.cap import capped, decide, value_weights
+from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, merge_thin
 from ldp_marginals.transforms.publication.release import releasable
 from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, verdict
 from ldp_marginals.transforms.publication.rollups import marked, published_rollups
@@ -106,7 +107,7 @@ def compact(config, entries, release=None) -> list:
 
 
 def key_rows(config, window: tuple, key: tuple, released, held: int, *, linear: bool, final: bool,
-             atoms: list | None = None, client_reason: str | None = None) -> dict:
+             atoms: list | None = None, client_reason: str | None = None, atom_thin: dict | None = None) -> dict:
     """``{kind: rows}`` of one pane of ``window`` and capped ``key`` from its released content
     (``released``, an accumulator, or None when nothing is released): its estimates, and in the
     ``final`` pane the extremes over clients and a withheld row for the ``held`` reports the guard
@@ -115,12 +116,14 @@ def key_rows(config, window: tuple, key: tuple, released, held: int, *, linear: 
     ``atoms`` (streaming): the window's released atoms of every key the capped key holds, which panes
     may have published apart; the client rule reads the capped key's clients atom by atom. None
     (batch): the content was never published in parts; it is one atom. ``client_reason``: why the
-    release ledger withholds the client rows (batch), or None."""
+    release ledger withholds the client rows (batch), or None. ``atom_thin`` (batch, whole-report kinds):
+    the rows that rest on too few reports of one of the window's released slices
+    (:func:`~.hadamard_rows.atoms_thin_sets`), or None."""
     out = {kind: [] for kind in ESTIMATE_KINDS}
     done = released is not None and released.n > 0
     if done:
         for kind, rows in window_blocks(config, key, released, window, linear=linear, final=final, atoms=atoms,
-                                         client_reason=client_reason):
+                                         client_reason=client_reason, atom_thin=atom_thin):
             if isinstance(rows, TableRows):
                 out[kind] = rows
             else:
@@ -139,15 +142,18 @@ def batch_route(config, decided: dict, dims: tuple, acc) -> tuple:
     return capped(dims, decided), releasable(config, acc)
 
 
-def batch_key(config, window: tuple, key: tuple, released, pending, *, ledger=None) -> dict:
+def batch_key(config, window: tuple, key: tuple, released, pending, atom_thin: dict | None = None, *,
+              ledger=None) -> dict:
     """Batch: ``{kind: rows}`` of one window and capped key from its released slices merged and its
     held slices merged (accumulators, or None): one pane, on time and final. ``ledger``: the run's
     :class:`~.releases.Verdict` (its withheld slices are among the held ones, reported apart with the
-    ledger's reason), or None."""
+    ledger's reason), or None. ``atom_thin``: a whole-report kind's rows resting on too few reports of
+    one released slice (:func:`~.hadamard_rows.atoms_thin_sets`; the slices are the atoms sliding
+    windows difference into), or None."""
     held = 0 if pending is None else pending.n
     ledgered, reason, client_reason = ledger_part(ledger, window, key)
     out = key_rows(config, window, key, released if released is not None and released.n else None,
-                   held - ledgered, linear=True, final=True, client_reason=client_reason)
+                   held - ledgered, linear=True, final=True, client_reason=client_reason, atom_thin=atom_thin)
     if ledgered:
         out[WITHHELD].append(withheld_row(config, base_row(config.name, window, key), ledgered, reason))
     return out
@@ -219,17 +225,20 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
     run's :class:`~.releases.Verdict` over every window, or None (:func:`ledger_verdict`)."""
     aggregator = config.aggregator
     decided = decide(config, {}, window_weights(slices))
-    parts, held_slices = {}, {}
+    parts, held_slices, thin = {}, {}, {}
     for start, dims, acc in slices:
         key, released = batch_route(config, decided, dims, acc)
         released = released and (ledger is None or (start, dims) not in ledger.withheld)
         parts.setdefault(key, [None, None])
+        if released and config.sampling is not None and config.window.overlapping and acc.n:   # rule per slice
+            thin[key] = merge_thin(thin.get(key, {}), atom_thin_sets(config, acc))
         if not released:
             held_slices.setdefault(key, []).append(acc)
         at = 0 if released else 1
         parts[key][at] = aggregator.merge([parts[key][at] or aggregator.create(), acc])
     extra = {} if ledger is None else {"ledger": ledger}
-    out = {key: batch_key(config, window, key, *pair, **extra) for key, pair in sorted(parts.items())}
+    out = {key: batch_key(config, window, key, *pair, **extra, **({"atom_thin": thin[key]} if key in thin else {}))
+           for key, pair in sorted(parts.items())}
     if not config.rollups:
         return out
     held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.device is not None else None

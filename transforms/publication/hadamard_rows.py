@@ -8,9 +8,13 @@ and out-of-range policy. The estimates and their closed-form variances are
 :func:`~ldp_marginals.ldp.subset_reports.window_marginals` and
 :meth:`~ldp_marginals.ldp.subset_rr.SubsetEstimate.table` (the same shapes; cell z of a table has bit j
 the value of its j-th column in both). A row that rests on fewer than ``min_reports`` of the window's
-reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`). Conditionals, means and
-extremes over reports are read from :func:`kind_estimate` (:mod:`~ldp_marginals.ldp.kind_analyses`) and
-withheld with the table they rest on (:func:`analysis_sets`).
+reports is withheld (:func:`thin_sets`, :mod:`~ldp_marginals.ldp.thin_rows`), and so is a row that
+rests on too few reports of one *atom* it sums (:func:`atom_thin_sets`): a released increment of one
+slice and key (streaming), or a released slice of a window (batch). Overlapping windows and a window's
+panes difference into atoms, never into less (docs/design.md, "Rows of whole-report kinds that rest on
+few reports", per atom).
+Conditionals, means and extremes over reports are read from :func:`kind_estimate`
+(:mod:`~ldp_marginals.ldp.kind_analyses`) and withheld with the table they rest on (:func:`analysis_sets`).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import numpy as np
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.kind_analyses import KindMarginals
 from ldp_marginals.ldp.tables import GroupTable, group_cells
-from ldp_marginals.ldp.thin_rows import hadamard_thin_sets, subset_thin_sets
+from ldp_marginals.ldp.thin_rows import Thin, hadamard_thin_sets, subset_thin_sets
 
 
 def hadamard_group_tables(config, marginals) -> list:
@@ -88,3 +92,67 @@ def thin_sets(config, marginals, groups) -> dict:
     mech = est.mechanism   # counts n_K up to max_order; no subset holds more than its width of bits
     return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups) + analysis_sets(config), config.min_reports,
                             known_order=mech.max_order, width=mech.width, per_device=per_device)
+
+
+def table_sets(config) -> list:
+    """The bits (a sorted tuple) of each configured group's table, as :func:`group_columns` gives them,
+    without estimating anything."""
+    out = []
+    for group in config.groups:
+        cells = group_cells(config.layout, group)
+        out.append(tuple(sorted(b for _, ones, zeros in cells[:1] for b in ones + zeros)))
+    return out
+
+
+def atom_thin_sets(config, acc) -> dict:
+    """``{set of bits: Thin}`` of the rows (every published marginal set, every group's table and the
+    tables its conditionals, means and extremes rest on, :func:`analysis_sets`) that rest on too few of
+    ONE atom's reports (``acc``: a released increment of a slice and key, or a
+    released slice): the rule of :mod:`~ldp_marginals.ldp.thin_rows` on the atom's counts alone, the
+    family rule over every configured row (so an atom's verdict is the same in every window and pane
+    that sums it). Reads the counts only (no estimate)."""
+    aggregator = config.aggregator
+    family = aggregator.mechanism.family
+    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
+    if config.channel_kind == "hadamard":
+        drawn = aggregator.coefficient_counts(acc).drawn
+        return hadamard_thin_sets(drawn, family.index, list(config.published_sets) + table_sets(config)
+                                  + analysis_sets(config), config.min_reports, per_device)
+    counts = aggregator.table_counts(acc).counts
+    mech = aggregator.mechanism
+
+    def drawn_of(s):
+        return counts[len(s)].sum(axis=-1)[family.index(s) - family.offset(len(s))]
+    return subset_thin_sets(drawn_of, config.published_sets, table_sets(config) + analysis_sets(config),
+                            config.min_reports, known_order=mech.max_order, width=mech.width, per_device=per_device)
+
+
+def merge_thin(thin: dict, more: dict, of_atom: bool = True) -> dict:
+    """``thin`` with the sets of ``more`` added (a set's thinnest reason kept); ``of_atom``: ``more``
+    is one atom's (its reasons say so)."""
+    out = dict(thin)
+    for s, t in more.items():
+        if of_atom:
+            t = Thin(t.reports, f"{t.why}, in one released increment of the window (a slice's or a pane's "
+                                f"reports, which overlapping windows or panes difference into)")
+        if s not in out or t.reports < out[s].reports:
+            out[s] = t
+    return out
+
+
+def panes_difference(config) -> bool:
+    """Whether published rows of one key can difference into parts of a window's content: overlapping
+    windows (into slices), early panes or late panes (into increments). Otherwise a window and capped key
+    publishes its content once (its later panes only repeat it) and the rule per window is the rule per
+    atom: the rule per atom is skipped, so streaming equals batch (and costs nothing more)."""
+    return bool(config.window.overlapping or config.early_firing_seconds is not None
+                or config.allowed_lateness_seconds > 0)
+
+
+def atoms_thin_sets(config, atoms) -> dict:
+    """The union of :func:`atom_thin_sets` over ``atoms`` (accumulators, disjoint sets of reports)."""
+    out = {}
+    for acc in atoms:
+        if acc is not None and acc.n:
+            out = merge_thin(out, atom_thin_sets(config, acc))
+    return out

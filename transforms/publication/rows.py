@@ -34,9 +34,12 @@ from ldp_marginals.schemas.outputs import (
 )
 from ldp_marginals.transforms.publication.hadamard_rows import (
     analysis_sets,
+    atoms_thin_sets,
     group_columns,
     hadamard_estimates,
     kind_estimate,
+    merge_thin,
+    panes_difference,
     thin_sets,
 )
 from ldp_marginals.transforms.publication.release import client_rule
@@ -206,15 +209,16 @@ def held_row(config, base, held: int, anything_released: bool) -> dict:
 
 
 def window_rows(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True,
-                atoms: list | None = None):
+                atoms: list | None = None, atom_thin: dict | None = None):
     """``(kind, row)`` of the estimates of one window and key (:func:`window_blocks`, row by row)."""
-    for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final, atoms=atoms):
+    for kind, rows in window_blocks(config, dims, acc, window, linear=linear, final=final, atoms=atoms,
+                                    atom_thin=atom_thin):
         for row in rows:
             yield kind, row
 
 
 def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = True, final: bool = True,
-                  atoms: list | None = None, client_reason: str | None = None):
+                  atoms: list | None = None, client_reason: str | None = None, atom_thin: dict | None = None):
     """``(kind, rows)`` of the estimates of one window and key from ``acc``, its released content
     (at least one report): marginals, tables and their consistent tables, extremes over reports, conditionals and means
     (``linear``), and in the window's ``final`` pane the extremes over clients, or their withheld row
@@ -222,7 +226,11 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
     ``acc`` that rows were published from apart; None: ``acc`` is one part). A pane that is
     ``final`` but not ``linear`` (a window's close, nothing new released) repeats the extremes over
     reports and the conditionals' and means' withheld rows of cause precision, so the window's latest
-    extremes pane holds every extreme and its latest withheld pane every withheld row."""
+    extremes pane holds every extreme and its latest withheld pane every withheld row.
+
+    A whole-report kind's rows are withheld where they rest on too few of the window's reports, or of
+    one atom's (``atoms``; batch: ``atom_thin``, the union over its released slices, computed as they
+    were summed): :func:`~ldp_marginals.transforms.publication.hadamard_rows.atom_thin_sets`."""
     if acc.n == 0:
         raise ValueError("acc must hold released reports, got n=0")
     base = base_row(config.name, window, dims)
@@ -231,6 +239,10 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         if linear or final:          # and the withheld rows of those that rest on too few reports
             marginals, groups = hadamard_estimates(config, acc)
             thin = thin_sets(config, marginals, groups)
+            if atoms is not None and len(atoms) > 1 and panes_difference(config):   # the rule per atom
+                thin = merge_thin(thin, atoms_thin_sets(config, atoms), of_atom=False)
+            if atom_thin:
+                thin = merge_thin(thin, atom_thin, of_atom=False)
         if linear:
             keep = np.array([s not in thin for s in config.published_sets], dtype=bool)
             kept = [g for g, cols in zip(groups, group_columns(groups)) if cols not in thin]
