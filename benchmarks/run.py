@@ -14,8 +14,8 @@ import os
 import platform
 import tempfile
 
-from benchmarks import (accuracy, collector, consistent_cost, device_cost, e2e, flink, kernels, keys, peers, rollups,
-                        startup, streaming, writing)
+from benchmarks import (accuracy, collector, composition_cost, consistent_cost, device_cost, e2e, flink, kernels, keys,
+                        peers, rollups, startup, streaming, writing)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,7 +102,7 @@ def main(argv=None):
         return
     with tempfile.TemporaryDirectory() as tmp:
         for step in (kernels.run, e2e.run, device_cost.run, streaming.run, peers.run, startup.run, writing.run,
-                     consistent_cost.run, flink.run, keys.run, collector.run, rollups.run):
+                     consistent_cost.run, flink.run, keys.run, collector.run, rollups.run, composition_cost.run):
             g, d = step(tmp, args.full)
             goals.extend(g)
             details.update(d)
