@@ -83,24 +83,11 @@ def _subset_records(cfg, target_pattern: int) -> list:
     return out
 
 
-def _pair_counts(cfg, row) -> tuple:
-    """``(n_K, c_K)`` of a published pair marginal row, as its reader recovers them from the row alone
+def _set_counts(cfg, row) -> tuple:
+    """``(n_K, c_K)`` of a published marginal row, as its reader recovers them from the row alone
     (estimate, variance, n_reports) and the channel (collections.json): the estimate is ``N pi`` with
     ``pi = (c/n_K - q')/(p' - q')``, the variance ``N^2 (s(1-s)/(n_K d^2) - (n_K-1)/n_K pi(1-pi)/(N-1))``,
-    linear in ``1/n_K`` (ldp/subset_reports.py: window_marginals)."""
-    p1, q1 = cfg.sampling.projected(2)
-    delta = p1 - q1
-    big_n = row["n_reports"]
-    pi = row["estimate"] / big_n
-    share = q1 + delta * pi
-    a = share * (1 - share) / delta ** 2
-    b = pi * (1 - pi) / (big_n - 1)
-    n_k = (a + b) / (row["variance"] / big_n ** 2 + b)
-    return n_k, share * n_k
-
-
-def _set_counts(cfg, row) -> tuple:
-    """``(n_K, c_K)`` of a published marginal row of any order, read back as :func:`_pair_counts` does."""
+    linear in ``1/n_K`` (ldp/subset_reports.py: window_marginals), for the projected channel of the row's order."""
     p1, q1 = cfg.sampling.projected(len(row["columns"]))
     delta = p1 - q1
     big_n = row["n_reports"]
@@ -110,6 +97,13 @@ def _set_counts(cfg, row) -> tuple:
     b = pi * (1 - pi) / (big_n - 1)
     n_k = (a + b) / (row["variance"] / big_n ** 2 + b)
     return n_k, share * n_k
+
+
+def _pair_counts(cfg, row) -> tuple:
+    """:func:`_set_counts` of a pair marginal row."""
+    if len(row["columns"]) != 2:
+        raise ValueError(f"a pair row has two columns, got columns={row['columns']!r}")
+    return _set_counts(cfg, row)
 
 
 def _differences_isolate_nothing(cfg, rows, min_reports: int) -> int:
