@@ -18,6 +18,12 @@ So the server inverts the kind's mechanism at ``epsilon_1`` (:func:`effective`),
 epsilon (the effective channel is the kind's at epsilon_1, epsilon_1 < epsilon_inf), and a device that
 holds one value for ever spends ``epsilon_inf`` however many reports it sends; a device whose reports of a
 window hold V distinct values spends at most ``min(n epsilon_1, V epsilon_inf)``.
+
+In the job (``channel: {kind: ..., epsilon: <epsilon_inf>, memoize: true, epsilon_1: ...}``,
+schemas/channel_kinds.py): :func:`with_kind_repeats` gives a window's marginals and every table the repeats
+term of a device's reports sharing their permanent response (:func:`table_with_repeats`), so every statistic
+derived from them carries it; :class:`WholeReportSpend` is what ldp/longitudinal.py reads for the day's and
+month's figures (``n`` reports of one value: ``min(n epsilon_1, epsilon_inf)``).
 """
 from __future__ import annotations
 

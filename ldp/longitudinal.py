@@ -22,6 +22,11 @@ What these numbers do not cover: a device that takes k distinct values draws k i
 permanent responses (up to ``k * epsilon_infinity`` when the times of the changes are known), and
 when its reports are linked (one window's token, or the fingerprint of its memoized bits,
 docs/client.md) a change of value is detected beyond ``epsilon_1`` (:mod:`ldp_marginals.ldp.attacks`).
+
+A whole-report kind (``hadamard``, ``subset``) passes its :class:`~ldp_marginals.ldp.kind_memoize.WholeReportSpend`
+in place of ``channels`` (the layout is then unused): one report ``epsilon_1``, ``n`` reports of one value at
+most ``min(n epsilon_1, epsilon_infinity)`` (``n epsilon`` when it does not memoize), the bound of
+docs/client.md section 13.
 """
 from __future__ import annotations
 
