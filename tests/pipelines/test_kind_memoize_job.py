@@ -153,3 +153,31 @@ def test_streaming_gives_the_batch_answers_for_a_memoized_kind(kind):
     for k in ("marginals", "tables", "conditionals", "means", "extremes"):
         assert expected[k], k
     assert canonical(latest_panes(got)) == expected
+
+
+def test_a_coefficient_only_five_memoized_devices_drew_is_withheld_though_it_holds_120_reports(tmp_path):
+    """The attacker's case memoization makes typical: a device's 24 reports all carry its permanent
+    coefficient indices, so a coefficient drawn by 5 devices rests on 120 reports (over min_reports = 20) but on
+    5 devices. Every device but 5 draws its two slots among the other coefficients; the 5 put one slot on the
+    coefficient of {q2, q3}. Its marginal (and the rows resting on it) must be withheld as resting on fewer than
+    min_reports devices, and the rest published. Fails on main (the config is refused) and with the thin rule
+    counting reports instead of devices (``per_device`` = 1 in hadamard_rows.thin_sets: 120 >= 20)."""
+    spec = config("hadamard")
+    cfg = parse_config(spec)
+    fam, rng = cfg.sampling.family, np.random.default_rng(9)
+    target = fam.index((2, 3))
+    others = np.array([i for i in range(1, len(fam)) if i != target])
+    idx = rng.choice(others, size=(DEVICES, cfg.sampling.slots))
+    idx[:5, 0] = target
+    parities = rng.integers(0, 2, size=(DEVICES, cfg.sampling.slots))
+    owner = np.repeat(np.arange(DEVICES), PER_DAY)
+    fresh = (rng.random((owner.size, cfg.sampling.slots)) >= cfg.kind_memo.instantaneous.keep).astype(np.int64)
+    packed = cfg.wire.pack(idx[owner], parities[owner] ^ fresh)
+    records = [{"collection": "memo", "event_time": T0 + (i % PER_DAY) * HOUR + 1000 * (i // PER_DAY),
+                "bits": packed[i].tobytes(), "dimensions": {}, "client": f"dev-{owner[i]}"} for i in range(owner.size)]
+    out = tmp_path / "out"
+    run(run_args(tmp_path, spec, records, "memo", out))
+    published = {tuple(r["columns"]) for r in read_rows(str(out), "marginals", collection="memo")}
+    assert (2, 3) not in published and (0,) in published and (0, 1) in published
+    held = [r["reason"] for r in read_rows(str(out), "withheld", collection="memo")]
+    assert any(r.startswith("marginal of q2,q3 withheld") and "devices" in r for r in held), held
