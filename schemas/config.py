@@ -315,7 +315,8 @@ def _kind_privacy(spec, sampling, check: bool = True) -> Privacy | None:
         check_positive("privacy.epsilon", epsilon)
         if check and sampling.epsilon > epsilon + 1e-12:
             raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channel gives a whole "
-                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon")
+                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon (channel.epsilon_1 when it "
+                             f"memoizes: one report's)")
     return Privacy("local", epsilon, **_spans(spec))
 
 
