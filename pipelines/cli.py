@@ -1,4 +1,5 @@
-"""The ``ldp-marginals`` command: run, simulate, produce, collect, calibrate, plan, compare, demo, dashboard."""
+"""The ``ldp-marginals`` command: run, simulate, client-config, produce, collect, calibrate, plan, compare, demo,
+dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -88,6 +89,16 @@ def build_parser() -> tuple:
                      help="the dimension value whose reports change (needs --dimension of that dimension)")
     sim.add_argument("--diurnal", action="store_true",
                      help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00")
+    cc = sub.add_parser("client-config", help="write the JSON a collection's devices read (the JVM, TypeScript and "
+                                              "Python clients), from the collection config",
+                        description="Write the client config of one collection (docs/client.md): its features, "
+                                    "window and, per bit, the p and q the device randomizes with (the permanent "
+                                    "channel of a bit that memoizes), whether reports carry the device token and "
+                                    "the declared reports_per_day; or the kind's object (hadamard, subset). Serve "
+                                    "it to the devices as is: its numbers are final, and the channel they make is "
+                                    "the one the job inverts.")
+    from ldp_marginals.pipelines.client_config import add_client_config_arguments
+    add_client_config_arguments(cc)
     prod = sub.add_parser("produce", help="send Avro report files to a Kafka topic as a collector does",
                           description="Send the reports of Avro files (as simulate writes) to a Kafka topic as a "
                                       "collector does: in Avro containers of at most --batch-reports reports and "
@@ -168,6 +179,9 @@ def main(argv=None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         elif args.command == "simulate":
             _simulate(args)
+        elif args.command == "client-config":
+            from ldp_marginals.pipelines.client_config import main as client_config_main
+            client_config_main(args)
         elif args.command == "produce":
             from ldp_marginals.pipelines.produce import main as produce_main
             produce_main(args)
