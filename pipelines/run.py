@@ -388,9 +388,9 @@ def make_pipeline(argv=None, expansion_service=None):
 def use_local_cluster(args, options: PipelineOptions) -> list:
     """A Kafka job that names no expansion service (nor a Java boot binary), no bootstrap servers or, on the
     job server's Flink, no ``--flink-rest``: take them from the cluster ``make cluster-up`` recorded
-    (:mod:`~ldp_marginals.pipelines.local_cluster`), and say on stderr which were taken and from where.
+    (:mod:`~ldp_marginals.pipelines.local_services`), and say on stderr which were taken and from where.
     Returns the options taken (``["--kafka-expansion-service=localhost:8097", ...]``)."""
-    from ldp_marginals.pipelines.local_cluster import find_cluster
+    from ldp_marginals.pipelines.local_services import find_cluster
     if not args.kafka_topic:
         return []
     wanted = not args.kafka_expansion_service and not args.kafka_java_boot

@@ -77,8 +77,8 @@ TASKMANAGER_MEMORY = {
 # first, on the cores the Python workers need. The quick compiler alone (C1) cut a TaskManager's CPU
 # per job from 9-10 s to 6-8 s and the job's time with it (README, goal 8).
 TASKMANAGER_JIT = ["-XX:TieredStopAtLevel=1"]
-# the record `ldp-marginals run` reads (pipelines/local_cluster.py owns its name and place)
-from ldp_marginals.pipelines.local_cluster import CLUSTER_DIR, CLUSTER_FILE as STATE_FILE  # noqa: E402
+# the record `ldp-marginals run` reads (pipelines/local_services.py owns its name and place)
+from ldp_marginals.pipelines.local_services import CLUSTER_DIR, CLUSTER_FILE as STATE_FILE  # noqa: E402
 _CHILDREN = {}   # pid -> Popen of the parts this process started (kept, so none is reaped unseen)
 
 
