@@ -363,6 +363,7 @@ def make_pipeline(argv=None, expansion_service=None):
     update = args.streaming and options.view_as(GoogleCloudOptions).update
     args.resuming = bool(savepoint or update)
     resumer = f"--savepoint_path={savepoint}" if savepoint else "--update"
+    args.resumed_from = resumer if args.resuming else None   # the progress lines say their counts restart
     args.run_id = resumed_run_id(args.output, resumer) if args.resuming else new_run_id()
     args.job_name = job_name(options, args.run_id)
     # the release ledger: what earlier batch runs into --output published (None: streaming, no ledger)
@@ -656,7 +657,8 @@ def run(argv=None) -> dict:
     prepare_outputs(args, configs)
     result = None
     try:
-        with Progress(0 if args.detach else args.progress_seconds) as progress, signals_stop():
+        with Progress(0 if args.detach else args.progress_seconds, resumed_from=args.resumed_from) as progress, \
+                signals_stop():
             result = pipeline.run()
             if args.detach:
                 print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")
