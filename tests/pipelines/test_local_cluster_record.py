@@ -82,3 +82,11 @@ def test_a_record_of_a_stopped_cluster_is_not_used_and_said_so(repo, capsys):
     os.remove(folder / ".jvm" / "run" / "cluster.json")   # no record (cluster-down removes it): no word
     build(KAFKA + ["--kafka-bootstrap", "b:9"])
     assert seen["expansion"] is None and capsys.readouterr().err == ""
+
+
+def test_a_record_named_by_the_environment(repo, capsys, monkeypatch, tmp_path_factory):
+    folder, seen = repo
+    elsewhere = tmp_path_factory.mktemp("repo")
+    monkeypatch.setenv("LDP_MARGINALS_CLUSTER", record(elsewhere, os.getpid()))
+    build(KAFKA)
+    assert seen["expansion"] == "localhost:18097" and str(elsewhere) in capsys.readouterr().err
