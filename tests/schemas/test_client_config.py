@@ -12,7 +12,6 @@ import yaml
 from ldp_marginals.ldp.client import ClientSpec, DeviceClient
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
-from ldp_marginals.ldp.memoized import ClientChannels
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.pipelines import cli
 from ldp_marginals.pipelines.admission import screen_body, screen_singles
