@@ -130,9 +130,7 @@ def describe_kind(cfg) -> dict:
             "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length} for d in cfg.dimensions},
             "extremes": [], "conditionals": 0,
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
-            "unit": cfg.unit,
-            "max_reports_per_device": cfg.device.max_reports_per_device if cfg.device is not None else None,
-            "max_keys_per_device": cfg.device.max_keys_per_device if cfg.device is not None else None,
+            **cfg.describe_unit(),
             "memoized_bits": [],
             # one report is epsilon-LDP; reports of one device compose (no memoization)
             "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "enforced": None, "declared": None}}
