@@ -151,7 +151,7 @@ RULES = (
     Rule("device-keys-streaming-global", "device bounds (privacy.unit device, or unit report with a bound) x "
          "dimensions x global window x streaming", LIMIT, STREAMING,
          lambda c: c.bounds_keys and c.window.type == "global",
-         lambda c: f"a bound per device (privacy.unit {c.unit!r}) with dimensions {[d.name for d in c.dimensions]} on a global window: the "
+         lambda c: f"privacy.unit {c.unit!r}{'' if c.counts_devices else ' with a bound per device'} with dimensions {[d.name for d in c.dimensions]} on a global window: the "
                    "streaming engine bounds a device's keys (max_keys_per_device="
                    f"{c.device.max_keys_per_device}) when the slice's window closes, and a global window closes only "
                    "when the stream ends, so its early panes would publish nothing",
