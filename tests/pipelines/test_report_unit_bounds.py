@@ -137,3 +137,38 @@ def test_memoized_reports_under_the_report_unit_carry_the_shared_term_of_the_enf
         assert cfg.shared_reports == 0
         assert summary["reports_over_device_bound"] == DEVICES * (M - 1)
         assert all(r["n_reports"] == DEVICES for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+def test_the_whole_report_kinds_take_the_bound_and_count_reports(tmp_path, kind):
+    """The kinds under the report unit with M = 2 (tests/pipelines/test_kind_device_unit.py's reports: hour 0
+    1,500 devices and a chatty one, hour 1 19 devices of 10): hour 0's rows are the kind's estimator on
+    exactly the kept reports; hour 1's 38 kept reports pass min_reports = 20 (no window withheld, as the
+    device unit's 19 devices are), and what its rows rest on is judged by the thin-row rule in reports
+    (per_device 1)."""
+    from ldp_marginals.ldp.hadamard_reports import HadamardAggregator
+    from ldp_marginals.ldp.subset_reports import SubsetAggregator
+    from tests.pipelines.test_kind_device_unit import _records, config
+    spec = dict(config(kind), privacy={"max_reports_per_device": 2})
+    cfg = parse_config(spec)
+    assert (cfg.unit, cfg.device.max_reports_per_device) == ("report", 2)
+    records = _records(cfg, kind)
+    out = _run(tmp_path, spec, records, f"kind-{kind}")
+    kept = _kept(records, 2)
+    plain = (HadamardAggregator if kind == "hadamard" else SubsetAggregator)(cfg.sampling)
+    packed = np.frombuffer(b"".join(kept[0]), dtype=np.uint8).reshape(len(kept[0]), cfg.wire.n_bytes)
+    want = plain.marginals(plain.add_packed(plain.create(), packed))
+    rows = read_rows(str(out), "marginals", collection="dev")
+    first = [r for r in rows if r["window_start"] == T0]
+    assert sorted(tuple(r["columns"]) for r in first) == sorted(tuple(s) for s in cfg.published_sets)
+    for r in first:
+        i = want.family.index(tuple(r["columns"]))
+        assert r["n_reports"] == len(kept[0]) and r["estimate"] == pytest.approx(want.means[i], abs=1e-9)
+        assert r["variance"] == pytest.approx(want.variances[i], abs=1e-9)
+    held = read_rows(str(out), "withheld", collection="dev")
+    assert all(r["window_start"] == T0 + HOUR and "min_reports=20 devices" not in r["reason"] for r in held)
+    second = [r for r in rows if r["window_start"] == T0 + HOUR]
+    assert all(r["n_reports"] == 38 for r in second + held)
+    assert len(second) + len(held) > 0
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert summary["reports_over_device_bound"] == len(records) - 3 - len(kept[0]) - len(kept[1]) >= 298 + 19 * 8
