@@ -172,3 +172,31 @@ def test_the_whole_report_kinds_take_the_bound_and_count_reports(tmp_path, kind)
     assert len(second) + len(held) > 0
     summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["reports_over_device_bound"] == len(records) - 3 - len(kept[0]) - len(kept[1]) >= 298 + 19 * 8
+
+
+def test_two_keys_a_device_under_the_report_unit(tmp_path):
+    """The probe's "two keys a device" under the report unit (tests/pipelines/test_device_keys.py's reports:
+    60 devices in 1-4 regions in hour 0; hour 1 25 devices in af, 12 of them also in 3 other regions):
+    per slice a device adds to at most K = 2 keys and M = 2 reports a key, the rest counted; a key is
+    published on min_reports *reports*: min_reports one more than af's kept devices in hour 1, which its
+    2 reports a device pass (the device unit withholds that key)."""
+    from tests.pipelines.test_device_keys import CONFIG as KEYS
+    from tests.pipelines.test_device_keys import _expected
+    from tests.pipelines.test_device_keys import _reports as key_reports
+    records = key_reports()
+    kept, devices, over = _expected(records, 2, 2)
+    m = len(devices[(1, "af")]) + 1
+    assert len(kept[(1, "af")]) >= m   # fewer devices than min_reports, as many reports
+    spec = dict(KEYS, min_reports=m, privacy={"max_reports_per_device": 2, "max_keys_per_device": 2})
+    cfg = parse_config(spec)
+    assert (cfg.unit, cfg.bounds_keys) == ("report", True)
+    out = _run(tmp_path, spec, records, "keys")
+    rows = read_rows(str(out), "marginals", collection="dk")
+    published = {(r["window_start"], r["dimensions"]["region"]) for r in rows}
+    assert published == {(T0 + h * HOUR, g) for (h, g), bits in kept.items() if len(bits) >= m}
+    assert (T0 + HOUR, "af") in published
+    for r in rows:
+        assert r["n_reports"] == len(kept[((r["window_start"] - T0) // HOUR, r["dimensions"]["region"])])
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert summary["reports_over_key_bound"] == over > 50
+    assert summary["reports_over_device_bound"] == len(records) - over - sum(len(v) for v in kept.values())
