@@ -136,7 +136,18 @@ def test_memoized_reports_under_the_report_unit_carry_the_shared_term_of_the_enf
     else:
         assert cfg.shared_reports == 0
         assert summary["reports_over_device_bound"] == DEVICES * (M - 1)
-        assert all(r["n_reports"] == DEVICES for r in rows)
+        # each device's report of smallest rank (the content-blind choice), and their independent variance
+        from ldp_marginals.ldp.aggregate import client_key
+        from ldp_marginals.ldp.devices import report_ranks
+        times = np.array([r["event_time"] for r in records], dtype=np.int64)
+        ranks = report_ranks(client_key("memo"), np.array([client_key(r["client"]) for r in records],
+                                                          dtype=np.uint64), times)
+        first = [min(np.flatnonzero(owner == d), key=lambda i: int(ranks[i])) for d in range(DEVICES)]
+        est = estimate_tmdh(CooccurrenceAccumulator(cfg.family).add_packed(pack_bits(noisy[first])), cfg.channels)
+        for r in rows:
+            i = cfg.family.index(tuple(r["columns"]))
+            assert r["n_reports"] == DEVICES and r["estimate"] == pytest.approx(est.means[i], abs=1e-9)
+            assert r["variance"] == pytest.approx(est.variances[i], rel=1e-9)
 
 
 @pytest.mark.parametrize("kind", ["hadamard", "subset"])
