@@ -177,10 +177,9 @@ def test_the_whole_report_kinds_take_the_bound_and_count_reports(tmp_path, kind)
         assert r["n_reports"] == len(kept[0]) and r["estimate"] == pytest.approx(want.means[i], abs=1e-9)
         assert r["variance"] == pytest.approx(want.variances[i], abs=1e-9)
     held = read_rows(str(out), "withheld", collection="dev")
-    assert all(r["window_start"] == T0 + HOUR and "min_reports=20 devices" not in r["reason"] for r in held)
+    assert all(r["window_start"] == T0 + HOUR and r["statistic"] != "all" for r in held)   # rows, not the window
     second = [r for r in rows if r["window_start"] == T0 + HOUR]
-    assert all(r["n_reports"] == 38 for r in second + held)
-    assert len(second) + len(held) > 0
+    assert second and all(r["n_reports"] == 38 for r in second + held)   # seen: hadamard 1 row, subset 14
     summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["reports_over_device_bound"] == len(records) - 3 - len(kept[0]) - len(kept[1]) >= 298 + 19 * 8
 
