@@ -56,11 +56,6 @@ def _whole_report(cfg) -> bool:
     return cfg.sampling is not None
 
 
-def _memoized(cfg) -> bool:
-    """Per-bit channels that memoize (rappor, memoize: true) or a memoized whole-report kind."""
-    return cfg.kind_memo is not None or (bool(cfg.permanent) and any(c is not None for c in cfg.permanent))
-
-
 def _kind_fields(cfg) -> list:
     """The analyses asked for that the kind does not publish (ldp/channel_kind.py: ChannelKind.publishes, the
     one place that says what a kind serves)."""
@@ -104,36 +99,17 @@ def _mapping(spec, key) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _device_fields(spec) -> list:
-    """The fields of ``privacy`` that bound or rate a device, given under ``unit: report``."""
-    privacy = _mapping(spec, "privacy")
-    if privacy.get("unit", "report") != "report":
-        return []
-    return sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in privacy)
 
 
 RULES = (
     # ---- limits of the privacy math ------------------------------------------------------------------
-    Rule("device-bounds-need-device", "privacy.unit report x max_reports_per_device/max_keys_per_device/"
-         "reports_per_day", LIMIT, ANY,
-         lambda s: bool(_device_fields(s)),
-         lambda s: f"privacy.{_device_fields(s)[0]} is only for unit 'device', got unit='report': nothing links a "
-                   "report unit's reports to a device, so no bound per device can be enforced",
-         "set privacy.unit: device, or drop the field (under unit report every report counts once)",
-         "The device as the unit: a bound per device", stage=SPEC),
     Rule("spans-need-device", "privacy.epsilon_per_day/epsilon_per_month x privacy.unit report", LIMIT, ANY,
-         lambda c: c.device is None and c.privacy is not None and (c.privacy.epsilon_per_day is not None
+         lambda c: not c.counts_devices and c.privacy is not None and (c.privacy.epsilon_per_day is not None
                                                                    or c.privacy.epsilon_per_month is not None),
          lambda c: f"privacy.{'epsilon_per_day' if c.privacy.epsilon_per_day is not None else 'epsilon_per_month'} "
                    "needs privacy.unit 'device' (only it bounds the reports of a device the job publishes), got "
                    "unit='report'",
          "set privacy.unit: device (with max_reports_per_device), or drop the promise per day or month",
-         "Devices over time: memoization and epsilon"),
-    Rule("memoize-needs-device", "memoized channels x privacy.unit report", LIMIT, ANY,
-         lambda c: _memoized(c) and c.device is None,
-         lambda c: "memoized channels (memoize: true) correlate a device's reports, which only privacy.unit "
-                   "'device' bounds and accounts for",
-         "set privacy.unit: device (with max_reports_per_device), or drop memoize",
          "Devices over time: memoization and epsilon"),
     Rule("client-extremes-sliding", "extremes over: client x sliding window", LIMIT, ANY,
          lambda c: bool(c.client_extremes) and c.window.overlapping,
@@ -161,10 +137,10 @@ RULES = (
                    f"early_firing_seconds={c.early_firing_seconds!r}",
          "give early_firing_seconds, use fixed or sliding windows, or run it in batch",
          "Data flow of the job"),
-    Rule("device-keys-streaming-global", "privacy.unit device x dimensions x global window x streaming", LIMIT,
-         STREAMING,
+    Rule("device-keys-streaming-global", "device bounds (privacy.unit device, or unit report with a bound) x "
+         "dimensions x global window x streaming", LIMIT, STREAMING,
          lambda c: c.bounds_keys and c.window.type == "global",
-         lambda c: f"privacy.unit 'device' with dimensions {[d.name for d in c.dimensions]} on a global window: the "
+         lambda c: f"privacy.unit {c.unit!r}{'' if c.counts_devices else ' with a bound per device'} with dimensions {[d.name for d in c.dimensions]} on a global window: the "
                    "streaming engine bounds a device's keys (max_keys_per_device="
                    f"{c.device.max_keys_per_device}) when the slice's window closes, and a global window closes only "
                    "when the stream ends, so its early panes would publish nothing",

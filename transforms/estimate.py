@@ -182,7 +182,7 @@ class RollupRows(beam.PTransform):
     def expand(self, keys):
         cfg = self.config
         # col : (collection, {marked key}) per window: the rollup rows complementary suppression allows
-        if cfg.device is not None:   # the devices of each key's withheld slices, each device once
+        if cfg.counts_devices:   # the devices of each key's withheld slices, each device once
             held = (self.routed
                     | "HeldDevices" >> beam.Map(_held_devices)
                     | "SumHeld" >> beam.CombinePerKey(_union_devices))

@@ -127,7 +127,7 @@ class Atoms:
             aggregator = self.config.aggregator
             part = (cmd.event, self.dims, route, aggregator.merge([aggregator.create(), *(e.acc for e in inside)], False),
                     sum(e.acc.n for e in inside if not e.released))
-            step.rollup_parts.append((window, rollup_panes.RollupPart(*part) if self.config.device is None else
+            step.rollup_parts.append((window, rollup_panes.RollupPart(*part) if not self.config.counts_devices else
                                       rollup_panes.DeviceRollupPart(*part, tuple(int(d) for d in kept_devices(
                                           [e.acc for e in inside if not e.released])))))
         if not cmd.final:

@@ -203,7 +203,7 @@ def batch_rollups(config, window: tuple, parts: dict, held_devices: dict | None 
     aggregator = config.aggregator
     if not config.rollups:
         return {}
-    if config.device is not None:
+    if config.counts_devices:
         if held_devices is None:
             raise ValueError(f"collection {config.name!r}: rollups under privacy.unit 'device' count the devices of "
                              "the withheld slices, got held_devices=None")
@@ -241,7 +241,7 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
            for key, pair in sorted(parts.items())}
     if not config.rollups:
         return out
-    held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.device is not None else None
+    held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.counts_devices else None
     return out | batch_rollups(config, window, parts, held_devices)
 
 

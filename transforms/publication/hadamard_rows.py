@@ -89,7 +89,7 @@ def thin_sets(config, marginals, groups) -> dict:
     est = marginals.estimate
     family = est.mechanism.family
     marginal_sets = config.published_sets
-    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
+    per_device = config.repeats_per_window if config.counts_devices else 1   # min_reports counts devices
     if config.channel_kind == "hadamard":
         return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups) + analysis_sets(config),
                                   config.min_reports, per_device)
@@ -120,7 +120,7 @@ def atom_thin_sets(config, acc) -> dict:
     that sums it). Reads the counts only (no estimate)."""
     aggregator = config.aggregator
     family = aggregator.mechanism.family
-    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
+    per_device = config.repeats_per_window if config.counts_devices else 1   # min_reports counts devices
     if config.channel_kind == "hadamard":
         drawn = aggregator.coefficient_counts(acc).drawn
         return hadamard_thin_sets(drawn, family.index, list(config.published_sets) + table_sets(config)

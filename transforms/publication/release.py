@@ -21,7 +21,7 @@ def releasable(config, acc) -> bool:
     """Whether a pending increment may be released: at least ``min_reports`` reports (and at least one);
     under ``privacy.unit: device``, at least ``min_reports`` distinct devices (the increment's own,
     exact: one slice and key)."""
-    return (acc.n_devices if config.device is not None else acc.n) >= max(1, config.min_reports)
+    return (acc.n_devices if config.counts_devices else acc.n) >= max(1, config.min_reports)
 
 
 def client_rule(config, atoms) -> str | None:

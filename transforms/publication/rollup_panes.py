@@ -126,7 +126,7 @@ class Rollups:
             if p.event != exp.event:
                 keep.append(p)
                 continue
-            if cfg.device is not None:   # each device once in its capped key's withheld part
+            if cfg.counts_devices:   # each device once in its capped key's withheld part
                 held[p.route] = held.get(p.route, frozenset()) | frozenset(p.devices)
             else:
                 held[p.route] = held.get(p.route, 0) + p.held

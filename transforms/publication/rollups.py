@@ -194,7 +194,7 @@ def published_rollups(config, held: dict) -> set:
     released), and parts weigh their distinct devices (docs/design.md, section 7, "Rollups")."""
     if not config.rollups:
         return set()
-    if config.device is not None:
+    if config.counts_devices:
         cells = {key: frozenset(int(d) for d in devs) for key, devs in held.items() if len(devs)}
     else:
         cells = {key: n for key, n in held.items() if n > 0}
@@ -205,7 +205,7 @@ def published_rollups(config, held: dict) -> set:
         for key in cells:
             members[(i, marked(config, key, over))].add(key)
     out = {row for (_, row), inside in members.items() if not inside}
-    weight = {rk: (len(frozenset().union(*(cells[c] for c in inside))) if config.device is not None
+    weight = {rk: (len(frozenset().union(*(cells[c] for c in inside))) if config.counts_devices
                    else sum(cells[c] for c in inside)) for rk, inside in members.items()}
     candidates = sorted((rk for rk, inside in members.items() if inside),
                         key=lambda rk: (-len(config.rollups[rk[0]]), rk[0], -weight[rk], rk[1]))

@@ -204,7 +204,7 @@ def held_row(config, base, held: int, anything_released: bool) -> dict:
         reason = f"{held} reports < min_reports={config.min_reports}"
     else:
         reason = (f"{held} reports held back: increments (slices or panes) of fewer than min_reports="
-                  f"{config.min_reports} {'devices' if config.device is not None else 'reports (or clients)'}")
+                  f"{config.min_reports} {'devices' if config.counts_devices else 'reports (or clients)'}")
     return withheld_row(config, base, held, reason)
 
 
