@@ -126,7 +126,7 @@ def is_rollup(key) -> bool:
     return any(value == ROLLED_UP for value in values)
 
 
-def nested(cells: dict, rows: dict, min_reports: int) -> set:
+def nested(cells: dict, rows: dict, min_reports: int, parts: dict | None = None) -> set:
     """The rows of ``rows`` (``{row: set of cells}``, in order of preference) published, each in turn
     when the published rows stay *nested* (as sets of cells, any two are disjoint or one holds the other)
     and every published row's cells outside the published rows within it hold ``min_reports`` reports
@@ -138,7 +138,9 @@ def nested(cells: dict, rows: dict, min_reports: int) -> set:
     rows is constant on each own part (the sum of the coefficients of the part's row and the rows around
     it), so a nonzero combination is nonzero on a whole own part: ``min_reports`` reports. Rows that
     cross (a region's and a version's, both with withheld keys) are not published together: the first in
-    the order is."""
+    the order is. ``parts``, when given, receives ``{chosen row: [own part (frozenset of cells) of
+    every published row within it, its own included]}``: the cells any combination of the published rows
+    is constant on (the whole-report kinds' rule per part, :mod:`.kind_rollups`)."""
     order = sorted(cells)
     bit = {c: 1 << i for i, c in enumerate(order)}
 
@@ -156,13 +158,14 @@ def nested(cells: dict, rows: dict, min_reports: int) -> set:
         return len(devices) if by_device else total
 
     own = {}   # published mask -> its own part (mask)
-    chosen = set()
+    chosen, masks = set(), {}
     for row, members in rows.items():
         mask = 0
         for c in members:
             mask |= bit[c]
         if mask in own:   # the same combination of cells as a published row: nothing new
             chosen.add(row)
+            masks[row] = mask
             continue
         if mass(mask) < min_reports or any(p & mask and p & ~mask and mask & ~p for p in own):
             continue
@@ -180,6 +183,11 @@ def nested(cells: dict, rows: dict, min_reports: int) -> set:
         if parent is not None:
             own[parent] = rest
         chosen.add(row)
+        masks[row] = mask
+    if parts is not None:
+        for row in chosen:
+            mask = masks[row]
+            parts[row] = [frozenset(c for c in order if own[p] & bit[c]) for p in own if not p & ~mask and own[p]]
     return chosen
 
 
@@ -192,16 +200,25 @@ def published_rollups(config, held: dict) -> set:
     device`` ``held`` is ``{capped key: the devices of its withheld reports}`` (any collection of device
     keys, :func:`~ldp_marginals.ldp.aggregate.kept_devices`; empty for a key whose reports are all
     released), and parts weigh their distinct devices (docs/design.md, section 7, "Rollups")."""
+    return rollup_plan(config, held)[0]
+
+
+def rollup_plan(config, held: dict) -> tuple:
+    """``(published, members, parts)``: :func:`published_rollups`' marked keys; ``{marked key: its capped
+    keys}`` of every rollup row; ``{marked key: [own part]}`` of the published rows, each own part (of
+    the row or of a published row within it) a frozenset of withheld capped keys (:func:`nested`; none for
+    a row without withheld reports)."""
     if not config.rollups:
-        return set()
+        return set(), {}, {}
     if config.device is not None:
         cells = {key: frozenset(int(d) for d in devs) for key, devs in held.items() if len(devs)}
     else:
         cells = {key: n for key, n in held.items() if n > 0}
-    members = {}   # (rollup, marked key) -> its withheld cells
+    members, keys = {}, {}   # (rollup, marked key) -> its withheld cells; marked key -> its capped keys
     for i, over in enumerate(config.rollups):
         for key in held:
             members.setdefault((i, marked(config, key, over)), set())
+            keys.setdefault(marked(config, key, over), set()).add(key)
         for key in cells:
             members[(i, marked(config, key, over))].add(key)
     out = {row for (_, row), inside in members.items() if not inside}
@@ -209,5 +226,9 @@ def published_rollups(config, held: dict) -> set:
                    else sum(cells[c] for c in inside)) for rk, inside in members.items()}
     candidates = sorted((rk for rk, inside in members.items() if inside),
                         key=lambda rk: (-len(config.rollups[rk[0]]), rk[0], -weight[rk], rk[1]))
-    chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports)
-    return out | {row for _, row in chosen}
+    parts = {}
+    chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports, parts)
+    own = {row: [] for row in out}
+    for rk in chosen:
+        own[rk[1]] = parts[rk]
+    return out | {row for _, row in chosen}, keys, own

@@ -1,0 +1,96 @@
+"""Rollups of the whole-report kinds (``hadamard``, ``subset``): which rows of a published rollup row are
+withheld because they would give back rows its keys withhold (issue 48 item 4; docs/design.md, section 7,
+"Rollups", "Whole-report kinds").
+
+:func:`~.rollups.rollup_plan` chooses a window's rollup rows from the capped keys' withheld counts, as for
+per-bit channels; under these kinds a rollup row publishes, per set of bits, a function of the sum of its
+keys' released (``R_k``) and withheld (``H_k``) content, and a key may have withheld a row of its own
+released content for resting on few reports (:mod:`~ldp_marginals.ldp.thin_rows`). So a rollup row withholds
+the set S (its marginal, table or analysis) when
+
+1. a key it sums that released content withholds S (the rollup minus its published keys would be that
+   key's row of S): then every published rollup row's released part of S is a sum of published key rows
+   of S, and adds nothing a reader does not hold; or
+2. the rule of :mod:`~ldp_marginals.ldp.thin_rows` (the family rule over every configured row) names S on
+   the withheld reports of one *own part* inside the row (:func:`~.rollups.nested`): a combination of the
+   published rollup rows is constant on each own part, so on one own part it is a combination of the rows
+   of the sets published by the rollup rows around it, all of which that part's rule leaves (fewer rows
+   isolate no more), so on each monomial (subset) or coefficient (hadamard) it isolates 0 or at least
+   ``min_reports`` (x R under the device unit) of the part's reports.
+
+The rule reads counts only (:func:`~.hadamard_rows.thin_counts`: which coefficient or subset each report
+drew, content-blind), which add across reports, so a part's counts are the sum of its keys'.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ldp_marginals.ldp.thin_rows import Thin
+from ldp_marginals.transforms.publication.hadamard_rows import atoms_thin_sets, thin_counts, thin_of_counts
+
+
+class KindPart(NamedTuple):
+    """What a capped key (or one of its keys) tells its rollups under a whole-report kind: the thin-row
+    counts (:func:`~.hadamard_rows.thin_counts`) of its released content and of its withheld content
+    (``()``: none), and the sets thin in one of its released atoms (streaming, where panes difference)."""
+
+    released: tuple
+    held: tuple
+    atom_thin: tuple = ()
+
+
+def kind_part(config, released, held, atoms=()) -> KindPart:
+    """The :class:`KindPart` of a key's ``released`` and ``held`` accumulators (or None) and, where its
+    rows are decided per atom, its released ``atoms`` (accumulators)."""
+    def counts(acc):
+        if acc is None or not acc.n:
+            return ()
+        return tuple(int(c) for c in thin_counts(config, config.aggregator.settle(acc)))
+    return KindPart(counts(released), counts(held), tuple(sorted(atoms_thin_sets(config, atoms)) if atoms else ()))
+
+
+def merge_kind_parts(parts) -> KindPart:
+    """The :class:`KindPart` of several keys' parts (a capped key's, or a part's): counts added, atoms'
+    thin sets united."""
+    released, held, thin = None, None, set()
+    for p in parts:
+        if p.released:
+            released = np.asarray(p.released, dtype=np.int64) + (0 if released is None else released)
+        if p.held:
+            held = np.asarray(p.held, dtype=np.int64) + (0 if held is None else held)
+        thin |= {tuple(s) for s in p.atom_thin}
+    as_tuple = (lambda c: () if c is None else tuple(int(x) for x in c))  # noqa: E731
+    return KindPart(as_tuple(released), as_tuple(held), tuple(sorted(thin)))
+
+
+def rollup_thin(config, members: dict, own_parts: dict, parts: dict) -> dict:
+    """``{marked key: {set of bits: Thin}}`` of each published rollup row (``own_parts``, from
+    :func:`~.rollups.rollup_plan` with ``members``, its capped keys): the sets it withholds (module
+    docstring). ``parts``: ``{capped key: KindPart}``."""
+    out = {}
+    for row, own in own_parts.items():
+        thin = {}
+
+        def add(s, t):
+            if s not in thin or t.reports < thin[s].reports:
+                thin[s] = t
+        for key in sorted(members.get(row, ())):
+            part = parts.get(key)
+            if part is None or not part.released:
+                continue
+            named = dict(thin_of_counts(config, part.released))
+            named.update({tuple(s): named.get(tuple(s), Thin(0, "one of its released increments rests on too "
+                                                                "few reports")) for s in part.atom_thin})
+            for s, t in named.items():
+                add(s, Thin(t.reports, f"a key it sums withholds it ({t.why}), and the rollup minus its other "
+                                       "published keys would give that row back"))
+        for cells in own:
+            held = [parts[k].held for k in cells if k in parts and parts[k].held]
+            if not held:
+                continue
+            for s, t in thin_of_counts(config, np.sum(np.asarray(held, dtype=np.int64), axis=0)).items():
+                add(s, Thin(t.reports, f"on the withheld reports of {len(cells)} key(s) it sums, {t.why}"))
+        out[row] = thin
+    return out
