@@ -9,7 +9,8 @@ released or held (:func:`~ldp_marginals.transforms.publication.engine.batch_rout
 of each window and capped key are combined into two accumulators (released, held) before the one
 step that makes their rows (:func:`~ldp_marginals.transforms.publication.engine.batch_key`).
 Rollups (batch): which rollup rows a window publishes is another small side computation, on the
-capped keys' withheld counts (:func:`~ldp_marginals.transforms.publication.rollups.published_rollups`);
+capped keys' withheld counts (:func:`~ldp_marginals.transforms.publication.rollups.published_rollups`;
+under a whole-report kind also their thin-row counts, :mod:`~ldp_marginals.transforms.publication.kind_rollups`);
 each capped key's two accumulators go to its published rollup rows, combined per rollup row.
 Streaming: the engine's three keyed state machines (:mod:`~ldp_marginals.transforms.panes`). Both
 publish through the same engine path.

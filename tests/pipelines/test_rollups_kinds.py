@@ -26,9 +26,15 @@ ALL = "__all__"
 PAIR = (0, 1)
 
 
-def _spec(kind: str) -> dict:
+DEVICE = {"unit": "device", "max_reports_per_device": 1, "max_keys_per_device": 1}
+
+
+def _spec(kind: str, unit: str = "report") -> dict:
+    """Under ``privacy.unit: device`` every report is its own device's (a token each; at most one report a
+    device and one key: R = 1), so the thin-row rule decides as under the report unit, and the withheld
+    parts weigh devices (docs/design.md, section 7, "Rollups", "Under the device unit")."""
     channel = {"kind": kind, "epsilon": 2.0} | ({"width": 2} if kind == "subset" else {})
-    return {"collection": "kr", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(3)],
+    return ({"privacy": DEVICE} if unit == "device" else {}) | {"collection": "kr", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(3)],
             "channel": channel, "max_order": 2, "min_reports": M, "window": {"type": "fixed", "size_seconds": 3600},
             "dimensions": {"region": {"max_values": 4}, "version": {"max_values": 8}}, "rollups": [["region"]]}
 
@@ -60,7 +66,8 @@ def _records(cfg) -> list:
             else:
                 packed = fmt.pack(np.array([[family.index(draw)]]), np.array([[int(rng.integers(0, 2))]]))
             out.append({"collection": cfg.name, "event_time": T0 + 60_000 * (i + 1), "bits": packed[0].tobytes(),
-                        "dimensions": {"region": region, "version": version}, "client": None})
+                        "dimensions": {"region": region, "version": version},
+                        "client": f"{region}-{version}-{i}" if cfg.device is not None else None})
     return out
 
 
@@ -116,9 +123,10 @@ def _difference_rests_on_enough(cfg, rollups, keys):
     return checked
 
 
+@pytest.mark.parametrize("unit", ["report", "device"])
 @pytest.mark.parametrize("kind", ["subset", "hadamard"])
-def test_the_job_withholds_a_rollups_row_that_would_give_back_a_thin_key_row(kind, tmp_path):
-    spec = _spec(kind)
+def test_the_job_withholds_a_rollups_row_that_would_give_back_a_thin_key_row(kind, unit, tmp_path):
+    spec = _spec(kind, unit)
     cfg = parse_config(spec)
     records = _records(cfg)
     _run(tmp_path, spec, records, "in", tmp_path / "out")
@@ -128,11 +136,12 @@ def test_the_job_withholds_a_rollups_row_that_would_give_back_a_thin_key_row(kin
         assert _difference_rests_on_enough(cfg, rollups, keys) >= 5
 
 
+@pytest.mark.parametrize("unit", ["report", "device"])
 @pytest.mark.parametrize("kind", ["subset", "hadamard"])
-def test_streaming_rollups_of_the_kinds_equal_batch(kind):
+def test_streaming_rollups_of_the_kinds_equal_batch(kind, unit):
     """The same reports in streaming (TestStream, every report on time): the rollup rows, published once at
     the window's close, are batch's, and withhold the pair."""
-    cfg = parse_config(_spec(kind))
+    cfg = parse_config(_spec(kind, unit))
     records = _records(cfg)
     messages = [schemas.encode_message("noisy_report", r) for r in records]
     batch = run_batch(beam.Create(messages), cfg)

@@ -10,7 +10,8 @@ window publishes depends on every capped key's held count (complementary suppres
 at the window's close (:func:`rolls_up`), from the keys' final content and the final decisions. At the
 close each key's atoms send its whole content in the window (its released atoms and its pending part,
 merged) with its capped key and the count still held (under ``privacy.unit: device`` also the devices
-still held, which the rule counts, each once per capped key); the clock says how many keys the close
+still held, which the rule counts, each once per capped key; under a whole-report kind the thin-row counts
+of its released and held content, :mod:`.kind_rollups`); the clock says how many keys the close
 commands. When all have come, the step decides the published rows exactly as batch does and publishes
 each in one pane (its pane 0, with the close's timing); the window's state goes. Late partials after
 the close are dead letters (the clock), so a published rollup never changes. Why never earlier: a
