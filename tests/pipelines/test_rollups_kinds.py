@@ -20,6 +20,7 @@ from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.schemas.config import parse_config
 from tests.pipelines.test_attacks_issue47 import T0, _run, _set_counts
 from tests.pipelines.test_same_answers import latest_panes, run_batch, run_streaming
+from tests.pipelines.test_streaming import run_stream
 
 M = 5
 ALL = "__all__"
@@ -134,6 +135,10 @@ def test_the_job_withholds_a_rollups_row_that_would_give_back_a_thin_key_row(kin
                            read_rows(str(tmp_path / "out"), "withheld"))
     if kind == "subset":
         assert _difference_rests_on_enough(cfg, rollups, keys) >= 5
+    # earlier releases: a rerun into the same output (a backfill's rollup minus the first run's) is refused,
+    # as for per-bit channels (pipelines/release_ledger.py: check_rollups)
+    with pytest.raises(ValueError, match="rollups, which the release ledger does not cover"):
+        _run(tmp_path, spec, records, "again", tmp_path / "out")
 
 
 @pytest.mark.parametrize("unit", ["report", "device"])
@@ -157,3 +162,44 @@ def test_streaming_rollups_of_the_kinds_equal_batch(kind, unit):
                       for r in kind_rows if ALL in r["dimensions"].values())
     for out in ("marginals", "withheld"):
         assert rows(batch[out]) == rows(latest[out]), out
+
+
+def test_streaming_rollup_withholds_a_pair_a_key_withholds_for_one_released_increment():
+    """Early panes difference a key's rows into released increments (atoms); a rollup must not give back a
+    row its key withholds for one atom. eu 2.0's first 20 reports (6 drew the pair) are released in an early
+    pane; its next 10 reports hold ONE that drew it, so its final pane withholds the pair (7 in the window,
+    but 1 in that increment: final minus early would be that report). eu 1.0 (20 reports) has none that drew
+    it. eu's rollup, published at the close on 50 reports, must withhold the pair: its row minus eu 2.0's
+    early pane (6 drew it) would be the one report's answer."""
+    spec = dict(_spec("subset"), early_firing_seconds=60)
+    cfg = parse_config(spec)
+    fmt = cfg.aggregator.format
+    rng = np.random.default_rng(4802)
+
+    def reports(version, draws, minute0):
+        out = []
+        for i, draw in enumerate(draws):
+            mask = sum(1 << b for b in draw)
+            out.append({"collection": cfg.name, "event_time": T0 + 60_000 * (minute0 + i),
+                        "bits": fmt.pack([mask], [int(rng.integers(0, 8)) & mask])[0].tobytes(),
+                        "dimensions": {"region": "eu", "version": version}, "client": None})
+        return out
+    first = reports("1.0", [(0, 2)] * 10 + [(1, 2)] * 10, 1) + reports("2.0", [PAIR] * 6 + [(0, 2)] * 7 + [(1, 2)] * 7, 1)
+    second = reports("2.0", [PAIR] + [(0, 2)] * 5 + [(1, 2)] * 4, 30)
+    encode = lambda rs: [schemas.encode_message("noisy_report", r) for r in rs]   # noqa: E731
+    stream = (test_stream.TestStream().advance_watermark_to(0)
+              .add_elements(encode(first))
+              .advance_watermark_to(T0 / 1000 + 60)
+              .advance_processing_time(120)          # an early pane: the first 40 reports
+              .add_elements(encode(second))
+              .advance_watermark_to_infinity())      # the on-time (final) pane and the rollups
+    got = run_stream(stream, cfg)[0]
+    marginals = [r for f in got["panes"] if f.kind == "marginals" for r in f.rows]
+    early = [r for r in marginals if r["dimensions"] == {"region": "eu", "version": "2.0"} and tuple(r["columns"]) == PAIR]
+    assert [r["n_reports"] for r in early] == [20], early   # the attack needs the early pane's pair, on 6
+    rollups = [r for r in marginals if ALL in r["dimensions"].values()]
+    assert rollups and {r["n_reports"] for r in rollups} == {50}
+    assert not [r for r in rollups if tuple(r["columns"]) == PAIR], "the rollup gives back the increment's pair"
+    why = [r["reason"] for f in got["panes"] if f.kind == "withheld" for r in f.rows
+           if ALL in r["dimensions"].values() and "b0,b1" in r["reason"]]
+    assert why and "released increment" in why[0], why
