@@ -69,28 +69,35 @@ def rollup_thin(config, members: dict, own_parts: dict, parts: dict) -> dict:
     """``{marked key: {set of bits: Thin}}`` of each published rollup row (``own_parts``, from
     :func:`~.rollups.rollup_plan` with ``members``, its capped keys): the sets it withholds (module
     docstring). ``parts``: ``{capped key: KindPart}``."""
+    of_key, of_part = {}, {}   # a key is in a row of each rollup, an own part in every row around it: once each
+
+    def key_thin(key) -> dict:
+        if key not in of_key:
+            part = parts.get(key)
+            named = {}
+            if part is not None and part.released:
+                named = dict(thin_of_counts(config, part.released))
+                named.update({tuple(s): named.get(tuple(s), Thin(0, "one of its released increments rests on too "
+                                                                    "few reports")) for s in part.atom_thin})
+            of_key[key] = {s: Thin(t.reports, f"a key it sums withholds it ({t.why}), and the rollup minus its "
+                                              "other published keys would give that row back")
+                           for s, t in named.items()}
+        return of_key[key]
+
+    def part_thin(cells) -> dict:
+        if cells not in of_part:
+            held = [parts[k].held for k in cells if k in parts and parts[k].held]
+            of_part[cells] = {} if not held else {
+                s: Thin(t.reports, f"on the withheld reports of {len(cells)} key(s) it sums, {t.why}")
+                for s, t in thin_of_counts(config, np.sum(np.asarray(held, dtype=np.int64), axis=0)).items()}
+        return of_part[cells]
+
     out = {}
     for row, own in own_parts.items():
         thin = {}
-
-        def add(s, t):
-            if s not in thin or t.reports < thin[s].reports:
-                thin[s] = t
-        for key in sorted(members.get(row, ())):
-            part = parts.get(key)
-            if part is None or not part.released:
-                continue
-            named = dict(thin_of_counts(config, part.released))
-            named.update({tuple(s): named.get(tuple(s), Thin(0, "one of its released increments rests on too "
-                                                                "few reports")) for s in part.atom_thin})
+        for named in [key_thin(key) for key in sorted(members.get(row, ()))] + [part_thin(c) for c in own]:
             for s, t in named.items():
-                add(s, Thin(t.reports, f"a key it sums withholds it ({t.why}), and the rollup minus its other "
-                                       "published keys would give that row back"))
-        for cells in own:
-            held = [parts[k].held for k in cells if k in parts and parts[k].held]
-            if not held:
-                continue
-            for s, t in thin_of_counts(config, np.sum(np.asarray(held, dtype=np.int64), axis=0)).items():
-                add(s, Thin(t.reports, f"on the withheld reports of {len(cells)} key(s) it sums, {t.why}"))
+                if s not in thin or t.reports < thin[s].reports:
+                    thin[s] = t
         out[row] = thin
     return out
