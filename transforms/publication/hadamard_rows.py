@@ -127,20 +127,29 @@ def thin_counts(config, acc) -> np.ndarray:
                           ).astype(np.int64)
 
 
-def thin_of_counts(config, counts) -> dict:
+def thin_of_counts(config, counts, index_of=None) -> dict:
     """``{set of bits: Thin}``: the rule of :mod:`~ldp_marginals.ldp.thin_rows` (the family rule over
-    every configured row) on ``counts`` (:func:`thin_counts`, of one accumulator or a sum of them)."""
+    every configured row) on ``counts`` (:func:`thin_counts`, of one accumulator or a sum of them);
+    ``index_of``: the family's index of a set (None: the family's own lookup; a caller deciding many
+    counts passes a dict's ``__getitem__``, :func:`set_index`)."""
     aggregator = config.aggregator
     family = aggregator.mechanism.family
+    index_of = family.index if index_of is None else index_of
     counts = np.asarray(counts, dtype=np.int64)
     per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
     sets = list(config.published_sets) + table_sets(config) + analysis_sets(config)
     if config.channel_kind == "hadamard":
-        return hadamard_thin_sets(counts, family.index, sets, config.min_reports, per_device)
+        return hadamard_thin_sets(counts, index_of, sets, config.min_reports, per_device)
     mech = aggregator.mechanism
-    return subset_thin_sets(lambda s: counts[family.index(s)], config.published_sets,
+    return subset_thin_sets(lambda s: counts[index_of(tuple(sorted(s)))], config.published_sets,
                             table_sets(config) + analysis_sets(config), config.min_reports,
                             known_order=mech.max_order, width=mech.width, per_device=per_device)
+
+
+def set_index(config):
+    """The family's index of a set (a sorted tuple of bits) as a dict lookup, for :func:`thin_of_counts`."""
+    family = config.aggregator.mechanism.family
+    return {family[i]: i for i in range(1, len(family))}.__getitem__
 
 
 def merge_thin(thin: dict, more: dict, of_atom: bool = True) -> dict:

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ldp_marginals.ldp.thin_rows import Thin
-from ldp_marginals.transforms.publication.hadamard_rows import atoms_thin_sets, thin_counts, thin_of_counts
+from ldp_marginals.transforms.publication.hadamard_rows import atoms_thin_sets, set_index, thin_counts, thin_of_counts
 
 
 class KindPart(NamedTuple):
@@ -70,13 +70,14 @@ def rollup_thin(config, members: dict, own_parts: dict, parts: dict) -> dict:
     :func:`~.rollups.rollup_plan` with ``members``, its capped keys): the sets it withholds (module
     docstring). ``parts``: ``{capped key: KindPart}``."""
     of_key, of_part = {}, {}   # a key is in a row of each rollup, an own part in every row around it: once each
+    index_of = set_index(config)
 
     def key_thin(key) -> dict:
         if key not in of_key:
             part = parts.get(key)
             named = {}
             if part is not None and part.released:
-                named = dict(thin_of_counts(config, part.released))
+                named = dict(thin_of_counts(config, part.released, index_of))
                 named.update({tuple(s): named.get(tuple(s), Thin(0, "one of its released increments rests on too "
                                                                     "few reports")) for s in part.atom_thin})
             of_key[key] = {s: Thin(t.reports, f"a key it sums withholds it ({t.why}), and the rollup minus its "
@@ -89,7 +90,7 @@ def rollup_thin(config, members: dict, own_parts: dict, parts: dict) -> dict:
             held = [parts[k].held for k in cells if k in parts and parts[k].held]
             of_part[cells] = {} if not held else {
                 s: Thin(t.reports, f"on the withheld reports of {len(cells)} key(s) it sums, {t.why}")
-                for s, t in thin_of_counts(config, np.sum(np.asarray(held, dtype=np.int64), axis=0)).items()}
+                for s, t in thin_of_counts(config, np.sum(np.asarray(held, dtype=np.int64), axis=0), index_of).items()}
         return of_part[cells]
 
     out = {}

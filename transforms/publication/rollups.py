@@ -126,7 +126,7 @@ def is_rollup(key) -> bool:
     return any(value == ROLLED_UP for value in values)
 
 
-def nested(cells: dict, rows: dict, min_reports: int, parts: dict | None = None) -> set:
+def nested(cells: dict, rows: dict, min_reports: int) -> set:
     """The rows of ``rows`` (``{row: set of cells}``, in order of preference) published, each in turn
     when the published rows stay *nested* (as sets of cells, any two are disjoint or one holds the other)
     and every published row's cells outside the published rows within it hold ``min_reports`` reports
@@ -138,9 +138,7 @@ def nested(cells: dict, rows: dict, min_reports: int, parts: dict | None = None)
     rows is constant on each own part (the sum of the coefficients of the part's row and the rows around
     it), so a nonzero combination is nonzero on a whole own part: ``min_reports`` reports. Rows that
     cross (a region's and a version's, both with withheld keys) are not published together: the first in
-    the order is. ``parts``, when given, receives ``{chosen row: [own part (frozenset of cells) of
-    every published row within it, its own included]}``: the cells any combination of the published rows
-    is constant on (the whole-report kinds' rule per part, :mod:`.kind_rollups`)."""
+    the order is."""
     order = sorted(cells)
     bit = {c: 1 << i for i, c in enumerate(order)}
 
@@ -158,14 +156,13 @@ def nested(cells: dict, rows: dict, min_reports: int, parts: dict | None = None)
         return len(devices) if by_device else total
 
     own = {}   # published mask -> its own part (mask)
-    chosen, masks = set(), {}
+    chosen = set()
     for row, members in rows.items():
         mask = 0
         for c in members:
             mask |= bit[c]
         if mask in own:   # the same combination of cells as a published row: nothing new
             chosen.add(row)
-            masks[row] = mask
             continue
         if mass(mask) < min_reports or any(p & mask and p & ~mask and mask & ~p for p in own):
             continue
@@ -183,12 +180,18 @@ def nested(cells: dict, rows: dict, min_reports: int, parts: dict | None = None)
         if parent is not None:
             own[parent] = rest
         chosen.add(row)
-        masks[row] = mask
-    if parts is not None:
-        for row in chosen:
-            mask = masks[row]
-            parts[row] = [frozenset(c for c in order if own[p] & bit[c]) for p in own if not p & ~mask and own[p]]
     return chosen
+
+
+def own_parts(rows: dict, chosen) -> dict:
+    """``{chosen row: [own part]}``: for each row of ``chosen`` (a nested family, :func:`nested`, of the
+    rows ``{row: set of cells}``), the own parts (frozensets of cells) of it and of every chosen row within
+    it, each a row's cells outside the chosen rows inside it, empty ones left out: the cells any combination
+    of the chosen rows is constant on (the whole-report kinds' rule per part, :mod:`.kind_rollups`)."""
+    sets = {row: frozenset(rows[row]) for row in chosen}
+    distinct = set(sets.values())
+    own = {m: m - frozenset().union(*(o for o in distinct if o < m)) for m in distinct}
+    return {row: [own[o] for o in distinct if o <= sets[row] and own[o]] for row in chosen}
 
 
 def published_rollups(config, held: dict) -> set:
@@ -206,8 +209,8 @@ def published_rollups(config, held: dict) -> set:
 def rollup_plan(config, held: dict) -> tuple:
     """``(published, members, parts)``: :func:`published_rollups`' marked keys; ``{marked key: its capped
     keys}`` of every rollup row; ``{marked key: [own part]}`` of the published rows, each own part (of
-    the row or of a published row within it) a frozenset of withheld capped keys (:func:`nested`; none for
-    a row without withheld reports)."""
+    the row or of a published row within it) a frozenset of withheld capped keys (:func:`own_parts`; none
+    for a row without withheld reports)."""
     if not config.rollups:
         return set(), {}, {}
     if config.device is not None:
@@ -226,8 +229,8 @@ def rollup_plan(config, held: dict) -> tuple:
                    else sum(cells[c] for c in inside)) for rk, inside in members.items()}
     candidates = sorted((rk for rk, inside in members.items() if inside),
                         key=lambda rk: (-len(config.rollups[rk[0]]), rk[0], -weight[rk], rk[1]))
-    parts = {}
-    chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports, parts)
+    chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports)
+    parts = own_parts(members, chosen)
     own = {row: [] for row in out}
     for rk in chosen:
         own[rk[1]] = parts[rk]
