@@ -188,3 +188,21 @@ def test_the_withheld_keys_of_a_total_give_back_nothing_of_their_thin_pair(monke
     monkeypatch.setattr(engine, "rollup_thin", lambda config, members, own, parts: kind_rollups.rollup_thin(
         config, members, {row: [] for row in own}, parts))
     assert ((KEYS[1], (0, 1)),) in _leaks(cfg, draws, cells, _subset_carries)
+
+
+def test_hadamard_rollup_publishes_a_coefficient_its_keys_withhold_when_together_they_hold_enough():
+    """The rule per coefficient (tighter than rule 1): (a, x) and (a, y) each withhold the pair, its
+    coefficient drawn by 2 and 3 of their reports; a's rollup (and the total, the same keys) publishes the
+    pair on those 5 together, the rollups over j (one key's 2 or 3) do not, and nothing leaks."""
+    cfg = _config("hadamard", 2, 2, None, [])
+    draws = [(0,), (1,), (0, 1)]
+    none = {a: 0 for a in draws}
+    cells = {KEYS[0]: {(0,): 6, (1,): 6, (0, 1): 2}, KEYS[1]: {(0,): 6, (1,): 6, (0, 1): 3},
+             KEYS[2]: dict(none), KEYS[3]: dict(none)}
+    assert not _leaks(cfg, draws, cells, _hadamard_carries)
+    family = cfg.aggregator.mechanism.family
+    counts = {k: tuple(int(cells[k].get(family[i], 0)) for i in range(len(family))) for k in KEYS}
+    _, thin = rollup_decision(cfg, {k: 0 for k in KEYS}, {k: KindPart(counts[k], ()) if sum(counts[k]) else
+                                                          KindPart((), ()) for k in KEYS})
+    by_k, by_j = marked(cfg, KEYS[0], ("k",)), marked(cfg, KEYS[0], ("j",))
+    assert (0, 1) not in thin[by_k] and (0, 1) in thin[by_j], thin

@@ -27,8 +27,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ldp_marginals.ldp.thin_rows import Thin
-from ldp_marginals.transforms.publication.hadamard_rows import atoms_thin_sets, set_index, thin_counts, thin_of_counts
+from ldp_marginals.ldp.thin_rows import Thin, _subsets
+from ldp_marginals.schemas.collection import ROLLED_UP
+from ldp_marginals.transforms.publication.hadamard_rows import (analysis_sets, atoms_thin_sets, set_index, table_sets,
+                                                               thin_counts, thin_of_counts)
+from ldp_marginals.transforms.publication.rollups import nested
 
 
 class KindPart(NamedTuple):
@@ -93,6 +96,8 @@ def rollup_thin(config, members: dict, own_parts: dict, parts: dict) -> dict:
                 for s, t in thin_of_counts(config, np.sum(np.asarray(held, dtype=np.int64), axis=0), index_of).items()}
         return of_part[cells]
 
+    if config.channel_kind == "hadamard":
+        return _per_coefficient(config, members, own_parts, parts, key_thin, index_of)
     out = {}
     for row, own in own_parts.items():
         thin = {}
@@ -101,4 +106,51 @@ def rollup_thin(config, members: dict, own_parts: dict, parts: dict) -> dict:
                 if s not in thin or t.reports < thin[s].reports:
                     thin[s] = t
         out[row] = thin
+    return out
+
+
+def _per_coefficient(config, members: dict, own_parts: dict, parts: dict, key_thin, index_of) -> dict:
+    """Hadamard sampling: each coefficient is its own statistic (parities of distinct coefficients are
+    independent functions of a report), so the rule runs per coefficient ``a``, tighter than rule 1. A key
+    *reveals* ``a`` when it publishes a row over a set holding ``a`` (the reader is given the key's ``a`` on
+    its released reports); its *hidden* part of ``a`` is its withheld reports' draws of ``a``, and its
+    released reports' too where it does not reveal ``a``. The published rollup rows carrying ``a`` must be
+    nested over the keys with a hidden part, each own part holding 0 or at least ``min_reports`` (x R)
+    draws of ``a`` (:func:`~.rollups.nested` over those counts; a subfamily of a nested family is nested and
+    its own parts are unions of own parts); a row with no hidden part is a sum of revealed ones. A key whose
+    rows some released increment withholds (streaming, ``atom_thin``) hides ``a`` per increment, which this
+    does not model: no rollup row holding it publishes a set over ``a`` (rule 1). A row publishes a set
+    only where every coefficient within it is accepted."""
+    floor = config.min_reports * (config.repeats_per_window if config.device is not None else 1)
+    sets = sorted({tuple(s) for s in list(config.published_sets) + table_sets(config) + analysis_sets(config)})
+    coefficients = sorted({a for s in sets for a in _subsets(s)})
+    revealed, blocked = {}, {}
+    for key, part in parts.items():
+        withheld = set(key_thin(key))
+        revealed[key] = {a for s in sets if s not in withheld for a in _subsets(s)} if part.released else set()
+        blocked[key] = {a for t in part.atom_thin for a in _subsets(tuple(t))}
+    order = sorted(own_parts, key=lambda row: (sum(v == ROLLED_UP for _, v in row), row))   # finer rows first
+    accepted = {}
+    for a in coefficients:
+        i = index_of(a)
+        hidden = {}
+        for key, part in parts.items():
+            n = (part.held[i] if part.held else 0) + (part.released[i] if part.released and a not in revealed[key]
+                                                       else 0)
+            if n:
+                hidden[key] = int(n)
+        rows = {row: set(members.get(row, ())) & set(hidden) for row in order
+                if not any(a in blocked.get(k, ()) for k in members.get(row, ()))}
+        accepted[a] = {row for row, inside in rows.items() if not inside} | nested(
+            hidden, {row: inside for row, inside in rows.items() if inside}, floor)
+    out = {}
+    for row in own_parts:
+        out[row] = {}
+        for s in sets:
+            missing = [a for a in _subsets(s) if row not in accepted[a]]
+            if missing:
+                a = min(missing, key=len)
+                out[row][s] = Thin(0, f"the draws of its coefficient of bit(s) {list(a)} that its keys' published "
+                                      f"rows do not give (their withheld reports' and those of keys withholding "
+                                      f"it) hold fewer than {floor} reports in a part of it, or cross another rollup's")
     return out
