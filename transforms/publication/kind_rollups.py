@@ -18,6 +18,8 @@ the set S (its marginal, table or analysis) when
    isolate no more), so on each monomial (subset) or coefficient (hadamard) it isolates 0 or at least
    ``min_reports`` (x R under the device unit) of the part's reports.
 
+``hadamard`` replaces 1 and 2 by a tighter rule per coefficient (:func:`_per_coefficient`).
+
 The rule reads counts only (:func:`~.hadamard_rows.thin_counts`: which coefficient or subset each report
 drew, content-blind), which add across reports, so a part's counts are the sum of its keys'.
 """
