@@ -194,9 +194,10 @@ class RollupRows(beam.PTransform):
                     | "Held" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kv[1][1].n if kv[1][1] is not None else 0}))
                     | "SumHeld" >> beam.CombinePerKey(_union))
         if cfg.sampling is not None:   # a whole-report kind: each capped key's thin-row counts, released and held
-            kinds = beam.pvalue.AsDict(keys
-                                       | "KindParts" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kind_part(cfg, *kv[1])}))
-                                       | "SumKindParts" >> beam.CombinePerKey(_union))
+            kinds = beam.pvalue.AsDict(
+                keys
+                | "KindParts" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kind_part(cfg, *kv[1])}))
+                | "SumKindParts" >> beam.CombinePerKey(_union))
             published = held | "Suppress" >> beam.Map(
                 lambda kv, parts: (kv[0], rollup_decision(cfg, kv[1], parts.get(kv[0], {}))), kinds)
         else:

@@ -35,7 +35,8 @@ def _spec(kind: str, unit: str = "report") -> dict:
     device and one key: R = 1), so the thin-row rule decides as under the report unit, and the withheld
     parts weigh devices (docs/design.md, section 7, "Rollups", "Under the device unit")."""
     channel = {"kind": kind, "epsilon": 2.0} | ({"width": 2} if kind == "subset" else {})
-    return ({"privacy": DEVICE} if unit == "device" else {}) | {"collection": "kr", "features": [{"name": f"b{i}", "type": "boolean"} for i in range(3)],
+    features = [{"name": f"b{i}", "type": "boolean"} for i in range(3)]
+    return ({"privacy": DEVICE} if unit == "device" else {}) | {"collection": "kr", "features": features,
             "channel": channel, "max_order": 2, "min_reports": M, "window": {"type": "fixed", "size_seconds": 3600},
             "dimensions": {"region": {"max_values": 4}, "version": {"max_values": 8}}, "rollups": [["region"]]}
 
@@ -91,8 +92,9 @@ def _check(cfg, records, marginals, withheld):
     keys = [r for r in marginals if ALL not in r["dimensions"].values()]
     assert {r["dimensions"]["region"] for r in rollups} == {"eu", "us"}
     # a key withholds its thin pair; the rollups withhold the pair too, each with a withheld row saying why
-    assert not [r for r in keys if r["dimensions"] == {"region": "eu", "version": "1.0"} and tuple(r["columns"]) == PAIR]
-    assert [r for r in keys if r["dimensions"] == {"region": "eu", "version": "2.0"} and tuple(r["columns"]) == PAIR]
+    eu1, eu2 = {"region": "eu", "version": "1.0"}, {"region": "eu", "version": "2.0"}
+    assert not [r for r in keys if r["dimensions"] == eu1 and tuple(r["columns"]) == PAIR]
+    assert [r for r in keys if r["dimensions"] == eu2 and tuple(r["columns"]) == PAIR]
     assert not [r for r in rollups if tuple(r["columns"]) == PAIR], "a rollup publishes the pair"
     why = {r["dimensions"]["region"]: r["reason"] for r in withheld
            if ALL in r["dimensions"].values() and "b0,b1" in r["reason"]}
@@ -187,7 +189,8 @@ def test_streaming_rollup_withholds_a_pair_a_key_withholds_for_one_released_incr
                         "bits": fmt.pack([mask], [int(rng.integers(0, 8)) & mask])[0].tobytes(),
                         "dimensions": {"region": "eu", "version": version}, "client": None})
         return out
-    first = reports("1.0", [(0, 2)] * 10 + [(1, 2)] * 10, 1) + reports("2.0", [PAIR] * 6 + [(0, 2)] * 7 + [(1, 2)] * 7, 1)
+    first = (reports("1.0", [(0, 2)] * 10 + [(1, 2)] * 10, 1)
+             + reports("2.0", [PAIR] * 6 + [(0, 2)] * 7 + [(1, 2)] * 7, 1))
     second = reports("2.0", [PAIR] + [(0, 2)] * 5 + [(1, 2)] * 4, 30)
     encode = lambda rs: [schemas.encode_message("noisy_report", r) for r in rs]   # noqa: E731
     stream = (test_stream.TestStream().advance_watermark_to(0)
@@ -198,7 +201,8 @@ def test_streaming_rollup_withholds_a_pair_a_key_withholds_for_one_released_incr
               .advance_watermark_to_infinity())      # the on-time (final) pane and the rollups
     got = run_stream(stream, cfg)[0]
     marginals = [r for f in got["panes"] if f.kind == "marginals" for r in f.rows]
-    early = [r for r in marginals if r["dimensions"] == {"region": "eu", "version": "2.0"} and tuple(r["columns"]) == PAIR]
+    eu2 = {"region": "eu", "version": "2.0"}
+    early = [r for r in marginals if r["dimensions"] == eu2 and tuple(r["columns"]) == PAIR]
     assert [r["n_reports"] for r in early] == [20], early   # the attack needs the early pane's pair, on 6
     rollups = [r for r in marginals if ALL in r["dimensions"].values()]
     assert rollups and {r["n_reports"] for r in rollups} == {50}

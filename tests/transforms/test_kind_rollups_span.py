@@ -84,7 +84,8 @@ def _leaks(cfg, draws: list, cells_of, carries, rule: bool = True) -> list:
             keys = {key for key in KEYS if marked(cfg, key, tuple(over)) == row}
             if sum(n_of[key] for key in keys):
                 publish(keys, thin_of_counts(cfg, counts(keys)) | extra.get(row, {}))
-    rows += [[float((key, t) == u) for key, t, _ in cols] for u in itertools.product(KEYS, draws) if cells_of[u[0]][u[1]]]
+    rows += [[float((key, t) == u) for key, t, _ in cols]
+             for u in itertools.product(KEYS, draws) if cells_of[u[0]][u[1]]]
     a = np.array(rows).reshape(len(rows), len(cols))
     full = _rank(a)
     small = [(key, t) for key in KEYS for t in draws if 0 < cells_of[key][t] < M]
