@@ -186,16 +186,6 @@ RULES = (
                         for i, g in enumerate(c.groups) if len(g) > c.max_order),
          "raise max_order to the largest group, or split the group",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    # issue 47 (the attacker's finding): a whole-report kind's thin-row rule counts a window's reports, so
-    # two publications of overlapping content (sliding windows, early or late panes) difference into slices
-    # or increments it does not count; a rule per slice and released increment is not built
-    Rule("kind-rollups", "channel kind hadamard/subset x rollups", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and bool(c.rollups),
-         lambda c: f"rollups are not supported with channel kind {_kind(c)!r}: a rollup's row minus its keys' "
-                   "published rows would give back a key's row withheld for resting on fewer than min_reports "
-                   "reports, and these kinds' rows are not suppressed complementarily yet",
-         "drop rollups (sum the published keys' rows yourself), or use per-bit channels",
-         "Rollups: totals over dimensions, and complementary suppression", owner="item 1"),
 )
 
 
