@@ -203,9 +203,15 @@ def _with_report_counts(states: np.ndarray) -> np.ndarray:
 
 
 def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 6)`` in the columns above."""
+    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 7)`` in the columns above."""
     f, v = _factors(op, bits.astype(np.float64), p, q)
-    out = np.empty((bits.shape[0], STATE_WIDTH))
+    return factor_states(f, v)
+
+
+def factor_states(f: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per report, the state of one extreme from its factors ``f`` (estimator) and ``v`` (variance), each
+    ``(n, m)`` (m factors a report: its bits per bit, one term for a whole-report kind): ``(n, 7)``."""
+    out = np.empty((f.shape[0], STATE_WIDTH))
     out[:, REPORTS] = 1.0
     for fac, neg, log, zeros in ((f, NEG_F, LOG_F, ZEROS_F), (v, NEG_V, LOG_V, ZEROS_V)):
         nz = fac != 0
@@ -380,16 +386,22 @@ class ReportAggregator:
             ranks = None if ranks is None else ranks[named]
         if keys.size == 0:
             return
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        states = np.zeros((uniq.size, len(self.client_extremes), STATE_WIDTH))
         per_reports = np.empty((keys.size, len(self.client_extremes), STATE_WIDTH))
         p, q = self.channels.p, self.channels.q
         for e, (op, cols) in enumerate(self.client_extremes):
             cols = list(cols)
-            per_report = per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
+            per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
+        self._add_client_states(acc, keys, per_reports, ranks)
+
+    def _add_client_states(self, acc, keys, per_reports, ranks=None):
+        """Add per-report states ``per_reports`` ``(n, rows, 7)`` of clients ``keys`` (uint64, every
+        report named) to ``acc``'s client table, and with a client sample to its sample."""
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        states = np.zeros((uniq.size,) + per_reports.shape[1:])
+        for e in range(per_reports.shape[1]):
             for c in range(STATE_WIDTH):  # a per-client sum of each column
-                states[:, e, c] = np.bincount(inverse, weights=per_report[:, c], minlength=uniq.size)
+                states[:, e, c] = np.bincount(inverse, weights=per_reports[:, e, c], minlength=uniq.size)
         self._merge_clients(acc, uniq, states)
         if self.client_sample is not None:   # each client's c + 1 reports of smallest rank, one state each
             self._merge_sample(acc, [(keys, ranks, per_reports)])
