@@ -547,13 +547,15 @@ class ClientSample(NamedTuple):
     short: int
     split: int
     left_out: list
+    by_atom: np.ndarray | None = None   # float64[atoms, rows, 7]: the kept reports' states summed per atom
 
     @property
     def clients_left_out(self) -> int:
         return self.short + self.split
 
 
-def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0) -> ClientSample:
+def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0,
+                    fold_row: int | None = None) -> ClientSample:
     """The clients of the union of ``atoms`` (disjoint accumulators of one key, as for
     :func:`client_groups`, in the order they were released) that the client rows take under a sample
     of ``c`` reports, on their first ``c`` reports by (atom, rank): its reports in earlier atoms
@@ -565,7 +567,9 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
     reports per atom) at least ``min_clients`` kept clients share (with one atom: all of them). Every
     kept client then holds exactly ``c`` reports and shares its composition with at least
     ``min_clients`` others, so the rows treat the clients of a composition alike (docs/design.md,
-    section 7). Which clients are kept reads only ranks and counts, never bits."""
+    section 7). Which clients are kept reads only ranks and counts, never bits. ``fold_row``: a row of the
+    states holding report profile hashes (a whole-report kind's, :mod:`~ldp_marginals.ldp.kind_client_extremes`),
+    each folded with its report's atom before the kept clients' sums."""
     n_ext = atoms[0].client_states.shape[1]
     owner = np.concatenate([a.sample_owner for a in atoms])
     rank = np.concatenate([a.sample_rank for a in atoms])
@@ -608,9 +612,15 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
         idx, kept_client = idx[keep_taken], kept_client[keep_taken]
     keys = devices[ok]
     out = np.zeros((keys.size, n_ext, STATE_WIDTH))
+    kept_states, kept_atom = states[idx], atom[idx]
+    if fold_row is not None and idx.size:
+        from ldp_marginals.ldp.kind_client_extremes import atom_profiles
+        kept_states[:, fold_row, LOG_F] = atom_profiles(kept_states[:, fold_row, LOG_F], kept_atom)
+    by_atom = np.zeros((len(atoms), n_ext, STATE_WIDTH))
+    np.add.at(by_atom, kept_atom, kept_states)
     if idx.size:
         run = np.flatnonzero(np.r_[True, kept_client[1:] != kept_client[:-1]])
-        out = np.add.reduceat(states[idx], run, axis=0)
+        out = np.add.reduceat(kept_states, run, axis=0)
     left_out = []
     taken_in = comp[ok]   # kept reports of each kept client per atom
     for i, a in enumerate(atoms):
@@ -620,7 +630,7 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
         used = np.where(inside, taken_in[np.minimum(at, max(keys.size - 1, 0)), i] if keys.size else 0, 0)
         sent = np.rint(a.client_reports).astype(np.int64)
         left_out.append(unnamed_reports(a) + int(np.count_nonzero(sent > used)))
-    return ClientSample(keys, out, short, split, left_out)
+    return ClientSample(keys, out, short, split, left_out, by_atom)
 
 
 # -- state that outlives a process: the versioned bytes of ldp_marginals.ldp.versioned -------------

@@ -151,28 +151,30 @@ def atom_profiles(profiles: np.ndarray, atom: np.ndarray) -> np.ndarray:
     return (h & np.uint64((1 << PROFILE_BITS) - 1)).astype(np.float64)
 
 
-def client_reads_fault(profiles: np.ndarray, unread, min_reports: int, per_device: int = 1) -> str | None:
+def client_reads_fault(groups: np.ndarray, reads_any: np.ndarray, unread, min_reports: int,
+                       per_device: int = 1) -> str | None:
     """Why a kind's client rows would rest on too few reports, or None (docs/design.md, "Extremes over
-    clients of the whole-report kinds"). ``profiles``: per client in the rows, the sum of its kept
-    reports' profile hashes (atoms folded in, :func:`atom_profiles`; with one composition per row, see
-    the groups and sample rules); ``unread``: per atom, per relevant key, the reads the linear rows count
+    clients of the whole-report kinds"). ``groups``: per client in the rows, a row of numbers that clients
+    the rows treat alike share (its composition and the sum of its reports' profile hashes, atoms folded
+    in: :func:`atom_profiles`); ``reads_any``: per client, whether any of its reports is read (a client
+    nothing reads adds a constant); ``unread``: per atom, per relevant key, the reads the linear rows count
     and the client rows do not (reports without a client, reports left out of the sample).
 
-    1. The clients whose reads are alike (one profile, not 0) are exchangeable for every row: each such
-       group must hold at least ``min_reports`` clients.
+    1. The clients whose reads are alike (one row of ``groups``, read) are exchangeable for every row:
+       each such group must hold at least ``min_reports`` clients.
     2. Per atom and key, the unread reads must be 0 or at least ``min_reports`` (times ``per_device``, the
        most reports of one device in a row, under the device unit: the thin-row rule's bound)."""
     if min_reports <= 1:
         return None
-    prof = np.asarray(profiles, dtype=np.float64)
-    _, sizes = np.unique(prof[prof != 0], return_counts=True)
-    if (sizes < min_reports).any():
-        return (f"client extremes withheld: {int((sizes < min_reports).sum())} group(s) of clients whose reports' "
-                f"draws read the extremes alike hold fewer than min_reports={min_reports} clients (a channel "
-                "kind's report is read only through its relevant draws, which its rows publish)")
+    rows = np.asarray(groups, dtype=np.float64).reshape(len(reads_any), -1)[np.asarray(reads_any, dtype=bool)]
+    if rows.shape[0]:
+        _, sizes = np.unique(rows, axis=0, return_counts=True)
+        if (sizes < min_reports).any():
+            return (f"client extremes withheld: {int((sizes < min_reports).sum())} group(s) of clients whose "
+                    f"reports' draws read the extremes alike hold fewer than min_reports={min_reports} clients (a "
+                    "channel kind's report is read only through its relevant draws, which its rows publish)")
     floor = min_reports * per_device
-    low = [int(x) for row in unread for x in np.rint(np.asarray(row)).ravel() if 0 < x < floor]
-    if low:
+    if any(0 < x < floor for row in unread for x in np.rint(np.asarray(row)).ravel()):
         return (f"client extremes withheld: a released increment holds between 1 and {floor - 1} reads of the "
                 "extremes' draws that the client rows leave out (reports without a client or past the sample): "
                 "the per-report rows minus the client rows would single them out")
