@@ -274,7 +274,13 @@ class ReportAggregator:
         return out
 
     def create(self) -> WindowAccumulator:
-        return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), len(self.client_extremes))
+        return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), self.client_state_rows)
+
+    @property
+    def client_state_rows(self) -> int:
+        """The rows of a client's state: one per extreme over clients (a whole-report kind adds rows of
+        its reads, :class:`~ldp_marginals.ldp.whole_report.WholeReportAggregator`)."""
+        return len(self.client_extremes)
 
     @property
     def wire_bytes(self) -> int:
@@ -647,5 +653,8 @@ def accumulator_shape(aggregator: "ReportAggregator") -> dict:
         shape["rank_rule"] = RANK_RULE
     if getattr(aggregator, "client_sample", None) is not None:
         shape["reports_per_client"] = aggregator.client_sample
+    rows = getattr(aggregator, "client_state_rows", len(aggregator.client_extremes))
+    if rows != len(aggregator.client_extremes):   # a whole-report kind's client states hold its reads too
+        shape["client_state_rows"] = rows
     shape.update(getattr(aggregator, "shape_extra", {}))   # a channel kind's parameters (ldp/hadamard_reports.py)
     return shape

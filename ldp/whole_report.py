@@ -56,10 +56,9 @@ class WholeReportAggregator(ReportAggregator):
         """The rows of a client state holding its reads of each relevant key (column ``ZEROS_F``)."""
         return slice(self.profile_row + 1, self.profile_row + 1 + len(self.terms.keys))
 
-    def create(self) -> WindowAccumulator:
-        if not self.client_extremes:
-            return super().create()
-        return WindowAccumulator(super().create().cooc, 0, self.read_rows.stop)
+    @property
+    def client_state_rows(self) -> int:
+        return self.read_rows.stop if self.client_extremes else 0
 
     def add_client_terms(self, acc: WindowAccumulator, draws, values, client_keys, named=None, ranks=None) -> None:
         """The client states of a block of reports (``draws``, ``values``: the kind's, as
@@ -79,7 +78,7 @@ class WholeReportAggregator(ReportAggregator):
         if keys.size == 0:
             return
         g, v = self.terms.factors(draws, values)
-        states = np.zeros((keys.size, self.read_rows.stop, STATE_WIDTH))
+        states = np.zeros((keys.size, self.client_state_rows, STATE_WIDTH))
         for e in range(len(self.client_extremes)):
             states[:, e, :] = factor_states(g[:, e:e + 1], v[:, e:e + 1])
         reads = self.terms.reads(draws)
