@@ -229,8 +229,9 @@ RULES = (
          "max_order bits", NOT_BUILT, ANY,
          lambda c: bool(_over_order(c)),
          lambda c: f"{_over_order(c)[0][0]} spans {_over_order(c)[0][1]} bits, over max_order={c.max_order}: "
-                   f"channel kind {_kind(c)!r} derives it from the table of its bits, and estimates tables of at "
-                   "most max_order bits (counting a wider set is not built)",
+                   f"channel kind {_kind(c)!r} derives it from the sets it counts (over reports the table of its "
+                   "bits, over clients each report's term of them), every set of at most max_order bits (counting a "
+                   "wider set is not built)",
          "raise max_order to the bits it spans, or use per-bit channels, which count extra sets",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
     Rule("kind-groups-over-order", "channel kind hadamard/subset x groups of more than max_order features",

@@ -57,9 +57,12 @@ def test_every_refusal_of_the_probe_is_a_rule_of_the_table(cells):
 # successor aa13bc9: 242 refused, 168 not built; after the device unit for the whole-report kinds, rollups under
 # the device unit and the memoized repeats' variances 243 / 168; with the kinds' conditionals, means and extremes
 # over reports and their thin-row rule per atom (sliding windows, early and late panes): 159 refused, 64 not built
-# (the kinds' memoization in the job, their rollups, their analyses over max_order bits). A change that refuses
+# (the kinds' memoization in the job, their rollups, their analyses over max_order bits). The kinds' extremes over
+# clients (rd-kind-client-extremes) deleted the limit kind-client-extremes (16 cells): the probe's client extreme
+# spans 3 bits at max_order 2, so those 16 cells are now refused as not built by kind-analyses-over-order (a wider
+# counted set, R-C) and the same extreme over 2 bits is accepted: 159 refused, 80 not built. A change that refuses
 # more cells fails here; a lift lowers these numbers with it.
-REFUSED_AT_MOST, NOT_BUILT_AT_MOST = 159, 64
+REFUSED_AT_MOST, NOT_BUILT_AT_MOST = 159, 80
 
 
 def test_the_probe_refuses_no_more_than_when_last_measured(cells):
