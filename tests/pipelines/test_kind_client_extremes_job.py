@@ -100,3 +100,27 @@ def test_streaming_gives_the_batch_client_rows():
     assert sorted(r["name"] for r in batch["extremes"]) == ["all", "any"]
     assert {r["n"] for r in batch["extremes"]} == {600}
     assert canonical(latest_panes(got)) == expected
+
+
+def test_under_the_device_unit_the_client_rows_take_each_devices_kept_reports(tmp_path):
+    """privacy.unit device (M = 3, reports_per_client M by default), subset RR: the client row is the
+    aggregator's on each device's kept reports (the device table, blind to content); devices of 2 reports
+    are left out of it (counted in a client_sample withheld row), those of 4 keep 3."""
+    spec = config("subset", 3, extremes=[{"name": "any", "op": "or", "bits": ["q0", "q1"], "over": "client"}],
+                  privacy={"unit": "device", "max_reports_per_device": 3})
+    spec.pop("reports_per_client")
+    cfg = parse_config(spec)
+    assert cfg.client_sample == 3
+    records, packed, tokens, times = population(cfg, "subset", seed=4, sends=(2, 4))
+    out = tmp_path / "out"
+    run(run_args(tmp_path, spec, records, "fleet", out))
+    agg = cfg.aggregator
+    keys = np.array([client_key(t) for t in tokens], dtype=np.uint64)
+    acc = agg.settle(agg.add_devices(agg.create_open(), packed, keys, times))
+    (estimate, variance), = agg.client_sums(acc, None, cfg.min_reports)
+    (row,) = read_rows(str(out), "extremes", collection="fleet")
+    sends = np.bincount(np.unique(tokens, return_inverse=True)[1])
+    assert row["n"] == int((sends >= 3).sum())
+    assert (row["estimate"], row["variance"]) == (pytest.approx(estimate, rel=1e-9), pytest.approx(variance, rel=1e-9))
+    (left,) = [r for r in read_rows(str(out), "withheld", collection="fleet") if r["statistic"] == "client_sample"]
+    assert f"{int((sends < 3).sum())} clients left out" in left["reason"]
