@@ -23,11 +23,12 @@ from ldp_marginals.transforms.publication.rows import window_blocks
 DAY = 86_400_000
 
 
-def config(c: int, extremes) -> object:
+def config(c, extremes) -> object:
+    """``c``: reports_per_client (the sample rule), or None (the groups rule)."""
     return parse_config({"collection": "fleet", "features": [{"name": f"q{i}", "type": "boolean"} for i in range(4)],
                          "channel": {"kind": "hadamard", "epsilon": 2.0}, "max_order": 2,
                          "window": {"type": "fixed", "size_seconds": 86400}, "min_reports": 5,
-                         "reports_per_client": c, "extremes": extremes})
+                         "extremes": extremes, **({} if c is None else {"reports_per_client": c})})
 
 
 def window(cfg, indices, parities, owners):
@@ -53,9 +54,12 @@ def _no_reads_rule(monkeypatch):
     monkeypatch.setattr(release, "kind_client_rule", lambda *a, **k: None)
 
 
+@pytest.mark.parametrize("c", [1, None])
 @pytest.mark.parametrize("mutated", [True, False])
-def test_marginal_minus_client_row_gives_back_an_unread_report(monkeypatch, mutated):
-    cfg = config(1, [{"name": "any", "op": "or", "bits": ["q0"], "over": "client"}])
+def test_marginal_minus_client_row_gives_back_an_unread_report(monkeypatch, mutated, c):
+    """With the sample rule (c = 1) and the groups rule (no sample): both let ten reports without a client
+    pass, of which one drew q0."""
+    cfg = config(c, [{"name": "any", "op": "or", "bits": ["q0"], "over": "client"}])
     fam, mech = cfg.sampling.family, cfg.sampling
     q0, other = fam.index((0,)), fam.index((1,))
     rng = np.random.default_rng(7)
