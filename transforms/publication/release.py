@@ -105,8 +105,10 @@ def sample_rule(config, atoms) -> str | None:
             a.named_reports > 0 and a.sample_owner.size == 0 for a in atoms):
         return ("client extremes withheld: the window's state was written by an earlier version that did not "
                 f"keep each client's sample of reports_per_client={c} reports")
-    sample = sampled_clients(atoms, c, m, getattr(config.aggregator, "profile_row", None)
-                             if getattr(config, "sampling", None) is not None else None)
+    if getattr(config, "sampling", None) is None:
+        sample = sampled_clients(atoms, c, m)
+    else:   # a whole-report kind: each report's profile folded with its atom (kind_client_rule)
+        sample = sampled_clients(atoms, c, m, fold_row=config.aggregator.profile_row)
     if sample.keys.size < m:
         return (f"client extremes withheld: fewer than min_reports={m} clients sent at least reports_per_client={c} "
                 "reports in the window alike (the rows would single them out)")
