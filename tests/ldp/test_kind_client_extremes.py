@@ -101,8 +101,9 @@ def window(kind, mech, c, n_clients, rng):
 def test_a_window_of_clients_is_unbiased_and_its_intervals_cover(kind, mech, c):
     """400 seeded windows of 200 clients (c reports each): the mean of each client row is within 4.5 SE of
     the truth (SE from the exact variance, by enumeration), the mean of the variance estimates within 4.5
-    SE of the exact variance (SE from their spread), and 95% intervals cover in [0.92, 0.98] (a window of
-    200 clients is near normal; the band holds at 4 SE of a binomial of 400)."""
+    SE of the exact variance (SE from their spread), and 95% intervals cover within 4 SE of a binomial of
+    400 (a window of 200 clients is near normal at c = 2; measured 0.973 and 0.943 for hadamard, 0.927 and
+    0.955 for subset RR; at c = 3 subset RR's product is too heavy-tailed for 200 clients: 0.86 and 0.90)."""
     rng = np.random.default_rng(48)
     reps, n_clients = 400, 200
     est, var = np.empty((reps, 2)), np.empty((reps, 2))
@@ -119,7 +120,7 @@ def test_a_window_of_clients_is_unbiased_and_its_intervals_cover(kind, mech, c):
         assert abs(var[:, e].mean() - exact) <= 4.5 * var[:, e].std() / np.sqrt(reps), (var[:, e].mean(), exact)
         half = 1.959964 * np.sqrt(np.maximum(var[:, e], 0))
         cover = np.mean(np.abs(est[:, e] - truth) <= half)
-        assert 0.92 <= cover <= 0.98, (op, bits, cover)
+        assert abs(cover - 0.95) <= 4 * np.sqrt(0.95 * 0.05 / reps), (op, bits, cover)
 
 
 def test_reads_rule_groups_and_unread():
