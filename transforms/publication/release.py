@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_marginals.ldp.aggregate import client_groups, sampled_clients, unnamed_reports
+from ldp_marginals.ldp.aggregate import LOG_F, REPORTS, ZEROS_F, client_groups, sampled_clients, unnamed_reports
+from ldp_marginals.ldp.kind_client_extremes import PROFILE_BITS, atom_profiles, client_reads_fault
 
 
 def releasable(config, acc) -> bool:
@@ -64,8 +65,6 @@ def kind_client_rule(config, atoms, sample=None) -> str | None:
     :func:`~ldp_marginals.ldp.aggregate.sampled_clients` of ``atoms`` under a client sample."""
     if getattr(config, "sampling", None) is None:
         return None
-    from ldp_marginals.ldp.aggregate import LOG_F, REPORTS, ZEROS_F
-    from ldp_marginals.ldp.kind_client_extremes import atom_profiles, client_reads_fault
     agg = config.aggregator
     row, reads = agg.profile_row, agg.read_rows
     if sample is not None:   # every kept client holds c reports: its folded profile groups it
@@ -80,8 +79,9 @@ def kind_client_rule(config, atoms, sample=None) -> str | None:
         for i, a in enumerate(atoms):
             at = np.searchsorted(keys, a.clients)
             table[at, i] = a.client_states[:, 0, REPORTS]
-            folded = atom_profiles(np.mod(a.client_states[:, row, LOG_F], float(1 << 40)), np.full(a.clients.size, i))
-            table[at, -1] = np.mod(table[at, -1] + folded, float(1 << 40))
+            wrap = float(1 << PROFILE_BITS)
+            folded = atom_profiles(np.mod(a.client_states[:, row, LOG_F], wrap), np.full(a.clients.size, i))
+            table[at, -1] = np.mod(table[at, -1] + folded, wrap)
             reads_any[at] |= a.client_states[:, reads, ZEROS_F].sum(axis=1) > 0
             unread.append(agg.read_totals(a) - a.client_states[:, reads, ZEROS_F].sum(axis=0))
         groups = table
