@@ -298,7 +298,9 @@ class CollectionConfig:
         bound = self.device.max_reports_per_device if self.device is not None else None
         if self.sampling is not None:   # a whole-report kind (ldp/channel_kind.py)
             from ldp_marginals.ldp.channel_kind import channel_kind
-            return channel_kind(self.channel_kind).aggregator(self.sampling, bound, client_key(self.name))
+            return channel_kind(self.channel_kind).aggregator(self.sampling, bound, client_key(self.name),
+                                                              tuple((e.op, e.bits) for e in self.client_extremes),
+                                                              self.client_sample)
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
                                 self.client_sample,

@@ -65,20 +65,15 @@ def _kind_fields(cfg) -> list:
         ("conditionals", cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
 
 
-def _kind_limits(cfg) -> list:
-    """Of :func:`_kind_fields`, those the kind cannot serve at all (ldp/channel_kind.py LIMITS)."""
-    from ldp_marginals.ldp.channel_kind import LIMITS
-    return [f for f in _kind_fields(cfg) if f in LIMITS]
-
-
 def _kind_unbuilt(cfg) -> list:
     from ldp_marginals.ldp.channel_kind import LIMITS
     return [f for f in _kind_fields(cfg) if f not in LIMITS]
 
 
 def _over_order(cfg) -> list:
-    """The conditionals, means and extremes over reports of a whole-report kind that span more than
-    max_order bits (their table is not estimated): ``[(what, n_bits)]``."""
+    """The conditionals, means and extremes (over reports: their table; over clients: each report's term,
+    ldp/kind_client_extremes.py) of a whole-report kind that span more than max_order bits (not counted):
+    ``[(what, n_bits)]``."""
     if not _whole_report(cfg):
         return []
     labels = cfg.layout.labels
@@ -86,7 +81,7 @@ def _over_order(cfg) -> list:
               len(set(of) | set(given))) for of, given in cfg.conditionals] + \
         [(f"mean of {labels[bit]}" + (f" given {','.join(labels[b] for b in given)}" if given else ""),
           len({bit} | set(given))) for bit, given in cfg.means] + \
-        [(f"extreme {e.name!r}", len(set(e.bits))) for e in cfg.report_extremes]
+        [(f"extreme {e.name!r}", len(set(e.bits))) for e in cfg.extremes]
     return [(what, n) for what, n in spans if n > cfg.max_order]
 
 
@@ -101,6 +96,18 @@ def _mapping(spec, key) -> dict:
 
 
 
+def _kind_memoize(spec) -> bool:
+    """A whole-report kind with ``memoize: true`` (the config mapping)."""
+    chan = _mapping(spec, "channel")
+    return "kind" in chan and bool(chan.get("memoize"))
+
+
+def _spec_client_extremes(spec) -> list:
+    """The names of the extremes over clients a config mapping asks for."""
+    extremes = spec.get("extremes") if isinstance(spec, dict) else None
+    return [e.get("name") for e in extremes or () if isinstance(e, dict) and e.get("over") == "client"]
+
+
 RULES = (
     # ---- limits of the privacy math ------------------------------------------------------------------
     Rule("spans-need-device", "privacy.epsilon_per_day/epsilon_per_month x privacy.unit report", LIMIT, ANY,
@@ -111,6 +118,15 @@ RULES = (
                    "unit='report'",
          "set privacy.unit: device (with max_reports_per_device), or drop the promise per day or month",
          "Devices over time: memoization and epsilon"),
+    Rule("kind-memoize-client-extremes", "channel kind hadamard/subset x memoize: true x extremes over: client",
+         LIMIT, ANY,
+         lambda s: _kind_memoize(s) and bool(_spec_client_extremes(s)),
+         lambda s: f"extremes {_spec_client_extremes(s)} (over: client) with channel kind "
+                   f"{_mapping(s, 'channel')['kind']!r} and memoize: true: a client's OR/AND multiplies one unbiased "
+                   "term per report, unbiased only when its reports are randomized independently, and memoized "
+                   "reports of one value repeat one permanent response",
+         "drop memoize for a collection with extremes over clients, or use extremes over: report",
+         "Extremes over clients of the whole-report kinds", stage=SPEC),
     Rule("client-extremes-sliding", "extremes over: client x sliding window", LIMIT, ANY,
          lambda c: bool(c.client_extremes) and c.window.overlapping,
          lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need fixed or global windows, "
@@ -156,13 +172,6 @@ RULES = (
                    f"{[f.name for f in c.layout.features if f.kind == 'categorical']}",
          "encode the categorical as booleans (one per value), or use per-bit channels, which serve categorical "
          "features", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-client-extremes", "channel kind hadamard/subset x extremes over: client", LIMIT, ANY,
-         lambda c: _whole_report(c) and bool(_kind_limits(c)),
-         lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need each report's bits, and a "
-                   f"report of channel kind {_kind(c)!r} carries one randomized coefficient or subset of them, not "
-                   "the bits (ldp/channel_kind.py LIMITS)",
-         "use extremes over: report (from the table of the extreme's bits), or per-bit channels for a client's "
-         "OR/AND over its reports", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR"),
     Rule("kind-analyses", "channel kind hadamard/subset x sets", NOT_BUILT, ANY,
          lambda c: _whole_report(c) and bool(_kind_unbuilt(c)),
          lambda c: f"{', '.join(_kind_unbuilt(c))} are not supported with channel kind {_kind(c)!r} yet (extra "
@@ -174,8 +183,9 @@ RULES = (
          "max_order bits", NOT_BUILT, ANY,
          lambda c: bool(_over_order(c)),
          lambda c: f"{_over_order(c)[0][0]} spans {_over_order(c)[0][1]} bits, over max_order={c.max_order}: "
-                   f"channel kind {_kind(c)!r} derives it from the table of its bits, and estimates tables of at "
-                   "most max_order bits (counting a wider set is not built)",
+                   f"channel kind {_kind(c)!r} derives it from the sets it counts (over reports the table of its "
+                   "bits, over clients each report's term of them), every set of at most max_order bits (counting a "
+                   "wider set is not built)",
          "raise max_order to the bits it spans, or use per-bit channels, which count extra sets",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
     Rule("kind-groups-over-order", "channel kind hadamard/subset x groups of more than max_order features",
