@@ -163,9 +163,7 @@ def team_files(folder: str, devices: int, seed: int) -> str:
         truth = (rng.random((devices, n_bits)) < rng.uniform(0.1, 0.6, n_bits)).astype(np.uint8)
         noisy, owner = randomize_repeats(truth, np.full(devices, 24), cfg.client_channels, rng)
         packed = pack_bits(noisy)
-        slot = np.zeros(owner.size, dtype=np.int64)
-        for d in range(devices):   # each device's 24 reports, one an hour
-            slot[owner == d] = np.arange(24)
+        slot = np.arange(owner.size) % 24   # owner is each device's 24 reports in a run: one an hour
         times = DEFAULT_START_MS + slot * HOUR_MS + rng.integers(0, HOUR_MS, owner.size)
         records += [{"collection": "team", "event_time": int(times[i]), "bits": packed[i].tobytes(),
                      "dimensions": {"region": region}, "client": f"{region}-{owner[i]}"} for i in range(owner.size)]

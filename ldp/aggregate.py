@@ -54,10 +54,12 @@ from ldp_marginals.ldp.devices import (
     bottom_indices,
     kept_digest,
     kept_per_device,
+    lexsort_order,
     merge_tables,
     report_ranks,
     table_of,
     trimmed,
+    unique_inverse,
     without_devices,
 )
 from ldp_marginals.ldp.encoding import unpack_bits
@@ -380,8 +382,7 @@ class ReportAggregator:
             ranks = None if ranks is None else ranks[named]
         if keys.size == 0:
             return
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = unique_inverse(keys)   # sorted already when settled from a device table
         states = np.zeros((uniq.size, len(self.client_extremes), STATE_WIDTH))
         per_reports = np.empty((keys.size, len(self.client_extremes), STATE_WIDTH))
         p, q = self.channels.p, self.channels.q
@@ -559,10 +560,10 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
     rank = np.concatenate([a.sample_rank for a in atoms])
     states = np.concatenate([a.sample_states for a in atoms]) if owner.size else np.zeros((0, n_ext, STATE_WIDTH))
     atom = np.repeat(np.arange(len(atoms)), [a.sample_owner.size for a in atoms])
-    every = np.unique(np.concatenate([a.clients for a in atoms]))
+    every = unique_inverse(np.concatenate([a.clients for a in atoms]))[0]
     # per client its c + 1 first reports by (atom, rank): earlier atoms first (an atom's own sample holds
     # its c + 1 smallest ranks, so the union's first c + 1 are among them), then by rank
-    order = np.lexsort((rank, atom, owner))
+    order = lexsort_order((rank, atom, owner))   # one atom's sample is sorted by (owner, rank) already
     own = owner[order]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
     seen = np.diff(np.r_[starts, own.size])
