@@ -393,16 +393,26 @@ class ReportAggregator:
                 states[:, e, c] = np.bincount(inverse, weights=per_report[:, c], minlength=uniq.size)
         self._merge_clients(acc, uniq, states)
         if self.client_sample is not None:   # each client's c + 1 reports of smallest rank, one state each
+            if named is None:   # the caller's arrays: the sample may keep its arrays as they are
+                keys, ranks = keys.copy(), ranks.copy()
             self._merge_sample(acc, [(keys, ranks, per_reports)])
 
     def _merge_sample(self, acc: WindowAccumulator, parts) -> None:
         """``acc``'s client sample and ``parts`` (``(owner, rank, states)`` each) cut to the bottom
-        ``c + 1`` per client by rank: the bottom of a union is the bottom of the parts' bottoms."""
-        owner = np.concatenate([acc.sample_owner] + [o for o, _, _ in parts])
-        rank = np.concatenate([acc.sample_rank] + [r for _, r, _ in parts])
-        states = np.concatenate([acc.sample_states] + [s for _, _, s in parts])
+        ``c + 1`` per client by rank: the bottom of a union is the bottom of the parts' bottoms. Sample
+        arrays are replaced, never written in place, so an accumulator may share a part's arrays (a
+        settled accumulator merged into an empty one keeps them as they are, without a copy)."""
+        if acc.sample_owner.size == 0 and len(parts) == 1:
+            owner, rank, states = parts[0]
+        else:
+            owner = np.concatenate([acc.sample_owner] + [o for o, _, _ in parts])
+            rank = np.concatenate([acc.sample_rank] + [r for _, r, _ in parts])
+            states = np.concatenate([acc.sample_states] + [s for _, _, s in parts])
         keep = bottom_indices(owner, rank, self.client_sample + 1)
-        acc.sample_owner, acc.sample_rank, acc.sample_states = owner[keep], rank[keep], states[keep]
+        if keep.size == owner.size and (keep.size == 0 or (keep[0] == 0 and (np.diff(keep) == 1).all())):
+            acc.sample_owner, acc.sample_rank, acc.sample_states = owner, rank, states   # every entry, in order
+        else:
+            acc.sample_owner, acc.sample_rank, acc.sample_states = owner[keep], rank[keep], states[keep]
 
     @staticmethod
     def _merge_clients(acc: WindowAccumulator, keys: np.ndarray, states: np.ndarray, distinct: bool = True) -> None:
