@@ -204,8 +204,22 @@ def _with_report_counts(states: np.ndarray) -> np.ndarray:
     return out
 
 
+_PATTERN_BITS = 12   # extremes over at most this many bits take their states from a table of bit patterns
+
+
 def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 6)`` in the columns above."""
+    """Per report, the state of one extreme over its bits ``(n, m)`` (0/1): ``(n, 7)`` in the columns
+    above. A report's state depends on its m bits alone, so with many more reports than the 2^m
+    patterns each pattern's state is computed once (by the same operations, row by row) and looked up."""
+    n, m = bits.shape
+    if m <= _PATTERN_BITS and n > (4 << m):
+        patterns = ((np.arange(1 << m)[:, None] >> np.arange(m)) & 1).astype(np.uint8)
+        code = (bits.astype(np.intp) << np.arange(m)).sum(axis=1)
+        return _pattern_states(op, patterns, p, q)[code]
+    return _pattern_states(op, bits, p, q)
+
+
+def _pattern_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     f, v = _factors(op, bits.astype(np.float64), p, q)
     out = np.empty((bits.shape[0], STATE_WIDTH))
     out[:, REPORTS] = 1.0
@@ -477,18 +491,21 @@ class ReportAggregator:
         return self.merge([self.create(), acc])
 
     def client_sums(self, acc: WindowAccumulator, atoms: Sequence[WindowAccumulator] | None = None,
-                    min_clients: int = 0) -> list:
+                    min_clients: int = 0, sample: "ClientSample | None" = None) -> list:
         """Per client extreme, ``(estimate, variance)`` summed over the window's clients: each
         client's OR (AND) estimate over all its bits, and its unbiased variance estimate (Hehir Thm 1
         and 3); clients are independent, so the sums estimate the number of clients whose OR (AND)
         is 1 and its variance. ``math.fsum`` is exactly rounded: the result does not depend on the
         order clients arrived in. With a client sample, over the clients of ``atoms`` (the parts
         of ``acc`` rows were published from apart; None: ``acc``) that :func:`sampled_clients` keeps,
-        each on its ``c`` reports of smallest rank."""
+        each on its ``c`` reports of smallest rank; ``sample``: that :func:`sampled_clients`, when the
+        caller has it already (None: computed here)."""
         out = []
         states = acc.client_states
         if self.client_sample is not None:
-            states = sampled_clients([acc] if atoms is None else atoms, self.client_sample, min_clients).states
+            if sample is None:
+                sample = sampled_clients([acc] if atoms is None else atoms, self.client_sample, min_clients)
+            states = sample.states
         for e, (op, _) in enumerate(self.client_extremes):
             s = states[:, e, :]
             prod_f = ExtremeAccumulator._product(s[:, NEG_F], s[:, LOG_F], s[:, ZEROS_F])
