@@ -45,7 +45,14 @@ def team_config(channel: dict | None = None) -> dict:
 
 
 def month_reports(config: dict, devices: int, days: int, seed: int = 48) -> list:
-    """The reports (Avro records) of ``devices`` devices a region over ``days`` days, one an hour.
+    """The reports (Avro records) of ``devices`` devices a region over ``days`` days, one an hour
+    (:func:`iter_month_reports` as a list)."""
+    return list(iter_month_reports(config, devices, days, seed))
+
+
+def iter_month_reports(config: dict, devices: int, days: int, seed: int = 48):
+    """The reports (Avro records) of ``devices`` devices a region over ``days`` days, one an hour, a
+    region at a time (each region's in a random order).
 
     Per-bit channels only: the memoized responses are drawn by
     :func:`~ldp_marginals.ldp.memoized.randomize_repeats` (each device's permanent bits once, for the
@@ -60,7 +67,6 @@ def month_reports(config: dict, devices: int, days: int, seed: int = 48) -> list
                          "kind: add its memoized randomizer here")
     rng = np.random.default_rng(seed)
     n_bits, per_device = cfg.layout.n_bits, PER_DAY * days
-    records = []
     for region in REGIONS:
         truth = (rng.random((devices, n_bits)) < rng.uniform(0.1, 0.6, n_bits)).astype(np.uint8)
         noisy, owner = randomize_repeats(truth, np.full(devices, per_device), cfg.client_channels, rng)
@@ -69,10 +75,9 @@ def month_reports(config: dict, devices: int, days: int, seed: int = 48) -> list
         times = T0 + hour * HOUR + rng.integers(0, HOUR, owner.size)
         tokens = [[device_token(hashlib.sha256(f"{region}-{d}".encode()).digest(), config["collection"],
                                 T0 + day * DAY) for day in range(days)] for d in range(devices)]
-        records += [{"collection": config["collection"], "event_time": int(times[i]), "bits": packed[i].tobytes(),
-                     "dimensions": {"region": region}, "client": tokens[owner[i]][hour[i] // PER_DAY]}
-                    for i in range(owner.size)]
-    return [records[i] for i in rng.permutation(len(records))]
+        for i in rng.permutation(owner.size):
+            yield {"collection": config["collection"], "event_time": int(times[i]), "bits": packed[i].tobytes(),
+                   "dimensions": {"region": region}, "client": tokens[owner[i]][hour[i] // PER_DAY]}
 
 
 def write_reports(path: str, records: list) -> None:
@@ -81,8 +86,9 @@ def write_reports(path: str, records: list) -> None:
     schemas.write_avro(path, "noisy_report", records)
 
 
-def run_month(folder: str, config: dict, records: list) -> str:
-    """``ldp-marginals run`` (batch) of ``config`` on ``records``; returns the output folder."""
+def run_month(folder: str, config: dict, records) -> str:
+    """``ldp-marginals run`` (batch) of ``config`` on ``records`` (an iterable, written to an Avro file
+    first); returns the output folder."""
     import yaml
 
     from ldp_marginals.pipelines import cli
@@ -90,7 +96,8 @@ def run_month(folder: str, config: dict, records: list) -> str:
     config_path, out = os.path.join(folder, "team.yaml"), os.path.join(folder, "out")
     with open(config_path, "w") as fh:
         yaml.safe_dump(config, fh)
-    write_reports(os.path.join(folder, "in", "reports.avro"), records)
+    if records is not None:   # None: written there already
+        write_reports(os.path.join(folder, "in", "reports.avro"), records)
     code = cli.main(["run", "--config", config_path, "--input", os.path.join(folder, "in", "*.avro"),
                      "--output", out, "--progress-seconds", "0"])
     if code != 0:
@@ -166,12 +173,12 @@ def main(argv=None) -> int:
     parser.add_argument("--channel", default=None, help="the channel as JSON (default: memoized per-bit RAPPOR)")
     args = parser.parse_args(argv)
     config = team_config(json.loads(args.channel) if args.channel else None)
-    started = time.perf_counter()
-    records = month_reports(config, args.devices, args.days)
-    simulated = time.perf_counter()
+    n_reports = len(REGIONS) * args.devices * PER_DAY * args.days
     with tempfile.TemporaryDirectory() as tmp:
-        cpu = time.process_time()
-        out = run_month(tmp, config, records)
+        started = time.perf_counter()
+        write_reports(os.path.join(tmp, "in", "reports.avro"), iter_month_reports(config, args.devices, args.days))
+        simulated, cpu = time.perf_counter(), time.process_time()
+        out = run_month(tmp, config, None)
         ran, cpu = time.perf_counter(), time.process_time() - cpu
         findings = month_findings(out, config)
     found = problems(findings, config, args.devices, args.days)
@@ -179,11 +186,11 @@ def main(argv=None) -> int:
     rollup = {kind: sum(len(v) for (_, region), v in per.items() if region == ALL)
               for kind, per in findings["rows"].items()}
     print(f"team month: {len(REGIONS)} regions x {args.devices:,} devices x {PER_DAY} reports a day x {args.days} days "
-          f"= {len(records):,} reports; channel {json.dumps(config['channel'])}")
+          f"= {n_reports:,} reports; channel {json.dumps(config['channel'])}")
     print(f"rows published by kind: {rows}; of them on the rollup row: {rollup}")
     print(f"summary: {json.dumps(findings['summary'])}")
     print(f"epsilons: {json.dumps(findings['epsilons'])}")
-    print(f"time: simulate {simulated - started:.0f} s, write and run {ran - simulated:.0f} s wall "
+    print(f"time: simulate and write {simulated - started:.0f} s, run {ran - simulated:.0f} s wall "
           f"({cpu:.0f} s CPU in this process); load " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print("findings: " + ("none: every kind of row on every day and key, nothing withheld" if not found
                           else "; ".join(found)))
