@@ -193,10 +193,14 @@ def state_shapes(configs: dict) -> dict:
     """What a streaming job's state must match to be resumed, by collection: the layout of its state
     (:data:`~ldp_marginals.transforms.publication.state.STATE_LAYOUT`), the counted sets and extremes
     (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`), the window (its slices and statuses
-    are keyed by window bounds) and the rollups, if any (their step keeps state of its own)."""
+    are keyed by window bounds), the rollups, if any (their step keeps state of its own), and under the
+    report unit with device bounds its ``unit`` (the same open state as the device unit's, whose released
+    atoms counted devices, not reports: neither resumes as the other; the key is absent otherwise, so the
+    shapes of the jobs written before it are unchanged)."""
     return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe(), layout=STATE_LAYOUT,
                        # a collection with rollups keeps a step more (a window's rollups): not resumable without it
-                       **({"rollups": [list(r) for r in cfg.rollups]} if cfg.rollups else {}))
+                       **({"rollups": [list(r) for r in cfg.rollups]} if cfg.rollups else {}),
+                       **({"unit": cfg.unit} if cfg.device is not None and not cfg.counts_devices else {}))
             for name, cfg in sorted(configs.items())}
 
 

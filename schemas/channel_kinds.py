@@ -171,9 +171,7 @@ def describe_kind(cfg) -> dict:
             "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length} for d in cfg.dimensions},
             "extremes": [], "conditionals": 0,
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
-            "unit": cfg.unit,
-            "max_reports_per_device": cfg.device.max_reports_per_device if cfg.device is not None else None,
-            "max_keys_per_device": cfg.device.max_keys_per_device if cfg.device is not None else None,
+            **cfg.describe_unit(),
             "memoized_bits": list(cfg.layout.labels) if memo is not None else [],
             # one report is epsilon_1-LDP; a device's reports of one value spend at most epsilon_infinity when it
             # memoizes (else they compose): a day's and a month's as enforced and declared

@@ -48,7 +48,6 @@ def test_a_hadamard_collection():
      r"\(over: client\) need each report's bits"),
     ({"conditionals": [{"of": ["q0", "q1"], "given": ["q2", "q3"]}]}, r"spans 4 bits, over max_order=3"),
     ({"sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
-    ({"dimensions": {"region": {}}, "rollups": "all"}, "rollups are not supported with channel kind 'hadamard'"),
     ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
     # a day's promise is enforced from the device bounds (24 hourly slices x M = 1 x epsilon 2 = 48)
     ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 47}},
@@ -111,8 +110,6 @@ def test_a_subset_collection():
                                                                {"name": "x", "type": "numeric", "low": 0, "high": 1}],
       "max_order": 1, "means": [{"of": "x", "given": ["q0"]}]}, r"mean of x given q0 spans 2 bits, over max_order=1"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "dimensions": {"region": {}}, "rollups": [[]]},
-     "rollups are not supported with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
      "privacy.model must be 'local' with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device", "model": "local",
@@ -126,6 +123,14 @@ def test_a_subset_collection():
 def test_subset_refusals_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         parse_config(spec(**changes))
+
+
+@pytest.mark.parametrize("channel", [{"kind": "hadamard", "epsilon": 1}, {"kind": "subset", "epsilon": 1}])
+def test_the_whole_report_kinds_take_rollups(channel):
+    """Rule kind-rollups is lifted (issue 48 item 4): a rollup withholds the rows its keys' thin rows would
+    give back (transforms/publication/kind_rollups.py, tests/pipelines/test_rollups_kinds.py)."""
+    cfg = parse_config(spec(channel=channel, dimensions={"region": {}}, rollups="all"))
+    assert cfg.rollups == ((),)
 
 
 def test_a_subset_collection_holds_at_most_2_19_counts_and_2_12_tables_per_report():
