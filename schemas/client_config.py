@@ -4,7 +4,8 @@ config: the one source of what the JVM, TypeScript and Python clients read (``ld
 - per-bit channels: ``channels`` holds each bit's instantaneous ``p``, ``q`` and, for a bit that memoizes
   (``rappor`` with ``memoize: true``), its permanent channel; their composition is the channel the job
   inverts (:attr:`~ldp_marginals.schemas.collection.CollectionConfig.channels`). ``token: true`` when the
-  job needs each report's device token: ``privacy.unit: device`` (else a report is dead-lettered
+  job needs each report's device token: reports name their device (``privacy.unit: device``, or the report
+  unit with device bounds or memoization: ``cfg.device``; else a report is dead-lettered
   ``no_device_token``) or extremes over clients (the token is the client); otherwise false, so reports
   carry nothing that links them. ``reports_per_day`` is the declared rate, which the clients enforce.
 - the whole-report kinds (``hadamard``, ``subset``): the kind's object with its final numbers (no client

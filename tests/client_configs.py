@@ -48,6 +48,9 @@ CONFIGS = {
                       "channel": {"kind": "subset", "epsilon": 3.0},
                       "window": {"type": "sliding", "size_seconds": 7200, "period_seconds": 3600},
                       "privacy": {"unit": "device", "max_reports_per_device": 1}},
+    "hadamard_bounds": {"collection": "hadamard_bounds", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
+                        "channel": {"kind": "hadamard", "epsilon": 2.0}, "window": HOUR,
+                        "privacy": {"unit": "report", "max_reports_per_device": 2}},   # the report unit with bounds
     "subset_memo": {"collection": "subset_memo", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
                     "channel": {"kind": "subset", "epsilon": 6.0, "memoize": True, "epsilon_1": 2.0},
                     "window": {"type": "global"}, "privacy": {"unit": "device", "max_reports_per_device": 3,
