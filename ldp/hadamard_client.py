@@ -10,7 +10,8 @@ The client config a device receives (its numbers final: no client computes an ex
 
 ``weights[j-1]``: the probability of each coefficient of order j (every coefficient of one order has
 the same); ``keep``: the probability that a slot sends its true parity, ``e^e' / (1 + e^e')`` at
-``e' = epsilon / slots``. Features are boolean (the collection config refuses others).
+``e' = epsilon / slots``. Features are boolean (the collection config refuses others). Optional
+top-level ``token`` and ``reports_per_day``: the device unit (:mod:`~ldp_marginals.ldp.whole_report_client`).
 
 One report:
 
@@ -25,9 +26,10 @@ One report:
    always is); the true parity is the number of 1 bits of the set, mod 2; the sent parity is the
    true one if ``decide(parity coin, keep)``, else flipped;
 5. pack the slots as the job reads them (:mod:`~ldp_marginals.ldp.hadamard_reports`): per slot the
-   index in ``B = T.bit_length()`` bits, least significant first, then the parity bit; ``client`` the device token of the
-   event's slice when ``token`` is true (section 5), else null; ``reports_per_day`` is enforced as the
-   per-bit client enforces it (``rate_exceeded`` after the checks of step 1, before any coin).
+   index in ``B = T.bit_length()`` bits, least significant first, then the parity bit; ``client`` the
+   device token of the event's slice when ``token`` is true (docs/client.md sections 5 and 14), else null;
+   ``reports_per_day`` is enforced as the per-bit client enforces it (``rate_exceeded`` after the checks
+   of step 1, before any coin).
 """
 from __future__ import annotations
 

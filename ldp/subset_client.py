@@ -10,7 +10,8 @@ The client config a device receives (its numbers final: no client computes an ex
 ``width`` s: how many of the d bits a report carries; ``keep``: the probability that it sends their true
 pattern, ``p = e^epsilon / (e^epsilon + 2^s - 1)`` (:class:`~ldp_marginals.ldp.subset_rr.SubsetRR`); every
 other pattern is sent with ``q = (1 - p) / (2^s - 1)``. Features are boolean (the collection config
-refuses others).
+refuses others). Optional top-level ``token`` and ``reports_per_day``: the device unit
+(:mod:`~ldp_marginals.ldp.whole_report_client`).
 
 One report:
 
@@ -27,9 +28,10 @@ One report:
 6. the sent pattern: bit j is the true bit of the j-th chosen position (ascending), XOR the mask's bit j
    unless ``decide(keep coin, keep)``;
 7. pack as the job reads it (:mod:`~ldp_marginals.ldp.subset_reports`): the d-bit subset mask (bit i:
-   position i chosen), then the s pattern bits in order, least significant first; ``client`` the device token of the
-   event's slice when ``token`` is true (section 5), else null; ``reports_per_day`` is enforced as the
-   per-bit client enforces it (``rate_exceeded`` after the checks of step 1, before any coin).
+   position i chosen), then the s pattern bits in order, least significant first; ``client`` the device
+   token of the event's slice when ``token`` is true (docs/client.md sections 5 and 14), else null;
+   ``reports_per_day`` is enforced as the per-bit client enforces it (``rate_exceeded`` after the checks
+   of step 1, before any coin).
 """
 from __future__ import annotations
 
