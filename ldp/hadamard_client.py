@@ -34,7 +34,7 @@ One report:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Mapping
 
@@ -66,8 +66,10 @@ class HadamardClientSpec(WholeReportSpec):
     keep: float
     weights: tuple           # per order 1..max_order: each coefficient's probability
     permanent_keep: float | None = None   # memoized (section 13): a permanent parity's keep
-    token: bool = False                   # reports carry the device token (docs/client.md section 5)
-    reports_per_day: int | None = None    # the declared rate the client enforces; None: no limit
+    # the device unit (docs/client.md section 14), keyword-only: reports carry the device token; the declared
+    # rate the client enforces (None: no limit)
+    token: bool = field(default=False, kw_only=True)
+    reports_per_day: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         d = check_whole_report(self.collection, self.features)
@@ -91,7 +93,7 @@ class HadamardClientSpec(WholeReportSpec):
 
     @classmethod
     def of(cls, collection: str, features, window: Window, mechanism: HadamardSampling,
-           permanent: HadamardSampling | None = None, token: bool = False,
+           permanent: HadamardSampling | None = None, *, token: bool = False,
            reports_per_day: int | None = None) -> "HadamardClientSpec":
         """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
         ``permanent`` (memoized collections) the permanent one (same order, slots and weights); ``token`` and
@@ -100,7 +102,7 @@ class HadamardClientSpec(WholeReportSpec):
         weights = tuple(float(mechanism.probabilities[mechanism.family.offset(j) - first])
                         for j in range(1, mechanism.max_order + 1))
         return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights,
-                   None if permanent is None else permanent.keep, token, reports_per_day)
+                   None if permanent is None else permanent.keep, token=token, reports_per_day=reports_per_day)
 
     @classmethod
     def from_json(cls, spec) -> "HadamardClientSpec":

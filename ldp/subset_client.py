@@ -35,7 +35,7 @@ One report:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from ldp_marginals.ldp.client import (
@@ -64,8 +64,10 @@ class SubsetClientSpec(WholeReportSpec):
     width: int
     keep: float
     permanent_keep: float | None = None   # memoized (section 13): the permanent pattern's keep
-    token: bool = False                   # reports carry the device token (docs/client.md section 5)
-    reports_per_day: int | None = None    # the declared rate the client enforces; None: no limit
+    # the device unit (docs/client.md section 14), keyword-only: reports carry the device token; the declared
+    # rate the client enforces (None: no limit)
+    token: bool = field(default=False, kw_only=True)
+    reports_per_day: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         d = check_whole_report(self.collection, self.features)
@@ -83,13 +85,14 @@ class SubsetClientSpec(WholeReportSpec):
 
     @classmethod
     def of(cls, collection: str, features, window: Window, mechanism: SubsetRR,
-           permanent: SubsetRR | None = None, token: bool = False,
+           permanent: SubsetRR | None = None, *, token: bool = False,
            reports_per_day: int | None = None) -> "SubsetClientSpec":
         """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
         ``permanent`` (memoized collections) the permanent one (same order and width); ``token`` and
         ``reports_per_day`` the device unit's (:mod:`~ldp_marginals.ldp.whole_report_client`)."""
         return cls(collection, tuple(features), window, mechanism.max_order, mechanism.width, mechanism.p,
-                   None if permanent is None else permanent.p, token, reports_per_day)
+                   None if permanent is None else permanent.p, token=token,
+                   reports_per_day=reports_per_day)
 
     @classmethod
     def from_json(cls, spec) -> "SubsetClientSpec":

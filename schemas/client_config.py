@@ -45,7 +45,7 @@ def client_spec(cfg: CollectionConfig):
         raise ValueError(f"collection {cfg.name!r}: channel kind {kind!r} clients take boolean features only, got "
                          f"features {numeric} of other types")
     names = [f.name for f in cfg.layout.features]
-    return _KIND_SPECS[kind].of(cfg.name, names, cfg.window, *stages, needs_token(cfg), rate)
+    return _KIND_SPECS[kind].of(cfg.name, names, cfg.window, *stages, token=needs_token(cfg), reports_per_day=rate)
 
 
 def client_config(cfg: CollectionConfig) -> dict:

@@ -34,8 +34,9 @@ def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="surve
     names = [f"q{i}" for i in range(d)]
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
-        return HadamardClientSpec.of(name, names, window, memo.instantaneous, memo.permanent, token, rate).to_json()
-    return HadamardClientSpec.of(name, names, window, mech, None, token, rate).to_json()
+        return HadamardClientSpec.of(name, names, window, memo.instantaneous, memo.permanent, token=token,
+                                    reports_per_day=rate).to_json()
+    return HadamardClientSpec.of(name, names, window, mech, token=token, reports_per_day=rate).to_json()
 
 
 def values(d: int, pattern: int) -> dict:

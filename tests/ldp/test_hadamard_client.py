@@ -70,7 +70,7 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
     true bits, flipped when the parity coin is not below units(keep); the bits are the job's wire format."""
     mech = mechanism_of(case["config"])
     assert HadamardClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
-                                 read_window(case["config"]["window"]), mech, None,
+                                 read_window(case["config"]["window"]), mech,
                                  **HadamardClientSpec.device_of(case["config"])).to_json() == case["config"]
     thresholds = [units(min(t, 1.0)) for t in np.cumsum(mech.probabilities)]
     thresholds[-1] = 1 << 32

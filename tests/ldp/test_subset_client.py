@@ -71,7 +71,7 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
     units(1/2); the bits are the job's wire format."""
     mech = mechanism_of(case["config"])
     assert SubsetClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
-                               read_window(case["config"]["window"]), mech, None,
+                               read_window(case["config"]["window"]), mech,
                                  **SubsetClientSpec.device_of(case["config"])).to_json() == case["config"]
     d, s = mech.n_bits, mech.width
     fmt = SubsetFormat(mech)
