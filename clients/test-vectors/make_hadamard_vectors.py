@@ -93,7 +93,10 @@ def reports() -> dict:
                                        "permanent_parities": list(trace.permanent_parities)} if trace.permanent else {}),
                                    **device_expect(record),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
-        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
+        made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
+        if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
+            made["rate_state_after"] = client.rate_state()
+        cases.append(made)
     return cases
 
 
@@ -168,7 +171,9 @@ def main() -> None:
                      "NoisyReport; a memoized case (hadamard.permanent_keep, section 13) adds the permanent coins "
                      "(derived from the secret and the value) and each slot's permanent parity; a report that carries the "
                      "device token (token: true, section 5) adds client, the token; a report past reports_per_day "
-                     "(section 3) expects only its refusal code and draws no coins. refusals: a config refused when "
+                     "(section 3) expects only its refusal code and draws no coins; a case with reports_per_day ends with "
+                     "rate_state_after, the client's rate state (UTC day numbers to reports made). refusals: a "
+                     "config refused when "
                      "read (input null), a rate state (rate_state, when present) refused when the client is made, "
                      "or one report refused (from that rate state), with its code.",
             "cases": reports(), "refusals": refusals()}

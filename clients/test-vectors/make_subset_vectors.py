@@ -98,7 +98,10 @@ def reports() -> list:
                                        "permanent_pattern": list(trace.permanent_pattern)} if trace.permanent else {}),
                                    **device_expect(record),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
-        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
+        made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
+        if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
+            made["rate_state_after"] = client.rate_state()
+        cases.append(made)
     return cases
 
 
@@ -138,7 +141,8 @@ def main() -> None:
                      "NoisyReport; a memoized case (subset.permanent_keep, section 13) adds the permanent coins "
                      "(derived from the secret and the value) and the permanent pattern; kept is then the fresh stage's; "
                      "a report that carries the device token (token: true, section 5) adds client, the token; a "
-                     "report past reports_per_day (section 3) expects only its refusal code and draws no coins. "
+                     "report past reports_per_day (section 3) expects only its refusal code and draws no coins; a case "
+                     "with reports_per_day ends with rate_state_after, the client's rate state. "
                      "refusals: a config refused when read (input null), a rate state (rate_state, when present) "
                      "refused when the client is made, or one report refused (from that rate state), with its code.",
             "cases": reports(), "refusals": refusals()}

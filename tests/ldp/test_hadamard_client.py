@@ -60,6 +60,9 @@ def test_the_client_reproduces_every_positive_vector(case):
                                                                     expect.get("permanent_parities", []))
         assert record["bits"].hex() == expect["bits"]
         assert encode_message("noisy_report", record).hex() == expect["avro"] == spec_avro(record).hex()
+    # the rate state the app persists: every report made counted on its UTC day, the refused one not
+    assert client.rate_state() == case.get("rate_state_after", client.rate_state())
+    assert ("rate_state_after" in case) == ("reports_per_day" in case["config"])
 
 
 @pytest.mark.parametrize("case", [c for c in VECTORS["cases"] if "permanent_keep" not in c["config"]["hadamard"]],

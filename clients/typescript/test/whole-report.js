@@ -39,6 +39,8 @@ export function replayVectors(kind, Client, chosen, permanent) {
           bits: toHex(record.bits), avro: toHex(encodeNoisyReport(record)),
         }, item.expect);
       }
+      // the rate state the app persists (section 3): every report made counted on its UTC day, the refused one not
+      if (kase.rate_state_after !== undefined) assert.deepEqual(client.rateState(), kase.rate_state_after);
     });
   }
 

@@ -124,6 +124,9 @@ abstract class WholeReportVectorsTest<D> {
             got.put("avro", hex(trace.report.toAvro()));
             assertEquals(item.get("expect"), got, item.toString());
         }
+        if (c.containsKey("rate_state_after")) {   // the rate state the app persists (section 3)
+            assertEquals(c.get("rate_state_after"), Json.parse(client.rateState()));
+        }
     }
 
     @TestFactory
