@@ -4,7 +4,7 @@
     issue 47's bound) on this tree against the same job, same files, on the tree of 340e214 (before
     issues 47 and 48), goal at most 1.1x;
 (b) the team's configuration (device unit, hourly memoized per-bit reports, daily windows per region
-    with rollups ``[[]]``, per-client OR/AND with ``reports_per_client``, a conditional, a numeric mean)
+    with rollups ``[[]]``, per-client OR/AND with ``reports_per_client: 1`` (memoized), a conditional, a numeric mean)
     against plain marginals of the same reports (the same features, channel, window and region
     dimension; no device unit, no rollups, no analyses), goal at most 2x.
 
@@ -67,7 +67,7 @@ PLAIN = {"collection": "team", "features": TEAM_FEATURES, "channel": RAPPOR, "ma
          "dimensions": {"region": {"max_values": 10}}}
 TEAM = dict(PLAIN, channel=dict(RAPPOR, memoize=True), groups=[["f1", "f2"], ["f1", "f2", "f3"]],
             privacy={"unit": "device", "max_reports_per_device": 24, "reports_per_day": 24}, rollups=[[]],
-            reports_per_client=12,
+            reports_per_client=1,   # memoized: one report a client (rule memoize-client-extremes)
             extremes=[{"name": "any_f", "op": "or", "bits": ["f1", "f2", "f3"], "over": "client"},
                       {"name": "all_f", "op": "and", "bits": ["f1", "f2", "f3"], "over": "client"}],
             conditionals=[{"of": ["f4"], "given": ["f1"]}], means=[{"of": "minutes", "by": ["f1"]}])

@@ -9,7 +9,7 @@ stable over the month, sending one report an hour under its day's device token (
 docs/client.md section 5: one token per device, collection and slice). The run must publish every kind
 of row on every day and key (marginals, tables and consistent tables, the rollup's rows, the client
 OR/AND, the conditional, the means), withhold nothing (every device sends 24 reports a day, more than
-the sample's 12, and each key holds more than ``min_reports`` devices) and state the enforced epsilons
+the sample's 1 report, memoized: rule memoize-client-extremes, and each key holds more than ``min_reports`` devices) and state the enforced epsilons
 of a day and a month in ``collections.json``.
 
     python -m benchmarks.team_month [--devices 2000] [--days 30] [--channel '<JSON channel>']
