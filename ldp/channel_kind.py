@@ -59,14 +59,15 @@ class ChannelKind:
 
 
 # the whole-report kinds: marginals and tables (their estimates and covariances), under either privacy unit,
-# and what is derived from the tables of at most max_order bits (ldp/kind_analyses.py): conditionals and
-# conditional means (ratios of two all-ones counts of one table, with their covariance), means (a numeric
-# feature's 1-bit encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or
-# all-ones cell). Not served: extremes over clients (a limit: a client's OR over its reports needs each
-# report's bits, and a report of these kinds carries one randomized coefficient or subset, not its bits),
-# extra counted sets (not built); schemas/composition.py names each refusal
+# and what is derived from the tables they estimate (ldp/kind_analyses.py): conditionals and conditional
+# means (ratios of two all-ones counts of one table, with their covariance), means (a numeric feature's 1-bit
+# encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or all-ones cell); the
+# tables are every one of at most max_order bits and those of the extra counted sets (``sets``, and the
+# wider tables of groups, conditionals, means and extremes: schemas/channel_kinds.py kind_sets). Not served:
+# extremes over clients (a limit: a client's OR over its reports needs each report's bits, and a report of
+# these kinds carries one randomized coefficient or subset, not its bits); schemas/composition.py names it
 _WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "conditionals",
-                           "means"})
+                           "means", "sets"})
 # what a whole-report kind cannot serve whatever is built: a limit (schemas/composition.py, kind-client-extremes)
 LIMITS = frozenset({"client_extremes"})
 
