@@ -452,7 +452,8 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                 raise ValueError(f"groups[{i}] holds numeric feature {fname!r}: numeric features publish means "
                                  f"(means: [{{of: {fname}, by: [...]}}]), not tables")
         groups.append(tuple(g))
-    _check_budget(name, layout, max_order, sets, tuple(groups))
+    if not kind:   # a kind's memory is capped by its own counts (schemas/channel_kinds.py)
+        _check_budget(name, layout, max_order, sets, tuple(groups))
     level = check_level(spec.get("level", 0.95))
     lateness = check_positive("allowed_lateness_seconds", spec.get("allowed_lateness_seconds", 0), allow_zero=True)
     early = spec.get("early_firing_seconds")

@@ -46,14 +46,11 @@ def test_a_hadamard_collection():
      r"takes boolean and numeric features, got categorical features \['os'\]"),
     ({"extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1"], "over": "client"}]},
      r"\(over: client\) need each report's bits"),
-    ({"conditionals": [{"of": ["q0", "q1"], "given": ["q2", "q3"]}]}, r"spans 4 bits, over max_order=3"),
-    ({"sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
     ({"dimensions": {"region": {}}, "rollups": "all"}, "rollups are not supported with channel kind 'hadamard'"),
     ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
     ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 48}},
      "privacy.epsilon_per_day with channel kind 'hadamard' is not built"),
     ({"privacy": {"model": "local", "epsilon": 1.5}}, "promises local DP at epsilon=1.5, but the channel gives"),
-    ({"groups": [["q0", "q1", "q2", "q3"]]}, r"groups\[0\] has 4 features, over max_order=3"),
 ])
 def test_refusals_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -100,15 +97,6 @@ def test_a_subset_collection():
     ({"channel": {"kind": "subset", "epsilon": 1},
       "extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1"], "over": "client"}]},
      r"need each report's bits, and a report of channel kind 'subset'.*\[limit of the privacy math"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "extremes": [{"name": "any", "op": "or",
-                                                                 "bits": ["q0", "q1", "q2", "q3"]}]},
-     r"extreme 'any' spans 4 bits, over max_order=3: channel kind 'subset'.*instead: raise max_order"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "conditionals": [{"of": ["q0", "q1"], "given": ["q2", "q3"]}]},
-     r"conditional P\(q0,q1 \| q2,q3\) spans 4 bits, over max_order=3"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "features": [{"name": "q0", "type": "boolean"},
-                                                               {"name": "x", "type": "numeric", "low": 0, "high": 1}],
-      "max_order": 1, "means": [{"of": "x", "given": ["q0"]}]}, r"mean of x given q0 spans 2 bits, over max_order=1"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "dimensions": {"region": {}}, "rollups": [[]]},
      "rollups are not supported with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
@@ -118,12 +106,50 @@ def test_a_subset_collection():
      "privacy.epsilon_per_month with channel kind 'subset' is not built"),
     ({"channel": {"kind": "subset", "epsilon": 2}, "privacy": {"model": "local", "epsilon": 1.5}},
      "promises local DP at epsilon=1.5, but the channel gives"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "groups": [["q0", "q1", "q2", "q3"]]},
-     r"groups\[0\] has 4 features, over max_order=3: channel kind 'subset'"),
+    ({"channel": {"kind": "subset", "epsilon": 1, "width": 3}, "groups": [["q0", "q1", "q2", "q3"]]},
+     r"channel kind 'subset' at width=3 cannot estimate the table of \['q0', 'q1', 'q2', 'q3'\] \(4 bits.*"
+     r"\[limit of the privacy math.*rule kind-subset-width\]; instead: raise channel.width"),
+    ({"channel": {"kind": "subset", "epsilon": 1, "width": 3},
+      "extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1", "q2", "q3"]}]}, r"rule kind-subset-width"),
 ])
 def test_subset_refusals_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         parse_config(spec(**changes))
+
+
+# issue 48 item 1: what both kinds refused before (rules kind-analyses, kind-analyses-over-order,
+# kind-groups-over-order: each case was a refusal of test_refusals_name_the_field / test_subset_refusals_name_the_field)
+# is counted as an extra set: the wider table is in the kind's family and published
+WIDER = [
+    ({"conditionals": [{"of": ["q0", "q1"], "given": ["q2", "q3"]}]}, (0, 1, 2, 3)),
+    ({"sets": [["q0", "q1", "q2", "q3"]]}, (0, 1, 2, 3)),
+    ({"groups": [["q0", "q1", "q2", "q3"]]}, (0, 1, 2, 3)),
+    ({"extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1", "q2", "q4"]}]}, (0, 1, 2, 4)),
+    ({"features": [{"name": "q0", "type": "boolean"}, {"name": "x", "type": "numeric", "low": 0, "high": 1}],
+      "max_order": 1, "means": [{"of": "x", "given": ["q0"]}]}, (0, 1)),
+]
+
+
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+@pytest.mark.parametrize("changes,wide", WIDER)
+def test_wider_tables_are_extra_sets_of_the_kind(kind, changes, wide):
+    cfg = parse_config(spec(channel={"kind": kind, "epsilon": 1.0}, **changes))
+    numeric = bool(set(wide) & set(cfg.layout.numeric_bits))   # a mean's set: counted, published as the mean
+    assert cfg.sampling.sets == (wide,) and wide in cfg.family and (wide in cfg.published_sets) != numeric
+    assert cfg.sampling.family == cfg.family == cfg.aggregator.mechanism.family
+    if kind == "subset":
+        assert cfg.sampling.width >= len(wide)
+    assert cfg.describe()["channel"]["extra_sets"] == [[cfg.layout.labels[b] for b in wide]]
+    plain = parse_config(spec(channel={"kind": kind, "epsilon": 1.0}, max_order=changes.get("max_order", 3),
+                              features=changes.get("features", spec()["features"])))
+    assert plain.sampling.sets == () and "extra_sets" not in plain.describe()["channel"]
+
+
+def test_a_hadamard_pool_of_extra_sets_is_capped_for_the_clients():
+    """A set of 21 bits has 2^21 subsets, over the 2^20 a client enumerates: refused naming the sets."""
+    wide = [{"name": f"q{i}", "type": "boolean"} for i in range(21)]
+    with pytest.raises(ValueError, match=r"extra sets wider than max_order=2 hold 2,097,152 subsets"):
+        parse_config(spec(features=wide, max_order=2, sets=[[f"q{i}" for i in range(21)]]))
 
 
 def test_a_subset_collection_holds_at_most_2_19_counts_and_2_12_tables_per_report():

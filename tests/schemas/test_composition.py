@@ -94,9 +94,8 @@ EXAMPLES = {
                           + [{"name": "x", "type": "categorical", "values": ["u", "v"]}]}, False),
     "kind-client-extremes": ({"channel": _HADAMARD,
                               "extremes": [{"name": "any", "op": "or", "bits": ["a", "b"], "over": "client"}]}, False),
-    "kind-analyses": ({"channel": _HADAMARD, "sets": [["a", "b", "c"]]}, False),
-    "kind-analyses-over-order": ({"channel": _HADAMARD, "conditionals": [{"of": ["a"], "given": ["b", "c"]}]}, False),
-    "kind-groups-over-order": ({"channel": _HADAMARD, "groups": [["a", "b", "c"]]}, False),
+    "kind-subset-width": ({"channel": {"kind": "subset", "epsilon": 2.0, "width": 2},
+                           "conditionals": [{"of": ["a"], "given": ["b", "c"]}]}, False),
     "kind-rollups": ({"channel": _HADAMARD, "dimensions": _DIMS, "rollups": "all"}, False),
 }
 
