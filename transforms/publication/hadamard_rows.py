@@ -1,5 +1,5 @@
 """The estimates behind the rows a window and key of a channel kind's collection (``channel: {kind:
-hadamard}``, Hadamard sampling, or ``{kind: subset}``, subset randomized response) publishes: ``marginals`` (every set of 1..max_order bits: the count of reports whose bits are all 1 on it) and
+hadamard}``, Hadamard sampling, or ``{kind: subset}``, subset randomized response) publishes: ``marginals`` (every set of 1..max_order bits and of the kind's extra sets: the count of reports whose bits are all 1 on it) and
 ``tables`` (every configured group of boolean features), from the released accumulator as every
 kind's rows are (:mod:`~ldp_marginals.transforms.publication.rows`), with the same schemas, intervals
 and out-of-range policy. The estimates and their closed-form variances are
@@ -27,8 +27,8 @@ from ldp_marginals.ldp.thin_rows import Thin, hadamard_thin_sets, subset_thin_se
 
 
 def hadamard_group_tables(config, marginals) -> list:
-    """``(group, interval, table, low, high)`` of every configured group (boolean features, at most
-    max_order of them): its table from the coefficients, cells in the order of
+    """``(group, interval, table, low, high)`` of every configured group (boolean features; a group of more
+    than max_order is one of the kind's extra sets): its table from the coefficients, cells in the order of
     :func:`~ldp_marginals.ldp.tables.group_cells`."""
     out = []
     est = marginals.estimate
@@ -89,9 +89,10 @@ def thin_sets(config, marginals, groups) -> dict:
 
     def drawn_of(s):
         return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
-    mech = est.mechanism   # counts n_K up to max_order; no subset holds more than its width of bits
+    mech = est.mechanism   # counts n_K up to max_order and of its extra sets; no subset holds more than its width
     return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups) + analysis_sets(config), config.min_reports,
-                            known_order=mech.max_order, width=mech.width, per_device=per_device)
+                            known_order=mech.max_order, width=mech.width, per_device=per_device,
+                            counted=family.__contains__)
 
 
 def table_sets(config) -> list:
@@ -124,7 +125,8 @@ def atom_thin_sets(config, acc) -> dict:
     def drawn_of(s):
         return counts[len(s)].sum(axis=-1)[family.index(s) - family.offset(len(s))]
     return subset_thin_sets(drawn_of, config.published_sets, table_sets(config) + analysis_sets(config),
-                            config.min_reports, known_order=mech.max_order, width=mech.width, per_device=per_device)
+                            config.min_reports, known_order=mech.max_order, width=mech.width, per_device=per_device,
+                            counted=family.__contains__)
 
 
 def merge_thin(thin: dict, more: dict, of_atom: bool = True) -> dict:
