@@ -34,6 +34,7 @@ One report:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Mapping
@@ -154,7 +155,9 @@ class HadamardClientSpec(WholeReportSpec):
 
     @property
     def order_sizes(self) -> list:
-        """The pool's coefficients of each order 1..top."""
+        """The pool's coefficients of each order 1..top (counted, not enumerated, without extra sets)."""
+        if not self.sets:
+            return [math.comb(len(self.features), j) for j in range(1, len(self.weights) + 1)]
         sizes = [0] * len(self.weights)
         for s in self.pool:
             if len(s) <= len(sizes):
