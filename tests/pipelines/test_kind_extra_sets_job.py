@@ -62,3 +62,6 @@ def test_the_run_command_publishes_the_rows_of_extra_sets(tmp_path, kind):
     table = est.estimate.table((1, 2, 3))
     want = [] if "table of q1,q2,q3" in held else sorted(table.estimate)
     assert sorted(r["estimate"] for r in cells) == pytest.approx(want, rel=1e-9)
+    consistent = [r for r in read(str(tmp_path / "out"), "tables").to_pylist() if _ms(r["window_start"]) == START]
+    assert len(consistent) == len(cells) and all(0 <= r["frequency"] <= 1 for r in consistent)
+    assert sum(r["frequency"] for r in consistent) == pytest.approx(1.0 if cells else 0.0, abs=1e-9)
