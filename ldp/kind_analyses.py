@@ -32,7 +32,11 @@ kind's window marginals (``WindowMarginals`` of :mod:`~ldp_marginals.ldp.hadamar
   variance whatever the truth, so at ``t_B = 0`` the test fires at rate at most about ``alpha``: a normal
   approximation (the per-bit kind's test is Bernstein's exact bound, :mod:`~ldp_marginals.ldp.conditional`).
 
-Memoization is refused for these kinds, so ``repeats`` is None (reports are randomized afresh).
+``repeats`` is None (reports randomized afresh), or for a memoized kind (``channel: {kind: ..., memoize:
+true}``) :func:`~ldp_marginals.ldp.kind_memoize.kind_repeats`, read by the means' encoding term; the
+marginals and tables such an estimate reads already carry the repeats term
+(:func:`~ldp_marginals.ldp.kind_memoize.with_kind_repeats`), and so does the presence threshold's
+``cell_variance_per_report`` (:func:`~ldp_marginals.ldp.kind_memoize.cell_variance_with_repeats`).
 """
 from __future__ import annotations
 

@@ -178,7 +178,9 @@ class CollectionConfig:
     device: DeviceUnit | None = None   # privacy.unit: device (None: the unit is the report)
     permanent: tuple = ()   # per bit: the permanent channel of a bit that memoizes (rappor, memoize), or None
     sampling: object = None   # a channel kind: its HadamardSampling (ldp/hadamard_reports.py) or SubsetRR
-    #                           (ldp/subset_reports.py); None: per bit
+    #                           (ldp/subset_reports.py); None: per bit. Memoized: the effective one, at epsilon_1
+    kind_memo: object = None  # a memoized kind (channel: {kind: ..., memoize: true}): its MemoizedKind
+    #                           (ldp/kind_memoize.py, the permanent and instantaneous stages), else None
     rollups: tuple = ()     # the dimensions each rollup keeps (sorted name tuples, each a proper subset)
     reports_per_client: int | None = None   # the client rows' sample per client and window (None: the default)
 
@@ -334,7 +336,11 @@ class CollectionConfig:
     def shared_reports(self) -> int:
         """``s`` of :func:`~ldp_marginals.ldp.memoized.repeat_variance`: how many other reports of its
         device a report may share its permanent responses with in a published row of a window,
-        ``k * M - 1``, with dimensions ``k * K * M - 1`` (0 when no bit memoizes)."""
+        ``k * M - 1``, with dimensions ``k * K * M - 1`` (0 when no bit memoizes). A memoized kind's reports
+        share their whole permanent response: the same ``s`` (:func:`~ldp_marginals.ldp.kind_memoize.
+        with_kind_repeats`)."""
+        if self.kind_memo is not None:
+            return self.repeats_per_window - 1
         if not self.permanent or all(c is None for c in self.permanent):
             return 0
         return self.repeats_per_window - 1
@@ -360,6 +366,16 @@ class CollectionConfig:
                 out.append(Channel(p2, p2 + gap))
         return ChannelSet(tuple(out))
 
+    @property
+    def spend(self):
+        """What a device spends, as :mod:`ldp_marginals.ldp.longitudinal` reads it: per bit its
+        :attr:`client_channels`; a whole-report kind its :class:`~ldp_marginals.ldp.kind_memoize.WholeReportSpend`
+        (one report ``epsilon_1``; all reports of one value ``epsilon_infinity`` when it memoizes)."""
+        if self.sampling is None:
+            return self.client_channels
+        from ldp_marginals.ldp.kind_memoize import WholeReportSpend
+        return WholeReportSpend.of(self.sampling, self.kind_memo)
+
     def epsilons(self):
         """:class:`~ldp_marginals.ldp.longitudinal.LongitudinalEpsilon` of the collection's channels at
         its DECLARED ``reports_per_day`` (the clients' rate, which the job does not enforce), or None
@@ -369,7 +385,7 @@ class CollectionConfig:
 
     @cached_property
     def _epsilon_figures(self):
-        return longitudinal_epsilon(self.layout, self.client_channels, self.device.reports_per_day)
+        return longitudinal_epsilon(self.layout, self.spend, self.device.reports_per_day)
 
     @property
     def reports_per_slice(self) -> int | None:
@@ -387,7 +403,7 @@ class CollectionConfig:
 
     @cached_property
     def _enforced_figures(self):
-        return enforced_epsilon(self.layout, self.client_channels, self.window, self.reports_per_slice)
+        return enforced_epsilon(self.layout, self.spend, self.window, self.reports_per_slice)
 
     def promise_fault(self) -> str | None:
         """Why the enforced figures break ``privacy.epsilon_per_day`` / ``epsilon_per_month`` (naming the
@@ -401,7 +417,7 @@ class CollectionConfig:
         hold them (None under ``unit: report``: one report spends epsilon_1, and nothing bounds how many a
         device sends); ``declared``: the same at the declared ``reports_per_day`` (None without one)."""
         from ldp_marginals.ldp.longitudinal import epsilon_infinity, epsilon_one
-        cc = self.client_channels
+        cc = self.spend
         inf = epsilon_infinity(self.layout, cc)
         declared = self.epsilons()
         enforced = self.enforced_epsilons()

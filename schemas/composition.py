@@ -57,7 +57,8 @@ def _whole_report(cfg) -> bool:
 
 
 def _memoized(cfg) -> bool:
-    return bool(cfg.permanent) and any(c is not None for c in cfg.permanent)
+    """Per-bit channels that memoize (rappor, memoize: true) or a memoized whole-report kind."""
+    return cfg.kind_memo is not None or (bool(cfg.permanent) and any(c is not None for c in cfg.permanent))
 
 
 def _kind_fields(cfg) -> list:
@@ -100,19 +101,6 @@ def _device_fields(spec) -> list:
     if privacy.get("unit", "report") != "report":
         return []
     return sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in privacy)
-
-
-def _kind_spans(spec) -> list:
-    """A day's or a month's promise given with a whole-report kind: the fields given."""
-    if "kind" not in _mapping(spec, "channel"):
-        return []
-    privacy = _mapping(spec, "privacy")
-    return [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None]
-
-
-def _kind_memoize(spec) -> bool:
-    chan = _mapping(spec, "channel")
-    return "kind" in chan and bool(chan.get("memoize"))
 
 
 RULES = (
@@ -174,22 +162,6 @@ RULES = (
          "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
          "The device as the unit: a bound per device"),
     # ---- not built: each entry is lifted by its own work item ----------------------------------------
-    # issue 48 item 2: the device unit for the whole-report kinds is built (P-A); a day's or a month's promise
-    # with them is not: their enforced figures (ldp/longitudinal.py) read per-bit channels
-    Rule("kind-spans", "channel kind hadamard/subset x privacy.epsilon_per_day/epsilon_per_month", NOT_BUILT, ANY,
-         _kind_spans,
-         lambda s: f"privacy.{_kind_spans(s)[0]} with channel kind {_mapping(s, 'channel')['kind']!r} is not built "
-                   "(the enforced figures of a day and a month read per-bit channels)",
-         "promise privacy.epsilon (one report's) and bound the device with max_reports_per_device: a day then "
-         "spends at most slices x M x K x channel.epsilon", "Devices over time: memoization and epsilon",
-         stage=SPEC),
-    Rule("kind-memoize", "channel kind hadamard/subset x memoize: true", NOT_BUILT, ANY,
-         _kind_memoize,
-         lambda s: f"channel kind {_mapping(s, 'channel')['kind']!r} with memoize: true is not built (a device's "
-                   "permanent response per value, as rappor channels keep per bit)",
-         "drop memoize (each report is then randomized afresh and a device's reports compose), or use per-bit "
-         "rappor channels with memoize: true", "Devices over time: memoization and epsilon", owner="P-A",
-         stage=SPEC),
     # issue 48 item 1 (one interface for channel kinds): analyses derived from any kind's marginals
     # a numeric feature is one bit of the report (its 1-bit encoding) and serves means; a categorical's
     # one-hot bits are exclusive, which the kinds' estimators (unlike TMDH's exclusive groups) do not use yet

@@ -63,7 +63,7 @@ from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
-from ldp_marginals.schemas.channel_kinds import is_kind, kind_sets, parse_kind
+from ldp_marginals.schemas.channel_kinds import is_kind, kind_sets, parse_kind, parse_memo
 from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.collection import (
     INTERVALS,
@@ -315,7 +315,8 @@ def _kind_privacy(spec, sampling, check: bool = True) -> Privacy | None:
         check_positive("privacy.epsilon", epsilon)
         if check and sampling.epsilon > epsilon + 1e-12:
             raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channel gives a whole "
-                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon")
+                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon (channel.epsilon_1 when it "
+                             f"memoizes: one report's)")
     return Privacy("local", epsilon, **_spans(spec))
 
 
@@ -491,6 +492,9 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     # groups, conditionals, means and extremes rest on: schemas/channel_kinds.py kind_sets)
     sampling = parse_kind(chan_spec, layout, max_order, kind_sets(layout, max_order, sets, groups, conditionals, means,
                                                                   extremes)) if kind else None
+    kind_memo = parse_memo(chan_spec, sampling) if kind else None
+    if kind_memo is not None:   # the job inverts the effective mechanism, the kind at epsilon_1 (docs/client.md 13)
+        sampling = kind_memo.effective
     if kind:
         privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)
     else:
@@ -506,7 +510,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                            tuple(group_intervals), means, marginal_interval, alpha,
                            mechanisms=(chan_spec["kind"],) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
                            device=device, permanent=() if kind else _permanent(spec["channel"], layout),
-                           sampling=sampling,
+                           sampling=sampling, kind_memo=kind_memo,
                            rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]),
                            reports_per_client=spec.get("reports_per_client"))
     _check_month(cfg, check_promise)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.kind_analyses import KindMarginals
+from ldp_marginals.ldp.kind_memoize import cell_variance_with_repeats, kind_repeats, with_kind_repeats
 from ldp_marginals.ldp.tables import GroupTable, group_cells
 from ldp_marginals.ldp.thin_rows import Thin, hadamard_thin_sets, subset_thin_sets
 
@@ -50,6 +51,8 @@ def hadamard_estimates(config, acc) -> tuple:
     """``(marginals, groups)`` of one window and key: what :func:`~ldp_marginals.transforms.publication.rows.
     marginal_rows` and ``table_rows`` publish."""
     marginals = config.aggregator.marginals(acc)
+    if config.kind_memo is not None:   # a device's reports share its permanent response: every variance
+        marginals = with_kind_repeats(marginals, config.kind_memo, config.shared_reports)   # carries the term
     return marginals, hadamard_group_tables(config, marginals)
 
 
@@ -67,7 +70,11 @@ def kind_estimate(config, marginals):
     """The window's estimate as the conditionals and means read it
     (:class:`~ldp_marginals.ldp.kind_analyses.KindMarginals`)."""
     from ldp_marginals.ldp.channel_kind import channel_kind
-    return KindMarginals(marginals, channel_kind(config.channel_kind).cell_variance_per_report)
+    est = KindMarginals(marginals, cell_variance_with_repeats(channel_kind(config.channel_kind).cell_variance_per_report,
+                                                              config.kind_memo, config.shared_reports))
+    if config.kind_memo is not None and config.shared_reports:   # a memoized value names its encoded bits:
+        est.repeats = kind_repeats(config.layout.n_bits, config.shared_reports)   # the means' encoding term
+    return est
 
 
 def group_columns(groups) -> list:

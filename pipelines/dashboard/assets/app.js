@@ -559,15 +559,23 @@
     });
   }
 
+  function memoText(ch) {
+    // a memoized kind: a permanent response per value (ε∞ for all its reports), each report re-randomized (ε₁)
+    return ch.memoize ? "; memoized: a value's permanent response ε∞ = " + fmt(ch.epsilon_infinity, 3) +
+      ", each report ε₁ = " + fmt(ch.epsilon_1, 3) : "";
+  }
+
   function channelText(c) {
     // a channel kind randomizes the whole report (collections.json "channel")
     if (c.channel && c.channel.kind === "hadamard") {
       return "Hadamard sampling: " + c.channel.slots + " of " + c.channel.coefficients + " parity coefficients a report (" +
-        c.channel.weights + " weights) over " + c.labels.length + " bits, the whole report ε = " + fmt(c.channel.epsilon, 3);
+        c.channel.weights + " weights) over " + c.labels.length + " bits, the whole report ε = " + fmt(c.channel.epsilon, 3) +
+        memoText(c.channel);
     }
     if (c.channel && c.channel.kind === "subset") {
       return "Subset randomized response: " + c.channel.width + " of " + c.labels.length + " bits a report, their " +
-        "pattern sent true with probability " + fmt(c.channel.keep, 3) + ", the whole report ε = " + fmt(c.channel.epsilon, 3);
+        "pattern sent true with probability " + fmt(c.channel.keep, 3) + ", the whole report ε = " + fmt(c.channel.epsilon, 3) +
+        memoText(c.channel);
     }
     const kinds = new Set(c.labels.map((_, i) => bitChannel(c, i)));
     if (kinds.size === 1) return bitChannel(c, 0) + " on each of " + c.p.length + " bits";
