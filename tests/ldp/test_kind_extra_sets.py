@@ -5,7 +5,7 @@ unbiased within z standard errors of the closed-form variance and with 95% inter
 Failed before: HadamardSampling and SubsetRR took no extra sets, and KindMarginals refused a table of more
 than max_order bits. Power (R = 1000 replicates of N = 3000 reports): an extreme's variance 25% too small
 fails the variance band (ratio 1.29 hadamard, 1.36 subset against 1 +- 0.20), a wide table projected as a
-max_order one fails the bias check (mutations run by hand, tests/ldp/test_kind_extra_sets.py's history)."""
+max_order one fails the bias check (mutations run by hand; the commit that set R says so)."""
 import math
 
 import numpy as np

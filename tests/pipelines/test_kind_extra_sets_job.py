@@ -65,3 +65,18 @@ def test_the_run_command_publishes_the_rows_of_extra_sets(tmp_path, kind):
     consistent = [r for r in read(str(tmp_path / "out"), "tables").to_pylist() if _ms(r["window_start"]) == START]
     assert len(consistent) == len(cells) and all(0 <= r["frequency"] <= 1 for r in consistent)
     assert sum(r["frequency"] for r in consistent) == pytest.approx(1.0 if cells else 0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+def test_streaming_gives_the_batch_answers_with_extra_sets(kind):
+    """The streaming engine (two regions, hourly fixed windows): every window and key's latest pane holds the
+    batch job's rows exactly, the extra sets' marginals, tables, conditional and extreme among them."""
+    from tests.pipelines.test_same_answers import batch_and_streaming, canonical, latest_panes
+    cfg = parse_config(dict(config(kind), min_reports=25, dimensions={"region": {}}))
+    records, _, _ = reports(cfg, seed=3, encode=_encoder(kind))
+    records = [dict(r, dimensions={"region": "eu" if i % 3 else "us"}) for i, r in enumerate(records)]
+    batch, got = batch_and_streaming(records, cfg)
+    expected = canonical(batch)
+    assert expected["conditionals"] and expected["extremes"]
+    assert any(len(r["columns"]) == 4 for r in batch["marginals"])   # the 4-bit sets entry is published
+    assert canonical(latest_panes(got)) == expected
