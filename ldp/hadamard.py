@@ -150,7 +150,8 @@ class HadamardSampling:
         (the cells are ``2^-o H theta`` with ``H H = 2^o I``)."""
         o = self.max_order if order is None else check_int("order", order, minimum=1)
         if o > self.top_order:
-            raise ValueError(f"order must be <= {self.top_order} (max_order or the widest extra set), got order={order}")
+            raise ValueError(f"order must be <= {self.top_order} (max_order or the widest extra set), "
+                             f"got order={order}")
         first = self.family.offset(1)
         total = 0.0
         for j in range(1, o + 1):              # a table's C(o, j) coefficients of order j share one weight

@@ -104,8 +104,8 @@ class HadamardClientSpec(WholeReportSpec):
         for i, s in enumerate(self.sets):
             if (not isinstance(s, (list, tuple)) or any(isinstance(b, bool) or not isinstance(b, int) for b in s)
                     or any(not 0 <= b < d for b in s) or any(a >= b for a, b in zip(s, s[1:])) or len(s) <= k):
-                raise Refusal(BAD_CONFIG, f"hadamard.sets[{i}] must be a list of more than max_order={k} increasing bit "
-                                          f"indices in [0, {d}), got sets[{i}]={s!r}")
+                raise Refusal(BAD_CONFIG, f"hadamard.sets[{i}] must be a list of more than max_order={k} increasing "
+                                          f"bit indices in [0, {d}), got sets[{i}]={s!r}")
         if len({tuple(s) for s in self.sets}) != len(self.sets):
             raise Refusal(BAD_CONFIG, f"hadamard.sets must be distinct, got sets={[list(s) for s in self.sets]!r}")
         if sum(1 << len(s) for s in self.sets) > MAX_POOL_WORK:

@@ -11,7 +11,8 @@ kind's window marginals (``WindowMarginals`` of :mod:`~ldp_marginals.ldp.hadamar
   marginal rows publish), so an unconditional mean is the numeric bit's marginal rescaled;
 - ``all_ones(sets)``: the all-ones counts of several sets *from one table*, that of their union U (at
   most ``max_order`` bits, or an extra set the kind counts: ``sets`` in ``channel: {kind: ...}`` collections,
-  the wider unions of conditionals, means and extremes, and groups, :func:`~ldp_marginals.schemas.channel_kinds.kind_sets`),
+  the wider unions of conditionals, means and extremes, and groups:
+  :func:`~ldp_marginals.schemas.channel_kinds.kind_sets`),
   with their exact covariance ``H S H^T``: ``S`` the kind's covariance of U's
   table (``HadamardEstimate.table``: the Walsh-Hadamard transform of the sampled coefficients'
   covariance; ``SubsetEstimate.table``: the closed form of subset RR over the ``n_U`` reports whose
