@@ -20,8 +20,7 @@ released sum, as the per-bit counts are (the publication rule's atoms apply unch
 the versioned state and the combiners see an ordinary accumulator.
 
 Estimates (:func:`window_marginals`): for each set S of the pool (1..k bits, or within an extra set), the
-count of reports whose bits
-are all 1 on S, ``N pi_S(1..1) = N 2^-|S| sum_{a subset S} (-1)^|a| theta_a``, and its variance
+count of reports whose bits are all 1 on S, ``N pi_S(1..1) = N 2^-|S| sum_{a subset S} (-1)^|a| theta_a``, and its variance
 ``N^2 h^T Cov(theta_{a subset S}) h / 4^|S|`` (``h_a = (-1)^|a|``; the coefficients' covariance of
 :meth:`~ldp_marginals.ldp.hadamard.HadamardEstimate.coefficient_covariance`, plugged in).
 """
