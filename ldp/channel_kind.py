@@ -63,13 +63,13 @@ class ChannelKind:
 # means (ratios of two all-ones counts of one table, with their covariance), means (a numeric feature's 1-bit
 # encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or all-ones cell); the
 # tables are every one of at most max_order bits and those of the extra counted sets (``sets``, and the
-# wider tables of groups, conditionals, means and extremes: schemas/channel_kinds.py kind_sets). Not served:
-# extremes over clients (a limit: a client's OR over its reports needs each report's bits, and a report of
-# these kinds carries one randomized coefficient or subset, not its bits); schemas/composition.py names it
-_WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "conditionals",
-                           "means", "sets"})
-# what a whole-report kind cannot serve whatever is built: a limit (schemas/composition.py, kind-client-extremes)
-LIMITS = frozenset({"client_extremes"})
+# wider tables of groups, conditionals, means and extremes: schemas/channel_kinds.py kind_sets); extremes
+# over clients (a product over a client's reports of each report's unbiased term of the indicator,
+# ldp/kind_client_extremes.py)
+_WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "client_extremes",
+                           "conditionals", "means", "sets"})
+# what a whole-report kind cannot serve whatever is built: a limit of the privacy math (none today)
+LIMITS = frozenset()
 
 PER_BIT = ChannelKind("per_bit", frozenset(ANALYSES))
 HADAMARD = ChannelKind(hadamard_reports.KIND, _WHOLE_REPORT, hadamard_reports.HadamardFormat,

@@ -25,8 +25,7 @@ kind's window marginals (``WindowMarginals`` of :mod:`~ldp_marginals.ldp.hadamar
 - ``extreme(op, bits)``: the reports whose OR (AND) over ``bits`` is 1, ``N`` minus the all-zeros cell
   (the all-ones cell) of the table of ``bits``, with that cell's variance: extremes over reports for
   every set the kind counts (an extreme over more than ``max_order`` bits is one of the kind's extra sets;
-  extremes over clients need each report's bits, which these kinds never send: refused in
-  schemas/composition.py);
+  extremes over clients multiply one term per report instead, :mod:`~ldp_marginals.ldp.kind_client_extremes`);
 - ``presence_threshold(B, alpha)``: the condition B is declared to hold when its count exceeds
   ``z_{1-alpha} sqrt(N c_|B|)``, ``c_o`` the kind's worst-case variance per report of one cell of an
   ``o``-bit table (``cell_variance_per_report``, the figure ``plan`` states), a bound on the count's

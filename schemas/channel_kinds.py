@@ -79,7 +79,7 @@ def kind_of(mechanism) -> str:
 def kind_sets(layout: Layout, max_order: int, sets=(), groups=(), conditionals=(), means=(), extremes=()) -> tuple:
     """The extra sets a whole-report kind's collection counts (issue 48 item 1): of its ``sets``, its
     groups' cells (:meth:`~ldp_marginals.ldp.encoding.Layout.group_sets`), the union of each conditional's
-    and conditional mean's bits and each extreme's over reports, those wider than ``max_order``
+    and conditional mean's bits and each extreme's (over reports or clients), those wider than ``max_order``
     (:func:`~ldp_marginals.ldp.sets.extra_sets`: sorted, distinct). The one owner of that list: the parser,
     ``plan`` and the composition table read it."""
     need = [tuple(s) for s in sets]
@@ -87,7 +87,7 @@ def kind_sets(layout: Layout, max_order: int, sets=(), groups=(), conditionals=(
         need.extend(layout.group_sets(group))
     need += [tuple(set(of) | set(given)) for of, given in conditionals]
     need += [tuple({bit} | set(given)) for bit, given in means]
-    need += [tuple(e.bits) for e in extremes if e.over == "report"]
+    need += [tuple(e.bits) for e in extremes]   # over reports their table, over clients each report's term
     return extra_sets(layout.n_bits, max_order, need)
 
 
@@ -213,9 +213,7 @@ def describe_kind(cfg) -> dict:
             "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length} for d in cfg.dimensions},
             "extremes": [], "conditionals": 0,
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
-            "unit": cfg.unit,
-            "max_reports_per_device": cfg.device.max_reports_per_device if cfg.device is not None else None,
-            "max_keys_per_device": cfg.device.max_keys_per_device if cfg.device is not None else None,
+            **cfg.describe_unit(),
             "memoized_bits": list(cfg.layout.labels) if memo is not None else [],
             # one report is epsilon_1-LDP; a device's reports of one value spend at most epsilon_infinity when it
             # memoizes (else they compose): a day's and a month's as enforced and declared

@@ -56,11 +56,6 @@ def _whole_report(cfg) -> bool:
     return cfg.sampling is not None
 
 
-def _memoized(cfg) -> bool:
-    """Per-bit channels that memoize (rappor, memoize: true) or a memoized whole-report kind."""
-    return cfg.kind_memo is not None or (bool(cfg.permanent) and any(c is not None for c in cfg.permanent))
-
-
 def _kind_fields(cfg) -> list:
     """The analyses asked for that the kind does not publish (ldp/channel_kind.py: ChannelKind.publishes, the
     one place that says what a kind serves)."""
@@ -68,12 +63,6 @@ def _kind_fields(cfg) -> list:
     return refused(cfg.channel_kind, [name for name, on in (
         ("extremes", cfg.report_extremes), ("client_extremes", cfg.client_extremes),
         ("conditionals", cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
-
-
-def _kind_limits(cfg) -> list:
-    """Of :func:`_kind_fields`, those the kind cannot serve at all (ldp/channel_kind.py LIMITS)."""
-    from ldp_marginals.ldp.channel_kind import LIMITS
-    return [f for f in _kind_fields(cfg) if f in LIMITS]
 
 
 def _over_width(cfg) -> list:
@@ -95,37 +84,39 @@ def _mapping(spec, key) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _device_fields(spec) -> list:
-    """The fields of ``privacy`` that bound or rate a device, given under ``unit: report``."""
-    privacy = _mapping(spec, "privacy")
-    if privacy.get("unit", "report") != "report":
-        return []
-    return sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in privacy)
+
+
+def _kind_memoize(spec) -> bool:
+    """A whole-report kind with ``memoize: true`` (the config mapping)."""
+    chan = _mapping(spec, "channel")
+    return "kind" in chan and bool(chan.get("memoize"))
+
+
+def _spec_client_extremes(spec) -> list:
+    """The names of the extremes over clients a config mapping asks for."""
+    extremes = spec.get("extremes") if isinstance(spec, dict) else None
+    return [e.get("name") for e in extremes or () if isinstance(e, dict) and e.get("over") == "client"]
 
 
 RULES = (
     # ---- limits of the privacy math ------------------------------------------------------------------
-    Rule("device-bounds-need-device", "privacy.unit report x max_reports_per_device/max_keys_per_device/"
-         "reports_per_day", LIMIT, ANY,
-         lambda s: bool(_device_fields(s)),
-         lambda s: f"privacy.{_device_fields(s)[0]} is only for unit 'device', got unit='report': nothing links a "
-                   "report unit's reports to a device, so no bound per device can be enforced",
-         "set privacy.unit: device, or drop the field (under unit report every report counts once)",
-         "The device as the unit: a bound per device", stage=SPEC),
     Rule("spans-need-device", "privacy.epsilon_per_day/epsilon_per_month x privacy.unit report", LIMIT, ANY,
-         lambda c: c.device is None and c.privacy is not None and (c.privacy.epsilon_per_day is not None
+         lambda c: not c.counts_devices and c.privacy is not None and (c.privacy.epsilon_per_day is not None
                                                                    or c.privacy.epsilon_per_month is not None),
          lambda c: f"privacy.{'epsilon_per_day' if c.privacy.epsilon_per_day is not None else 'epsilon_per_month'} "
                    "needs privacy.unit 'device' (only it bounds the reports of a device the job publishes), got "
                    "unit='report'",
          "set privacy.unit: device (with max_reports_per_device), or drop the promise per day or month",
          "Devices over time: memoization and epsilon"),
-    Rule("memoize-needs-device", "memoized channels x privacy.unit report", LIMIT, ANY,
-         lambda c: _memoized(c) and c.device is None,
-         lambda c: "memoized channels (memoize: true) correlate a device's reports, which only privacy.unit "
-                   "'device' bounds and accounts for",
-         "set privacy.unit: device (with max_reports_per_device), or drop memoize",
-         "Devices over time: memoization and epsilon"),
+    Rule("kind-memoize-client-extremes", "channel kind hadamard/subset x memoize: true x extremes over: client",
+         LIMIT, ANY,
+         lambda s: _kind_memoize(s) and bool(_spec_client_extremes(s)),
+         lambda s: f"extremes {_spec_client_extremes(s)} (over: client) with channel kind "
+                   f"{_mapping(s, 'channel')['kind']!r} and memoize: true: a client's OR/AND multiplies one unbiased "
+                   "term per report, unbiased only when its reports are randomized independently, and memoized "
+                   "reports of one value repeat one permanent response",
+         "drop memoize for a collection with extremes over clients, or use extremes over: report",
+         "Extremes over clients of the whole-report kinds", stage=SPEC),
     Rule("client-extremes-sliding", "extremes over: client x sliding window", LIMIT, ANY,
          lambda c: bool(c.client_extremes) and c.window.overlapping,
          lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need fixed or global windows, "
@@ -152,10 +143,10 @@ RULES = (
                    f"early_firing_seconds={c.early_firing_seconds!r}",
          "give early_firing_seconds, use fixed or sliding windows, or run it in batch",
          "Data flow of the job"),
-    Rule("device-keys-streaming-global", "privacy.unit device x dimensions x global window x streaming", LIMIT,
-         STREAMING,
+    Rule("device-keys-streaming-global", "device bounds (privacy.unit device, or unit report with a bound) x "
+         "dimensions x global window x streaming", LIMIT, STREAMING,
          lambda c: c.bounds_keys and c.window.type == "global",
-         lambda c: f"privacy.unit 'device' with dimensions {[d.name for d in c.dimensions]} on a global window: the "
+         lambda c: f"privacy.unit {c.unit!r}{'' if c.counts_devices else ' with a bound per device'} with dimensions {[d.name for d in c.dimensions]} on a global window: the "
                    "streaming engine bounds a device's keys (max_keys_per_device="
                    f"{c.device.max_keys_per_device}) when the slice's window closes, and a global window closes only "
                    "when the stream ends, so its early panes would publish nothing",
@@ -171,13 +162,6 @@ RULES = (
                    f"{[f.name for f in c.layout.features if f.kind == 'categorical']}",
          "encode the categorical as booleans (one per value), or use per-bit channels, which serve categorical "
          "features", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-client-extremes", "channel kind hadamard/subset x extremes over: client", LIMIT, ANY,
-         lambda c: _whole_report(c) and bool(_kind_limits(c)),
-         lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need each report's bits, and a "
-                   f"report of channel kind {_kind(c)!r} carries one randomized coefficient or subset of them, not "
-                   "the bits (ldp/channel_kind.py LIMITS)",
-         "use extremes over: report (from the table of the extreme's bits), or per-bit channels for a client's "
-         "OR/AND over its reports", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR"),
     # issue 48 item 1: a kind counts extra sets (schemas/channel_kinds.py kind_sets); subset RR estimates a table
     # from the reports whose subset holds it, so none wider than the subsets
     Rule("kind-subset-width", "channel kind subset x a set wider than channel.width", LIMIT, ANY,
@@ -189,16 +173,6 @@ RULES = (
          "raise channel.width to the widest set, or drop width (the default is at least the widest extra set), "
          "or use channel kind hadamard, which samples any set's coefficients",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR"),
-    # issue 47 (the attacker's finding): a whole-report kind's thin-row rule counts a window's reports, so
-    # two publications of overlapping content (sliding windows, early or late panes) difference into slices
-    # or increments it does not count; a rule per slice and released increment is not built
-    Rule("kind-rollups", "channel kind hadamard/subset x rollups", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and bool(c.rollups),
-         lambda c: f"rollups are not supported with channel kind {_kind(c)!r}: a rollup's row minus its keys' "
-                   "published rows would give back a key's row withheld for resting on fewer than min_reports "
-                   "reports, and these kinds' rows are not suppressed complementarily yet",
-         "drop rollups (sum the published keys' rows yourself), or use per-bit channels",
-         "Rollups: totals over dimensions, and complementary suppression", owner="item 1"),
 )
 
 

@@ -218,17 +218,35 @@ _UNIT_KEYS = ("unit", "max_reports_per_device", "max_keys_per_device", "reports_
 _SPANS = ("epsilon_per_day", "epsilon_per_month")
 
 
-def _unit(spec) -> DeviceUnit | None:
-    """``privacy.unit``: ``report`` (the default: reports carry no device token in general, and a
-    collection keeps the rows it has always had) or ``device`` with its bound and declared rate."""
+_BOUNDS = ("max_reports_per_device", "max_keys_per_device", "reports_per_day")
+
+
+def _unit(spec, memoizes: bool = False) -> DeviceUnit | None:
+    """``privacy.unit``: ``report`` (the default) or ``device`` with its bound and declared rate.
+
+    Under ``report`` reports carry no device token and nothing is bounded (None), unless a device bound
+    or rate is given or the channels memoize (``memoizes``): then the report unit *with device bounds*
+    (``DeviceUnit(unit="report")``): reports carry the token, the job enforces the bounds (the device
+    unit's defaults, 1 report and 1 key per device and slice, for a bound not given), and ``min_reports``
+    still counts reports. A memoizing collection needs the bound for an honest variance: reports of one
+    device share permanent responses, and only an enforced bound says how many
+    (:func:`~ldp_marginals.ldp.memoized.with_repeats`, ``s = k * M * K - 1``)."""
     spec = spec or {}
     unit = spec.get("unit", "report")
     if unit not in UNITS:
         raise ValueError(f"privacy.unit must be one of {list(UNITS)}, got unit={unit!r}")
-    if unit == "report":   # a device's bound or rate under unit report: schemas/composition.py
+    if unit == "report" and not memoizes and not any(k in spec for k in _BOUNDS):
         return None
     return DeviceUnit(spec.get("max_reports_per_device", 1), spec.get("reports_per_day"),
-                      spec.get("max_keys_per_device", 1))
+                      spec.get("max_keys_per_device", 1), unit)
+
+
+def _memoizes(chan_spec, kind, layout: Layout) -> bool:
+    """Whether the channels memoize, whatever their kind: a whole-report kind's ``memoize: true``, or a
+    per-bit ``rappor`` channel's."""
+    if kind:
+        return bool(isinstance(chan_spec, dict) and chan_spec.get("memoize"))
+    return any(c is not None for c in _permanent(chan_spec, layout))
 
 
 def _spans(spec) -> dict:
@@ -483,8 +501,9 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     dimensions = tuple(Dimension(key, **_mapping(limits if limits is not None else {}, f"dimensions.{key}",
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
-    device = _unit(spec.get("privacy"))
-    repeats = device_repeats(device, window, bool(dimensions))   # of one device in a published row
+    device = _unit(spec.get("privacy"), _memoizes(spec["channel"], kind, layout))
+    # of one unit in a published row (the sufficient-DP crowd): a device's reports under unit device, 1 per report
+    repeats = device_repeats(device, window, bool(dimensions)) if device is not None and device.unit == "device" else 1
     conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
     sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
     means = tuple(sources)

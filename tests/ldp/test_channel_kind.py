@@ -34,17 +34,17 @@ def test_each_whole_report_kind_through_the_interface(channel):
 
 
 def test_what_a_kind_publishes_is_decided_in_one_place(monkeypatch):
-    """The composition table's rule for a kind's analyses (schemas/composition.py, kind-client-extremes) reads
-    ChannelKind.publishes: extra sets are served since issue 48 item 1 (the kind counts them: a wider set's
-    marginal is published), extremes over clients are not; a kind narrowed to publish no sets would have them
-    named, the capability set being the only rule. Failed before the extra sets: sets were refused."""
+    """The composition table reads what a kind serves from ChannelKind.publishes: extra sets are served since
+    issue 48 item 1 (the kind counts them: a wider set's marginal is published), and so are extremes over
+    clients; a kind narrowed to publish no sets would have them named, the capability set being the only rule.
+    Failed before the extra sets: sets were refused."""
     from types import SimpleNamespace
 
     from ldp_marginals.schemas.composition import _kind_fields
     cfg = parse_config(spec(sets=[["q0", "q1", "q2", "q3"]]))   # served: counted beside the max_order tables
     assert (0, 1, 2, 3) in cfg.family and (0, 1, 2, 3) in cfg.published_sets
     parse_config(spec(conditionals=[{"of": ["q0"], "given": ["q1"]}]))   # served
-    assert ck.refused("hadamard", ["means", "sets", "marginals", "client_extremes"]) == ["client_extremes"]
+    assert ck.refused("hadamard", ["means", "sets", "marginals", "client_extremes"]) == []
     assert ck.refused("per_bit", ck.ANALYSES) == []
     fake = SimpleNamespace(channel_kind="hadamard", report_extremes=(), client_extremes=(), conditionals=(),
                            means=((0, None),), sets=((0, 1, 2, 3),))

@@ -217,3 +217,16 @@ def test_plan_states_the_pool_of_extra_sets(tmp_path, kind):
         assert mech.width == plain.width == 4 and figure(mech, 2) == figure(plain, 2)
     figures = {c["kind"]: c["variance_per_report"] for c in coll["mechanism"]["candidates"]}
     assert figures[kind] == pytest.approx(mech.table_variance_per_report(3))
+
+
+def test_plan_without_a_traffic_figure_still_picks_and_states_its_assumption(tmp_path, capsys):
+    """Issue 49 item 7: ``plan --config C`` printed no pick (an error: it needed --reports-per-window). The
+    pick does not depend on N; the half-widths are at an assumed N, stated in the first line."""
+    from ldp_marginals.pipelines import cli
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config({"mechanism": "symmetric", "epsilon": 4.0 / 7}, 4.0,
+                                                           min_reports=20_000)))
+    assert cli.main(["plan", "--config", str(tmp_path / "c.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("no --reports-per-window N or --target-half-width H given: assuming N=20,000 reports per "
+                           "window and key (at least 10,000, and every collection's min_reports)")
+    assert "<- best the job accepts" in text and "subset would give a" in text

@@ -44,9 +44,6 @@ def test_a_hadamard_collection():
     ({"channel": {"kind": "hadamard", "epsilon": 1, "weights": "cube"}}, "channel.weights must be one of"),
     ({"features": [{"name": "os", "type": "categorical", "values": ["a", "b", "c"]}], "max_order": 2},
      r"takes boolean and numeric features, got categorical features \['os'\]"),
-    ({"extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1"], "over": "client"}]},
-     r"\(over: client\) need each report's bits"),
-    ({"dimensions": {"region": {}}, "rollups": "all"}, "rollups are not supported with channel kind 'hadamard'"),
     ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
     # a day's promise is enforced from the device bounds (24 hourly slices x M = 1 x epsilon 2 = 48)
     ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 47}},
@@ -96,11 +93,6 @@ def test_a_subset_collection():
     ({"channel": {"kind": "subset", "epsilon": 1}, "features": [{"name": "c", "type": "categorical",
                                                                "values": ["u", "v"]}], "max_order": 1},
      r"takes boolean and numeric features, got categorical features \['c'\]"),
-    ({"channel": {"kind": "subset", "epsilon": 1},
-      "extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1"], "over": "client"}]},
-     r"need each report's bits, and a report of channel kind 'subset'.*\[limit of the privacy math"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "dimensions": {"region": {}}, "rollups": [[]]},
-     "rollups are not supported with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
      "privacy.model must be 'local' with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device", "model": "local",
@@ -127,6 +119,7 @@ WIDER = [
     ({"sets": [["q0", "q1", "q2", "q3"]]}, (0, 1, 2, 3)),
     ({"groups": [["q0", "q1", "q2", "q3"]]}, (0, 1, 2, 3)),
     ({"extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1", "q2", "q4"]}]}, (0, 1, 2, 4)),
+    ({"extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1", "q2", "q4"], "over": "client"}]}, (0, 1, 2, 4)),
     ({"features": [{"name": "q0", "type": "boolean"}, {"name": "x", "type": "numeric", "low": 0, "high": 1}],
       "max_order": 1, "means": [{"of": "x", "given": ["q0"]}]}, (0, 1)),
 ]
@@ -152,6 +145,14 @@ def test_a_hadamard_pool_of_extra_sets_is_capped_for_the_clients():
     wide = [{"name": f"q{i}", "type": "boolean"} for i in range(21)]
     with pytest.raises(ValueError, match=r"extra sets wider than max_order=2 hold 2,097,152 subsets"):
         parse_config(spec(features=wide, max_order=2, sets=[[f"q{i}" for i in range(21)]]))
+
+
+@pytest.mark.parametrize("channel", [{"kind": "hadamard", "epsilon": 1}, {"kind": "subset", "epsilon": 1}])
+def test_the_whole_report_kinds_take_rollups(channel):
+    """Rule kind-rollups is lifted (issue 48 item 4): a rollup withholds the rows its keys' thin rows would
+    give back (transforms/publication/kind_rollups.py, tests/pipelines/test_rollups_kinds.py)."""
+    cfg = parse_config(spec(channel=channel, dimensions={"region": {}}, rollups="all"))
+    assert cfg.rollups == ((),)
 
 
 def test_a_subset_collection_holds_at_most_2_19_counts_and_2_12_tables_per_report():
