@@ -80,3 +80,27 @@ def test_streaming_gives_the_batch_answers_with_extra_sets(kind):
     assert expected["conditionals"] and expected["extremes"]
     assert any(len(r["columns"]) == 4 for r in batch["marginals"])   # the 4-bit sets entry is published
     assert canonical(latest_panes(got)) == expected
+
+
+@pytest.mark.parametrize("kind,c", [("hadamard", 1), ("subset", 2)])
+def test_a_client_extreme_over_an_extra_set_through_the_run_command(tmp_path, kind, c):
+    """The probe's lifted cell (issue 48): an OR over a client's reports of 3 bits at max_order 2. Its bits are an
+    extra set, so each report's term exists (hadamard: the subsets' coefficients are in the pool; subset: the
+    width holds it) and the row is the aggregator's product on the same reports. Failed before: refused
+    (kind-analyses-over-order)."""
+    from ldp_marginals.pipelines.read import read_rows
+    from ldp_marginals.pipelines.run import run as run_job
+    from tests.batch_runs import run_args
+    from tests.pipelines.test_kind_client_extremes_job import config as client_config
+    from tests.pipelines.test_kind_client_extremes_job import expected_sums, population
+    spec = client_config(kind, c, extremes=[{"name": "any3", "op": "or", "bits": ["q0", "q1", "q2"], "over": "client"}])
+    cfg = parse_config(spec)
+    assert cfg.sampling.sets == ((0, 1, 2),)
+    records, packed, tokens, times = population(cfg, kind)
+    out = tmp_path / "out"
+    run_job(run_args(tmp_path, spec, records, "fleet", out))
+    (row,) = read_rows(str(out), "extremes", collection="fleet")
+    ((estimate, variance),), _ = expected_sums(cfg, packed, tokens, times)
+    assert row["name"] == "any3" and row["n"] == 1200
+    assert (row["estimate"], row["variance"]) == (pytest.approx(estimate, rel=1e-9), pytest.approx(variance, rel=1e-9))
+    assert 0.3 * 1200 < row["estimate"] < 1200 and variance > 0
