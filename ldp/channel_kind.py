@@ -59,14 +59,15 @@ class ChannelKind:
 
 
 # the whole-report kinds: marginals and tables (their estimates and covariances), under either privacy unit,
-# and what is derived from the tables of at most max_order bits (ldp/kind_analyses.py): conditionals and
-# conditional means (ratios of two all-ones counts of one table, with their covariance), means (a numeric
-# feature's 1-bit encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or
-# all-ones cell); extremes over clients (a product over a client's reports of each report's unbiased term
-# of the indicator, ldp/kind_client_extremes.py). Not served: extra counted sets (not built);
-# schemas/composition.py names each refusal
+# and what is derived from the tables they estimate (ldp/kind_analyses.py): conditionals and conditional
+# means (ratios of two all-ones counts of one table, with their covariance), means (a numeric feature's 1-bit
+# encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or all-ones cell); the
+# tables are every one of at most max_order bits and those of the extra counted sets (``sets``, and the
+# wider tables of groups, conditionals, means and extremes: schemas/channel_kinds.py kind_sets); extremes
+# over clients (a product over a client's reports of each report's unbiased term of the indicator,
+# ldp/kind_client_extremes.py)
 _WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "client_extremes",
-                           "conditionals", "means"})
+                           "conditionals", "means", "sets"})
 # what a whole-report kind cannot serve whatever is built: a limit of the privacy math (none today)
 LIMITS = frozenset()
 

@@ -7,13 +7,23 @@ marginals of d bits are linear in the parity (Hadamard) coefficients of orders 1
     pi_K(z) = 2^-k sum_{a subset K} (-1)^(|a & z|) theta_a          (theta_{} = 1)
 
 A device draws ``m`` coefficient indices ``a`` independently from the weights ``w`` (over the
-``T = sum_{j<=k} C(d, j)`` sets of the counted family) and sends, for each, its parity
+``T`` sets of the counted family, the *pool*: every set of 1..k bits, ``sum_{j<=k} C(d, j)``, plus every
+subset of each extra set wider than k, :attr:`HadamardSampling.sets`) and sends, for each, its parity
 ``(1 - phi_a(x)) / 2`` through symmetric randomized response at ``epsilon / m``: the indices do not
 depend on x, so the report is epsilon-LDP by composition. InpHT is ``m = 1`` with uniform
 weights; the defaults here weigh a coefficient by ``sqrt(C(d-|a|, k-|a|))`` (how many top-order
 tables hold it), which minimizes the mean top-order cell variance (Lagrange: sum n_a / w_a is
 smallest at w_a ~ sqrt(n_a)), and take the ``m`` that minimizes ``c(epsilon/m)^2 / m``
 (:func:`best_slots`: several coefficients at a lower epsilon each pay off above epsilon ~ 3).
+
+Extra sets (issue 48 item 1: a table wider than k, for a conditional, a mean, an extreme over reports, a
+group or an explicit ``sets`` entry): each set E wider than k adds its subsets of more than k bits to the
+pool, so E's table is estimated as every k-bit table is, from the coefficients of its subsets. Their
+``sqrt`` weight is 1, that of a top-order coefficient (``sqrt(C(d-j, k-j))`` at j = k): the same Lagrange
+rule with each such coefficient in one target table (E's); every coefficient of one order keeps one
+weight, so a client reads one weight per order 1..top. The pool's growth dilutes every weight: the
+variances (:meth:`HadamardSampling.table_variance_per_report`, what ``plan`` states) include it. Without
+extra sets the pool, the weights and the reports are exactly those of the plain mechanism.
 
 Accumulator: per coefficient, how many slots drew it (``n_a``) and how many of them sent an odd
 parity (``o_a``): integer sums over reports, so merging is addition.
@@ -46,7 +56,7 @@ import numpy as np
 from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.intervals import normal_interval
 from ldp_marginals.ldp.randomizer import SecureUniform
-from ldp_marginals.ldp.sets import SetFamily, _normalize
+from ldp_marginals.ldp.sets import SetFamily, _normalize, extra_sets, family_from_spec
 from ldp_marginals.ldp.tables import MarginalTable
 
 WEIGHTS = ("sqrt", "uniform")
@@ -70,13 +80,16 @@ def best_slots(epsilon: float, limit: int = _MAX_SLOTS) -> int:
 class HadamardSampling:
     """Parameters of a Hadamard-sampling collection: ``n_bits`` bits, tables up to ``max_order``,
     a whole report ``epsilon``-LDP, ``slots`` coefficients per report (``None``: :func:`best_slots`)
-    drawn with ``weights`` ``"sqrt"`` (default) or ``"uniform"`` (InpHT)."""
+    drawn with ``weights`` ``"sqrt"`` (default) or ``"uniform"`` (InpHT); ``sets``: extra sets (bit index
+    tuples) whose tables are estimated too (module docstring), kept as the sorted distinct sets wider than
+    ``max_order`` (a narrower one is in the pool already)."""
 
     n_bits: int
     max_order: int
     epsilon: float
     slots: int | None = None
     weights: str = "sqrt"
+    sets: tuple = ()
     family: SetFamily = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -90,7 +103,13 @@ class HadamardSampling:
             raise ValueError(f"weights must be one of {WEIGHTS}, got weights={self.weights!r}")
         object.__setattr__(self, "slots", m)
         object.__setattr__(self, "epsilon", eps)
-        object.__setattr__(self, "family", SetFamily.all_up_to(d, k))
+        object.__setattr__(self, "sets", extra_sets(d, k, self.sets))
+        object.__setattr__(self, "family", family_from_spec(d, k, self.sets))
+
+    @property
+    def top_order(self) -> int:
+        """The widest table estimated: ``max_order``, or the widest extra set."""
+        return self.family.top_order
 
     @property
     def n_coefficients(self) -> int:
@@ -112,13 +131,14 @@ class HadamardSampling:
 
     @cached_property
     def probabilities(self) -> np.ndarray:
-        """``w``: the probability of each coefficient (family index 1..T), in family order."""
-        d, k = self.n_bits, self.max_order
-        orders = np.concatenate([np.full(math.comb(d, j), j) for j in range(1, k + 1)])
+        """``w``: the probability of each coefficient (family index 1..T), in family order: ``sqrt(C(d-j, k-j))``
+        for order j <= k, 1 above (module docstring), or uniform; normalized over the pool."""
+        d, k, fam = self.n_bits, self.max_order, self.family
+        orders = np.concatenate([np.full(fam.members(j).shape[0], j) for j in range(1, fam.top_order + 1)])
         if self.weights == "uniform":
             w = np.ones(orders.size)
         else:
-            w = np.sqrt([math.comb(d - j, k - j) for j in orders])
+            w = np.sqrt([math.comb(d - j, k - j) if j <= k else 1 for j in orders])
         w = w / w.sum()
         w.setflags(write=False)
         return w
@@ -129,8 +149,9 @@ class HadamardSampling:
         ``N Var(theta_b) -> (c^2 - w_b) / (m w_b)``, and a table's trace is ``2^-o sum_{b in K} Var(theta_b)``
         (the cells are ``2^-o H theta`` with ``H H = 2^o I``)."""
         o = self.max_order if order is None else check_int("order", order, minimum=1)
-        if o > self.max_order:
-            raise ValueError(f"order must be <= max_order={self.max_order}, got order={order}")
+        if o > self.top_order:
+            raise ValueError(f"order must be <= {self.top_order} (max_order or the widest extra set), "
+                             f"got order={order}")
         first = self.family.offset(1)
         total = 0.0
         for j in range(1, o + 1):              # a table's C(o, j) coefficients of order j share one weight
@@ -275,8 +296,9 @@ class HadamardEstimate:
         :mod:`ldp.tables`), with its covariance (at ``truth`` when given)."""
         fam = self.mechanism.family
         cols = _normalize(fam.n_bits, columns)
-        if not cols or len(cols) > fam.max_order:
-            raise ValueError(f"columns must name 1..{fam.max_order} bits, got columns={list(columns)}")
+        if not cols or cols not in fam:
+            raise ValueError(f"columns must name 1..{fam.max_order} bits or an extra set's bits, got "
+                             f"columns={list(columns)}")
         k = len(cols)
         subsets = [tuple(cols[j] for j in range(k) if b >> j & 1) for b in range(1 << k)]
         h = hadamard_signs(k)

@@ -10,6 +10,12 @@ The client config a device receives (its numbers final: no client computes an ex
 
 ``weights[j-1]``: the probability of each coefficient of order j (every coefficient of one order has
 the same); ``keep``: the probability that a slot sends its true parity, ``e^e' / (1 + e^e')`` at
+``e' = epsilon / slots``. Features are boolean (the collection config refuses others). A collection with
+extra sets (tables wider than max_order: :class:`~ldp_marginals.ldp.hadamard.HadamardSampling` ``sets``)
+adds ``"sets": [[0, 1, 2], ...]`` after ``weights`` (each a list of increasing bit indices, wider than
+max_order) and one weight per order up to the widest: the pool, and so the coefficients' numbering, is
+then every set of 1..max_order bits followed by the extra sets' subsets of more bits (docs/client.md
+section 11). Without extra sets the key is absent and nothing differs.
 ``e' = epsilon / slots``. Features are boolean (the collection config refuses others). Optional
 top-level ``token`` and ``reports_per_day``: the device unit (:mod:`~ldp_marginals.ldp.whole_report_client`).
 
@@ -51,6 +57,9 @@ from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.whole_report_client import WholeReportSpec, permanent_coins, report_record
 from ldp_marginals.ldp.windows import Window
 
+MAX_COEFFICIENTS = 1 << 18   # the pool's size a client accepts (the server's cap, schemas/channel_kinds.py)
+MAX_POOL_WORK = 1 << 20      # the extra sets' subsets a client enumerates at most (sum of 2^|set|)
+
 
 @dataclass(frozen=True)
 class HadamardClientSpec(WholeReportSpec):
@@ -58,14 +67,16 @@ class HadamardClientSpec(WholeReportSpec):
 
     KIND = "hadamard"
     PARAMS = ("max_order", "slots", "keep", "weights")
+    OPTIONAL = ("sets", "permanent_keep")
     collection: str
     features: tuple          # boolean feature names, in layout (bit) order
     window: Window
     max_order: int
     slots: int
     keep: float
-    weights: tuple           # per order 1..max_order: each coefficient's probability
+    weights: tuple           # per order 1..top (max_order, or the widest extra set): each coefficient's probability
     permanent_keep: float | None = None   # memoized (section 13): a permanent parity's keep
+    sets: tuple = ()         # the extra sets (tuples of increasing bit indices, each wider than max_order)
     # the device unit (docs/client.md section 14), keyword-only: reports carry the device token; the declared
     # rate the client enforces (None: no limit)
     token: bool = field(default=False, kw_only=True)
@@ -84,48 +95,101 @@ class HadamardClientSpec(WholeReportSpec):
             raise Refusal(BAD_CONFIG, f"hadamard.keep must be a number in (0.5, 1], got keep={self.keep!r}")
         self.check_device_fields()
         self.check_permanent_keep(0.5)
-        if len(self.weights) != self.max_order or not all(_probability(w) and w > 0 for w in self.weights):
-            raise Refusal(BAD_CONFIG, f"hadamard.weights must hold {self.max_order} probabilities in (0, 1], one per "
+        self._check_sets(d)
+        top = max([self.max_order] + [len(s) for s in self.sets])
+        if len(self.weights) != top or not all(_probability(w) and w > 0 for w in self.weights):
+            raise Refusal(BAD_CONFIG, f"hadamard.weights must hold {top} probabilities in (0, 1], one per "
                                       f"order, got weights={list(self.weights)!r}")
-        total = sum(math.comb(d, j + 1) * w for j, w in enumerate(self.weights))
+        sizes = self.order_sizes
+        if sum(sizes) > MAX_COEFFICIENTS:
+            raise Refusal(BAD_CONFIG, f"hadamard: the pool holds {sum(sizes)} coefficients, over {MAX_COEFFICIENTS}")
+        total = sum(n * w for n, w in zip(sizes, self.weights))
         if abs(total - 1.0) > 1e-9:
             raise Refusal(BAD_CONFIG, f"hadamard.weights must sum to 1 over the coefficients, got {total!r}")
+
+    def _check_sets(self, d: int) -> None:
+        """``sets``: distinct lists of increasing bit indices in ``[0, d)``, each wider than max_order, whose
+        subsets number at most ``MAX_POOL_WORK`` (``sum 2^|s|``, checked before any is enumerated)."""
+        k = self.max_order
+        for i, s in enumerate(self.sets):
+            if (not isinstance(s, (list, tuple)) or any(isinstance(b, bool) or not isinstance(b, int) for b in s)
+                    or any(not 0 <= b < d for b in s) or any(a >= b for a, b in zip(s, s[1:])) or len(s) <= k):
+                raise Refusal(BAD_CONFIG, f"hadamard.sets[{i}] must be a list of more than max_order={k} increasing "
+                                          f"bit indices in [0, {d}), got sets[{i}]={s!r}")
+        if len({tuple(s) for s in self.sets}) != len(self.sets):
+            raise Refusal(BAD_CONFIG, f"hadamard.sets must be distinct, got sets={[list(s) for s in self.sets]!r}")
+        if sum(1 << len(s) for s in self.sets) > MAX_POOL_WORK:
+            raise Refusal(BAD_CONFIG, f"hadamard.sets hold more than {MAX_POOL_WORK} subsets (sum of 2^|set|)")
+
+    def params_json(self) -> dict:
+        out = super().params_json()
+        if self.sets:   # after weights, before permanent_keep
+            keep = out.pop("permanent_keep", None)
+            out["sets"] = [list(s) for s in self.sets]
+            if keep is not None:
+                out["permanent_keep"] = keep
+        return out
 
     @classmethod
     def of(cls, collection: str, features, window: Window, mechanism: HadamardSampling,
            permanent: HadamardSampling | None = None, *, token: bool = False,
            reports_per_day: int | None = None) -> "HadamardClientSpec":
         """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
-        ``permanent`` (memoized collections) the permanent one (same order, slots and weights); ``token`` and
+        ``permanent`` (memoized collections) the permanent one (same order, slots, weights and sets); ``token`` and
         ``reports_per_day`` the device unit's (:mod:`~ldp_marginals.ldp.whole_report_client`)."""
-        first = mechanism.family.offset(1)
-        weights = tuple(float(mechanism.probabilities[mechanism.family.offset(j) - first])
-                        for j in range(1, mechanism.max_order + 1))
+        fam = mechanism.family
+        first = fam.offset(1)
+        weights = tuple(float(mechanism.probabilities[fam.offset(j) - first]) for j in range(1, fam.top_order + 1))
         return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights,
-                   None if permanent is None else permanent.keep, token=token, reports_per_day=reports_per_day)
+                   None if permanent is None else permanent.keep, tuple(mechanism.sets), token=token,
+                   reports_per_day=reports_per_day)
 
     @classmethod
     def from_json(cls, spec) -> "HadamardClientSpec":
         collection, names, window, h = cls.params_of(spec)
         if not isinstance(h["weights"], list):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must be a list, got weights={h['weights']!r}")
+        sets = h.get("sets", [])
+        if "sets" in h and (not isinstance(sets, list) or not sets):
+            raise Refusal(BAD_CONFIG, f"hadamard.sets must be a non-empty list, got sets={sets!r}")
         return cls(collection, names, window, h["max_order"], h["slots"], h["keep"], tuple(h["weights"]),
-                   h.get("permanent_keep"), **cls.device_of(spec))
+                   h.get("permanent_keep"), tuple(tuple(s) if isinstance(s, list) else s for s in sets),
+                   **cls.device_of(spec))
+
+    @property
+    def pool(self) -> list:
+        """Each coefficient's set (family order, index a at position a - 1): every set of 1..max_order bits,
+        then, order by order, the distinct subsets of the extra sets of more bits, lexicographically."""
+        d, k = len(self.features), self.max_order
+        out = [s for j in range(1, k + 1) for s in combinations(range(d), j)]
+        top = max([k] + [len(s) for s in self.sets])
+        for j in range(k + 1, top + 1):
+            out += sorted({sub for s in self.sets if len(s) >= j for sub in combinations(s, j)})
+        return out
+
+    @property
+    def order_sizes(self) -> list:
+        """The pool's coefficients of each order 1..top (counted, not enumerated, without extra sets)."""
+        if not self.sets:
+            return [math.comb(len(self.features), j) for j in range(1, len(self.weights) + 1)]
+        sizes = [0] * len(self.weights)
+        for s in self.pool:
+            if len(s) <= len(sizes):
+                sizes[len(s) - 1] += 1
+        return sizes
 
     @property
     def masks(self) -> list:
         """Bit mask of each coefficient's set, family order (index a at position a - 1)."""
-        d = len(self.features)
-        return [sum(1 << i for i in s) for j in range(1, self.max_order + 1) for s in combinations(range(d), j)]
+        return [sum(1 << i for i in s) for s in self.pool]
 
     @property
     def thresholds(self) -> list:
         """``units(S_a)`` per coefficient (module docstring, step 4); the last is ``2^32``."""
-        d, out, total = len(self.features), [], 0.0
-        for j, w in enumerate(self.weights, start=1):
-            for _ in range(math.comb(d, j)):
-                total += w
-                out.append(units(min(total, 1.0)))
+        out, total = [], 0.0
+        for s in self.pool:
+            total += self.weights[len(s) - 1]
+            out.append(units(min(total, 1.0)))
         out[-1] = 1 << 32
         return out
 

@@ -3,7 +3,8 @@ them, and the window's estimates (marginals and tables) from it. The mechanism a
 :mod:`ldp_marginals.ldp.hadamard`; this module adapts them to the job's contracts.
 
 Wire format (the ``bits`` of a ``NoisyReport`` of a collection with ``channel: {kind: hadamard}``).
-With ``T`` the coefficients of orders 1..k (``sum_{j<=k} C(d, j)``) and ``B = T.bit_length()``, a
+With ``T`` the coefficients of the pool (orders 1..k, ``sum_{j<=k} C(d, j)``, then the subsets of
+the extra sets wider than k: :class:`~ldp_marginals.ldp.hadamard.HadamardSampling`) and ``B = T.bit_length()``, a
 report is ``m`` slots of ``B + 1`` bits each, slot ``j`` at bits ``j (B + 1) ...``: the coefficient's
 family index ``a`` in ``1..T`` (``B`` bits, least significant first) then its randomized parity
 (1 odd). Bits are packed as every report's: bit ``i`` is ``(bits[i // 8] >> (i % 8)) & 1``, the bits
@@ -18,8 +19,8 @@ They are sums over reports: merging is addition, and every published field is a 
 released sum, as the per-bit counts are (the publication rule's atoms apply unchanged). The coders,
 the versioned state and the combiners see an ordinary accumulator.
 
-Estimates (:func:`window_marginals`): for each set S of 1..k bits, the count of reports whose bits
-are all 1 on S, ``N pi_S(1..1) = N 2^-|S| sum_{a subset S} (-1)^|a| theta_a``, and its variance
+Estimates (:func:`window_marginals`): for each set S of the pool (1..k bits, or within an extra set), the
+count of reports whose bits are all 1 on S, ``N pi_S(1..1) = N 2^-|S| sum_{a subset S} (-1)^|a| theta_a``, and its variance
 ``N^2 h^T Cov(theta_{a subset S}) h / 4^|S|`` (``h_a = (-1)^|a|``; the coefficients' covariance of
 :meth:`~ldp_marginals.ldp.hadamard.HadamardEstimate.coefficient_covariance`, plugged in).
 """
@@ -164,8 +165,11 @@ class HadamardAggregator(WholeReportAggregator):
     def shape_extra(self) -> dict:
         """What a saved state must also match (beside the virtual family): the mechanism."""
         m = self.mechanism
-        return {"kind": KIND, "bits": m.n_bits, "order": m.max_order, "epsilon": m.epsilon, "slots": m.slots,
-                "weights": m.weights}
+        out = {"kind": KIND, "bits": m.n_bits, "order": m.max_order, "epsilon": m.epsilon, "slots": m.slots,
+               "weights": m.weights}
+        if m.sets:   # the pool's extra sets (absent without: a state saved before them still matches)
+            out["sets"] = [list(s) for s in m.sets]
+        return out
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ kind's window marginals (``WindowMarginals`` of :mod:`~ldp_marginals.ldp.hadamar
 - ``mean(s)``, ``variance(s)``: the kind's all-ones count of ``s`` and its closed-form variance (what the
   marginal rows publish), so an unconditional mean is the numeric bit's marginal rescaled;
 - ``all_ones(sets)``: the all-ones counts of several sets *from one table*, that of their union U (at
-  most ``max_order`` bits), with their exact covariance ``H S H^T``: ``S`` the kind's covariance of U's
+  most ``max_order`` bits, or an extra set the kind counts: ``sets`` in ``channel: {kind: ...}`` collections,
+  the wider unions of conditionals, means and extremes, and groups:
+  :func:`~ldp_marginals.schemas.channel_kinds.kind_sets`),
+  with their exact covariance ``H S H^T``: ``S`` the kind's covariance of U's
   table (``HadamardEstimate.table``: the Walsh-Hadamard transform of the sampled coefficients'
   covariance; ``SubsetEstimate.table``: the closed form of subset RR over the ``n_U`` reports whose
   subset holds U), ``H`` the 0/1 rows that sum the cells with every bit of a set at 1. The all-ones count
@@ -21,9 +24,8 @@ kind's window marginals (``WindowMarginals`` of :mod:`~ldp_marginals.ldp.hadamar
   the marginal row of B uses: the price of a covariance in closed form);
 - ``extreme(op, bits)``: the reports whose OR (AND) over ``bits`` is 1, ``N`` minus the all-zeros cell
   (the all-ones cell) of the table of ``bits``, with that cell's variance: extremes over reports for
-  at most ``max_order`` bits (an OR over more bits needs a table the kind does not estimate: refused in
-  schemas/composition.py; extremes over clients multiply one term per report instead,
-  :mod:`~ldp_marginals.ldp.kind_client_extremes`);
+  every set the kind counts (an extreme over more than ``max_order`` bits is one of the kind's extra sets;
+  extremes over clients multiply one term per report instead, :mod:`~ldp_marginals.ldp.kind_client_extremes`);
 - ``presence_threshold(B, alpha)``: the condition B is declared to hold when its count exceeds
   ``z_{1-alpha} sqrt(N c_|B|)``, ``c_o`` the kind's worst-case variance per report of one cell of an
   ``o``-bit table (``cell_variance_per_report``, the figure ``plan`` states), a bound on the count's
@@ -62,11 +64,16 @@ class KindMarginals:
         self.n = int(marginals.n)
         self._cell_variance = cell_variance_per_report
 
+    def _counted(self, cols: tuple, what: str) -> tuple:
+        """``cols`` when the kind estimates its table (1..max_order bits, or within an extra set), else a
+        ValueError naming ``what``."""
+        if not cols or cols not in self.family:
+            raise ValueError(f"{what} must name 1..{self.family.max_order} bits (the kind's max_order) or bits of an "
+                             f"extra set the kind counts, got {what}={list(cols)}")
+        return cols
+
     def _index(self, s) -> int:
-        cols = _normalize(self.family.n_bits, s)
-        if not 1 <= len(cols) <= self.family.max_order:
-            raise ValueError(f"set must name 1..{self.family.max_order} bits, got set={list(s)}")
-        return self.family.index(cols)
+        return self.family.index(self._counted(_normalize(self.family.n_bits, s), "set"))
 
     def mean(self, s) -> float:
         return float(self.marginals.means[self._index(s)])
@@ -78,10 +85,7 @@ class KindMarginals:
         """``(counts, covariance)`` of the all-ones counts of ``sets``, all from the table of their union
         (module docstring); a ValueError when the union has more than ``max_order`` bits."""
         sets = [_normalize(self.family.n_bits, s) for s in sets]
-        union = tuple(sorted(set().union(*map(set, sets))))
-        if not 1 <= len(union) <= self.family.max_order:
-            raise ValueError(f"sets must span 1..{self.family.max_order} bits (the kind's max_order), got "
-                             f"union={list(union)}")
+        union = self._counted(tuple(sorted(set().union(*map(set, sets)))), "union")
         table = self.estimate.table(union)
         cells = np.arange(1 << len(union))
         h = np.array([np.all([(cells >> union.index(b)) & 1 for b in s], axis=0) for s in sets], dtype=float)
@@ -94,10 +98,7 @@ class KindMarginals:
         AND = the all-ones cell."""
         if op not in ("or", "and"):
             raise ValueError(f"op must be 'or' or 'and', got op={op!r}")
-        cols = _normalize(self.family.n_bits, bits)
-        if not 1 <= len(cols) <= self.family.max_order:
-            raise ValueError(f"bits must name 1..{self.family.max_order} bits (the kind's max_order), got "
-                             f"bits={list(bits)}")
+        cols = self._counted(_normalize(self.family.n_bits, bits), "bits")
         table = self.estimate.table(cols)
         cell = 0 if op == "or" else (1 << len(cols)) - 1
         count = self.n - table.estimate[0] if op == "or" else table.estimate[cell]

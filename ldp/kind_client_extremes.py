@@ -23,8 +23,8 @@ the per-bit path (:mod:`~ldp_marginals.ldp.aggregate`: sign, log-magnitude and z
   (delta^2 f)``.
 
 Then, as per bit, ``Var(prod g) = prod E[g^2] - prod mu`` and ``prod v - prod g`` estimates it unbiasedly.
-Every subset of B (Hadamard) or B itself (subset) must be a set the kind counts (:func:`counted`); wider
-extremes are refused by schemas/composition.py (``kind-analyses-over-order``).
+Every subset of B (Hadamard) or B itself (subset) must be a set the kind counts (:func:`counted`): a B wider
+than max_order is one of the kind's extra sets (schemas/channel_kinds.py ``kind_sets``), so it is.
 
 Reads. A report's term depends on its content only through its *relevant* draws: the slots that drew a
 coefficient within some client extreme's B (Hadamard), whether its subset holds each B (subset). The

@@ -39,9 +39,10 @@ from ldp_marginals.ldp.subset_rr import SubsetRR, randomize_subset
 
 def _with_epsilon(mechanism, epsilon: float):
     if isinstance(mechanism, SubsetRR):
-        return SubsetRR(mechanism.n_bits, mechanism.max_order, epsilon, mechanism.width)
+        return SubsetRR(mechanism.n_bits, mechanism.max_order, epsilon, mechanism.width, mechanism.sets)
     if isinstance(mechanism, HadamardSampling):
-        return HadamardSampling(mechanism.n_bits, mechanism.max_order, epsilon, mechanism.slots, mechanism.weights)
+        return HadamardSampling(mechanism.n_bits, mechanism.max_order, epsilon, mechanism.slots, mechanism.weights,
+                                mechanism.sets)
     raise ValueError(f"mechanism must be a HadamardSampling or a SubsetRR, got mechanism={mechanism!r}")
 
 

@@ -45,17 +45,18 @@ class Candidate:
         return "per-bit RR"
 
 
-def candidates(n_bits: int, order: int, epsilon: float) -> list:
+def candidates(n_bits: int, order: int, epsilon: float, sets=()) -> list:
     """The three mechanisms at their best parameters, with their worst-case top-order table variance
-    per report, best first."""
+    per report, best first; ``sets``: the collection's extra sets (tables wider than ``order``), which
+    the whole-report kinds count too (a larger Hadamard pool, a subset width of at least the widest)."""
     d = check_int("n_bits", n_bits, minimum=1)
     k = check_int("order", order, minimum=1)
     if k > d:
         raise ValueError(f"order must be <= n_bits={d}, got order={order}")
     eps = check_positive("epsilon", epsilon)
     bit = Channel.symmetric_from_epsilon(eps / d)
-    had = HadamardSampling(d, k, eps)
-    srr = SubsetRR(d, k, eps)
+    had = HadamardSampling(d, k, eps, sets=sets)
+    srr = SubsetRR(d, k, eps, sets=sets)
     out = [Candidate("per-bit", bit, per_bit_variance([bit.p] * k, [bit.q] * k)),
            Candidate("hadamard", had, had.table_variance_per_report()),
            Candidate("subset-rr", srr, srr.table_variance_per_report())]
@@ -71,13 +72,13 @@ def best_mechanism(n_bits: int, order: int, epsilon: float) -> Candidate:
 JOB_KINDS = {"per-bit": "per_bit", "hadamard": "hadamard", "subset-rr": "subset"}
 
 
-def kind_choice(n_bits: int, order: int, epsilon: float) -> dict:
+def kind_choice(n_bits: int, order: int, epsilon: float, sets=()) -> dict:
     """For a ``local`` promise at whole-report ``epsilon`` over ``n_bits`` boolean bits and tables up to
     ``order``: the job's channel kinds (:data:`JOB_KINDS`) with their worst-case top-order table variance
     per report, best first, and the best one. ``{"candidates": [{kind, label, variance_per_report, channel}],
     "best": kind, "ratio": the runner-up's variance over the best's}``; ``channel`` is the config's ``channel``
     for it (hadamard's slots and subset's width are the kinds' defaults, the ones figured here)."""
-    found = [c for c in candidates(n_bits, order, epsilon) if c.name in JOB_KINDS]
+    found = [c for c in candidates(n_bits, order, epsilon, sets) if c.name in JOB_KINDS]
     rows = []
     for c in found:
         if c.name == "hadamard":

@@ -176,6 +176,18 @@ class SetFamily:
         return self._subset_tables[order]
 
 
+def extra_sets(n_bits: int, max_order: int, sets) -> tuple:
+    """The extra sets of a whole-report mechanism (``hadamard``, ``subset``) as it keeps them: bit index
+    tuples, sorted, distinct, each of more than ``max_order`` bits (a narrower set is counted anyway), in
+    ``[0, n_bits)``."""
+    out = set()
+    for s in sets:
+        t = _normalize(n_bits, s)
+        if len(t) > max_order:
+            out.add(t)
+    return tuple(sorted(out))
+
+
 @lru_cache(maxsize=64)
 def family_from_spec(n_bits: int, max_order: int, extra: tuple) -> SetFamily:
     """The family of a specification, built once per process (accumulators unpickle through this,

@@ -12,15 +12,16 @@ bits is a ``bad_subset`` dead letter (a pattern bit cannot fall outside the subs
 only the subset's values).
 
 Accumulator. The job keeps the same :class:`~ldp_marginals.ldp.aggregate.WindowAccumulator` as for
-per-bit channels, over ``V = sum_{o<=k} C(d, o) 2^o`` *virtual bits* counted at order 1: its counts
-are ``N`` then, order by order (``o = 1..k``), table by table (``family.members(o)`` order), cell by cell,
+per-bit channels, over ``V = sum_o n_o 2^o`` *virtual bits* counted at order 1 (``n_o`` the counted sets
+of o bits: ``C(d, o)`` up to k, then the subsets of the extra sets, :class:`~ldp_marginals.ldp.subset_rr.SubsetRR`):
+its counts are ``N`` then, order by order (``o = 1..`` the top order), table by table (``family.members(o)`` order), cell by cell,
 the reports whose subset held the table and sent the cell: ``counts[o]`` of
 :class:`~ldp_marginals.ldp.subset_rr.SubsetAccumulator`, flattened. They are sums over reports: merging
 is addition, and every published field is a function of the released sum, as the per-bit counts are
 (the publication rule's atoms apply unchanged). The coders, the versioned state and the combiners see
 an ordinary accumulator; the state's shape records the mechanism (:attr:`SubsetAggregator.shape_extra`).
 
-Estimates (:func:`window_marginals`): for each set K of 1..k bits, the count of reports whose bits are
+Estimates (:func:`window_marginals`): for each counted set K (1..k bits, or within an extra set), the count of reports whose bits are
 all 1 on K, ``N pi_K(1..1)``, and its variance ``N^2 Cov(pi_K)[1..1, 1..1]``, with ``pi_K`` and its
 closed-form covariance (plugged in) those of :class:`~ldp_marginals.ldp.subset_rr.SubsetEstimate`; a
 table no report's subset held gives a NaN estimate and an infinite variance.
@@ -135,12 +136,14 @@ def cell_variance_per_report(mechanism: SubsetRR, order: int) -> float:
 def table_cells(mechanism: SubsetRR) -> int:
     """``V``: the counts of a window beside N (module docstring)."""
     fam = mechanism.family
-    return sum(fam.members(o).shape[0] << o for o in range(1, mechanism.max_order + 1))
+    return sum(fam.members(o).shape[0] << o for o in range(1, mechanism.top_order + 1))
 
 
 def sets_per_report(mechanism: SubsetRR) -> int:
-    """The tables one report's subset holds, each a count the job adds to: ``sum_{o<=k} C(s, o)``."""
-    return sum(math.comb(mechanism.width, o) for o in range(1, mechanism.max_order + 1))
+    """The tables one report's subset holds, each looked up by the job: ``sum_{o<=k'} C(s, o)``, k' the top
+    order (max_order, or the widest extra set: the subset's sets of that many bits are enumerated and
+    those counted kept)."""
+    return sum(math.comb(mechanism.width, o) for o in range(1, mechanism.top_order + 1))
 
 
 _ELEMENTS = 1 << 17   # tables per vectorized pass of the job's accumulator (bounds its memory, ~10 MiB)
@@ -185,7 +188,7 @@ class SubsetAggregator(WholeReportAggregator):
         counts = acc.cooc.counts
         out.n_reports = int(counts[0])
         at = 1
-        for o in range(1, self.mechanism.max_order + 1):
+        for o in range(1, self.mechanism.top_order + 1):
             size = out.counts[o].size
             out.counts[o] = counts[at:at + size].reshape(out.counts[o].shape)
             at += size
@@ -199,7 +202,10 @@ class SubsetAggregator(WholeReportAggregator):
     def shape_extra(self) -> dict:
         """What a saved state must also match (beside the virtual family): the mechanism."""
         m = self.mechanism
-        return {"kind": KIND, "bits": m.n_bits, "order": m.max_order, "epsilon": m.epsilon, "width": m.width}
+        out = {"kind": KIND, "bits": m.n_bits, "order": m.max_order, "epsilon": m.epsilon, "width": m.width}
+        if m.sets:   # the extra sets counted (absent without: a state saved before them still matches)
+            out["sets"] = [list(s) for s in m.sets]
+        return out
 
 
 def window_marginals(aggregator: SubsetAggregator, acc: WindowAccumulator) -> WindowMarginals:
@@ -211,7 +217,7 @@ def window_marginals(aggregator: SubsetAggregator, acc: WindowAccumulator) -> Wi
     means, variances = np.empty(len(family)), np.empty(len(family))
     means[0], variances[0] = n, 0.0
     spread = 0.0 if n <= 1 else 1.0 / (n - 1)
-    for o in range(1, est.mechanism.max_order + 1):
+    for o in range(1, est.mechanism.top_order + 1):
         ones = (1 << o) - 1
         p1, q1 = est.mechanism.projected(o)
         delta = p1 - q1

@@ -40,6 +40,16 @@ share of subsets that hold a given K), N times the trace tends to::
 
 a closed form of d, o, eps and s alone: the default width minimizes ``V_k``. At d = 7, k = 3 it is
 s = 4 at epsilon 0.5 to 2, 6 at epsilon 4 and 7 (the whole input) at 8; at d = 20, 10 at epsilon 8.
+
+Extra sets (issue 48 item 1: a table wider than k, for a conditional, a mean, an extreme over reports, a
+group or an explicit ``sets`` entry; :attr:`SubsetRR.sets`). A report already sends the pattern of all
+``s`` bits of its subset, so every table of at most ``s`` bits is estimated exactly as a k-bit one, from
+the ``n_E = f_|E| N`` reports whose subset holds E, with the projection and covariance above at
+``o = |E|``: the job counts E's cells beside the k-bit tables, and the device does nothing new (its
+client config, the width and keep, is the same). So the design is the plain one with a width of at least
+the widest extra set: the default width minimizes ``V_k`` over ``[max(k, widest), d]``; a set wider than
+the width is held by no report and cannot be estimated (schemas/composition.py refuses it, rule
+kind-subset-width: raise the width). Without extra sets nothing changes.
 """
 from __future__ import annotations
 
@@ -50,7 +60,7 @@ import numpy as np
 
 from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.randomizer import SecureUniform
-from ldp_marginals.ldp.sets import SetFamily, _normalize, family_from_spec
+from ldp_marginals.ldp.sets import SetFamily, _normalize, extra_sets, family_from_spec
 from ldp_marginals.ldp.tables import MarginalTable
 
 _MAX_BITS = 62      # subsets and patterns are int64 bit masks
@@ -71,25 +81,31 @@ def table_variance_per_report(n_bits: int, width: int, order: int, epsilon: floa
     return (1.0 - 2.0 ** -order) * (1.0 / (holding_share(n_bits, width, order) * delta * delta) - 1.0)
 
 
-def best_width(n_bits: int, max_order: int, epsilon: float) -> int:
-    """The width ``s`` in ``[max_order, n_bits]`` that minimizes the worst-case variance of the top-order
-    tables (:func:`table_variance_per_report`)."""
+def best_width(n_bits: int, max_order: int, epsilon: float, at_least: int = 1) -> int:
+    """The width ``s`` in ``[max(max_order, at_least), n_bits]`` that minimizes the worst-case variance of the
+    top-order tables (:func:`table_variance_per_report`); ``at_least``: the widest extra set."""
     d = check_int("n_bits", n_bits, minimum=1)
     k = check_int("max_order", max_order, minimum=1)
     if k > d:
         raise ValueError(f"max_order must be <= n_bits={d}, got max_order={max_order}")
-    return min(range(k, min(d, _MAX_BITS) + 1), key=lambda s: table_variance_per_report(d, s, k, epsilon))
+    low = max(k, check_int("at_least", at_least, minimum=1))
+    if low > d:
+        raise ValueError(f"at_least must be <= n_bits={d}, got at_least={at_least}")
+    return min(range(low, min(d, _MAX_BITS) + 1), key=lambda s: table_variance_per_report(d, s, k, epsilon))
 
 
 @dataclass(frozen=True)
 class SubsetRR:
     """``n_bits`` bits, tables up to ``max_order``, a whole report ``epsilon``-LDP, subsets of ``width``
-    bits (``None``: :func:`best_width`)."""
+    bits (``None``: :func:`best_width`, at least the widest extra set); ``sets``: extra sets (bit index
+    tuples, each at most ``width`` bits) whose tables are estimated too (module docstring), kept as the
+    sorted distinct sets wider than ``max_order``."""
 
     n_bits: int
     max_order: int
     epsilon: float
     width: int | None = None
+    sets: tuple = ()
 
     def __post_init__(self):
         d = check_int("n_bits", self.n_bits, minimum=1)
@@ -99,16 +115,28 @@ class SubsetRR:
         if k > d:
             raise ValueError(f"max_order must be <= n_bits={d}, got max_order={self.max_order}")
         eps = check_positive("epsilon", self.epsilon)
-        s = best_width(d, k, eps) if self.width is None else check_int("width", self.width, minimum=1)
+        extra = extra_sets(d, k, self.sets)
+        widest = max([k] + [len(e) for e in extra])
+        s = best_width(d, k, eps, widest) if self.width is None else check_int("width", self.width, minimum=1)
         if not k <= s <= d:
             raise ValueError(f"width must be in [max_order={k}, n_bits={d}], got width={self.width}")
+        if s < widest:
+            raise ValueError(f"width must be at least the widest extra set ({widest} bits: no subset of fewer holds "
+                             f"it), got width={self.width}")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "width", s)
+        object.__setattr__(self, "sets", extra)
 
     @property
     def family(self) -> SetFamily:
-        """Every set of 1..max_order bits (index 0: the empty set), the order of the tables."""
-        return family_from_spec(self.n_bits, self.max_order, ())
+        """Every set of 1..max_order bits and every subset of an extra set (index 0: the empty set), the
+        order of the tables."""
+        return family_from_spec(self.n_bits, self.max_order, self.sets)
+
+    @property
+    def top_order(self) -> int:
+        """The widest table estimated: ``max_order``, or the widest extra set."""
+        return self.family.top_order
 
     @property
     def p(self) -> float:
@@ -162,9 +190,9 @@ def randomize_subset(bits, mechanism: SubsetRR, rng=None):
 class SubsetAccumulator:
     """Mergeable counts of a subset-RR window.
 
-    accumulator: ``n_reports`` int; ``counts[o]`` int64 ``(C(d, o), 2^o)`` for o = 1..max_order (index 0
-    unused): the reports whose subset held each set of o bits (``family.members(o)`` order) and sent
-    each of its cells.
+    accumulator: ``n_reports`` int; ``counts[o]`` int64 ``(sets of o bits, 2^o)`` for o = 1..top_order (index 0
+    unused): the reports whose subset held each counted set of o bits (``family.members(o)`` order: all
+    of them up to max_order, the extra sets' subsets above) and sent each of its cells.
     """
 
     def __init__(self, mechanism: SubsetRR):
@@ -172,7 +200,7 @@ class SubsetAccumulator:
         fam = mechanism.family
         self.n_reports = 0
         self.counts = [np.zeros((0, 1), dtype=np.int64)] + [
-            np.zeros((fam.members(o).shape[0], 1 << o), dtype=np.int64) for o in range(1, mechanism.max_order + 1)]
+            np.zeros((fam.members(o).shape[0], 1 << o), dtype=np.int64) for o in range(1, mechanism.top_order + 1)]
 
     def add(self, subsets, patterns) -> "SubsetAccumulator":
         mech = self.mechanism
@@ -193,11 +221,14 @@ class SubsetAccumulator:
             held = (s[:, None] >> np.arange(mech.n_bits, dtype=np.int64)) & 1
             pos = np.nonzero(held)[1].reshape(s.size, mech.width)         # each subset's bits, ascending
             val = (v[:, None] >> pos) & 1
-            for o in range(1, mech.max_order + 1):
+            for o in range(1, mech.top_order + 1):
                 combos = np.array(list(combinations(range(mech.width), o)), dtype=np.int64)   # (C(s, o), o)
                 sets = pos[:, combos].reshape(-1, o)                        # every table each subset holds
                 row = fam.lookup(sets) - fam.offset(o)
                 code = (val[:, combos].reshape(-1, o) << np.arange(o, dtype=np.int64)).sum(axis=1)
+                if o > mech.max_order:   # above max_order only the extra sets' subsets are counted
+                    counted = row >= 0
+                    row, code = row[counted], code[counted]
                 flat = self.counts[o].reshape(-1)
                 flat += np.bincount(row * (1 << o) + code, minlength=flat.size)
         self.n_reports += int(sub.size)
@@ -228,8 +259,9 @@ class SubsetEstimate:
         """Every table of ``order`` bits, ``(C(d, order), 2^order)`` frequencies (cell b: bit j <-> the
         set's j-th bit); NaN rows where no report's subset held the set."""
         o = check_int("order", order, minimum=1)
-        if o > self.mechanism.max_order:
-            raise ValueError(f"order must be <= max_order={self.mechanism.max_order}, got order={order}")
+        if o > self.mechanism.top_order:
+            raise ValueError(f"order must be <= {self.mechanism.top_order} (max_order or the widest extra set), got "
+                             f"order={order}")
         c = self.counts[o].astype(np.float64)     # (..., C(d, o), 2^o): leading axes (many windows) allowed
         n = c.sum(axis=-1, keepdims=True)
         p1, q1 = self.mechanism.projected(o)
@@ -241,8 +273,9 @@ class SubsetEstimate:
         (frequencies) or at the plugged-in estimate; inf where no report held the set."""
         cols = _normalize(self.mechanism.n_bits, columns)
         o = len(cols)
-        if not 1 <= o <= self.mechanism.max_order:
-            raise ValueError(f"columns must name 1..{self.mechanism.max_order} bits, got columns={list(columns)}")
+        if o < 1 or cols not in self.mechanism.family:
+            raise ValueError(f"columns must name 1..{self.mechanism.max_order} bits or an extra set's bits, got "
+                             f"columns={list(columns)}")
         row = self.mechanism.family.index(cols) - self.mechanism.family.offset(o)
         n_k, big_n = float(self.drawn(o)[row]), float(self.n_reports)
         if n_k == 0:

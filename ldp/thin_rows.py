@@ -63,18 +63,22 @@ def _floor(min_reports: int, per_device: int) -> tuple:
 
 
 def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, known_order: int | None = None,
-                     width: int | None = None, per_device: int = 1) -> dict:
+                     width: int | None = None, per_device: int = 1, counted=None) -> dict:
     """``{set: Thin}`` of a subset-RR window (module docstring). ``drawn_of(set)``: ``n_K``, the reports
-    whose subset holds the set, for every set of at most ``known_order`` bits (None: every set);
+    whose subset holds the set, for every set of at most ``known_order`` bits (None: every set) and every
+    set ``counted(set)`` says the window counts (the extra sets' subsets; None: no others);
     ``width``: the subsets' width (a set of more bits is held by no report; None: unknown);
     ``marginal_sets``, ``table_sets``: the sets (sorted bit tuples) whose marginals and tables the window
     would publish; ``per_device``: the most reports of a device in a row (1 under ``unit: report``)."""
     m, floor = _floor(min_reports, per_device)
     marginals = {tuple(s) for s in marginal_sets}
     tables = {tuple(t) for t in table_sets}
+    def known(s) -> bool:
+        return known_order is None or len(s) <= known_order or (counted is not None and counted(s))
+
     if known_order is not None:
         check_int("known_order", known_order, minimum=1)
-        wider = [list(s) for s in marginals | tables if len(s) > known_order]
+        wider = [list(s) for s in marginals | tables if not known(s)]
         if wider:
             raise ValueError(f"every published set must be counted (at most known_order={known_order} bits), "
                              f"got sets {sorted(wider)[:3]}")
@@ -86,7 +90,7 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, k
         s = tuple(sorted(set(s)))
         if s not in counts:
             counts[s] = (0 if width is not None and len(s) > width else
-                         None if known_order is not None and len(s) > known_order else int(drawn_of(s)))
+                         None if not known(s) else int(drawn_of(s)))
         return counts[s]
 
     out = {}
@@ -108,7 +112,7 @@ def subset_thin_sets(drawn_of, marginal_sets, table_sets, min_reports: int, *, k
         rows = f"the published rows of {len(family) - 1} other set(s) holding bit(s) {list(t)} with it"
         out[drop] = Thin(total, f"{rows} leave {low} {of}reports apart, < {floor}" if low == high else
                          f"{rows} may leave fewer than {floor} {of}reports apart (between {low} and {high}: "
-                         f"the window counts sets of at most max_order bits)")
+                         f"the window does not count every union of the sets)")
 
 
 def _unsafe_monomial(n, marginals: set, tables: set, m: int):

@@ -46,13 +46,13 @@ def candidate_refusals(cfg, channel: dict) -> tuple:
     from dataclasses import replace
 
     from ldp_marginals.ldp.channels import Channel, ChannelSet
-    from ldp_marginals.schemas.channel_kinds import parse_kind
+    from ldp_marginals.schemas.channel_kinds import kind_sets_of, parse_kind
     from ldp_marginals.schemas.composition import composition_faults
     n = cfg.layout.n_bits
     try:
         if "kind" in channel:
             cand = replace(cfg, channels=ChannelSet.uniform(Channel(0.0, 1.0), n), mechanisms=(channel["kind"],) * n,
-                           permanent=(), sampling=parse_kind(channel, cfg.layout, cfg.max_order))
+                           permanent=(), sampling=parse_kind(channel, cfg.layout, cfg.max_order, kind_sets_of(cfg)))
         else:
             cand = replace(cfg, channels=ChannelSet.uniform(Channel.symmetric_from_epsilon(channel["epsilon"]), n),
                            mechanisms=("symmetric",) * n, permanent=(), sampling=None)
@@ -77,7 +77,9 @@ def mechanism_advice(cfg) -> dict:
     if any(f.kind == CATEGORICAL for f in cfg.layout.features):
         return {"reason": "the comparison takes boolean and numeric features only (channel kinds hadamard and subset "
                           "do: a categorical is refused, schemas/composition.py rule kind-categorical)"}
-    choice = kind_choice(cfg.layout.n_bits, cfg.max_order, p.epsilon)
+    from ldp_marginals.schemas.channel_kinds import kind_sets_of
+    choice = kind_choice(cfg.layout.n_bits, cfg.max_order, p.epsilon, kind_sets_of(cfg))   # the kinds' pools with
+    #                                                                                       the collection's extra sets
     for c in choice["candidates"]:
         # the line as printed is what is checked: its numbers in full (a rounded per-bit epsilon times the
         # bits can exceed the promise, and the job would refuse the line)

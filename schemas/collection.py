@@ -271,7 +271,11 @@ class CollectionConfig:
 
     @cached_property
     def family(self) -> SetFamily:
-        """The counted sets: all up to max_order, the explicit sets and every group's cells."""
+        """The counted sets: all up to max_order, the explicit sets and every group's cells; of a channel kind,
+        the sets its mechanism estimates (every set of at most max_order bits and the subsets of its extra
+        sets, schemas/channel_kinds.py kind_sets, which include the explicit sets and the groups)."""
+        if self.sampling is not None:
+            return self.sampling.family
         extra = list(self.sets)
         for group in self.groups:
             extra.extend(self.layout.group_sets(group))

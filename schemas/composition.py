@@ -65,24 +65,14 @@ def _kind_fields(cfg) -> list:
         ("conditionals", cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
 
 
-def _kind_unbuilt(cfg) -> list:
-    from ldp_marginals.ldp.channel_kind import LIMITS
-    return [f for f in _kind_fields(cfg) if f not in LIMITS]
-
-
-def _over_order(cfg) -> list:
-    """The conditionals, means and extremes (over reports: their table; over clients: each report's term,
-    ldp/kind_client_extremes.py) of a whole-report kind that span more than max_order bits (not counted):
-    ``[(what, n_bits)]``."""
-    if not _whole_report(cfg):
+def _over_width(cfg) -> list:
+    """The extra sets (labels) of a subset-RR collection wider than its width (:func:`~ldp_marginals.schemas.
+    channel_kinds.kind_sets`; the parser keeps only those it holds, this rule refuses the rest)."""
+    if not _whole_report(cfg) or _kind(cfg) != "subset":
         return []
+    from ldp_marginals.schemas.channel_kinds import kind_sets_of
     labels = cfg.layout.labels
-    spans = [(f"conditional P({','.join(labels[b] for b in of)} | {','.join(labels[b] for b in given)})",
-              len(set(of) | set(given))) for of, given in cfg.conditionals] + \
-        [(f"mean of {labels[bit]}" + (f" given {','.join(labels[b] for b in given)}" if given else ""),
-          len({bit} | set(given))) for bit, given in cfg.means] + \
-        [(f"extreme {e.name!r}", len(set(e.bits))) for e in cfg.extremes]
-    return [(what, n) for what, n in spans if n > cfg.max_order]
+    return [[labels[b] for b in s] for s in kind_sets_of(cfg) if len(s) > cfg.sampling.width]
 
 
 def _window_text(cfg) -> str:
@@ -175,30 +165,17 @@ RULES = (
                    f"{[f.name for f in c.layout.features if f.kind == 'categorical']}",
          "encode the categorical as booleans (one per value), or use per-bit channels, which serve categorical "
          "features", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-analyses", "channel kind hadamard/subset x sets", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and bool(_kind_unbuilt(c)),
-         lambda c: f"{', '.join(_kind_unbuilt(c))} are not supported with channel kind {_kind(c)!r} yet (extra "
-                   "counted sets: the kind counts every set of at most max_order bits)",
-         "drop them (every set of at most max_order bits is published), or use per-bit channels "
-         "(channel: {mechanism: ...}), which serve them",
-         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-analyses-over-order", "channel kind hadamard/subset x conditionals/means/extremes over more than "
-         "max_order bits", NOT_BUILT, ANY,
-         lambda c: bool(_over_order(c)),
-         lambda c: f"{_over_order(c)[0][0]} spans {_over_order(c)[0][1]} bits, over max_order={c.max_order}: "
-                   f"channel kind {_kind(c)!r} derives it from the sets it counts (over reports the table of its "
-                   "bits, over clients each report's term of them), every set of at most max_order bits (counting a "
-                   "wider set is not built)",
-         "raise max_order to the bits it spans, or use per-bit channels, which count extra sets",
-         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-groups-over-order", "channel kind hadamard/subset x groups of more than max_order features",
-         NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and any(len(g) > c.max_order for g in c.groups),
-         lambda c: next(f"groups[{i}] has {len(g)} features, over max_order={c.max_order}: channel kind "
-                        f"{_kind(c)!r} estimates tables of at most max_order bits"
-                        for i, g in enumerate(c.groups) if len(g) > c.max_order),
-         "raise max_order to the largest group, or split the group",
-         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
+    # issue 48 item 1: a kind counts extra sets (schemas/channel_kinds.py kind_sets); subset RR estimates a table
+    # from the reports whose subset holds it, so none wider than the subsets
+    Rule("kind-subset-width", "channel kind subset x a set wider than channel.width", LIMIT, ANY,
+         lambda c: bool(_over_width(c)),
+         lambda c: f"channel kind 'subset' at width={c.sampling.width} cannot estimate the table of "
+                   f"{_over_width(c)[0]} ({len(_over_width(c)[0])} bits: a sets entry, a group, or the bits of a "
+                   "conditional, a mean or an extreme): a report sends the pattern of its subset's width bits only, "
+                   "so no report holds a wider set",
+         "raise channel.width to the widest set, or drop width (the default is at least the widest extra set), "
+         "or use channel kind hadamard, which samples any set's coefficients",
+         "Whole-report promises: per-bit RR, Hadamard sampling, subset RR"),
 )
 
 

@@ -63,7 +63,7 @@ from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
-from ldp_marginals.schemas.channel_kinds import is_kind, parse_kind, parse_memo
+from ldp_marginals.schemas.channel_kinds import is_kind, kind_sets, parse_kind, parse_memo
 from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.collection import (
     INTERVALS,
@@ -447,10 +447,6 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     max_order = check_int("max_order", _require(spec, "max_order", "config"), minimum=1)
     if max_order > layout.n_bits:
         raise ValueError(f"max_order must be <= the {layout.n_bits} bits of the layout, got max_order={max_order}")
-    sampling = parse_kind(chan_spec, layout, max_order) if kind else None
-    kind_memo = parse_memo(chan_spec, sampling) if kind else None
-    if kind_memo is not None:   # the job inverts the effective mechanism, the kind at epsilon_1 (docs/client.md 13)
-        sampling = kind_memo.effective
     window = _window(_require(spec, "window", "config"))
     min_reports = check_int("min_reports", _require(spec, "min_reports", "config"), minimum=0)
     sets = tuple(_bits_of(layout, s, f"sets[{i}]") for i, s in enumerate(_list(spec.get("sets", []), "sets")))
@@ -475,7 +471,8 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                 raise ValueError(f"groups[{i}] holds numeric feature {fname!r}: numeric features publish means "
                                  f"(means: [{{of: {fname}, by: [...]}}]), not tables")
         groups.append(tuple(g))
-    _check_budget(name, layout, max_order, sets, tuple(groups))
+    if not kind:   # a kind's memory is capped by its own counts (schemas/channel_kinds.py)
+        _check_budget(name, layout, max_order, sets, tuple(groups))
     level = check_level(spec.get("level", 0.95))
     lateness = check_positive("allowed_lateness_seconds", spec.get("allowed_lateness_seconds", 0), allow_zero=True)
     early = spec.get("early_firing_seconds")
@@ -507,13 +504,20 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     device = _unit(spec.get("privacy"), _memoizes(spec["channel"], kind, layout))
     # of one unit in a published row (the sufficient-DP crowd): a device's reports under unit device, 1 per report
     repeats = device_repeats(device, window, bool(dimensions)) if device is not None and device.unit == "device" else 1
+    conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
+    sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
+    means = tuple(sources)
+    # a kind estimates every table of at most max_order bits and its extra sets (the wider tables its sets,
+    # groups, conditionals, means and extremes rest on: schemas/channel_kinds.py kind_sets)
+    sampling = parse_kind(chan_spec, layout, max_order, kind_sets(layout, max_order, sets, groups, conditionals, means,
+                                                                  extremes)) if kind else None
+    kind_memo = parse_memo(chan_spec, sampling) if kind else None
+    if kind_memo is not None:   # the job inverts the effective mechanism, the kind at epsilon_1 (docs/client.md 13)
+        sampling = kind_memo.effective
     if kind:
         privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)
     else:
         privacy = _privacy(spec.get("privacy"), layout, channels, min_reports, check_promise, repeats)
-    conditionals = _conditionals(spec.get("conditionals", []), layout, max_order)
-    sources = _means(spec.get("means", []), layout)   # {(bit, given): where it was asked for}
-    means = tuple(sources)
     marginal_interval = spec.get("marginal_interval", "per_cell")
     if marginal_interval not in INTERVALS:
         raise ValueError(f"marginal_interval must be one of {list(INTERVALS)}, got marginal_interval="

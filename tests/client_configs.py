@@ -51,6 +51,14 @@ CONFIGS = {
     "hadamard_bounds": {"collection": "hadamard_bounds", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
                         "channel": {"kind": "hadamard", "epsilon": 2.0}, "window": HOUR,
                         "privacy": {"unit": "report", "max_reports_per_device": 2}},   # the report unit with bounds
+    # extra sets (issue 48 item 1): a conditional over 3 bits at max_order 2 puts its subsets' coefficients in
+    # the pool the device samples (hadamard.sets); subset's width holds it (the device does nothing new)
+    "hadamard_sets": {"collection": "hadamard_sets", "features": BOOLEANS, "channel": {"kind": "hadamard", "epsilon": 2.0},
+                      "max_order": 2, "min_reports": 10, "window": HOUR,
+                      "conditionals": [{"of": ["q0"], "given": ["q1", "q2"]}], "groups": [["q2", "q3", "q4"]]},
+    "subset_sets": {"collection": "subset_sets", "features": BOOLEANS, "channel": {"kind": "subset", "epsilon": 3.0},
+                    "max_order": 2, "min_reports": 10, "window": HOUR,
+                    "extremes": [{"name": "any", "op": "or", "bits": ["q0", "q1", "q2", "q3"]}]},
     "subset_memo": {"collection": "subset_memo", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
                     "channel": {"kind": "subset", "epsilon": 6.0, "memoize": True, "epsilon_1": 2.0},
                     "window": {"type": "global"}, "privacy": {"unit": "device", "max_reports_per_device": 3,

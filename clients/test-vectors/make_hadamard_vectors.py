@@ -29,8 +29,8 @@ SLIDING = Window("sliding", 7200.0, 3600.0)
 
 
 def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey", epsilon_1=None,
-         window=Window("fixed", 3600.0), token=False, rate=None) -> dict:
-    mech = HadamardSampling(d, k, epsilon, slots, weights)
+         window=Window("fixed", 3600.0), token=False, rate=None, sets=()) -> dict:
+    mech = HadamardSampling(d, k, epsilon, slots, weights, sets)
     names = [f"q{i}" for i in range(d)]
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
@@ -52,6 +52,19 @@ CASES = [
     {"name": "InpHT: one slot, uniform weights, 12 answers up to 3-way (298 coefficients, 9 index bits)",
      "config": spec(12, 3, 2.0, slots=1, weights="uniform", name="inpht"),
      "reports": [(values(12, p), T0 + i, {}) for i, p in enumerate((0, 4095, 0b101100111000))]},
+    {"name": "extra sets (issue 48 item 1): 5 answers, 2-way tables and the tables of {q0,q1,q2} and {q1,q2,q3,q4}: "
+             "a pool of 21 coefficients (15, then 5 of order 3 and 1 of order 4), sqrt weights, epsilon 2",
+     "config": spec(5, 2, 2.0, sets=[(0, 1, 2), (1, 2, 3, 4)], name="wide"),
+     "reports": [(values(5, p), T0 + i, {}) for i, p in enumerate((0, 31, 0b10110, 0b01001, 0b00111, 0b11110,
+                                                                  0b01110, 0b10101))]},
+    {"name": "extra sets: 8 answers, 3-way tables and two 5-bit sets sharing {q2,q3,q4}, uniform weights, 3 slots at "
+             "epsilon 6 (a pool of 92 + 11 coefficients, 7 index bits)",
+     "config": spec(8, 3, 6.0, slots=3, weights="uniform", sets=[(0, 1, 2, 3, 4), (2, 3, 4, 6, 7)], name="wide"),
+     "reports": [(values(8, p), T0 + i, {"region": "eu"}) for i, p in enumerate((0, 255, 0b11011100, 0b00011111))]},
+    {"name": "extra sets, memoized (section 13): 5 answers, 2-way tables and {q0,q2,q4}, epsilon_infinity 4, "
+             "epsilon_1 1, one slot; the same value twice keeps its permanent index and parity",
+     "config": spec(5, 2, 4.0, slots=1, epsilon_1=1.0, sets=[(0, 2, 4)], name="memo"),
+     "reports": [(values(5, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b10101, 0b10101, 0))]},
     {"name": "memoized (section 13): 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, one slot; the "
              "same value thrice keeps its permanent index and parity",
      "config": spec(7, 3, 4.0, slots=1, epsilon_1=1.0, name="memo"),
@@ -107,6 +120,8 @@ def device_expect(record: dict) -> dict:
 
 def refusals() -> list:
     base = spec(5, 2, 1.0)
+    wide = spec(5, 2, 1.0, sets=[(0, 1, 2)])
+    big = spec(21, 2, 1.0)
     bad_configs = [
         ("a categorical feature", dict(base, features=[{"name": "os", "type": "categorical"}] + base["features"][1:])),
         ("weights that do not sum to 1", dict(base, hadamard=dict(base["hadamard"], weights=[0.1, 0.1]))),
@@ -117,6 +132,20 @@ def refusals() -> list:
         ("permanent_keep at one half", dict(base, hadamard=dict(base["hadamard"], permanent_keep=0.5))),
         ("permanent_keep a boolean", dict(base, hadamard=dict(base["hadamard"], permanent_keep=True))),
         ("an unknown key", dict(base, channels=[])),
+        # extra sets (issue 48 item 1): base has 5 answers and max_order 2
+        ("an extra set not wider than max_order", dict(base, hadamard=dict(wide["hadamard"], sets=[[0, 1]]))),
+        ("an extra set's bits not increasing", dict(base, hadamard=dict(wide["hadamard"], sets=[[0, 2, 1]]))),
+        ("an extra set's bit beyond the features", dict(base, hadamard=dict(wide["hadamard"], sets=[[0, 1, 5]]))),
+        ("an extra set's bit a boolean", dict(base, hadamard=dict(wide["hadamard"], sets=[[0, True, 2]]))),
+        ("extra sets repeated", dict(base, hadamard=dict(wide["hadamard"], sets=[[0, 1, 2], [0, 1, 2]]))),
+        ("extra sets an empty list", dict(base, hadamard=dict(base["hadamard"], sets=[]))),
+        ("extra sets not a list", dict(base, hadamard=dict(wide["hadamard"], sets={"0": [0, 1, 2]}))),
+        ("one weight per order up to the widest set missing", dict(base, hadamard=dict(
+            wide["hadamard"], weights=wide["hadamard"]["weights"][:2]))),
+        ("weights of the pool that do not sum to 1 (the plain weights with an extra set)",
+         dict(base, hadamard=dict(base["hadamard"], sets=[[0, 1, 2]], weights=base["hadamard"]["weights"] + [0.05]))),
+        ("extra sets of more than 2^20 subsets", dict(
+            big, hadamard=dict(big["hadamard"], sets=[list(range(21))], weights=[0.01] * 21))),
     ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
            for n, c in bad_configs]
@@ -169,7 +198,9 @@ def main() -> None:
                      "instantiated with the seed makes the reports in order; expect holds the drawn coins, the true "
                      "bits, each slot's coefficient index and sent parity, the packed bits and the Avro bytes of the "
                      "NoisyReport; a memoized case (hadamard.permanent_keep, section 13) adds the permanent coins "
-                     "(derived from the secret and the value) and each slot's permanent parity; a report that carries the "
+                     "(derived from the secret and the value) and each slot's permanent parity; a config with hadamard.sets "
+                     "(extra sets, issue 48 item 1) numbers its pool as docs/client.md section 11 says; a report that "
+                     "carries the "
                      "device token (token: true, section 5) adds client, the token; a report past reports_per_day "
                      "(section 3) expects only its refusal code and draws no coins; a case with reports_per_day ends with "
                      "rate_state_after, the client's rate state (UTC day numbers to reports made). refusals: a "

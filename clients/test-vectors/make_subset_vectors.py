@@ -33,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def spec(d: int, k: int, epsilon: float, width=None, name="survey", epsilon_1=None, window=Window("fixed", 3600.0),
-         token=False, rate=None) -> dict:
-    mech = SubsetRR(d, k, epsilon, width)
+         token=False, rate=None, sets=()) -> dict:
+    mech = SubsetRR(d, k, epsilon, width, sets)
     names = [f"q{i}" for i in range(d)]
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
@@ -61,6 +61,10 @@ CASES = [
      "config": spec(7, 3, 4.0, width=4, epsilon_1=1.0, name="memo"),
      "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101,
                                                                                  127, 0))]},
+    {"name": "extra sets (issue 48 item 1): 7 answers, 2-way tables and the tables of {q0,q1,q2} and {q2,q3,q4,q5}, "
+             "epsilon 1: the default width is at least 4 (the widest set), the device's config is the plain one",
+     "config": spec(7, 2, 1.0, sets=[(0, 1, 2), (2, 3, 4, 5)], name="wide"),
+     "reports": [(values(7, p), T0 + i, {}) for i, p in enumerate((0, 127, 0b0111100, 0b1000011))]},
     {"name": "memoized (section 13): 12 answers, 2-way tables, epsilon_infinity 8, epsilon_1 2, width 12",
      "config": spec(12, 2, 8.0, width=12, epsilon_1=2.0, name="memo"),
      "reports": [(values(12, p), T0 + i, {"region": "eu"}) for i, p in enumerate((0b101100111000, 0b101100111000,

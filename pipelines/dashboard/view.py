@@ -259,14 +259,15 @@ def precision(marginals: list, tables: list, means: list, c: dict | None) -> lis
     kind = (c.get("channel") or {}).get("kind")
     if kind in ("hadamard", "subset"):   # a channel kind: its closed-form worst case
         ch = c["channel"]
+        extra = [[c["labels"].index(label) for label in s] for s in ch.get("extra_sets", [])]   # the pool's extra sets
         if kind == "subset":
             from ldp_marginals.ldp.subset_reports import cell_variance_per_report
             from ldp_marginals.ldp.subset_rr import SubsetRR
-            mech = SubsetRR(len(c["labels"]), c["max_order"], ch["epsilon"], ch["width"])
+            mech = SubsetRR(len(c["labels"]), c["max_order"], ch["epsilon"], ch["width"], extra)
         else:
             from ldp_marginals.ldp.hadamard import HadamardSampling
             from ldp_marginals.ldp.hadamard_reports import cell_variance_per_report
-            mech = HadamardSampling(len(c["labels"]), c["max_order"], ch["epsilon"], ch["slots"], ch["weights"])
+            mech = HadamardSampling(len(c["labels"]), c["max_order"], ch["epsilon"], ch["slots"], ch["weights"], extra)
         for r, kind in [(r, "marginals") for r in marginals if len(r["columns"]) == 1] + [(r, "tables") for r in tables]:
             label = r["labels"][0] if kind == "marginals" else ", ".join(f"{g}={v}" for g, v in zip(r["group"], r["cell"]))
             add(r, kind, label, cell_variance_per_report(mech, len(r["columns"])) / r["n_reports"],

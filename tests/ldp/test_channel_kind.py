@@ -34,24 +34,24 @@ def test_each_whole_report_kind_through_the_interface(channel):
 
 
 def test_what_a_kind_publishes_is_decided_in_one_place(monkeypatch):
-    """The composition table's rules for a kind's analyses (schemas/composition.py, kind-analyses and
-    kind-analyses-over-order) read ChannelKind.publishes: a hadamard kind that publishes sets is not refused
-    them (no estimator counts them, so the real kind does not), and the real one is, naming the field;
-    conditionals and means are served (ldp/kind_analyses.py)."""
+    """The composition table reads what a kind serves from ChannelKind.publishes: extra sets are served since
+    issue 48 item 1 (the kind counts them: a wider set's marginal is published), and so are extremes over
+    clients; a kind narrowed to publish no sets would have them named, the capability set being the only rule.
+    Failed before the extra sets: sets were refused."""
     from types import SimpleNamespace
 
     from ldp_marginals.schemas.composition import _kind_fields
-    with pytest.raises(ValueError, match="sets are not supported with channel kind 'hadamard' yet"):
-        parse_config(spec(sets=[["q0", "q1", "q2", "q3"]]))
+    cfg = parse_config(spec(sets=[["q0", "q1", "q2", "q3"]]))   # served: counted beside the max_order tables
+    assert (0, 1, 2, 3) in cfg.family and (0, 1, 2, 3) in cfg.published_sets
     parse_config(spec(conditionals=[{"of": ["q0"], "given": ["q1"]}]))   # served
-    assert ck.refused("hadamard", ["means", "sets", "marginals", "client_extremes"]) == ["sets"]
+    assert ck.refused("hadamard", ["means", "sets", "marginals", "client_extremes"]) == []
     assert ck.refused("per_bit", ck.ANALYSES) == []
-    cfg = SimpleNamespace(channel_kind="hadamard", report_extremes=(), client_extremes=(), conditionals=(),
-                          means=((0, None),), sets=((0, 1, 2, 3),))
-    assert _kind_fields(cfg) == ["sets"]
-    widened = ck.ChannelKind("hadamard", ck.HADAMARD.publishes | {"sets"}, ck.HADAMARD.wire)
-    monkeypatch.setitem(ck.KINDS, "hadamard", widened)
-    assert _kind_fields(cfg) == []   # the capability set is the only rule
+    fake = SimpleNamespace(channel_kind="hadamard", report_extremes=(), client_extremes=(), conditionals=(),
+                           means=((0, None),), sets=((0, 1, 2, 3),))
+    assert _kind_fields(fake) == []
+    narrowed = ck.ChannelKind("hadamard", ck.HADAMARD.publishes - {"sets"}, ck.HADAMARD.wire)
+    monkeypatch.setitem(ck.KINDS, "hadamard", narrowed)
+    assert _kind_fields(fake) == ["sets"]   # the capability set is the only rule
 
 
 def test_validation_names_the_value():

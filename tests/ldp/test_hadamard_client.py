@@ -31,7 +31,7 @@ def mechanism_of(config: dict) -> HadamardSampling:
     weights = "uniform" if len(set(h["weights"])) == 1 else "sqrt"
     keep = h["keep"]
     epsilon = h["slots"] * float(np.log(keep / (1 - keep)))
-    return HadamardSampling(d, h["max_order"], epsilon, h["slots"], weights)
+    return HadamardSampling(d, h["max_order"], epsilon, h["slots"], weights, [tuple(e) for e in h.get("sets", [])])
 
 
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"][:30])
@@ -104,11 +104,14 @@ def test_every_negative_vector_is_refused_with_its_code(item):
 
 
 @pytest.mark.statistical
-def test_the_clients_law_is_the_mechanisms():
-    """12,000 reports of one device (d = 5, k = 3, epsilon 1): the drawn coefficients follow the mechanism's
-    probabilities (chi-square at the suite's false-alarm rate) and the parity is kept at its rate (z band).
-    A client that drew uniformly would fail the first (sqrt weights are 2.2x apart here)."""
-    mech = HadamardSampling(5, 3, 1.0)
+@pytest.mark.parametrize("mech", [HadamardSampling(5, 3, 1.0), HadamardSampling(5, 2, 1.0, sets=[(0, 1, 2), (1, 2, 3, 4)])],
+                         ids=["plain", "extra sets"])
+def test_the_clients_law_is_the_mechanisms(mech):
+    """12,000 reports of one device (d = 5, k = 3, epsilon 1; or k = 2 with the extra sets {0,1,2} and
+    {1,2,3,4}, a pool of 21: issue 48 item 1): the drawn coefficients follow the mechanism's probabilities
+    (chi-square at the suite's false-alarm rate) and the parity is kept at its rate (z band). A client that
+    drew uniformly would fail the first (sqrt weights are 2.2x apart here), and so would one that left the
+    extra sets' coefficients out of its pool."""
     spec = HadamardClientSpec.of("s", [f"q{i}" for i in range(5)], Window("fixed", 3600.0), mech)
     client = HadamardDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(7, 39))))
     x = {f"q{i}": bool(b) for i, b in enumerate((1, 0, 1, 1, 0))}

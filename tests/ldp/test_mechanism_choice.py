@@ -50,8 +50,26 @@ def test_hadamard_figure_is_the_table_trace_at_theta_zero():
         cols = tuple(range(o))
         trace = np.trace(est.table(cols, truth=lambda s: 0.0).covariance) / big_n    # counts^2 -> N x frequency
         assert trace == pytest.approx(mech.table_variance_per_report(o), rel=1e-6)
-    with pytest.raises(ValueError, match="order must be <= max_order=3"):
+    with pytest.raises(ValueError, match=r"order must be <= 3 \(max_order or the widest extra set\)"):
         mech.table_variance_per_report(4)
+
+
+
+def test_hadamard_figure_includes_the_pool_of_extra_sets():
+    """Issue 48 item 1: with an extra set of 5 bits over max_order 3, the figure of a 5-bit table (and of every
+    table: the pool's growth dilutes every weight) is the trace of its covariance at theta = 0, and exceeds the
+    plain mechanism's figure at order 3. Failed before: HadamardSampling took no sets."""
+    plain = HadamardSampling(6, 3, 4.0)
+    mech = HadamardSampling(6, 3, 4.0, sets=[(0, 1, 2, 3, 4)])
+    big_n = 10 ** 9
+    drawn = np.r_[0.0, big_n * mech.slots * mech.probabilities]
+    est = HadamardEstimate(mech, big_n, drawn, np.r_[1.0, np.zeros(mech.n_coefficients)])
+    for cols in ((0, 1, 2), (0, 1, 2, 3), (0, 1, 2, 3, 4)):
+        trace = np.trace(est.table(cols, truth=lambda s: 0.0).covariance) / big_n
+        assert trace == pytest.approx(mech.table_variance_per_report(len(cols)), rel=1e-6)
+    assert mech.table_variance_per_report(3) > plain.table_variance_per_report(3)
+    with pytest.raises(ValueError, match="columns must name 1..3 bits or an extra set's bits"):
+        est.table((0, 1, 2, 5))
 
 
 def test_the_pick_at_the_benchmark_epsilons():

@@ -192,6 +192,33 @@ def test_plan_compares_the_kinds_for_numeric_features_and_recommends_one_the_job
     assert run(tmp_path, dict(spec, channel=rec["channel"]))["collections"][0]["mechanism"]["current"] == "hadamard"
 
 
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+def test_plan_states_the_pool_of_extra_sets(tmp_path, kind):
+    """Issue 48 item 1: a conditional over 4 bits at max_order 3 is an extra set of the kind. plan's rows hold
+    its set, with the figure of the mechanism that counts it (hadamard: a pool of 63 + 5 coefficients, every
+    weight diluted, so even a pair's figure grows; subset: a width of at least 4), and its comparison of the
+    kinds builds each with the extra set. Failed before: the config was refused (kind-analyses-over-order)."""
+    from ldp_marginals.ldp.channel_kind import channel_kind
+    from ldp_marginals.ldp.subset_rr import SubsetRR
+    cond = {"conditionals": [{"of": ["a0"], "given": ["a1", "a2", "a3"]}]}
+    out = run(tmp_path, config({"kind": kind, "epsilon": 2.0}, 2.0, **cond))
+    (coll,) = out["collections"]
+    mech = (HadamardSampling(7, 3, 2.0, sets=[(0, 1, 2, 3)]) if kind == "hadamard"
+            else SubsetRR(7, 3, 2.0, sets=[(0, 1, 2, 3)]))
+    plain = HadamardSampling(7, 3, 2.0) if kind == "hadamard" else SubsetRR(7, 3, 2.0)
+    figure = channel_kind(kind).cell_variance_per_report
+    rows = {tuple(r["columns"]): r for r in coll["sets"]}
+    assert len(rows) == 64 and (0, 1, 2, 3) in rows
+    for cols in ((0, 1), (0, 1, 2, 3)):
+        assert rows[cols]["half_width"]["worst"] == pytest.approx(half_width_of(figure(mech, len(cols)) / 33144, 0.95))
+    if kind == "hadamard":   # the pool's growth
+        assert figure(mech, 2) > figure(plain, 2)
+    else:                    # the best width at epsilon 2 is 4 already: the same figure
+        assert mech.width == plain.width == 4 and figure(mech, 2) == figure(plain, 2)
+    figures = {c["kind"]: c["variance_per_report"] for c in coll["mechanism"]["candidates"]}
+    assert figures[kind] == pytest.approx(mech.table_variance_per_report(3))
+
+
 def test_plan_without_a_traffic_figure_still_picks_and_states_its_assumption(tmp_path, capsys):
     """Issue 49 item 7: ``plan --config C`` printed no pick (an error: it needed --reports-per-window). The
     pick does not depend on N; the half-widths are at an assumed N, stated in the first line."""

@@ -84,6 +84,18 @@ def test_the_reference_client_reads_it_and_its_channel_is_the_jobs(name, tmp_pat
     assert spec.reports_per_day == (cfg.device.reports_per_day if cfg.device is not None else None)
 
 
+def test_a_hadamard_collections_extra_sets_reach_the_client(tmp_path, capsys):
+    """Issue 48 item 1: client-config writes the pool's extra sets (hadamard.sets) and one weight per order up
+    to the widest, and the client's pool is the job's family; the subset collection's width holds its 4-bit
+    extreme. Failed before: the configs were refused (kind-analyses-over-order, kind-groups-over-order)."""
+    config = written(tmp_path, capsys, "hadamard_sets")
+    cfg = parse_config(CONFIGS["hadamard_sets"])
+    assert config["hadamard"]["sets"] == [[0, 1, 2], [2, 3, 4]] and len(config["hadamard"]["weights"]) == 3
+    spec = HadamardClientSpec.from_json(config)
+    assert spec.pool == [cfg.sampling.family[i] for i in range(1, len(cfg.sampling.family))]
+    assert parse_config(CONFIGS["subset_sets"]).sampling.width >= 4
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_the_collector_accepts_every_report_made_from_it(name, tmp_path, capsys):
     config = written(tmp_path, capsys, name)

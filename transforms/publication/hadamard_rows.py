@@ -1,5 +1,5 @@
 """The estimates behind the rows a window and key of a channel kind's collection (``channel: {kind:
-hadamard}``, Hadamard sampling, or ``{kind: subset}``, subset randomized response) publishes: ``marginals`` (every set of 1..max_order bits: the count of reports whose bits are all 1 on it) and
+hadamard}``, Hadamard sampling, or ``{kind: subset}``, subset randomized response) publishes: ``marginals`` (every set of 1..max_order bits and of the kind's extra sets: the count of reports whose bits are all 1 on it) and
 ``tables`` (every configured group of boolean features), from the released accumulator as every
 kind's rows are (:mod:`~ldp_marginals.transforms.publication.rows`), with the same schemas, intervals
 and out-of-range policy. The estimates and their closed-form variances are
@@ -28,8 +28,8 @@ from ldp_marginals.ldp.thin_rows import Thin, hadamard_thin_sets, subset_thin_se
 
 
 def hadamard_group_tables(config, marginals) -> list:
-    """``(group, interval, table, low, high)`` of every configured group (boolean features, at most
-    max_order of them): its table from the coefficients, cells in the order of
+    """``(group, interval, table, low, high)`` of every configured group (boolean features; a group of more
+    than max_order is one of the kind's extra sets): its table from the coefficients, cells in the order of
     :func:`~ldp_marginals.ldp.tables.group_cells`."""
     out = []
     est = marginals.estimate
@@ -96,9 +96,10 @@ def thin_sets(config, marginals, groups) -> dict:
 
     def drawn_of(s):
         return est.drawn(len(s))[family.index(s) - family.offset(len(s))]
-    mech = est.mechanism   # counts n_K up to max_order; no subset holds more than its width of bits
+    mech = est.mechanism   # counts n_K up to max_order and of its extra sets; no subset holds more than its width
     return subset_thin_sets(drawn_of, marginal_sets, group_columns(groups) + analysis_sets(config), config.min_reports,
-                            known_order=mech.max_order, width=mech.width, per_device=per_device)
+                            known_order=mech.max_order, width=mech.width, per_device=per_device,
+                            counted=family.__contains__)
 
 
 def table_sets(config) -> list:
@@ -123,14 +124,15 @@ def atom_thin_sets(config, acc) -> dict:
 
 def thin_counts(config, acc) -> np.ndarray:
     """The counts the thin-row rule reads of ``acc`` (int64, indexed by the family's set index, 0 at the
-    empty set): hadamard, ``n_a`` per coefficient; subset, ``n_K`` per set of 1..max_order bits. They add
+    empty set): hadamard, ``n_a`` per coefficient; subset, ``n_K`` per counted set (1..max_order bits and the
+    extra sets' subsets). They add
     across reports, so the counts of a sum of accumulators are the sum of their counts (what the rollups'
     complementary rule sums over a part's withheld keys without merging their accumulators)."""
     aggregator = config.aggregator
     if config.channel_kind == "hadamard":
         return np.asarray(aggregator.coefficient_counts(acc).drawn, dtype=np.int64)
     counts = aggregator.table_counts(acc).counts
-    return np.concatenate([[0]] + [counts[o].sum(axis=-1).ravel() for o in range(1, aggregator.mechanism.max_order + 1)]
+    return np.concatenate([[0]] + [counts[o].sum(axis=-1).ravel() for o in range(1, aggregator.mechanism.top_order + 1)]
                           ).astype(np.int64)
 
 
@@ -150,7 +152,8 @@ def thin_of_counts(config, counts, index_of=None) -> dict:
     mech = aggregator.mechanism
     return subset_thin_sets(lambda s: counts[index_of(tuple(sorted(s)))], config.published_sets,
                             table_sets(config) + analysis_sets(config), config.min_reports,
-                            known_order=mech.max_order, width=mech.width, per_device=per_device)
+                            known_order=mech.max_order, width=mech.width, per_device=per_device,
+                            counted=family.__contains__)
 
 
 def set_index(config):

@@ -11,6 +11,10 @@
  *    sends it if `decide(parity coin, keep)`, else its complement;
  * 5. pack each slot as its index in `B = bit length of T` bits, least significant first, then its parity
  *    bit; `client` is null.
+ *
+ * A collection with extra sets (issue 48 item 1) adds `hadamard.sets`: the pool is then every set of
+ * 1..max_order bits followed, order by order, by the extra sets' distinct subsets of more bits, and
+ * `weights` holds one weight per order up to the widest set.
  */
 import { SystemCoins, COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, coinValue, decide, units, type CoinSource } from "./coins.js";
 import type { RateCounter } from "./client.js";
@@ -25,10 +29,14 @@ import {
 
 /** The most features a Hadamard collection may have (the job keeps a report's bits in 64-bit words). */
 export const MAX_HADAMARD_FEATURES = MAX_WHOLE_REPORT_FEATURES;
+/** The most coefficients a pool may hold (the server's cap). */
+const MAX_COEFFICIENTS = 2 ** 18;
+/** The most subsets of the extra sets a client enumerates (the sum of 2^|set|). */
+const MAX_POOL_WORK = 2 ** 20;
 
 export interface HadamardSpec extends WholeReportSpec {
   readonly slots: number;
-  /** Per order 1..maxOrder, each coefficient's probability. */
+  /** Per order 1..top (maxOrder, or the widest extra set), each coefficient's probability. */
   readonly weights: readonly number[];
   /** Per coefficient (family order, index a at a - 1), the bit indices of its set. */
   readonly sets: readonly (readonly number[])[];
@@ -57,17 +65,53 @@ function binomial(n: number, k: number): number {
   return Math.round(out);
 }
 
-/** The sets of `order` bits out of `d`, in lexicographic order of their bit indices. */
-function combinations(d: number, order: number): number[][] {
+/** The sets of `order` of the bits `bits` (increasing), in lexicographic order of their bit indices. */
+function combinationsOf(bits: readonly number[], order: number): number[][] {
   const out: number[][] = [];
   const pick = (from: number, chosen: number[]) => {
     if (chosen.length === order) {
       out.push([...chosen]);
       return;
     }
-    for (let i = from; i <= d - (order - chosen.length); i++) pick(i + 1, [...chosen, i]);
+    for (let i = from; i <= bits.length - (order - chosen.length); i++) pick(i + 1, [...chosen, bits[i]!]);
   };
   pick(0, []);
+  return out;
+}
+
+/** The sets of `order` bits out of `d`, in lexicographic order of their bit indices. */
+function combinations(d: number, order: number): number[][] {
+  return combinationsOf(Array.from({ length: d }, (_, i) => i), order);
+}
+
+/** Lexicographic order of two sets of one size (increasing bit indices). */
+function lexicographic(a: readonly number[], b: readonly number[]): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return 0;
+}
+
+/** The block's extra sets (`sets`; absent: none), checked as the specification says. */
+function extraSets(block: Record<string, unknown>, d: number, maxOrder: number): number[][] {
+  if (!Object.hasOwn(block, "sets")) return [];
+  const raw = block.sets;
+  if (!Array.isArray(raw) || raw.length === 0) throw bad(`hadamard.sets must be a non-empty list, got sets=${shown(raw)}`);
+  const out: number[][] = [];
+  const seen = new Set<string>();
+  for (const [i, s] of raw.entries()) {
+    const ok = Array.isArray(s) && s.length > maxOrder && s.every((b: unknown, j: number) =>
+      typeof b === "number" && Number.isInteger(b) && b >= 0 && b < d && (j === 0 || b > (s[j - 1] as number)));
+    if (!ok) {
+      throw bad(`hadamard.sets[${i}] must be a list of more than max_order=${maxOrder} increasing bit indices in ` +
+                `[0, ${d}), got ${shown(s)}`);
+    }
+    const key = (s as number[]).join(",");
+    if (seen.has(key)) throw bad(`hadamard.sets must be distinct, got sets=${shown(raw)}`);
+    seen.add(key);
+    out.push([...(s as number[])]);
+  }
+  if (out.reduce((sum, s) => sum + 2 ** s.length, 0) > MAX_POOL_WORK) {
+    throw bad(`hadamard.sets hold more than ${MAX_POOL_WORK} subsets (sum of 2^|set|)`);
+  }
   return out;
 }
 
@@ -75,7 +119,7 @@ function combinations(d: number, order: number): number[][] {
 export function parseHadamardSpec(json: unknown): HadamardSpec {
   const read = readBlock(json, "hadamard", ["max_order", "slots", "keep", "weights"], (h) => {
     if (!Array.isArray(h.weights)) throw bad(`hadamard.weights must be a list, got weights=${shown(h.weights)}`);
-  });
+  }, ["sets", "permanent_keep"]);
   const h = read.block;
   const d = read.features.length;
   const maxOrder = read.maxOrder;
@@ -84,22 +128,38 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
   if (2 * slots * COIN_BYTES > MAX_REQUEST_BYTES) throw bad(`hadamard.slots draws too many coins, got slots=${slots}`);
   const keep = keepOf(read, 0.5, "0.5");
   const permanentKeep = permanentKeepOf(read, 0.5, "0.5");
+  const extra = extraSets(h, d, maxOrder);
+  const top = extra.reduce((m, s) => Math.max(m, s.length), maxOrder);
   const weights = h.weights as unknown[];
-  if (weights.length !== maxOrder || !weights.every((w) => isProbability(w) && w > 0)) {
-    throw bad(`hadamard.weights must hold ${maxOrder} probabilities in (0, 1], one per order, got weights=${shown(weights)}`);
+  if (weights.length !== top || !weights.every((w) => isProbability(w) && w > 0)) {
+    throw bad(`hadamard.weights must hold ${top} probabilities in (0, 1], one per order, got weights=${shown(weights)}`);
   }
   const w = weights as number[];
-  const total = w.reduce((sum, wj, j) => sum + binomial(d, j + 1) * wj, 0);
+  let total: number;
+  let sets: number[][] = [];
+  if (extra.length === 0) {
+    const count = w.reduce((sum, _, j) => sum + binomial(d, j + 1), 0);
+    if (count > MAX_COEFFICIENTS) throw bad(`hadamard: the pool holds ${count} coefficients, over ${MAX_COEFFICIENTS}`);
+    total = w.reduce((sum, wj, j) => sum + binomial(d, j + 1) * wj, 0);
+    for (let j = 1; j <= maxOrder; j++) sets.push(...combinations(d, j));
+  } else {
+    for (let j = 1; j <= maxOrder; j++) sets.push(...combinations(d, j));
+    for (let j = maxOrder + 1; j <= top; j++) {
+      const distinct = new Map<string, number[]>();
+      for (const s of extra) if (s.length >= j) for (const sub of combinationsOf(s, j)) distinct.set(sub.join(","), sub);
+      sets = sets.concat([...distinct.values()].sort(lexicographic));
+    }
+    if (sets.length > MAX_COEFFICIENTS) throw bad(`hadamard: the pool holds ${sets.length} coefficients, over ${MAX_COEFFICIENTS}`);
+    const sizes = new Array<number>(top).fill(0);
+    for (const s of sets) sizes[s.length - 1]! += 1;
+    total = sizes.reduce((sum, n, j) => sum + n * w[j]!, 0);
+  }
   if (!(Math.abs(total - 1) <= 1e-9)) throw bad(`hadamard.weights must sum to 1 over the coefficients, got ${total}`);
-  const sets: number[][] = [];
   const thresholds: number[] = [];
   let running = 0;
-  for (let j = 1; j <= maxOrder; j++) {
-    for (const set of combinations(d, j)) {
-      running += w[j - 1]!;
-      sets.push(set);
-      thresholds.push(units(Math.min(running, 1)));
-    }
+  for (const set of sets) {
+    running += w[set.length - 1]!;
+    thresholds.push(units(Math.min(running, 1)));
   }
   thresholds[thresholds.length - 1] = COIN_RANGE;
   return wholeReportSpec(read, keep, permanentKeep, {

@@ -64,10 +64,11 @@ export interface WholeReportBlock {
  * collection's name, `max_order`.
  */
 export function readBlock(json: unknown, kind: string, blockKeys: readonly string[],
-                          early?: (block: Record<string, unknown>) => void): WholeReportBlock {
+                          early?: (block: Record<string, unknown>) => void,
+                          optional: readonly string[] = ["permanent_keep"]): WholeReportBlock {
   const spec = keys(json, "config", ["collection", "features", "window", kind], ["token", "reports_per_day"]);
   const features = booleanFeatures(spec.features);
-  const block = keys(spec[kind], kind, blockKeys, ["permanent_keep"]);
+  const block = keys(spec[kind], kind, blockKeys, optional);
   early?.(block);
   const win = window(spec.window);
   const collection = text(spec.collection, "collection");

@@ -94,13 +94,18 @@ abstract class WholeReportSpec {
         private final Map<String, Object> spec;   // the whole config (its optional token and reports_per_day)
 
         Block(Object config, String kind, String... keys) {
+            this(config, kind, Collections.singletonList("permanent_keep"), keys);
+        }
+
+        /** As above, the block's optional keys {@code optional} (a kind's own beside {@code permanent_keep}). */
+        Block(Object config, String kind, List<String> optional, String... keys) {
             Map<String, Object> spec = ClientSpec.keys(config, "config", Arrays.asList("collection", "features", "window", kind),
                     Arrays.asList("token", "reports_per_day"));
             this.spec = spec;
             this.kind = kind;
             this.collection = collection(spec.get("collection"));
             this.features = booleanFeatures(spec.get("features"));
-            this.values = ClientSpec.keys(spec.get(kind), kind, Arrays.asList(keys), Collections.singletonList("permanent_keep"));
+            this.values = ClientSpec.keys(spec.get(kind), kind, Arrays.asList(keys), optional);
             this.window = spec.get("window");
             this.maxOrder = integer("max_order");
         }
