@@ -37,6 +37,7 @@ from ldp_marginals.pipelines.release_ledger import (
 )
 from ldp_marginals.pipelines.sources import KAFKA_TIMESTAMP_POLICIES, make_source
 from ldp_marginals.pipelines.stopping import (
+    START_AFRESH,
     JobStopped,
     StopRequested,
     resume_command,
@@ -301,11 +302,14 @@ def check_output_unused(output_dir: str, argv) -> None:
         raise ValueError(f"--output {output_dir} holds streaming {run}, {stopped.get('how', 'stopped')} by "
                          f"{stopped.get('signal', 'a signal')}: resume it with: "
                          f"{resume_command(argv, stopped['resume_from'])} (or give another --output)")
-    why = ("stopped with nothing to resume from" if stopped else
-           "which may still be running, or ended without ldp-marginals run stopping it")
-    raise ValueError(f"--output {output_dir} holds streaming {run}, {why}: a new run there would hide its rows; "
-                     "resume it from its savepoint or last retained checkpoint with --savepoint_path=PATH, or give "
-                     "another --output")
+    if stopped:   # the stop's own line said it cannot be resumed: say the same, not --savepoint_path
+        raise ValueError(f"--output {output_dir} holds streaming {run}, {stopped.get('how', 'stopped')} by "
+                         f"{stopped.get('signal', 'a signal')} with nothing to resume from ("
+                         f"{stopped.get('why_not') or 'no savepoint or checkpoint was recorded'}): a new run there "
+                         f"would hide its rows; {START_AFRESH}")
+    raise ValueError(f"--output {output_dir} holds streaming {run}, which may still be running, or ended without "
+                     "ldp-marginals run stopping it: a new run there would hide its rows; resume it from its savepoint "
+                     "or last retained checkpoint with --savepoint_path=PATH, or give another --output")
 
 
 def job_name(options: PipelineOptions, run_id: str) -> str | None:

@@ -288,6 +288,10 @@ def resume_command(argv, savepoint: str) -> str:
     return shlex.join(["ldp-marginals", "run", *kept, f"--savepoint_path={savepoint}"])
 
 
+# what both the stop's line and a later run into the same --output say of a stop that kept nothing to resume
+START_AFRESH = "start again into a new --output"
+
+
 def record_stop(output_dir: str, run_id: str, stop: dict) -> None:
     """Add ``stop`` to the run's streaming manifest (a later run into ``output_dir`` reads it)."""
     from apache_beam.io.filesystems import FileSystems
@@ -351,15 +355,9 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
                          "--flink-rest=HOST:FIRST-LAST, the ports `make cluster-up` prints, to stop it there)")
         if rest and job is not None:
             _beam_cancel(result, timeout_s=30)   # the job server's wait for the job ends too
-    stop = {"at": int(time.time() * 1000), "signal": signal.Signals(signum).name, "how": how,
-            "resume_from": resume_from}
-    if args.streaming:
-        record_stop(args.output, args.run_id, stop)
-    if not args.streaming:
-        return JobStopped(f"{why}: {what}; the batch run did not finish (run the same command again)", signum)
     if resume_from:
-        return JobStopped(f"{why}: {what}; resume it with: {resume_command(argv, resume_from)}", signum)
-    if ejob is not None:
+        hint = None
+    elif ejob is not None:
         hint = "the job server's embedded Flink resumes nothing (Beam 2.62 applies --savepoint_path only to a remote Flink)"
     elif job is not None:
         hint = "Flink kept no checkpoint of it (run with --checkpointing_interval=MS, or --savepoint-on-stop)"
@@ -368,4 +366,14 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
     else:
         hint = ("this runner keeps no savepoint (on a Flink session cluster give --flink_master=HOST:REST_PORT "
                 "with --checkpointing_interval=MS, so that run can stop it resumably)")
-    return JobStopped(f"{why}: {what}; it cannot be resumed: {hint}; start again into a new --output", signum)
+    # why_not: what a later run into this --output says of a stop with nothing to resume from (the same
+    # words as this line: run.check_output_unused)
+    stop = {"at": int(time.time() * 1000), "signal": signal.Signals(signum).name, "how": how,
+            "resume_from": resume_from, "why_not": hint}
+    if args.streaming:
+        record_stop(args.output, args.run_id, stop)
+    if not args.streaming:
+        return JobStopped(f"{why}: {what}; the batch run did not finish (run the same command again)", signum)
+    if resume_from:
+        return JobStopped(f"{why}: {what}; resume it with: {resume_command(argv, resume_from)}", signum)
+    return JobStopped(f"{why}: {what}; it cannot be resumed: {hint}; {START_AFRESH}", signum)

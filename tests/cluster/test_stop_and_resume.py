@@ -16,10 +16,13 @@ The command runs as a user runs it, a process of its own, and is sent the signal
 
 (SIGTERM on the DirectRunner: ``tests/pipelines/test_stopping.py``.)
 
-The reports are stamped a few seconds ahead of the clock (``streams``); the windows allow 15 minutes
-of lateness and the guard is off (``min_reports`` 0), so that the reports produced while the job is
-down are counted in late panes whenever it comes back, and the latest panes can be compared with the
-batch rows without waiting for the windows to close."""
+The reports are stamped an hour in the past (``streams``): the first part, produced before the job
+is submitted, moves the watermark by data, and the first window's on-time pane comes once the job
+has read it, however slowly. The windows allow a day of lateness and the guard is off
+(``min_reports`` 0), so that the reports produced while the job is down are counted in late panes
+whenever it comes back (the test runs for less than a day), and the latest panes can be compared with
+the batch rows without waiting for the windows to close. (Stamped 30 s ahead with 15 minutes of
+lateness, the first window's pane waited for the clock, and a slow submission made reports late.)"""
 import contextlib
 import json
 import os
@@ -52,7 +55,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.kafka, streams.CANCELLED_WORKER_THR
 # earlier pane published, and the reader's latest pane of that kind is then the earlier one
 STOPS = dict(RAW, extremes=[e for e in RAW["extremes"] if e.get("over") != "client"], min_reports=0,
              conditionals=[], means=[], window={"type": "fixed", "size_seconds": WINDOW_S},
-             allowed_lateness_seconds=900)
+             allowed_lateness_seconds=streams.LONG_LATENESS_S)
 
 
 @contextlib.contextmanager
@@ -70,7 +73,7 @@ def command(argv, log):
             proc.wait()
 
 
-def stopped(proc: subprocess.Popen, sig, log_path, timeout_s: float = 180) -> tuple:
+def stopped(proc: subprocess.Popen, sig, log_path, timeout_s: float = streams.PATIENCE_S) -> tuple:
     """Send ``sig``, wait for the process's end -> ``(exit code, its one stop line)``; no traceback."""
     proc.send_signal(sig)
     proc.wait(timeout_s)
@@ -91,11 +94,11 @@ def no_job_runs_on(cluster, seconds: float = 5.0) -> None:
 
 
 def stream_in_three(cluster, tmp_path, topic: str) -> tuple:
-    """The reports of a few 10 s windows from the near future, shuffled; all but two slices of them
-    produced to ``topic`` with a damaged message, the slices returned to be produced while the job is
-    down. -> ``(t0, records, first slice held back, second, argv, output)``."""
+    """The reports of a few 10 s windows from an hour ago, shuffled; all but two slices of them
+    produced to ``topic`` with a damaged message (before the job is submitted: ``streams``), the slices
+    returned to be produced while the job is down. -> ``(t0, records, first slice held back, second, argv, output)``."""
     (tmp_path / "c.json").write_text(json.dumps(STOPS))
-    t0 = streams.next_start_ms(WINDOW_S, ahead_s=30)
+    t0 = streams.past_start_ms(WINDOW_S)
     records = streams.rescale(reports(parse_config(STOPS)), DEFAULT_START_MS, t0, WINDOW_S)
     random.Random(11).shuffle(records)
     valid = [i for i, r in enumerate(records) if r["event_time"] >= 0]
@@ -121,11 +124,11 @@ def test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_resumes_without_a_loss(ses
     argv += [f"--flink_master=localhost:{cluster.rest_port}"]
     log = tmp_path / "first.log"
     with command(argv, log) as proc:
-        job = streams.wait_until("the job on the session cluster", cluster.running_jobs, 240)[0]
+        job = streams.wait_until("the job on the session cluster", cluster.running_jobs)[0]
         streams.wait_until("the first window's on-time pane",
-                           lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, t0)), 180)
+                           lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, t0)))
         done = cluster.completed_checkpoints(job)
-        streams.wait_until("a checkpoint after the pane", lambda: cluster.completed_checkpoints(job) > done, 60)
+        streams.wait_until("a checkpoint after the pane", lambda: cluster.completed_checkpoints(job) > done)
         code, line = stopped(proc, signal.SIGINT, log)
     assert code == 128 + signal.SIGINT
     assert f"stopped by SIGINT: Flink job {job} cancelled; resume it with: ldp-marginals run " in line
@@ -146,10 +149,10 @@ def test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_resumes_without_a_loss(ses
     # the command resumes it; this time SIGTERM stops it with a savepoint
     log = tmp_path / "second.log"
     with command(resume[2:] + ["--savepoint-on-stop"], log) as proc:
-        job = streams.wait_until("the resumed job", cluster.running_jobs, 240)[0]
-        restored = streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job), 60)
+        job = streams.wait_until("the resumed job", cluster.running_jobs)[0]
+        restored = streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job))
         assert restored["external_path"].endswith(checkpoint.rsplit("/", 1)[1])   # the retained checkpoint
-        streams.wait_until("a checkpoint of the resumed job", lambda: cluster.completed_checkpoints(job) > 0, 60)
+        streams.wait_until("a checkpoint of the resumed job", lambda: cluster.completed_checkpoints(job) > 0)
         code, line = stopped(proc, signal.SIGTERM, log)
     assert code == 128 + signal.SIGTERM
     assert f"stopped by SIGTERM: Flink job {job} stopped with a savepoint; resume it with: " in line
@@ -162,12 +165,12 @@ def test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_resumes_without_a_loss(ses
     resume = shlex.split(line.split("resume it with: ", 1)[1])
     batch, expected = streams.batch_of(tmp_path, records)
     with streams.running_job(resume[2:], cluster):
-        job = streams.wait_until("the job resumed from the savepoint", cluster.running_jobs, 240)[0]
-        assert streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job), 60)["is_savepoint"]
+        job = streams.wait_until("the job resumed from the savepoint", cluster.running_jobs)[0]
+        assert streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job))["is_savepoint"]
         streams.wait_until("every report in the latest panes",
-                           lambda: streams.reports_in_latest_panes(out) >= expected["reports_counted"], 180)
+                           lambda: streams.reports_in_latest_panes(out) >= expected["reports_counted"])
         streams.wait_until("the damaged message's dead letter", lambda: any(
-            d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 30)
+            d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)))
     # every report counted once, whatever the stops: the latest panes are the batch rows on all of them
     assert streams.reports_in_latest_panes(out) == expected["reports_counted"]
     streams.assert_same_estimates(out, batch, every_kind=False)
@@ -210,11 +213,10 @@ def test_ctrl_c_cancels_the_job_in_the_job_servers_flink(cluster, tmp_path):
     log = tmp_path / "run.log"
     with command(argv, log) as proc:
         # the job reads and writes: the damaged message's dead letter (written within a second or two of
-        # its read, once a checkpoint has covered it; the first window's pane would come only after its
-        # end, 30-40 s on)
+        # its read, once a checkpoint has covered it)
         streams.wait_until("the damaged message's dead letter", lambda: os.path.exists(
             os.path.join(out, "manifest.json")) and any(
-            d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 240)
+            d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)))
         with open(os.path.join(out, "manifest.json")) as fh:
             name = "ldp-marginals-" + json.load(fh)["run_id"].lower()   # the job's name (run.job_name)
         assert (name, "RUNNING") in embedded_jobs(cluster)   # Flink's REST API shows it

@@ -186,6 +186,16 @@ def test_a_new_streaming_run_is_refused_where_it_would_hide_another_run(tmp_path
     with pytest.raises(ValueError, match=r"streaming run r1, cancelled by SIGINT: resume it with: ldp-marginals run "
                                          r"--config c.yaml --streaming --output \S+ --savepoint_path=file:/cp/chk-9"):
         check_output_unused(str(tmp_path / "o"), argv)
+    # a stop that kept nothing (the job server's embedded Flink): the refusal says what the stop's line said,
+    # not "resume it with --savepoint_path" (issue 49, item 2: the two contradicted each other)
+    write_manifest(tmp_path / "o", mode="streaming", stopped={
+        "signal": "SIGINT", "how": "cancelled", "resume_from": None,
+        "why_not": "the job server's embedded Flink resumes nothing"})
+    with pytest.raises(ValueError) as err:
+        check_output_unused(str(tmp_path / "o"), argv)
+    assert "streaming run r1, cancelled by SIGINT with nothing to resume from (the job server's embedded Flink " \
+           "resumes nothing)" in str(err.value)
+    assert str(err.value).endswith("start again into a new --output") and "savepoint_path" not in str(err.value)
 
 
 def test_sigterm_ends_a_batch_run_on_the_direct_runner_with_one_line(tmp_path):
