@@ -19,7 +19,7 @@ env: $(STAMP)
 $(STAMP): pyproject.toml $(PINS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect]"
+	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,pandas]"
 	touch $(STAMP)
 
 # The dashboard test drives Debian's Chromium through chromedriver (no browser downloads here).

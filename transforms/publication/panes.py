@@ -127,7 +127,7 @@ class Panes:
                                atoms=ordered)
         ws.published = total
         files = [PaneFile(kind, self.config.name, None if self.window.is_global else window, ws.panes, timing,
-                          kind_rows, self.key) for kind, kind_rows in rows.items() if len(kind_rows)]
+                          kind_rows, self.key, final) for kind, kind_rows in rows.items() if len(kind_rows)]
         if files:
             ws.panes += 1
         return files
