@@ -6,9 +6,12 @@ nor a key in itself and in its rollup. A window a stopped run never closed reads
 
 Before the change, the streaming run's glob held every pane (each window's reports counted once per pane)
 and the batch run's glob held the rollup rows beside the keys' (every report counted twice)."""
+import dataclasses
 import glob
 import json
 import os
+
+import numpy as np
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,6 +35,7 @@ ALL = "__all__"
 CONFIG = {"collection": "app", "features": [{"name": f"f{i}", "type": "boolean"} for i in range(3)],
           "channel": {"mechanism": "symmetric", "epsilon": 2.0}, "max_order": 1, "min_reports": 50,
           "window": {"type": "fixed", "size_seconds": 3600},
+          "groups": [["f0", "f1"]],
           "dimensions": {"region": {"max_values": 4}, "version": {"max_values": 8}}, "rollups": [["region"]],
           "extremes": [{"name": "any_r", "op": "or", "features": ["f0", "f1"]},
                        {"name": "any_c", "op": "or", "features": ["f0", "f1"], "over": "client"}]}
@@ -52,7 +56,9 @@ def batch(tmp_path_factory):
     cfg = parse_config(CONFIG)
     (tmp / "c.yaml").write_text(yaml.safe_dump(CONFIG))
     for i, ((region, version), n) in enumerate(KEYS.items()):
-        pop = simulate_population(cfg, n, seed=30 + i, span_seconds=3599, reports_per_client=2)
+        pop = simulate_population(cfg, n, seed=30 + i, span_seconds=3599)
+        # clients of exactly two reports each: one group of n / 2 >= min_reports clients, so client rows publish
+        pop = dataclasses.replace(pop, clients=np.array([f"{region}-{version}-{j // 2}" for j in range(n)], object))
         write_population(cfg, pop, str(tmp / f"in-{i}.avro"), dimensions={"region": region, "version": version})
     run(["--config", str(tmp / "c.yaml"), "--input", str(tmp / "in-*.avro"), "--output", str(tmp / "out"),
          "--progress-seconds", "0"])
@@ -71,12 +77,11 @@ def test_batch_rows_say_their_pane_and_a_plain_glob_sums_each_key_once(batch):
     keys = glob_table(os.path.join(batch, "parquet", "marginals", "app"))
     assert keys.num_rows == len([r for r in rows["marginals"] if not r["rollup"]])
     assert not any(keys.column("rollup").to_pylist())
-    f0 = keys.filter(pa.compute.equal(pa.compute.list_element(keys.column("columns"), 0), 0))
-    assert sum(f0.column("n_reports").to_pylist()) == sum(KEYS.values())   # each report counted once
+    f0 = [r for r in keys.to_pylist() if r["columns"] == [0]]
+    assert sum(r["n_reports"] for r in f0) == sum(KEYS.values())   # each report counted once
     rollups = glob_table(os.path.join(batch, "parquet", "marginals", "app", "rollups"))
     assert all(rollups.column("rollup").to_pylist()) and rollups.num_rows
-    r0 = rollups.filter(pa.compute.equal(pa.compute.list_element(rollups.column("columns"), 0), 0))
-    assert sorted(r0.column("n_reports").to_pylist()) == [120 + 110, 130]
+    assert sorted(r["n_reports"] for r in rollups.to_pylist() if r["columns"] == [0]) == [130, 120 + 110]
     # every file of the run is where its rows say: final key rows in the folder, rollups apart, no panes
     for e in load_manifest(batch)["files"]:
         if e["kind"] == "dead_letters":
@@ -122,22 +127,24 @@ def test_streaming_rows_say_early_on_time_late_and_final_and_the_glob_holds_the_
               .advance_watermark_to_infinity())
     got = stream_run(tmp_path, stream, cfg)
     f0 = [r for r in got["marginals"] if r["columns"] == [0]]   # the rows a BigQuery sink receives
-    assert sorted((r["pane_index"], r["pane_timing"], r["final"], r["n_reports"]) for r in f0) == [
-        (0, "EARLY", False, 2), (1, "ON_TIME", False, 3), (2, "LATE", False, 4), (3, "LATE", True, 4)]
+    panes = sorted((r["pane_index"], r["pane_timing"], r["final"], r["n_reports"]) for r in f0)
+    assert [p[0] for p in panes] == list(range(len(panes)))   # one row of the set per pane, indexes count up
+    assert panes[0] == (0, "EARLY", False, 2)
+    assert [p[1:] for p in panes if p[1] != "EARLY"] == [("ON_TIME", False, 3), ("LATE", False, 4), ("LATE", True, 4)]
     # the files say the same, and only the final pane is in the collection's folder
     every = glob.glob(str(tmp_path / "parquet" / "marginals" / "app" / "**" / "*.parquet"), recursive=True)
-    assert len(every) == 4
+    assert len(every) == len(panes)
     final = glob_table(str(tmp_path / "parquet" / "marginals" / "app"))
     assert set(final.column("final").to_pylist()) == {True}
-    assert final.num_rows == len(f0[0:1]) * len({tuple(r["columns"]) for r in got["marginals"]})
+    assert final.num_rows == len({tuple(r["columns"]) for r in got["marginals"]})   # each set once
     f0_final = [r for r in final.to_pylist() if r["columns"] == [0]]
-    assert [(r["pane_index"], r["pane_timing"], r["n_reports"]) for r in f0_final] == [(3, "LATE", 4)]
-    panes = glob_table(str(tmp_path / "parquet" / "marginals" / "app" / "panes"))
-    assert sorted(set(panes.column("pane_timing").to_pylist())) == ["EARLY", "LATE", "ON_TIME"]
-    assert not any(panes.column("final").to_pylist())
+    assert [(r["pane_index"], r["pane_timing"], r["n_reports"]) for r in f0_final] == [(len(panes) - 1, "LATE", 4)]
+    earlier = glob_table(str(tmp_path / "parquet" / "marginals" / "app" / "panes"))
+    assert sorted(set(earlier.column("pane_timing").to_pylist())) == ["EARLY", "LATE", "ON_TIME"]
+    assert not any(earlier.column("final").to_pylist())
     # the reader: the latest pane is the final one; final_only reads the same
     read = ldp_marginals.read_rows(str(tmp_path), "marginals")
-    assert {(r["pane_index"], r["final"], r["window_state"]) for r in read} == {(3, True, "closed")}
+    assert {(r["pane_index"], r["final"], r["window_state"]) for r in read} == {(len(panes) - 1, True, "closed")}
     assert ldp_marginals.read_rows(str(tmp_path), "marginals", final_only=True) == read
 
 
