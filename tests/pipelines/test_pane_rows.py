@@ -24,6 +24,7 @@ from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.stopping import record_stop
 from ldp_marginals.pipelines.simulate import simulate_population, write_population
 from ldp_marginals.schemas import read_avro
+from ldp_marginals.schemas.bigquery import table_schema, to_row
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, SCHEMA_OF, load_manifest
 from ldp_marginals.transforms.manifest import start_run
@@ -127,6 +128,10 @@ def test_streaming_rows_say_early_on_time_late_and_final_and_the_glob_holds_the_
               .advance_watermark_to_infinity())
     got = stream_run(tmp_path, stream, cfg)
     f0 = [r for r in got["marginals"] if r["columns"] == [0]]   # the rows a BigQuery sink receives
+    # BigQuery's table has the columns (its schema is derived from the Avro one) and the rows fill them
+    fields = {f["name"]: f["mode"] for f in table_schema("marginal_estimate")["fields"]}
+    assert {fields[n] for n in ("pane_index", "pane_timing", "final", "rollup")} == {"NULLABLE"}
+    assert {(b["pane_timing"], b["final"]) for b in (to_row("marginal_estimate", r) for r in f0)} >= {("LATE", True)}
     panes = sorted((r["pane_index"], r["pane_timing"], r["final"], r["n_reports"]) for r in f0)
     assert [p[0] for p in panes] == list(range(len(panes)))   # one row of the set per pane, indexes count up
     assert panes[0] == (0, "EARLY", False, 2)
