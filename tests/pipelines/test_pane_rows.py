@@ -169,3 +169,25 @@ def test_a_window_a_stop_cut_short_reads_as_never_closed_and_final_only_leaves_i
     stopped = ldp_marginals.read_rows(str(tmp_path), "marginals")
     assert [r["window_state"] for r in stopped] == ["never_closed"]
     assert not glob.glob(str(tmp_path / "parquet" / "marginals" / "app" / "*.parquet"))   # no final rows to glob
+
+
+def test_a_run_written_before_rows_said_their_pane_reads_with_them_from_its_manifest(tmp_path):
+    """Schema version 1: files without the pane columns, entries without ``final``. A batch run's windows
+    are final (one pane each); the columns are filled from the entries, pane_timing stays unknown."""
+    from tests.outputs import write_run
+    window = (START * 1000, (START + 60) * 1000)
+    row = {"collection": "app", "window_start": window[0], "window_end": window[1], "dimensions": {"region": ALL},
+           "n_reports": 7, "columns": [0], "labels": ["dark"], "estimate": 3.0, "frequency": 3 / 7, "variance": 1.0,
+           "ci_low": 1.0, "ci_high": 5.0}
+    write_run(tmp_path, [("marginals", "app", window, 0, [row], (("region", ALL),))])
+    manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
+    for e in manifest["files"]:   # as version 1 wrote them
+        for name in ("timing", "final", "rollup", "schema_version"):
+            del e[name]
+        path = str(tmp_path / e["files"]["parquet"])
+        old = pq.read_table(path)
+        pq.write_table(old.drop_columns(["pane_index", "pane_timing", "final", "rollup"]), path)
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
+    (got,) = ldp_marginals.read_rows(str(tmp_path), "marginals", final_only=True)
+    assert (got["pane_index"], got["pane_timing"], got["final"], got["rollup"], got["window_state"]) == \
+        (0, None, True, True, "closed")
