@@ -16,10 +16,15 @@ PINS   := deploy/dataflow/requirements.txt
 
 env: $(STAMP)
 
+# setuptools tells every editable install, as a warning, to beware of folders named like the package (10
+# lines before `make demo`'s first): not a fault, so hidden unless V=1. A real warning of the build (a
+# package setuptools would ignore) is caught by tests/test_packaging.py, whose wheel build hides nothing.
+QUIET_BUILD := $(if $(V),,PYTHONWARNINGS=ignore::UserWarning)
+
 $(STAMP): pyproject.toml $(PINS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,pandas]"
+	$(QUIET_BUILD) $(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,pandas]"
 	touch $(STAMP)
 
 # The dashboard test drives Debian's Chromium through chromedriver (no browser downloads here).
@@ -90,7 +95,7 @@ demo: $(STAMP)
 
 # the peer libraries of goal 6 go into the same environment, only for `make bench`
 $(BENCH): $(STAMP)
-	$(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,bench]"
+	$(QUIET_BUILD) $(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,bench]"
 	touch $(BENCH)
 
 # the collector's benchmark builds its load generator (benchmarks/loadgen, Go's standard library only,

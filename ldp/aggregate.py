@@ -203,9 +203,15 @@ def _with_report_counts(states: np.ndarray) -> np.ndarray:
 
 
 def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 6)`` in the columns above."""
+    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 7)`` in the columns above."""
     f, v = _factors(op, bits.astype(np.float64), p, q)
-    out = np.empty((bits.shape[0], STATE_WIDTH))
+    return factor_states(f, v)
+
+
+def factor_states(f: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per report, the state of one extreme from its factors ``f`` (estimator) and ``v`` (variance), each
+    ``(n, m)`` (m factors a report: its bits per bit, one term for a whole-report kind): ``(n, 7)``."""
+    out = np.empty((f.shape[0], STATE_WIDTH))
     out[:, REPORTS] = 1.0
     for fac, neg, log, zeros in ((f, NEG_F, LOG_F, ZEROS_F), (v, NEG_V, LOG_V, ZEROS_V)):
         nz = fac != 0
@@ -268,7 +274,13 @@ class ReportAggregator:
         return out
 
     def create(self) -> WindowAccumulator:
-        return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), len(self.client_extremes))
+        return WindowAccumulator(CooccurrenceAccumulator(self.family), len(self.extremes), self.client_state_rows)
+
+    @property
+    def client_state_rows(self) -> int:
+        """The rows of a client's state: one per extreme over clients (a whole-report kind adds rows of
+        its reads, :class:`~ldp_marginals.ldp.whole_report.WholeReportAggregator`)."""
+        return len(self.client_extremes)
 
     @property
     def wire_bytes(self) -> int:
@@ -380,16 +392,22 @@ class ReportAggregator:
             ranks = None if ranks is None else ranks[named]
         if keys.size == 0:
             return
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        states = np.zeros((uniq.size, len(self.client_extremes), STATE_WIDTH))
         per_reports = np.empty((keys.size, len(self.client_extremes), STATE_WIDTH))
         p, q = self.channels.p, self.channels.q
         for e, (op, cols) in enumerate(self.client_extremes):
             cols = list(cols)
-            per_report = per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
+            per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
+        self._add_client_states(acc, keys, per_reports, ranks)
+
+    def _add_client_states(self, acc, keys, per_reports, ranks=None):
+        """Add per-report states ``per_reports`` ``(n, rows, 7)`` of clients ``keys`` (uint64, every
+        report named) to ``acc``'s client table, and with a client sample to its sample."""
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        states = np.zeros((uniq.size,) + per_reports.shape[1:])
+        for e in range(per_reports.shape[1]):
             for c in range(STATE_WIDTH):  # a per-client sum of each column
-                states[:, e, c] = np.bincount(inverse, weights=per_report[:, c], minlength=uniq.size)
+                states[:, e, c] = np.bincount(inverse, weights=per_reports[:, e, c], minlength=uniq.size)
         self._merge_clients(acc, uniq, states)
         if self.client_sample is not None:   # each client's c + 1 reports of smallest rank, one state each
             self._merge_sample(acc, [(keys, ranks, per_reports)])
@@ -535,13 +553,15 @@ class ClientSample(NamedTuple):
     short: int
     split: int
     left_out: list
+    by_atom: np.ndarray | None = None   # float64[atoms, rows, 7]: the kept reports' states summed per atom
 
     @property
     def clients_left_out(self) -> int:
         return self.short + self.split
 
 
-def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0) -> ClientSample:
+def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int = 0,
+                    fold_row: int | None = None) -> ClientSample:
     """The clients of the union of ``atoms`` (disjoint accumulators of one key, as for
     :func:`client_groups`, in the order they were released) that the client rows take under a sample
     of ``c`` reports, on their first ``c`` reports by (atom, rank): its reports in earlier atoms
@@ -553,7 +573,9 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
     reports per atom) at least ``min_clients`` kept clients share (with one atom: all of them). Every
     kept client then holds exactly ``c`` reports and shares its composition with at least
     ``min_clients`` others, so the rows treat the clients of a composition alike (docs/design.md,
-    section 7). Which clients are kept reads only ranks and counts, never bits."""
+    section 7). Which clients are kept reads only ranks and counts, never bits. ``fold_row``: a row of the
+    states holding report profile hashes (a whole-report kind's, :mod:`~ldp_marginals.ldp.kind_client_extremes`),
+    each folded with its report's atom before the kept clients' sums."""
     n_ext = atoms[0].client_states.shape[1]
     owner = np.concatenate([a.sample_owner for a in atoms])
     rank = np.concatenate([a.sample_rank for a in atoms])
@@ -596,9 +618,15 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
         idx, kept_client = idx[keep_taken], kept_client[keep_taken]
     keys = devices[ok]
     out = np.zeros((keys.size, n_ext, STATE_WIDTH))
+    kept_states, kept_atom = states[idx], atom[idx]
+    if fold_row is not None and idx.size:
+        from ldp_marginals.ldp.kind_client_extremes import atom_profiles
+        kept_states[:, fold_row, LOG_F] = atom_profiles(kept_states[:, fold_row, LOG_F], kept_atom)
+    by_atom = np.zeros((len(atoms), n_ext, STATE_WIDTH))
+    np.add.at(by_atom, kept_atom, kept_states)
     if idx.size:
         run = np.flatnonzero(np.r_[True, kept_client[1:] != kept_client[:-1]])
-        out = np.add.reduceat(states[idx], run, axis=0)
+        out = np.add.reduceat(kept_states, run, axis=0)
     left_out = []
     taken_in = comp[ok]   # kept reports of each kept client per atom
     for i, a in enumerate(atoms):
@@ -608,7 +636,7 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
         used = np.where(inside, taken_in[np.minimum(at, max(keys.size - 1, 0)), i] if keys.size else 0, 0)
         sent = np.rint(a.client_reports).astype(np.int64)
         left_out.append(unnamed_reports(a) + int(np.count_nonzero(sent > used)))
-    return ClientSample(keys, out, short, split, left_out)
+    return ClientSample(keys, out, short, split, left_out, by_atom)
 
 
 # -- state that outlives a process: the versioned bytes of ldp_marginals.ldp.versioned -------------
@@ -625,5 +653,8 @@ def accumulator_shape(aggregator: "ReportAggregator") -> dict:
         shape["rank_rule"] = RANK_RULE
     if getattr(aggregator, "client_sample", None) is not None:
         shape["reports_per_client"] = aggregator.client_sample
+    rows = getattr(aggregator, "client_state_rows", len(aggregator.client_extremes))
+    if rows != len(aggregator.client_extremes):   # a whole-report kind's client states hold its reads too
+        shape["client_state_rows"] = rows
     shape.update(getattr(aggregator, "shape_extra", {}))   # a channel kind's parameters (ldp/hadamard_reports.py)
     return shape

@@ -62,13 +62,13 @@ class ChannelKind:
 # and what is derived from the tables of at most max_order bits (ldp/kind_analyses.py): conditionals and
 # conditional means (ratios of two all-ones counts of one table, with their covariance), means (a numeric
 # feature's 1-bit encoding: its marginal rescaled) and extremes over reports (the table's all-zeros or
-# all-ones cell). Not served: extremes over clients (a limit: a client's OR over its reports needs each
-# report's bits, and a report of these kinds carries one randomized coefficient or subset, not its bits),
-# extra counted sets (not built); schemas/composition.py names each refusal
-_WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "conditionals",
-                           "means"})
-# what a whole-report kind cannot serve whatever is built: a limit (schemas/composition.py, kind-client-extremes)
-LIMITS = frozenset({"client_extremes"})
+# all-ones cell); extremes over clients (a product over a client's reports of each report's unbiased term
+# of the indicator, ldp/kind_client_extremes.py). Not served: extra counted sets (not built);
+# schemas/composition.py names each refusal
+_WHOLE_REPORT = frozenset({"marginals", "tables", "consistent_tables", "device_unit", "extremes", "client_extremes",
+                           "conditionals", "means"})
+# what a whole-report kind cannot serve whatever is built: a limit of the privacy math (none today)
+LIMITS = frozenset()
 
 PER_BIT = ChannelKind("per_bit", frozenset(ANALYSES))
 HADAMARD = ChannelKind(hadamard_reports.KIND, _WHOLE_REPORT, hadamard_reports.HadamardFormat,

@@ -117,13 +117,15 @@ def cell_variance_per_report(mechanism: HadamardSampling, order: int) -> float:
 class HadamardAggregator(WholeReportAggregator):
     """Fills the job's accumulators of a Hadamard-sampling collection (module docstring): counts of
     ``2T`` virtual bits at order 1; under a device bound each device's kept reports
-    (:mod:`ldp_marginals.ldp.whole_report`). No extremes (the config refuses them)."""
+    (:mod:`ldp_marginals.ldp.whole_report`); with extremes over clients, each client's running products
+    (:mod:`ldp_marginals.ldp.kind_client_extremes`)."""
 
     kind = KIND
 
-    def __init__(self, mechanism: HadamardSampling, device_bound: int | None = None, collection_key: int = 0):
+    def __init__(self, mechanism: HadamardSampling, device_bound: int | None = None, collection_key: int = 0,
+                 client_extremes=(), client_sample: int | None = None):
         super().__init__(2 * mechanism.n_coefficients, mechanism, HadamardFormat(mechanism), device_bound,
-                         collection_key)
+                         collection_key, client_extremes, client_sample)
 
     def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None,
                    ranks=None) -> WindowAccumulator:
@@ -137,7 +139,12 @@ class HadamardAggregator(WholeReportAggregator):
         counts[0] += indices.shape[0]
         counts[1:t + 1] += np.bincount(flat, minlength=t + 1)[1:]
         counts[t + 1:] += np.bincount(flat, weights=parities.ravel(), minlength=t + 1)[1:].astype(np.int64)
+        self.add_client_terms(acc, indices, parities, client_keys, named, ranks)
         return acc
+
+    def read_totals(self, acc: WindowAccumulator) -> np.ndarray:
+        """Per relevant coefficient (family index), the slots of ``acc``'s reports that drew it."""
+        return acc.cooc.counts[list(self.terms.keys)].astype(np.float64)
 
     def coefficient_counts(self, acc: WindowAccumulator) -> HadamardAccumulator:
         """The window's ``(N, drawn, odd)`` as the mechanism's own accumulator."""

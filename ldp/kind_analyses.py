@@ -21,16 +21,20 @@ kind's window marginals (``WindowMarginals`` of :mod:`~ldp_marginals.ldp.hadamar
   the marginal row of B uses: the price of a covariance in closed form);
 - ``extreme(op, bits)``: the reports whose OR (AND) over ``bits`` is 1, ``N`` minus the all-zeros cell
   (the all-ones cell) of the table of ``bits``, with that cell's variance: extremes over reports for
-  at most ``max_order`` bits (an OR over more bits needs a table the kind does not estimate; extremes
-  over clients need each report's bits, which these kinds never send: both refused in
-  schemas/composition.py);
+  at most ``max_order`` bits (an OR over more bits needs a table the kind does not estimate: refused in
+  schemas/composition.py; extremes over clients multiply one term per report instead,
+  :mod:`~ldp_marginals.ldp.kind_client_extremes`);
 - ``presence_threshold(B, alpha)``: the condition B is declared to hold when its count exceeds
   ``z_{1-alpha} sqrt(N c_|B|)``, ``c_o`` the kind's worst-case variance per report of one cell of an
   ``o``-bit table (``cell_variance_per_report``, the figure ``plan`` states), a bound on the count's
   variance whatever the truth, so at ``t_B = 0`` the test fires at rate at most about ``alpha``: a normal
   approximation (the per-bit kind's test is Bernstein's exact bound, :mod:`~ldp_marginals.ldp.conditional`).
 
-Memoization is refused for these kinds, so ``repeats`` is None (reports are randomized afresh).
+``repeats`` is None (reports randomized afresh), or for a memoized kind (``channel: {kind: ..., memoize:
+true}``) :func:`~ldp_marginals.ldp.kind_memoize.kind_repeats`, read by the means' encoding term; the
+marginals and tables such an estimate reads already carry the repeats term
+(:func:`~ldp_marginals.ldp.kind_memoize.with_kind_repeats`), and so does the presence threshold's
+``cell_variance_per_report`` (:func:`~ldp_marginals.ldp.kind_memoize.cell_variance_with_repeats`).
 """
 from __future__ import annotations
 

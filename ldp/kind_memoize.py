@@ -18,6 +18,12 @@ So the server inverts the kind's mechanism at ``epsilon_1`` (:func:`effective`),
 epsilon (the effective channel is the kind's at epsilon_1, epsilon_1 < epsilon_inf), and a device that
 holds one value for ever spends ``epsilon_inf`` however many reports it sends; a device whose reports of a
 window hold V distinct values spends at most ``min(n epsilon_1, V epsilon_inf)``.
+
+In the job (``channel: {kind: ..., epsilon: <epsilon_inf>, memoize: true, epsilon_1: ...}``,
+schemas/channel_kinds.py): :func:`with_kind_repeats` gives a window's marginals and every table the repeats
+term of a device's reports sharing their permanent response (:func:`table_with_repeats`), so every statistic
+derived from them carries it; :class:`WholeReportSpend` is what ldp/longitudinal.py reads for the day's and
+month's figures (``n`` reports of one value: ``min(n epsilon_1, epsilon_inf)``).
 """
 from __future__ import annotations
 
@@ -158,3 +164,114 @@ def table_with_repeats(estimate, memo: MemoizedKind, shared_reports: float, colu
     else:
         extra = permanent.table(columns).covariance
     return replace(plain, covariance=plain.covariance + s * extra)
+
+
+class RepeatsEstimate:
+    """A memoized window's estimate (a ``HadamardEstimate`` or ``SubsetEstimate`` inverting ``memo.effective``)
+    whose every table carries the repeats term (:func:`table_with_repeats` at ``shared_reports``); every other
+    attribute (``mechanism``, ``drawn``, ``n_reports``, ...) is the estimate's. Tables, consistent tables,
+    conditionals, means and extremes over reports all read tables, so all carry the term
+    (:mod:`ldp_marginals.ldp.kind_analyses`)."""
+
+    def __init__(self, estimate, memo: MemoizedKind, shared_reports: float):
+        self.inner = estimate
+        self.memo = memo
+        self.shared_reports = check_positive("shared_reports", shared_reports, allow_zero=True)
+
+    def table(self, columns, labels=None, truth=None):
+        if labels is not None or truth is not None:
+            raise ValueError(f"a memoized window's table is at its estimates, got labels={labels!r}, truth={truth!r}")
+        return table_with_repeats(self.inner, self.memo, self.shared_reports, columns)
+
+    def __getattr__(self, name):
+        if name in ("inner", "memo", "shared_reports") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def marginal_repeat_variances(marginals, memo: MemoizedKind) -> np.ndarray:
+    """Per set of ``marginals.family`` (a memoized window's ``WindowMarginals``, inverting ``memo.effective``)
+    the variance of its all-ones count under the permanent mechanism alone at the same estimates: the all-ones
+    cell of its table's covariance under ``memo.permanent`` (:func:`table_with_repeats`'s term; 0 for the empty
+    set). Hadamard: the coefficients' covariance at ``epsilon_inf`` (``_all_ones``); subset: the diagonal of
+    ``subset_rr.table_covariance`` at the all-ones cell, ``N^2 (s (1 - s) / (n_K delta_P^2) - (n_K - 1) / (n_K
+    (N - 1)) pi (1 - pi))`` with ``s = q_P + delta_P pi`` the permanent stage's share, vectorized per order."""
+    est, family, n = marginals.estimate, marginals.family, float(marginals.n)
+    out = np.zeros(len(family))
+    if isinstance(memo.permanent, SubsetRR):
+        spread = 0.0 if n <= 1 else 1.0 / (n - 1)
+        for o in range(1, memo.permanent.max_order + 1):
+            p1, q1 = memo.permanent.projected(o)
+            delta = p1 - q1
+            n_k = est.drawn(o).astype(np.float64)
+            at = slice(family.offset(o), family.offset(o) + n_k.size)
+            pi = marginals.means[at] / n if n else np.zeros(n_k.size)
+            share = q1 + delta * pi
+            with np.errstate(invalid="ignore", divide="ignore"):
+                var = share * (1 - share) / (n_k * delta * delta) - (n_k - 1) / n_k * spread * pi * (1 - pi)
+            out[at] = np.where(n_k > 0, n * n * var, np.inf)
+        return out
+    from ldp_marginals.ldp.hadamard_reports import _all_ones
+    permanent = replace(est, mechanism=memo.permanent)
+    for i in range(1, len(family)):
+        out[i] = n * n * _all_ones(permanent, family[i])[1]
+    return out
+
+
+def with_kind_repeats(marginals, memo: MemoizedKind, shared_reports: float):
+    """A memoized window's ``WindowMarginals`` whose devices' reports share their permanent responses, each
+    with at most ``shared_reports`` others in the window (``M - 1`` from the device bound; docs/client.md
+    section 13): the variances plus ``shared_reports`` times :func:`marginal_repeat_variances`, and the
+    estimate a :class:`RepeatsEstimate` (every table plus ``shared_reports`` times its permanent covariance).
+    Each device's reports of one value add ``m (m - 1)`` covariances of one permanent report's, ``m <= M``; a
+    device whose value changes adds fewer (the permanent covariance is positive semi-definite), so the term
+    bounds the truth. ``shared_reports = 0`` returns ``marginals``."""
+    s = check_positive("shared_reports", shared_reports, allow_zero=True)
+    if not s:
+        return marginals
+    if marginals.estimate.mechanism != memo.effective:
+        raise ValueError(f"marginals must invert the effective mechanism {memo.effective}, got "
+                         f"{marginals.estimate.mechanism}")
+    return replace(marginals, variances=marginals.variances + s * marginal_repeat_variances(marginals, memo),
+                   estimate=RepeatsEstimate(marginals.estimate, memo, s))
+
+
+def cell_variance_with_repeats(cell_variance_per_report, memo: MemoizedKind | None, shared_reports: float):
+    """The kind's ``cell_variance_per_report(mechanism, order)`` (ldp/channel_kind.py) of a memoized window:
+    plus ``shared_reports`` times the permanent mechanism's, the bound the conditionals' presence test reads
+    (:meth:`~ldp_marginals.ldp.kind_analyses.KindMarginals.presence_threshold`)."""
+    if memo is None or not shared_reports:
+        return cell_variance_per_report
+    return lambda mechanism, order: (cell_variance_per_report(mechanism, order)
+                                     + shared_reports * cell_variance_per_report(memo.permanent, order))
+
+
+def kind_repeats(n_bits: int, shared_reports: float):
+    """The ``repeats`` a memoized kind's :class:`~ldp_marginals.ldp.kind_analyses.KindMarginals` carries for
+    :func:`~ldp_marginals.ldp.means.feature_mean` (whose channel variances already hold the term through the
+    tables): every bit memoizes, so a numeric bit's encoding noise is multiplied by ``1 + s`` (the permanent
+    response is per value, the true bits with the encoded one: a device's reports of one value carry one
+    encoded bit; a device whose encoded bit changes holds two values and shares less, so it bounds)."""
+    from ldp_marginals.ldp.tmdh import Repeats
+    return Repeats(float(shared_reports), np.zeros(n_bits), np.ones(n_bits), np.ones(n_bits, dtype=bool))
+
+
+@dataclass(frozen=True)
+class WholeReportSpend:
+    """What a whole-report collection's device spends (:mod:`ldp_marginals.ldp.longitudinal` reads it in place
+    of per-bit channels): ``one`` report's epsilon, ``infinity`` for all reports of one value (``inf`` when the
+    collection does not memoize: reports compose); ``n`` reports of one value spend at most
+    ``min(n one, infinity)`` (module docstring)."""
+
+    one: float
+    infinity: float = math.inf
+
+    def at_most(self, reports: int) -> float:
+        n = check_int("reports", reports, minimum=0)
+        return 0.0 if n == 0 else min(n * self.one, self.infinity)
+
+    @classmethod
+    def of(cls, mechanism, memo: MemoizedKind | None) -> "WholeReportSpend":
+        if memo is None:
+            return cls(float(mechanism.epsilon))
+        return cls(memo.epsilon_1, memo.epsilon_infinity)

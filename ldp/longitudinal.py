@@ -22,6 +22,11 @@ What these numbers do not cover: a device that takes k distinct values draws k i
 permanent responses (up to ``k * epsilon_infinity`` when the times of the changes are known), and
 when its reports are linked (one window's token, or the fingerprint of its memoized bits,
 docs/client.md) a change of value is detected beyond ``epsilon_1`` (:mod:`ldp_marginals.ldp.attacks`).
+
+A whole-report kind (``hadamard``, ``subset``) passes its :class:`~ldp_marginals.ldp.kind_memoize.WholeReportSpend`
+in place of ``channels`` (the layout is then unused): one report ``epsilon_1``, ``n`` reports of one value at
+most ``min(n epsilon_1, epsilon_infinity)`` (``n epsilon`` when it does not memoize), the bound of
+docs/client.md section 13.
 """
 from __future__ import annotations
 
@@ -88,20 +93,33 @@ def _layout_epsilon(layout, channels: ClientChannels, n_reports) -> float:
     return total
 
 
+def _spend(channels):
+    """``channels`` when it is a whole-report collection's spending (``WholeReportSpend`` of
+    :mod:`ldp_marginals.ldp.kind_memoize`: ``one``, ``infinity``, ``at_most``), else None (per-bit channels)."""
+    return channels if hasattr(channels, "at_most") else None
+
+
 def epsilon_reports(layout, channels: ClientChannels, n_reports: int) -> float:
     """Exact local-DP epsilon of ``n_reports`` reports of one device holding one value (module
-    docstring); ``n_reports = 1`` gives ``epsilon_1``."""
+    docstring); ``n_reports = 1`` gives ``epsilon_1``. A whole-report kind (``channels`` its
+    ``WholeReportSpend``): its bound ``min(n epsilon_1, epsilon_inf)`` (docs/client.md section 13)."""
+    if _spend(channels) is not None:
+        return channels.at_most(check_int("n_reports", n_reports, minimum=1))
     return _layout_epsilon(layout, channels, check_int("n_reports", n_reports, minimum=1))
 
 
 def epsilon_one(layout, channels: ClientChannels) -> float:
     """Epsilon of one report: the local epsilon of the effective channel."""
+    if _spend(channels) is not None:
+        return channels.one
     return epsilon_reports(layout, channels, 1)
 
 
 def epsilon_infinity(layout, channels: ClientChannels) -> float:
     """Epsilon of any number of reports of one value: the permanent channels' local epsilon
     (``inf`` when a bit does not memoize)."""
+    if _spend(channels) is not None:
+        return channels.infinity
     return _layout_epsilon(layout, channels, None)
 
 
@@ -149,6 +167,8 @@ def epsilon_at_most(layout, channels: ClientChannels, n_reports: int) -> float:
     ``n * epsilon_1`` when no bit memoizes (exact), :func:`epsilon_reports` when one does (exact,
     below ``min(n * epsilon_1, epsilon_infinity)``; that bound itself past :data:`EXACT_REPORTS_LIMIT`)."""
     n = check_int("n_reports", n_reports, minimum=0)
+    if _spend(channels) is not None:
+        return channels.at_most(n)
     if n == 0:
         return 0.0
     one = epsilon_one(layout, channels)

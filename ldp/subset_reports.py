@@ -149,13 +149,16 @@ _ELEMENTS = 1 << 17   # tables per vectorized pass of the job's accumulator (bou
 class SubsetAggregator(WholeReportAggregator):
     """Fills the job's accumulators of a subset-RR collection (module docstring): counts of ``V`` virtual
     bits at order 1; under a device bound each device's kept reports
-    (:mod:`ldp_marginals.ldp.whole_report`). No extremes (the config refuses them)."""
+    (:mod:`ldp_marginals.ldp.whole_report`); with extremes over clients, each client's running products
+    (:mod:`ldp_marginals.ldp.kind_client_extremes`)."""
 
     kind = KIND
 
-    def __init__(self, mechanism: SubsetRR, device_bound: int | None = None, collection_key: int = 0):
+    def __init__(self, mechanism: SubsetRR, device_bound: int | None = None, collection_key: int = 0,
+                 client_extremes=(), client_sample: int | None = None):
         self.cells = table_cells(mechanism)
-        super().__init__(self.cells, mechanism, SubsetFormat(mechanism), device_bound, collection_key)
+        super().__init__(self.cells, mechanism, SubsetFormat(mechanism), device_bound, collection_key,
+                         client_extremes, client_sample)
         self._block = max(1, _ELEMENTS // sets_per_report(mechanism))
 
     def add_packed(self, acc: WindowAccumulator, packed, client_keys=None, named=None,
@@ -168,7 +171,13 @@ class SubsetAggregator(WholeReportAggregator):
         counts = acc.cooc.counts
         counts[0] += part.n_reports
         counts[1:] += np.concatenate([c.ravel() for c in part.counts[1:]])
+        self.add_client_terms(acc, subsets, patterns, client_keys, named, ranks)
         return acc
+
+    def read_totals(self, acc: WindowAccumulator) -> np.ndarray:
+        """Per relevant set (an extreme's bits), the reports of ``acc`` whose subset holds it."""
+        counts, fam = self.table_counts(acc).counts, self.mechanism.family
+        return np.array([float(counts[len(b)][fam.index(b) - fam.offset(len(b))].sum()) for b in self.terms.keys])
 
     def table_counts(self, acc: WindowAccumulator) -> SubsetAccumulator:
         """The window's counts as the mechanism's own accumulator."""

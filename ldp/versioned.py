@@ -173,7 +173,7 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
     else:
         family = family_from_spec(shape["n_bits"], shape["max_order"], tuple(tuple(s) for s in shape["extra"]))
         acc = WindowAccumulator(CooccurrenceAccumulator(family), _count(shape, "extremes"),
-                                _count(shape, "client_extremes"))
+                                shape.get("client_state_rows", _count(shape, "client_extremes")))
     n_sets, k = header["n_sets"], header["n_clients"]
     n_ext, n_cext = acc.extreme_sums.shape[0], acc.client_states.shape[1]
     layout = [("<i8", n_sets), ("<f8", n_ext * 2), ("<u8", k), ("<f8", k * n_cext * STATE_WIDTH)]
@@ -244,7 +244,8 @@ def check_shape(shape: dict, aggregator) -> None:
     want = accumulator_shape(aggregator)
     if "extremes" not in shape:   # version 1, or a shape read from an accumulator: the numbers of extremes
         want = dict({k: want[k] for k in ("n_bits", "max_order", "extra")},
-                    n_extremes=len(want["extremes"]), n_client_extremes=len(want["client_extremes"]))
+                    n_extremes=len(want["extremes"]),
+                    n_client_extremes=want.get("client_state_rows", len(want["client_extremes"])))
     if shape != want and "max_reports_per_device" in want and shape.get("rank_rule") != want.get("rank_rule"):
         raise ValueError(f"{RANK_RULE_CHANGED} (rank_rule changed: saved rank_rule={shape.get('rank_rule')!r}; "
                          f"this release has rank_rule={want['rank_rule']!r})")

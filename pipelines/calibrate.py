@@ -69,7 +69,7 @@ def from_config(args) -> list:
                "local_epsilon": local, "symmetric_flip": flip, "promise": promise, "promise_kept": None,
                "raise_min_reports_to": None, "min_reports": cfg.min_reports,
                "epsilon": None, "eta": None, "sufficient_crowd": None, "unit": cfg.unit,
-               "repeats": cfg.repeats_per_window, "epsilons": cfg.describe_epsilons(),
+               "repeats": cfg.promise_repeats, "epsilons": cfg.describe_epsilons(),
                "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg),
                # privacy.epsilon_per_day / _per_month against the enforced figures (the job refuses a fault)
                "promise_over_time_fault": cfg.promise_fault()}
@@ -82,7 +82,7 @@ def from_config(args) -> list:
             row.update(epsilon=promise["epsilon"], eta=promise["eta"], sufficient_crowd=promise["smallest_crowd"])
         if args.epsilon is not None and flip > 0:   # the crowd at --epsilon, whatever the promise
             row.update(epsilon=args.epsilon, eta=args.eta, sufficient_crowd=sufficient_crowd(
-                cfg.layout, flip, args.epsilon, args.eta, cfg.repeats_per_window))
+                cfg.layout, flip, args.epsilon, args.eta, cfg.promise_repeats))
         out.append(row)
     return out
 

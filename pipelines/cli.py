@@ -1,4 +1,5 @@
-"""The ``ldp-marginals`` command: run, simulate, produce, collect, calibrate, plan, compare, read, demo, dashboard."""
+"""The ``ldp-marginals`` command: run, simulate, client-config, produce, collect, calibrate, plan, compare, read, demo,
+dashboard."""
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,41 @@ def _simulate(args):
           f"per window and key to {truth}")
 
 
+VERBOSE = ("-v", "--verbose")
+# libraries whose INFO lines a user of the command cannot act on (kafka-python's ~35 connection lines at a
+# collector's start, Beam's job-state lines): warnings and errors only, unless -v
+QUIET_LOGGERS = ("kafka", "apache_beam", "aiohttp", "urllib3", "google", "numba")
+
+
+def set_verbosity(verbose: bool) -> None:
+    """Quiet by default: Python warnings off (deprecations and version notices of the libraries) and the
+    libraries' INFO logs off, the command's own lines (``ldp_marginals.*`` at INFO) kept; ``-v`` brings
+    them all back (warnings at Python's default, every logger at INFO)."""
+    import logging
+    if verbose:
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        level = logging.INFO
+    else:
+        warnings.simplefilter("ignore")
+        level = logging.WARNING
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    logging.getLogger("ldp_marginals").setLevel(logging.INFO)
+
+
+def log_level(args) -> int:
+    """The root logger's level for a command that logs (the collector): INFO with -v, else WARNING."""
+    import logging
+    return logging.INFO if getattr(args, "verbose", False) else logging.WARNING
+
+
 def build_parser() -> tuple:
     """The command's parser and its subcommands' parsers by name."""
     parser = argparse.ArgumentParser(prog="ldp-marginals", description="Windowed private marginals from LDP telemetry")
+    parser.add_argument(*VERBOSE, action="store_true",
+                        help="show the libraries' warnings and INFO logs (Beam, kafka-python, setuptools' and "
+                             "Google's notices); also accepted after the command")
     sub = parser.add_subparsers(dest="command", required=True)
     run_p = sub.add_parser("run", help="run the job (batch over Avro files, or --streaming); run --help lists "
                                        "its options", add_help=False)
@@ -88,6 +121,16 @@ def build_parser() -> tuple:
                      help="the dimension value whose reports change (needs --dimension of that dimension)")
     sim.add_argument("--diurnal", action="store_true",
                      help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00")
+    cc = sub.add_parser("client-config", help="write the JSON a collection's devices read (the JVM, TypeScript and "
+                                              "Python clients), from the collection config",
+                        description="Write the client config of one collection (docs/client.md): its features, "
+                                    "window and, per bit, the p and q the device randomizes with (the permanent "
+                                    "channel of a bit that memoizes), whether reports carry the device token and "
+                                    "the declared reports_per_day; or the kind's object (hadamard, subset). Serve "
+                                    "it to the devices as is: its numbers are final, and the channel they make is "
+                                    "the one the job inverts.")
+    from ldp_marginals.pipelines.client_config import add_client_config_arguments
+    add_client_config_arguments(cc)
     prod = sub.add_parser("produce", help="send Avro report files to a Kafka topic as a collector does",
                           description="Send the reports of Avro files (as simulate writes) to a Kafka topic as a "
                                       "collector does: in Avro containers of at most --batch-reports reports and "
@@ -163,11 +206,18 @@ def build_parser() -> tuple:
 
 
 def main(argv=None) -> int:
+    # -v anywhere (before or after the command): run passes what it does not know to Beam, so it is taken
+    # out here
+    program = argv is None   # the program itself, not a caller in Python
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = any(a in VERBOSE for a in argv)
+    argv = [a for a in argv if a not in VERBOSE]
     # Google's client libraries warn on import about versions (grpcio, Python's end of life): nothing a
     # user of this command can act on, and ten lines before every streaming run's first word
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    set_verbosity(verbose)
     parser, _ = build_parser()
     args, rest = parser.parse_known_args(argv)
+    args.verbose = verbose
     try:
         if args.command == "run":
             from ldp_marginals.pipelines.run import nothing_counted, run
@@ -179,6 +229,9 @@ def main(argv=None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         elif args.command == "simulate":
             _simulate(args)
+        elif args.command == "client-config":
+            from ldp_marginals.pipelines.client_config import main as client_config_main
+            client_config_main(args)
         elif args.command == "produce":
             from ldp_marginals.pipelines.produce import main as produce_main
             produce_main(args)
@@ -226,7 +279,7 @@ def main(argv=None) -> int:
         if stopping is None or not isinstance(err, stopping.JobStopped):
             raise
         print(f"ldp-marginals {args.command}: {err}", file=sys.stderr)   # stopped on a signal: what, how to resume
-        if argv is None:
+        if program:
             # the program itself (not a caller in Python): end now. The runner's gRPC threads (the
             # LOOPBACK worker's, the job service's streams) may outlive the job they served, and an
             # interpreter finalizing under them aborted (SIGABRT) after the line was printed

@@ -320,7 +320,10 @@ def event_loop() -> asyncio.AbstractEventLoop:
 def main(args) -> None:
     """Serve until SIGINT or SIGTERM; then answer the requests under way, send what is held, and stop."""
     from aiohttp import web
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from ldp_marginals.pipelines.cli import log_level
+    # the collector's own lines (ldp_marginals.collect) at INFO; kafka-python's only with -v (cli.set_verbosity)
+    logging.basicConfig(level=log_level(args), format="%(asctime)s %(name)s %(message)s")
+    log.setLevel(logging.INFO)
     collector, app = build(args)
 
     async def closing(_app):

@@ -41,6 +41,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+ASSUMED_REPORTS_PER_WINDOW = 10_000   # plan's N when none is given (it says so)
+
+
 def plan(args) -> dict:
     from ldp_marginals.schemas.config import load_configs
     mean_targets = {}
@@ -52,13 +55,18 @@ def plan(args) -> dict:
             raise ValueError(f"--target-mean-half-width must be FEATURE=H, got --target-mean-half-width={item!r}") \
                 from None
     population = _population(args)
-    if args.reports_per_window is None and args.target_half_width is None and not mean_targets:
-        raise ValueError("plan needs --reports-per-window N or --target-half-width H, got neither")
-    frequencies = [None] + list(args.frequency)
-    out = {"reports_per_window": args.reports_per_window, "target_half_width": args.target_half_width,
-           "frequencies": list(args.frequency), "collections": []}
-    n, target = args.reports_per_window, args.target_half_width
     configs = load_configs(args.config)
+    n, target, assumed = args.reports_per_window, args.target_half_width, None
+    if n is None and target is None and not mean_targets:
+        # nothing asked: the precision at an assumed N, said so, and the pick of the mechanism (which does not
+        # depend on N) printed as with N given
+        n = max([ASSUMED_REPORTS_PER_WINDOW] + [cfg.min_reports for cfg in configs.values()])
+        assumed = (f"no --reports-per-window N or --target-half-width H given: assuming N={n:,} reports per window "
+                   f"and key (at least {ASSUMED_REPORTS_PER_WINDOW:,}, and every collection's min_reports); give "
+                   "--reports-per-window for your traffic")
+    frequencies = [None] + list(args.frequency)
+    out = {"reports_per_window": n, "target_half_width": target, "assumed": assumed,
+           "frequencies": list(args.frequency), "collections": []}
     numeric = {f.name for cfg in configs.values() for f in cfg.layout.features if f.kind == "numeric"}
     for name in mean_targets:
         if name not in numeric:
@@ -185,7 +193,7 @@ def _collapsed(sets: list, cols: list, with_n: bool, with_target: bool) -> list:
 
 
 def render(out: dict) -> str:
-    lines = []
+    lines = [out["assumed"]] if out.get("assumed") else []
     cols = ["worst"] + [str(f) for f in out["frequencies"]]
     with_n, with_target = out["reports_per_window"] is not None, out["target_half_width"] is not None
     head = []

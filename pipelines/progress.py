@@ -23,10 +23,21 @@ from ldp_marginals.schemas.dead_letters import (
 from ldp_marginals.transforms.dead_letters import LOCAL_TALLY
 
 
-def progress_line(totals: dict, elapsed: float) -> str:
+SINCE_RESUME = "since the resume"
+
+
+def resumed_line(resumed_from: str) -> str:
+    """What a resumed job's progress says first: its counters start again at 0 (a new job's metrics)."""
+    return (f"resumed from {resumed_from}: the counts below start again at 0, {SINCE_RESUME} (they are this "
+            "job's metrics; what the job counted before the stop is in its outputs already)")
+
+
+def progress_line(totals: dict, elapsed: float, resumed: bool = False) -> str:
+    """One progress line; ``resumed``: the job resumed from a savepoint, so its counts are those since then."""
     dead = totals_by_reason(totals)
     reports = reports_dead_lettered(dead)
-    line = (f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] counted {totals.get(VALID, 0):,} reports; "
+    since = f" {SINCE_RESUME}" if resumed else ""
+    line = (f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}] counted {totals.get(VALID, 0):,} reports{since}; "
             f"dead-lettered {reports:,}")
     if dead:
         line += " (" + ", ".join(f"{reason} {n:,}" for reason, n in sorted(dead.items())) + ")"
@@ -67,9 +78,10 @@ def live_totals(result) -> dict:
 
 class Progress:
     """``with Progress(seconds) as progress: ...; progress.result = result`` prints a line every
-    ``seconds`` on ``stream`` until the block ends (``seconds`` 0: never)."""
+    ``seconds`` on ``stream`` until the block ends (``seconds`` 0: never). ``resumed_from`` (a resumed
+    streaming job's savepoint, or ``--update``): the counters restart at 0, and the lines say so."""
 
-    def __init__(self, seconds: float, stream=None):
+    def __init__(self, seconds: float, stream=None, resumed_from: str | None = None):
         if seconds < 0:
             raise ValueError(f"progress seconds must be >= 0, got seconds={seconds!r}")
         self.seconds = seconds
@@ -79,20 +91,26 @@ class Progress:
         self._thread = None
         self._printed = False
         self._start = time.monotonic()
+        self.resumed_from = resumed_from
 
     def totals(self) -> dict:
         live = live_totals(self.result) if self.result is not None else {}
         return live or LOCAL_TALLY.totals()
 
+    def line(self) -> str:
+        return progress_line(self.totals(), time.monotonic() - self._start, self.resumed_from is not None)
+
     def _loop(self):
         while not self._stop.wait(self.seconds):
-            print(progress_line(self.totals(), time.monotonic() - self._start), file=self.stream, flush=True)
+            print(self.line(), file=self.stream, flush=True)
             self._printed = True
 
     def __enter__(self):
         LOCAL_TALLY.reset()
         self._start = time.monotonic()
         if self.seconds:
+            if self.resumed_from is not None:
+                print(resumed_line(self.resumed_from), file=self.stream, flush=True)
             self._thread = threading.Thread(target=self._loop, name="ldp-marginals-progress", daemon=True)
             self._thread.start()
         return self
@@ -102,5 +120,5 @@ class Progress:
         if self._thread is not None:
             self._thread.join()
             if exc_type is None and self._printed:   # a run long enough to show progress: its last figures
-                print(progress_line(self.totals(), time.monotonic() - self._start), file=self.stream, flush=True)
+                print(self.line(), file=self.stream, flush=True)
         return False

@@ -118,7 +118,7 @@ def check_unit(configs: dict, earlier: dict | None) -> None:
     report-unit one, or before it), which can be many reports of a few devices, and the ledger's rule
     counts one unit per collection."""
     for name, cfg in sorted(configs.items()):
-        unit = "device" if cfg.device is not None else "report"
+        unit = cfg.unit
         others = sorted({r.unit for r in (earlier or {}).get(name, ())} - {unit})
         if others:
             raise ValueError(f"collection {name!r}: --output holds earlier releases of it under privacy.unit "

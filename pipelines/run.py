@@ -83,7 +83,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _option(parser, "--pubsub-timestamp-attribute",
             help="message attribute holding the report's event time (millis or RFC 3339); default: publish time")
     _option(parser, "--kafka-topic", help="Kafka topic of Avro-encoded reports")
-    _option(parser, "--kafka-bootstrap", help="Kafka bootstrap servers")
+    _option(parser, "--kafka-bootstrap",
+            help="Kafka bootstrap servers (default: the broker `make cluster-up` started, found in .jvm/run/cluster.json)")
     _option(parser, "--kafka-timestamp-policy", default="CreateTime", choices=KAFKA_TIMESTAMP_POLICIES,
             help="event time of a Kafka record (default CreateTime: the producer's timestamp)")
     _option(parser, "--kafka-consumer-config", action="append", metavar="KEY=VALUE",
@@ -91,7 +92,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _option(parser, "--kafka-max-records", type=int, metavar="N",
             help="stop after N records (a replay of a known stream; default: read for ever)")
     _option(parser, "--kafka-expansion-service", metavar="HOST:PORT",
-            help="a running Java expansion service for Kafka IO (the local cluster's: localhost:8097)")
+            help="a running Java expansion service for Kafka IO (default: the one `make cluster-up` started, "
+                 "found in .jvm/run/cluster.json, or Beam's jar)")
     _option(parser, "--kafka-java-boot", metavar="PATH",
             help="Java SDK harness boot binary on the workers: run the Kafka reader as a process there "
                  "(Flink on Kubernetes) instead of in Docker")
@@ -191,10 +193,14 @@ def state_shapes(configs: dict) -> dict:
     """What a streaming job's state must match to be resumed, by collection: the layout of its state
     (:data:`~ldp_marginals.transforms.publication.state.STATE_LAYOUT`), the counted sets and extremes
     (:func:`~ldp_marginals.ldp.aggregate.accumulator_shape`), the window (its slices and statuses
-    are keyed by window bounds) and the rollups, if any (their step keeps state of its own)."""
+    are keyed by window bounds), the rollups, if any (their step keeps state of its own), and under the
+    report unit with device bounds its ``unit`` (the same open state as the device unit's, whose released
+    atoms counted devices, not reports: neither resumes as the other; the key is absent otherwise, so the
+    shapes of the jobs written before it are unchanged)."""
     return {name: dict(accumulator_shape(cfg.aggregator), window=cfg.window.describe(), layout=STATE_LAYOUT,
                        # a collection with rollups keeps a step more (a window's rollups): not resumable without it
-                       **({"rollups": [list(r) for r in cfg.rollups]} if cfg.rollups else {}))
+                       **({"rollups": [list(r) for r in cfg.rollups]} if cfg.rollups else {}),
+                       **({"unit": cfg.unit} if cfg.device is not None and not cfg.counts_devices else {}))
             for name, cfg in sorted(configs.items())}
 
 
@@ -361,6 +367,7 @@ def make_pipeline(argv=None, expansion_service=None):
     update = args.streaming and options.view_as(GoogleCloudOptions).update
     args.resuming = bool(savepoint or update)
     resumer = f"--savepoint_path={savepoint}" if savepoint else "--update"
+    args.resumed_from = resumer if args.resuming else None   # the progress lines say their counts restart
     args.run_id = resumed_run_id(args.output, resumer) if args.resuming else new_run_id()
     args.job_name = job_name(options, args.run_id)
     # the release ledger: what earlier batch runs into --output published (None: streaming, no ledger)
@@ -368,6 +375,8 @@ def make_pipeline(argv=None, expansion_service=None):
     check_rollups(configs, args.earlier)
     check_unit(configs, args.earlier)
     check_dimensions(configs, args.earlier)
+    if expansion_service is None:
+        use_local_cluster(args, options)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))
@@ -379,6 +388,39 @@ def make_pipeline(argv=None, expansion_service=None):
     if RELEASES in outputs:
         outputs[RELEASES] | "WriteReleases" >> beam.ParDo(WriteReleaseFn(args.output, args.run_id))
     return pipeline, args, configs
+
+
+def use_local_cluster(args, options: PipelineOptions) -> list:
+    """A Kafka job that names no expansion service (nor a Java boot binary), no bootstrap servers or, on the
+    job server's Flink, no ``--flink-rest``: take them from the cluster ``make cluster-up`` recorded
+    (:mod:`~ldp_marginals.pipelines.local_services`), and say on stderr which were taken and from where.
+    Returns the options taken (``["--kafka-expansion-service=localhost:8097", ...]``)."""
+    from ldp_marginals.pipelines.local_services import find_cluster
+    if not args.kafka_topic:
+        return []
+    wanted = not args.kafka_expansion_service and not args.kafka_java_boot
+    if not (wanted or not args.kafka_bootstrap):
+        return []
+    cluster, why = find_cluster()
+    if cluster is None:
+        if why:
+            print(f"ldp-marginals run: {why}", file=sys.stderr)
+        return []
+    taken = []
+    if wanted:
+        args.kafka_expansion_service = cluster.expansion_service
+        taken.append(f"--kafka-expansion-service={cluster.expansion_service}")
+    if not args.kafka_bootstrap:
+        args.kafka_bootstrap = cluster.bootstrap
+        taken.append(f"--kafka-bootstrap={cluster.bootstrap}")
+    from apache_beam.options.pipeline_options import PortableOptions
+    endpoint = options.view_as(PortableOptions).job_endpoint
+    if args.streaming and not args.flink_rest and cluster.embedded_rest and endpoint == cluster.job_endpoint:
+        args.flink_rest = cluster.embedded_rest   # so that Ctrl-C cancels the job in the job server's Flink too
+        taken.append(f"--flink-rest={cluster.embedded_rest}")
+    print(f"ldp-marginals run: using the local cluster recorded in {cluster.path} (make cluster-up): "
+          f"{' '.join(taken)}", file=sys.stderr)
+    return taken
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -619,7 +661,8 @@ def run(argv=None) -> dict:
     prepare_outputs(args, configs)
     result = None
     try:
-        with Progress(0 if args.detach else args.progress_seconds) as progress, signals_stop():
+        with Progress(0 if args.detach else args.progress_seconds, resumed_from=args.resumed_from) as progress, \
+                signals_stop():
             result = pipeline.run()
             if args.detach:
                 print(f"submitted; not waiting (--detach): {getattr(result, 'job_id', lambda: '')() or result}")

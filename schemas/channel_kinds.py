@@ -19,8 +19,18 @@ validates the channel's own fields):
 - no extremes over clients (a limit) or extra sets; privacy model ``local`` only (its ``epsilon`` at
   least the channel's); unit ``report`` or ``device`` (``max_reports_per_device``, ``max_keys_per_device``:
   the device table keeps each device's kept reports in the kind's wire format and counts them with the
-  kind's accumulator, :mod:`ldp_marginals.ldp.whole_report`; ``min_reports`` then counts devices), without
-  ``epsilon_per_day`` / ``epsilon_per_month`` yet (their enforced figures read per-bit channels);
+  kind's accumulator, :mod:`ldp_marginals.ldp.whole_report`; ``min_reports`` then counts devices), with
+  ``epsilon_per_day`` / ``epsilon_per_month`` enforced from the device bounds (``n`` reports of a device spend
+  ``n epsilon``, memoized at most ``min(n epsilon_1, epsilon)``: :class:`~ldp_marginals.ldp.kind_memoize.
+  WholeReportSpend`);
+- memoization (docs/client.md section 13)::
+
+    channel: {kind: hadamard, epsilon: 4.0, memoize: true, epsilon_1: 1.0}
+
+  ``epsilon`` is the permanent response's (``epsilon_infinity``: all reports of one value together),
+  ``epsilon_1`` one report's; the job inverts the kind at ``epsilon_1`` (``MemoizedKind.effective``) and adds
+  the repeats term of a device's reports sharing their permanent response to every variance
+  (:func:`~ldp_marginals.ldp.kind_memoize.with_kind_repeats`); ``privacy.epsilon`` bounds ``epsilon_1``;
 - hadamard: at most 2^18 coefficients of order 1..max_order; subset: at most 2^19 counts per window and
   key (``sum_{o<=k} C(d, o) 2^o``, the same 4 MiB as hadamard's two counts per coefficient: 62 bits at
   max_order 3 are 310,248) and at most 2^12 tables per report (``sum_{o<=k} C(s, o)``: the counts one
@@ -34,13 +44,15 @@ from ldp_marginals.ldp._checks import check_int, check_positive
 from ldp_marginals.ldp.encoding import Layout
 from ldp_marginals.ldp.hadamard import WEIGHTS, HadamardSampling
 from ldp_marginals.ldp.hadamard_reports import KIND as HADAMARD
+from ldp_marginals.ldp.kind_memoize import MemoizedKind
 from ldp_marginals.ldp.subset_reports import KIND as SUBSET
 from ldp_marginals.ldp.subset_reports import sets_per_report, table_cells
 from ldp_marginals.ldp.subset_rr import SubsetRR
 
 KINDS = (HADAMARD, SUBSET)
-# memoize: known, so that its refusal is the composition table's (schemas/composition.py, kind-memoize)
-_KEYS = {HADAMARD: ("kind", "epsilon", "slots", "weights", "memoize"), SUBSET: ("kind", "epsilon", "width", "memoize")}
+# memoize, epsilon_1: a memoized collection (docs/client.md section 13, parse_memo)
+_KEYS = {HADAMARD: ("kind", "epsilon", "slots", "weights", "memoize", "epsilon_1"),
+         SUBSET: ("kind", "epsilon", "width", "memoize", "epsilon_1")}
 MAX_COEFFICIENTS = 1 << 18   # 4 MiB of counts per window and key; 62 bits at max_order 3 are 39,773
 MAX_CELLS = 1 << 19          # subset: the same 4 MiB of counts; 62 bits at max_order 3 are 310,248
 MAX_SETS_PER_REPORT = 1 << 12   # subset: the counts one report adds to (module docstring)
@@ -108,10 +120,33 @@ def _subset(chan: dict, n_bits: int, max_order: int) -> SubsetRR:
     return mech
 
 
+def parse_memo(chan: dict, mechanism) -> MemoizedKind | None:
+    """The two stages of ``channel: {kind: ..., epsilon: <epsilon_inf>, memoize: true, epsilon_1: <one report's>}``
+    (docs/client.md section 13), ``mechanism`` the kind at ``epsilon`` (:func:`parse_kind`, the permanent
+    stage); None without ``memoize``. The job inverts ``MemoizedKind.effective``, the kind at ``epsilon_1``."""
+    memoize = chan.get("memoize", False)
+    if not isinstance(memoize, bool):
+        raise ValueError(f"channel.memoize must be true or false, got memoize={memoize!r}")
+    if not memoize:
+        if "epsilon_1" in chan:
+            raise ValueError(f"channel.epsilon_1 is one memoized report's epsilon: give it with memoize: true, got "
+                             f"epsilon_1={chan['epsilon_1']!r} and memoize={memoize!r}")
+        return None
+    if "epsilon_1" not in chan:
+        raise ValueError(f"channel of kind {chan['kind']!r} with memoize: true must have 'epsilon_1' (one report's "
+                         f"epsilon, below channel.epsilon={chan['epsilon']!r}, which all reports of one value "
+                         f"spend together), got keys={sorted(chan)}")
+    e1 = check_positive("channel.epsilon_1", chan["epsilon_1"])
+    if not e1 < mechanism.epsilon:
+        raise ValueError(f"channel.epsilon_1 must be below channel.epsilon={mechanism.epsilon!r} (the permanent "
+                         f"response's epsilon_infinity), got epsilon_1={chan['epsilon_1']!r}")
+    return MemoizedKind.of(mechanism, e1)
+
+
 def describe_kind(cfg) -> dict:
     """:meth:`~ldp_marginals.schemas.collection.CollectionConfig.describe` of a collection of a kind:
     the same fields (no per-bit p and q: empty lists), and ``channel`` with the mechanism."""
-    m = cfg.sampling
+    m = cfg.sampling   # the mechanism the job inverts (a memoized collection's effective one, at epsilon_1)
     kind = kind_of(m)
     if kind == SUBSET:
         channel = {"kind": kind, "epsilon": m.epsilon, "width": m.width, "keep": m.p, "cells": table_cells(m),
@@ -119,6 +154,12 @@ def describe_kind(cfg) -> dict:
     else:
         channel = {"kind": kind, "epsilon": m.epsilon, "slots": m.slots, "weights": m.weights,
                    "coefficients": m.n_coefficients, "report_bits": cfg.wire.n_bits}
+    memo = cfg.kind_memo
+    channel["memoize"] = memo is not None
+    if memo is not None:   # the two stages a device runs (docs/client.md section 13: permanent_keep, keep)
+        keep = (lambda x: x.p) if kind == SUBSET else (lambda x: x.keep)
+        channel.update(epsilon_infinity=memo.epsilon_infinity, epsilon_1=memo.epsilon_1,
+                       permanent_keep=keep(memo.permanent), instantaneous_keep=keep(memo.instantaneous))
     return {"collection": cfg.name, "labels": list(cfg.layout.labels), "p": [], "q": [],
             "mechanisms": [kind] * cfg.layout.n_bits,
             "channel": channel,
@@ -130,9 +171,8 @@ def describe_kind(cfg) -> dict:
             "dimensions": {d.name: {"max_values": d.max_values, "max_length": d.max_length} for d in cfg.dimensions},
             "extremes": [], "conditionals": 0,
             "privacy": cfg.privacy.describe() if cfg.privacy is not None else None,
-            "unit": cfg.unit,
-            "max_reports_per_device": cfg.device.max_reports_per_device if cfg.device is not None else None,
-            "max_keys_per_device": cfg.device.max_keys_per_device if cfg.device is not None else None,
-            "memoized_bits": [],
-            # one report is epsilon-LDP; reports of one device compose (no memoization)
-            "epsilons": {"epsilon_1": float(m.epsilon), "epsilon_infinity": None, "enforced": None, "declared": None}}
+            **cfg.describe_unit(),
+            "memoized_bits": list(cfg.layout.labels) if memo is not None else [],
+            # one report is epsilon_1-LDP; a device's reports of one value spend at most epsilon_infinity when it
+            # memoizes (else they compose): a day's and a month's as enforced and declared
+            "epsilons": cfg.describe_epsilons()}

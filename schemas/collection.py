@@ -98,19 +98,28 @@ UNITS = ("report", "device")   # privacy.unit: what min_reports counts and what 
 
 @dataclass(frozen=True)
 class DeviceUnit:
-    """``privacy.unit: device``: every report names its device (the slice-scoped token in ``client``);
-    per slice and key a device adds at most ``max_reports_per_device`` reports (the bottom M by rank,
-    :mod:`ldp_marginals.ldp.devices`), and ``min_reports`` counts devices. ``reports_per_day``: the
+    """Reports that name their device, with bounds per device: every report names its device (the
+    slice-scoped token in ``client``); per slice and key a device adds at most ``max_reports_per_device``
+    reports (the bottom M by rank, :mod:`ldp_marginals.ldp.devices`). ``reports_per_day``: the
     declared rate at which a device reports (a whole number a UTC day, which the clients enforce), for
     the epsilons per day and month (optional).
     ``max_keys_per_device``: per slice a device adds to at most this many keys (dimension values: a
-    device that changes region), the K of smallest key rank (:func:`~ldp_marginals.ldp.devices.keys_over_bound`)."""
+    device that changes region), the K of smallest key rank (:func:`~ldp_marginals.ldp.devices.keys_over_bound`).
+
+    ``unit``: what ``min_reports`` counts. ``device`` (``privacy.unit: device``): devices. ``report``
+    (``privacy.unit: report`` with a device bound given, or with memoized channels: "the report unit with
+    device bounds"): the same tokens and bounds, enforced by the same content-blind machinery, while the
+    publication threshold, thin rows, rollups and the release ledger count reports, as under the plain
+    report unit (docs/design.md, "The report unit with device bounds")."""
 
     max_reports_per_device: int = 1
     reports_per_day: int | None = None
     max_keys_per_device: int = 1
+    unit: str = "device"
 
     def __post_init__(self):
+        if self.unit not in UNITS:
+            raise ValueError(f"privacy.unit must be one of {list(UNITS)}, got unit={self.unit!r}")
         check_int("privacy.max_reports_per_device", self.max_reports_per_device, minimum=1)
         check_int("privacy.max_keys_per_device", self.max_keys_per_device, minimum=1)
         # a whole number: the clients enforce it per UTC day (docs/client.md section 3, "The declared rate")
@@ -178,7 +187,9 @@ class CollectionConfig:
     device: DeviceUnit | None = None   # privacy.unit: device (None: the unit is the report)
     permanent: tuple = ()   # per bit: the permanent channel of a bit that memoizes (rappor, memoize), or None
     sampling: object = None   # a channel kind: its HadamardSampling (ldp/hadamard_reports.py) or SubsetRR
-    #                           (ldp/subset_reports.py); None: per bit
+    #                           (ldp/subset_reports.py); None: per bit. Memoized: the effective one, at epsilon_1
+    kind_memo: object = None  # a memoized kind (channel: {kind: ..., memoize: true}): its MemoizedKind
+    #                           (ldp/kind_memoize.py, the permanent and instantaneous stages), else None
     rollups: tuple = ()     # the dimensions each rollup keeps (sorted name tuples, each a proper subset)
     reports_per_client: int | None = None   # the client rows' sample per client and window (None: the default)
 
@@ -287,7 +298,9 @@ class CollectionConfig:
         bound = self.device.max_reports_per_device if self.device is not None else None
         if self.sampling is not None:   # a whole-report kind (ldp/channel_kind.py)
             from ldp_marginals.ldp.channel_kind import channel_kind
-            return channel_kind(self.channel_kind).aggregator(self.sampling, bound, client_key(self.name))
+            return channel_kind(self.channel_kind).aggregator(self.sampling, bound, client_key(self.name),
+                                                              tuple((e.op, e.bits) for e in self.client_extremes),
+                                                              self.client_sample)
         return ReportAggregator(self.family, self.channels, tuple((e.op, e.bits) for e in self.report_extremes),
                                 tuple((e.op, e.bits) for e in self.client_extremes), bound, client_key(self.name),
                                 self.client_sample,
@@ -319,7 +332,22 @@ class CollectionConfig:
 
     @property
     def unit(self) -> str:
-        return "report" if self.device is None else "device"
+        """What ``min_reports`` counts: ``report`` or ``device`` (``privacy.unit``)."""
+        return "report" if self.device is None else self.device.unit
+
+    @property
+    def counts_devices(self) -> bool:
+        """Whether ``min_reports`` counts devices (``privacy.unit: device``). Reports name their device
+        whenever :attr:`device` is set (the unit, or the report unit with device bounds); only under the
+        device unit do the publication rule, thin rows, rollups and the ledger count devices."""
+        return self.device is not None and self.device.unit == "device"
+
+    @property
+    def promise_repeats(self) -> int:
+        """The reports of one *unit* in a published row, for the sufficient-DP crowd: the device's
+        :attr:`repeats_per_window` under the device unit, 1 under the report unit (the promise is per
+        report, bounds or not)."""
+        return self.repeats_per_window if self.counts_devices else 1
 
     @property
     def repeats_per_window(self) -> int:
@@ -330,7 +358,11 @@ class CollectionConfig:
     def shared_reports(self) -> int:
         """``s`` of :func:`~ldp_marginals.ldp.memoized.repeat_variance`: how many other reports of its
         device a report may share its permanent responses with in a published row of a window,
-        ``k * M - 1``, with dimensions ``k * K * M - 1`` (0 when no bit memoizes)."""
+        ``k * M - 1``, with dimensions ``k * K * M - 1`` (0 when no bit memoizes). A memoized kind's reports
+        share their whole permanent response: the same ``s`` (:func:`~ldp_marginals.ldp.kind_memoize.
+        with_kind_repeats`)."""
+        if self.kind_memo is not None:
+            return self.repeats_per_window - 1
         if not self.permanent or all(c is None for c in self.permanent):
             return 0
         return self.repeats_per_window - 1
@@ -356,6 +388,16 @@ class CollectionConfig:
                 out.append(Channel(p2, p2 + gap))
         return ChannelSet(tuple(out))
 
+    @property
+    def spend(self):
+        """What a device spends, as :mod:`ldp_marginals.ldp.longitudinal` reads it: per bit its
+        :attr:`client_channels`; a whole-report kind its :class:`~ldp_marginals.ldp.kind_memoize.WholeReportSpend`
+        (one report ``epsilon_1``; all reports of one value ``epsilon_infinity`` when it memoizes)."""
+        if self.sampling is None:
+            return self.client_channels
+        from ldp_marginals.ldp.kind_memoize import WholeReportSpend
+        return WholeReportSpend.of(self.sampling, self.kind_memo)
+
     def epsilons(self):
         """:class:`~ldp_marginals.ldp.longitudinal.LongitudinalEpsilon` of the collection's channels at
         its DECLARED ``reports_per_day`` (the clients' rate, which the job does not enforce), or None
@@ -365,7 +407,7 @@ class CollectionConfig:
 
     @cached_property
     def _epsilon_figures(self):
-        return longitudinal_epsilon(self.layout, self.client_channels, self.device.reports_per_day)
+        return longitudinal_epsilon(self.layout, self.spend, self.device.reports_per_day)
 
     @property
     def reports_per_slice(self) -> int | None:
@@ -383,7 +425,7 @@ class CollectionConfig:
 
     @cached_property
     def _enforced_figures(self):
-        return enforced_epsilon(self.layout, self.client_channels, self.window, self.reports_per_slice)
+        return enforced_epsilon(self.layout, self.spend, self.window, self.reports_per_slice)
 
     def promise_fault(self) -> str | None:
         """Why the enforced figures break ``privacy.epsilon_per_day`` / ``epsilon_per_month`` (naming the
@@ -397,7 +439,7 @@ class CollectionConfig:
         hold them (None under ``unit: report``: one report spends epsilon_1, and nothing bounds how many a
         device sends); ``declared``: the same at the declared ``reports_per_day`` (None without one)."""
         from ldp_marginals.ldp.longitudinal import epsilon_infinity, epsilon_one
-        cc = self.client_channels
+        cc = self.spend
         inf = epsilon_infinity(self.layout, cc)
         declared = self.epsilons()
         enforced = self.enforced_epsilons()
@@ -413,6 +455,16 @@ class CollectionConfig:
     @property
     def report_extremes(self) -> tuple:
         return tuple(e for e in self.extremes if e.over == "report")
+
+    def describe_unit(self) -> dict:
+        """What ``min_reports`` counts and which bounds per device apply (collections.json): ``unit``;
+        ``device_token``: whether reports must carry the device token (client config ``token: true``);
+        ``max_reports_per_device`` / ``max_keys_per_device``: the bounds the job enforces per slice (None
+        when reports are not linked to devices)."""
+        dev = self.device
+        return {"unit": self.unit, "device_token": dev is not None,
+                "max_reports_per_device": dev.max_reports_per_device if dev is not None else None,
+                "max_keys_per_device": dev.max_keys_per_device if dev is not None else None}
 
     def describe(self) -> dict:
         """What a reader of the outputs needs to know about the collection (JSON-safe): the bits, the
@@ -438,9 +490,7 @@ class CollectionConfig:
                              for e in self.extremes],
                 "conditionals": len(self.conditionals),
                 "privacy": self.privacy.describe() if self.privacy is not None else None,
-                "unit": self.unit,
-                "max_reports_per_device": self.device.max_reports_per_device if self.device is not None else None,
-                "max_keys_per_device": self.device.max_keys_per_device if self.device is not None else None,
+                **self.describe_unit(),
                 "reports_per_client": self.client_sample,
                 "memoized_bits": [self.layout.labels[i] for i, c in enumerate(self.permanent) if c is not None],
                 "epsilons": self.describe_epsilons()}

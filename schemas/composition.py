@@ -56,10 +56,6 @@ def _whole_report(cfg) -> bool:
     return cfg.sampling is not None
 
 
-def _memoized(cfg) -> bool:
-    return bool(cfg.permanent) and any(c is not None for c in cfg.permanent)
-
-
 def _kind_fields(cfg) -> list:
     """The analyses asked for that the kind does not publish (ldp/channel_kind.py: ChannelKind.publishes, the
     one place that says what a kind serves)."""
@@ -69,20 +65,15 @@ def _kind_fields(cfg) -> list:
         ("conditionals", cfg.conditionals), ("means", cfg.means), ("sets", cfg.sets)) if on])
 
 
-def _kind_limits(cfg) -> list:
-    """Of :func:`_kind_fields`, those the kind cannot serve at all (ldp/channel_kind.py LIMITS)."""
-    from ldp_marginals.ldp.channel_kind import LIMITS
-    return [f for f in _kind_fields(cfg) if f in LIMITS]
-
-
 def _kind_unbuilt(cfg) -> list:
     from ldp_marginals.ldp.channel_kind import LIMITS
     return [f for f in _kind_fields(cfg) if f not in LIMITS]
 
 
 def _over_order(cfg) -> list:
-    """The conditionals, means and extremes over reports of a whole-report kind that span more than
-    max_order bits (their table is not estimated): ``[(what, n_bits)]``."""
+    """The conditionals, means and extremes (over reports: their table; over clients: each report's term,
+    ldp/kind_client_extremes.py) of a whole-report kind that span more than max_order bits (not counted):
+    ``[(what, n_bits)]``."""
     if not _whole_report(cfg):
         return []
     labels = cfg.layout.labels
@@ -90,7 +81,7 @@ def _over_order(cfg) -> list:
               len(set(of) | set(given))) for of, given in cfg.conditionals] + \
         [(f"mean of {labels[bit]}" + (f" given {','.join(labels[b] for b in given)}" if given else ""),
           len({bit} | set(given))) for bit, given in cfg.means] + \
-        [(f"extreme {e.name!r}", len(set(e.bits))) for e in cfg.report_extremes]
+        [(f"extreme {e.name!r}", len(set(e.bits))) for e in cfg.extremes]
     return [(what, n) for what, n in spans if n > cfg.max_order]
 
 
@@ -103,50 +94,39 @@ def _mapping(spec, key) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _device_fields(spec) -> list:
-    """The fields of ``privacy`` that bound or rate a device, given under ``unit: report``."""
-    privacy = _mapping(spec, "privacy")
-    if privacy.get("unit", "report") != "report":
-        return []
-    return sorted(k for k in ("max_reports_per_device", "max_keys_per_device", "reports_per_day") if k in privacy)
-
-
-def _kind_spans(spec) -> list:
-    """A day's or a month's promise given with a whole-report kind: the fields given."""
-    if "kind" not in _mapping(spec, "channel"):
-        return []
-    privacy = _mapping(spec, "privacy")
-    return [k for k in ("epsilon_per_day", "epsilon_per_month") if privacy.get(k) is not None]
 
 
 def _kind_memoize(spec) -> bool:
+    """A whole-report kind with ``memoize: true`` (the config mapping)."""
     chan = _mapping(spec, "channel")
     return "kind" in chan and bool(chan.get("memoize"))
 
 
+def _spec_client_extremes(spec) -> list:
+    """The names of the extremes over clients a config mapping asks for."""
+    extremes = spec.get("extremes") if isinstance(spec, dict) else None
+    return [e.get("name") for e in extremes or () if isinstance(e, dict) and e.get("over") == "client"]
+
+
 RULES = (
     # ---- limits of the privacy math ------------------------------------------------------------------
-    Rule("device-bounds-need-device", "privacy.unit report x max_reports_per_device/max_keys_per_device/"
-         "reports_per_day", LIMIT, ANY,
-         lambda s: bool(_device_fields(s)),
-         lambda s: f"privacy.{_device_fields(s)[0]} is only for unit 'device', got unit='report': nothing links a "
-                   "report unit's reports to a device, so no bound per device can be enforced",
-         "set privacy.unit: device, or drop the field (under unit report every report counts once)",
-         "The device as the unit: a bound per device", stage=SPEC),
     Rule("spans-need-device", "privacy.epsilon_per_day/epsilon_per_month x privacy.unit report", LIMIT, ANY,
-         lambda c: c.device is None and c.privacy is not None and (c.privacy.epsilon_per_day is not None
+         lambda c: not c.counts_devices and c.privacy is not None and (c.privacy.epsilon_per_day is not None
                                                                    or c.privacy.epsilon_per_month is not None),
          lambda c: f"privacy.{'epsilon_per_day' if c.privacy.epsilon_per_day is not None else 'epsilon_per_month'} "
                    "needs privacy.unit 'device' (only it bounds the reports of a device the job publishes), got "
                    "unit='report'",
          "set privacy.unit: device (with max_reports_per_device), or drop the promise per day or month",
          "Devices over time: memoization and epsilon"),
-    Rule("memoize-needs-device", "memoized channels x privacy.unit report", LIMIT, ANY,
-         lambda c: _memoized(c) and c.device is None,
-         lambda c: "memoized channels (memoize: true) correlate a device's reports, which only privacy.unit "
-                   "'device' bounds and accounts for",
-         "set privacy.unit: device (with max_reports_per_device), or drop memoize",
-         "Devices over time: memoization and epsilon"),
+    Rule("kind-memoize-client-extremes", "channel kind hadamard/subset x memoize: true x extremes over: client",
+         LIMIT, ANY,
+         lambda s: _kind_memoize(s) and bool(_spec_client_extremes(s)),
+         lambda s: f"extremes {_spec_client_extremes(s)} (over: client) with channel kind "
+                   f"{_mapping(s, 'channel')['kind']!r} and memoize: true: a client's OR/AND multiplies one unbiased "
+                   "term per report, unbiased only when its reports are randomized independently, and memoized "
+                   "reports of one value repeat one permanent response",
+         "drop memoize for a collection with extremes over clients, or use extremes over: report",
+         "Extremes over clients of the whole-report kinds", stage=SPEC),
     Rule("client-extremes-sliding", "extremes over: client x sliding window", LIMIT, ANY,
          lambda c: bool(c.client_extremes) and c.window.overlapping,
          lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need fixed or global windows, "
@@ -173,32 +153,16 @@ RULES = (
                    f"early_firing_seconds={c.early_firing_seconds!r}",
          "give early_firing_seconds, use fixed or sliding windows, or run it in batch",
          "Data flow of the job"),
-    Rule("device-keys-streaming-global", "privacy.unit device x dimensions x global window x streaming", LIMIT,
-         STREAMING,
+    Rule("device-keys-streaming-global", "device bounds (privacy.unit device, or unit report with a bound) x "
+         "dimensions x global window x streaming", LIMIT, STREAMING,
          lambda c: c.bounds_keys and c.window.type == "global",
-         lambda c: f"privacy.unit 'device' with dimensions {[d.name for d in c.dimensions]} on a global window: the "
+         lambda c: f"privacy.unit {c.unit!r}{'' if c.counts_devices else ' with a bound per device'} with dimensions {[d.name for d in c.dimensions]} on a global window: the "
                    "streaming engine bounds a device's keys (max_keys_per_device="
                    f"{c.device.max_keys_per_device}) when the slice's window closes, and a global window closes only "
                    "when the stream ends, so its early panes would publish nothing",
          "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
          "The device as the unit: a bound per device"),
     # ---- not built: each entry is lifted by its own work item ----------------------------------------
-    # issue 48 item 2: the device unit for the whole-report kinds is built (P-A); a day's or a month's promise
-    # with them is not: their enforced figures (ldp/longitudinal.py) read per-bit channels
-    Rule("kind-spans", "channel kind hadamard/subset x privacy.epsilon_per_day/epsilon_per_month", NOT_BUILT, ANY,
-         _kind_spans,
-         lambda s: f"privacy.{_kind_spans(s)[0]} with channel kind {_mapping(s, 'channel')['kind']!r} is not built "
-                   "(the enforced figures of a day and a month read per-bit channels)",
-         "promise privacy.epsilon (one report's) and bound the device with max_reports_per_device: a day then "
-         "spends at most slices x M x K x channel.epsilon", "Devices over time: memoization and epsilon",
-         stage=SPEC),
-    Rule("kind-memoize", "channel kind hadamard/subset x memoize: true", NOT_BUILT, ANY,
-         _kind_memoize,
-         lambda s: f"channel kind {_mapping(s, 'channel')['kind']!r} with memoize: true is not built (a device's "
-                   "permanent response per value, as rappor channels keep per bit)",
-         "drop memoize (each report is then randomized afresh and a device's reports compose), or use per-bit "
-         "rappor channels with memoize: true", "Devices over time: memoization and epsilon", owner="P-A",
-         stage=SPEC),
     # issue 48 item 1 (one interface for channel kinds): analyses derived from any kind's marginals
     # a numeric feature is one bit of the report (its 1-bit encoding) and serves means; a categorical's
     # one-hot bits are exclusive, which the kinds' estimators (unlike TMDH's exclusive groups) do not use yet
@@ -208,13 +172,6 @@ RULES = (
                    f"{[f.name for f in c.layout.features if f.kind == 'categorical']}",
          "encode the categorical as booleans (one per value), or use per-bit channels, which serve categorical "
          "features", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    Rule("kind-client-extremes", "channel kind hadamard/subset x extremes over: client", LIMIT, ANY,
-         lambda c: _whole_report(c) and bool(_kind_limits(c)),
-         lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need each report's bits, and a "
-                   f"report of channel kind {_kind(c)!r} carries one randomized coefficient or subset of them, not "
-                   "the bits (ldp/channel_kind.py LIMITS)",
-         "use extremes over: report (from the table of the extreme's bits), or per-bit channels for a client's "
-         "OR/AND over its reports", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR"),
     Rule("kind-analyses", "channel kind hadamard/subset x sets", NOT_BUILT, ANY,
          lambda c: _whole_report(c) and bool(_kind_unbuilt(c)),
          lambda c: f"{', '.join(_kind_unbuilt(c))} are not supported with channel kind {_kind(c)!r} yet (extra "
@@ -226,8 +183,9 @@ RULES = (
          "max_order bits", NOT_BUILT, ANY,
          lambda c: bool(_over_order(c)),
          lambda c: f"{_over_order(c)[0][0]} spans {_over_order(c)[0][1]} bits, over max_order={c.max_order}: "
-                   f"channel kind {_kind(c)!r} derives it from the table of its bits, and estimates tables of at "
-                   "most max_order bits (counting a wider set is not built)",
+                   f"channel kind {_kind(c)!r} derives it from the sets it counts (over reports the table of its "
+                   "bits, over clients each report's term of them), every set of at most max_order bits (counting a "
+                   "wider set is not built)",
          "raise max_order to the bits it spans, or use per-bit channels, which count extra sets",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
     Rule("kind-groups-over-order", "channel kind hadamard/subset x groups of more than max_order features",
@@ -238,16 +196,6 @@ RULES = (
                         for i, g in enumerate(c.groups) if len(g) > c.max_order),
          "raise max_order to the largest group, or split the group",
          "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
-    # issue 47 (the attacker's finding): a whole-report kind's thin-row rule counts a window's reports, so
-    # two publications of overlapping content (sliding windows, early or late panes) difference into slices
-    # or increments it does not count; a rule per slice and released increment is not built
-    Rule("kind-rollups", "channel kind hadamard/subset x rollups", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and bool(c.rollups),
-         lambda c: f"rollups are not supported with channel kind {_kind(c)!r}: a rollup's row minus its keys' "
-                   "published rows would give back a key's row withheld for resting on fewer than min_reports "
-                   "reports, and these kinds' rows are not suppressed complementarily yet",
-         "drop rollups (sum the published keys' rows yourself), or use per-bit channels",
-         "Rollups: totals over dimensions, and complementary suppression", owner="item 1"),
 )
 
 

@@ -63,7 +63,7 @@ from ldp_marginals.ldp.conditional import DEFAULT_ALPHA
 from ldp_marginals.ldp.encoding import KINDS, Feature, Layout
 from ldp_marginals.ldp.privacy import local_dp_epsilon
 from ldp_marginals.ldp.windows import WINDOW_TYPES, Window
-from ldp_marginals.schemas.channel_kinds import is_kind, parse_kind
+from ldp_marginals.schemas.channel_kinds import is_kind, parse_kind, parse_memo
 from ldp_marginals.schemas.composition import check_composition
 from ldp_marginals.schemas.collection import (
     INTERVALS,
@@ -218,17 +218,35 @@ _UNIT_KEYS = ("unit", "max_reports_per_device", "max_keys_per_device", "reports_
 _SPANS = ("epsilon_per_day", "epsilon_per_month")
 
 
-def _unit(spec) -> DeviceUnit | None:
-    """``privacy.unit``: ``report`` (the default: reports carry no device token in general, and a
-    collection keeps the rows it has always had) or ``device`` with its bound and declared rate."""
+_BOUNDS = ("max_reports_per_device", "max_keys_per_device", "reports_per_day")
+
+
+def _unit(spec, memoizes: bool = False) -> DeviceUnit | None:
+    """``privacy.unit``: ``report`` (the default) or ``device`` with its bound and declared rate.
+
+    Under ``report`` reports carry no device token and nothing is bounded (None), unless a device bound
+    or rate is given or the channels memoize (``memoizes``): then the report unit *with device bounds*
+    (``DeviceUnit(unit="report")``): reports carry the token, the job enforces the bounds (the device
+    unit's defaults, 1 report and 1 key per device and slice, for a bound not given), and ``min_reports``
+    still counts reports. A memoizing collection needs the bound for an honest variance: reports of one
+    device share permanent responses, and only an enforced bound says how many
+    (:func:`~ldp_marginals.ldp.memoized.with_repeats`, ``s = k * M * K - 1``)."""
     spec = spec or {}
     unit = spec.get("unit", "report")
     if unit not in UNITS:
         raise ValueError(f"privacy.unit must be one of {list(UNITS)}, got unit={unit!r}")
-    if unit == "report":   # a device's bound or rate under unit report: schemas/composition.py
+    if unit == "report" and not memoizes and not any(k in spec for k in _BOUNDS):
         return None
     return DeviceUnit(spec.get("max_reports_per_device", 1), spec.get("reports_per_day"),
-                      spec.get("max_keys_per_device", 1))
+                      spec.get("max_keys_per_device", 1), unit)
+
+
+def _memoizes(chan_spec, kind, layout: Layout) -> bool:
+    """Whether the channels memoize, whatever their kind: a whole-report kind's ``memoize: true``, or a
+    per-bit ``rappor`` channel's."""
+    if kind:
+        return bool(isinstance(chan_spec, dict) and chan_spec.get("memoize"))
+    return any(c is not None for c in _permanent(chan_spec, layout))
 
 
 def _spans(spec) -> dict:
@@ -315,7 +333,8 @@ def _kind_privacy(spec, sampling, check: bool = True) -> Privacy | None:
         check_positive("privacy.epsilon", epsilon)
         if check and sampling.epsilon > epsilon + 1e-12:
             raise ValueError(f"privacy promises local DP at epsilon={epsilon:g}, but the channel gives a whole "
-                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon")
+                             f"report epsilon={sampling.epsilon:g}; lower channel.epsilon (channel.epsilon_1 when it "
+                             f"memoizes: one report's)")
     return Privacy("local", epsilon, **_spans(spec))
 
 
@@ -429,6 +448,9 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     if max_order > layout.n_bits:
         raise ValueError(f"max_order must be <= the {layout.n_bits} bits of the layout, got max_order={max_order}")
     sampling = parse_kind(chan_spec, layout, max_order) if kind else None
+    kind_memo = parse_memo(chan_spec, sampling) if kind else None
+    if kind_memo is not None:   # the job inverts the effective mechanism, the kind at epsilon_1 (docs/client.md 13)
+        sampling = kind_memo.effective
     window = _window(_require(spec, "window", "config"))
     min_reports = check_int("min_reports", _require(spec, "min_reports", "config"), minimum=0)
     sets = tuple(_bits_of(layout, s, f"sets[{i}]") for i, s in enumerate(_list(spec.get("sets", []), "sets")))
@@ -482,8 +504,9 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
     dimensions = tuple(Dimension(key, **_mapping(limits if limits is not None else {}, f"dimensions.{key}",
                                                 ("max_values", "max_length")))
                        for key, limits in sorted(dims.items(), key=lambda kv: str(kv[0])))
-    device = _unit(spec.get("privacy"))
-    repeats = device_repeats(device, window, bool(dimensions))   # of one device in a published row
+    device = _unit(spec.get("privacy"), _memoizes(spec["channel"], kind, layout))
+    # of one unit in a published row (the sufficient-DP crowd): a device's reports under unit device, 1 per report
+    repeats = device_repeats(device, window, bool(dimensions)) if device is not None and device.unit == "device" else 1
     if kind:
         privacy = _kind_privacy(spec.get("privacy"), sampling, check_promise)
     else:
@@ -502,7 +525,7 @@ def parse_config(spec: dict, check_promise: bool = True) -> CollectionConfig:
                            tuple(group_intervals), means, marginal_interval, alpha,
                            mechanisms=(chan_spec["kind"],) * layout.n_bits if kind else _mechanisms(spec["channel"], layout),
                            device=device, permanent=() if kind else _permanent(spec["channel"], layout),
-                           sampling=sampling,
+                           sampling=sampling, kind_memo=kind_memo,
                            rollups=_rollups(spec.get("rollups", []), [d.name for d in dimensions]),
                            reports_per_client=spec.get("reports_per_client"))
     _check_month(cfg, check_promise)

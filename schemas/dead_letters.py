@@ -73,8 +73,9 @@ REASONS = types.MappingProxyType({
     DIMENSION_TOO_LONG: "a dimension value is longer than the declared max_length",
     RESERVED_DIMENSION_VALUE: "a dimension value is `__all__`, which marks rollup rows, in a collection that "
                               "declares rollups",
-    NO_DEVICE_TOKEN: "the collection's privacy unit is the device (privacy.unit: device) and the report names "
-                     "no device: its client field (the slice-scoped device token) is missing or empty",
+    NO_DEVICE_TOKEN: "the collection bounds devices (privacy.unit: device, or unit report with a device bound or "
+                     "memoized channels) and the report names no device: its client field (the slice-scoped device "
+                     "token) is missing or empty",
     LATE: "the report arrived after every window it belongs to had closed (its end plus the allowed lateness "
           "had passed; streaming). One row per pre-aggregated batch, its `reports` field says how many",
     BIGQUERY_INSERT: "BigQuery refused the row (streaming inserts); the published row is kept in output_row",

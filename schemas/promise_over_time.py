@@ -45,7 +45,7 @@ def promise_fault(cfg) -> str | None:
 def _advice(cfg, promised: dict) -> str:
     """What keeps the promise: a longer window at the current bounds, else one report per device and
     slice with a window of at least N s, else more noise."""
-    cc = cfg.client_channels
+    cc = cfg.spend
 
     def spelled(window, m, where=""):
         figures = enforced_epsilon(cfg.layout, cc, window, m)

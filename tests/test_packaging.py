@@ -22,9 +22,10 @@ PACKAGE_DIR = PYPROJECT["tool"]["setuptools"]["package-dir"]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
+def wheel_build(tmp_path_factory):
     """The wheel pip builds from the sources alone (a copy of what pyproject names, as a fresh clone
-    holds them: a ``build/`` folder left by an earlier build would put its stale modules in it)."""
+    holds them: a ``build/`` folder left by an earlier build would put its stale modules in it), and
+    what the build printed on stderr."""
     src, out_dir = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
@@ -35,7 +36,18 @@ def wheel(tmp_path_factory):
                           "-q", "-w", str(out_dir)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     (path,) = out_dir.glob("ldp_marginals-*.whl")
-    return path
+    return path, out.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(wheel_build):
+    return wheel_build[0]
+
+
+def test_the_build_prints_no_warning(wheel_build):
+    """``make env`` (and so ``make demo`` on a fresh clone) printed ~50 lines of setuptools' warnings
+    (issue 49 item 7): the dashboard's assets folder was a package setuptools would ignore."""
+    assert "Warning" not in wheel_build[1], wheel_build[1][-3000:]
 
 
 def test_the_only_top_level_package_is_ldp_marginals(wheel):

@@ -73,11 +73,13 @@ def client_detail(length: int) -> str:
 
 def keeps_clients(cfg) -> bool:
     """Whether the job reads a report's client token for ``cfg``: for extremes over clients, or as the
-    device token of a collection whose unit is the device (elsewhere it is dropped at the door)."""
+    device token of a collection that bounds devices (privacy.unit device, or report with a device bound or
+    memoized channels; elsewhere it is dropped at the door)."""
     return bool(cfg.client_extremes) or cfg.device is not None
 
 
-NO_TOKEN_DETAIL = "privacy.unit is 'device' and the report has no device token (client)"
+NO_TOKEN_DETAIL = ("the collection bounds devices (privacy.unit 'device', or 'report' with a device bound or memoized "
+                   "channels) and the report has no device token (client)")
 
 
 class Check(NamedTuple):

@@ -9,7 +9,8 @@ released or held (:func:`~ldp_marginals.transforms.publication.engine.batch_rout
 of each window and capped key are combined into two accumulators (released, held) before the one
 step that makes their rows (:func:`~ldp_marginals.transforms.publication.engine.batch_key`).
 Rollups (batch): which rollup rows a window publishes is another small side computation, on the
-capped keys' withheld counts (:func:`~ldp_marginals.transforms.publication.rollups.published_rollups`);
+capped keys' withheld counts (:func:`~ldp_marginals.transforms.publication.rollups.published_rollups`;
+under a whole-report kind also their thin-row counts, :mod:`~ldp_marginals.transforms.publication.kind_rollups`);
 each capped key's two accumulators go to its published rollup rows, combined per rollup row.
 Streaming: the engine's three keyed state machines (:mod:`~ldp_marginals.transforms.panes`). Both
 publish through the same engine path.
@@ -45,9 +46,10 @@ from ldp_marginals.transforms.pane_outputs import pane_outputs
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
 from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, merge_thin
-from ldp_marginals.transforms.publication.engine import ON_TIME, PaneFile, batch_key, batch_route, rollup_parts, rollup_rows
+from ldp_marginals.transforms.publication.engine import (ON_TIME, PaneFile, batch_key, batch_route, rollup_decision, rollup_parts,
+                                                         rollup_rows)
+from ldp_marginals.transforms.publication.kind_rollups import kind_part
 from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, release_to_json, verdict
-from ldp_marginals.transforms.publication.rollups import published_rollups
 from ldp_marginals.transforms.windowing import slice_window_fn, window_fn
 
 KEY = typing.Tuple[str, coders.Dims]   # (collection, dimensions) or (collection, capped key)
@@ -130,9 +132,10 @@ class PublishRollupFn(PublishKeyFn):
     (:func:`~ldp_marginals.transforms.publication.engine.rollup_rows`); its reports are counted by
     its keys."""
 
-    def process(self, element, w=beam.DoFn.WindowParam):
+    def process(self, element, decisions, w=beam.DoFn.WindowParam):
         (collection, key), acc = element
-        yield from self.outputs(collection, key, rollup_rows(self.config, window_bounds_ms(w), key, acc), w)
+        thin = decisions[collection][1].get(key) if collection in decisions else None
+        yield from self.outputs(collection, key, rollup_rows(self.config, window_bounds_ms(w), key, acc, thin), w)
 
 
 def _held_devices(kv) -> tuple:
@@ -160,9 +163,9 @@ def _union(dicts) -> dict:
     return out
 
 
-def _rollup_parts(kv, cfg, published):
+def _rollup_parts(kv, cfg, decisions):
     (collection, key), pair = kv
-    for row, acc in rollup_parts(cfg, published.get(collection, set()), key, pair):
+    for row, acc in rollup_parts(cfg, decisions[collection][0] if collection in decisions else set(), key, pair):
         yield (collection, row), acc
 
 
@@ -181,7 +184,7 @@ class RollupRows(beam.PTransform):
     def expand(self, keys):
         cfg = self.config
         # col : (collection, {marked key}) per window: the rollup rows complementary suppression allows
-        if cfg.device is not None:   # the devices of each key's withheld slices, each device once
+        if cfg.counts_devices:   # the devices of each key's withheld slices, each device once
             held = (self.routed
                     | "HeldDevices" >> beam.Map(_held_devices)
                     | "SumHeld" >> beam.CombinePerKey(_union_devices))
@@ -189,14 +192,23 @@ class RollupRows(beam.PTransform):
             held = (keys
                     | "Held" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kv[1][1].n if kv[1][1] is not None else 0}))
                     | "SumHeld" >> beam.CombinePerKey(_union))
-        published = held | "Suppress" >> beam.Map(lambda kv: (kv[0], published_rollups(cfg, kv[1])))
+        if cfg.sampling is not None:   # a whole-report kind: each capped key's thin-row counts, released and held
+            kinds = beam.pvalue.AsDict(
+                keys
+                | "KindParts" >> beam.Map(lambda kv: (kv[0][0], {kv[0][1]: kind_part(cfg, *kv[1])}))
+                | "SumKindParts" >> beam.CombinePerKey(_union))
+            published = held | "Suppress" >> beam.Map(
+                lambda kv, parts: (kv[0], rollup_decision(cfg, kv[1], parts.get(kv[0], {}))), kinds)
+        else:
+            published = held | "Suppress" >> beam.Map(lambda kv: (kv[0], rollup_decision(cfg, kv[1], None)))
+        decisions = beam.pvalue.AsDict(published)   # (collection, (published marked keys, {marked key: thin sets}))
         # col : ((collection, marked key), accumulator) per window: a rollup row's content
         rows = (keys
-                | "ToRollups" >> beam.FlatMap(_rollup_parts, cfg, beam.pvalue.AsDict(published)).with_output_types(
+                | "ToRollups" >> beam.FlatMap(_rollup_parts, cfg, decisions).with_output_types(
                     coders.KeyedAccumulator)
                 | "CombineRollups" >> CombineWithHotKeyFanout(CollectionCombineFn(cfg, open_partials=False),
                                                               HOT_KEY_FANOUT, KEY))
-        return rows | "Publish" >> beam.ParDo(PublishRollupFn(cfg, self.row_outputs)).with_outputs(
+        return rows | "Publish" >> beam.ParDo(PublishRollupFn(cfg, self.row_outputs), decisions).with_outputs(
             *ESTIMATE_KINDS, PANES)
 
 

@@ -77,7 +77,8 @@ TASKMANAGER_MEMORY = {
 # first, on the cores the Python workers need. The quick compiler alone (C1) cut a TaskManager's CPU
 # per job from 9-10 s to 6-8 s and the job's time with it (README, goal 8).
 TASKMANAGER_JIT = ["-XX:TieredStopAtLevel=1"]
-STATE_FILE = "cluster.json"
+# the record `ldp-marginals run` reads (pipelines/local_services.py owns its name and place)
+from ldp_marginals.pipelines.local_services import CLUSTER_DIR, CLUSTER_FILE as STATE_FILE  # noqa: E402
 _CHILDREN = {}   # pid -> Popen of the parts this process started (kept, so none is reaped unseen)
 
 
@@ -671,7 +672,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.local.cluster",
                                      description="start or stop the local Kafka broker and Flink job server")
     parser.add_argument("action", choices=["up", "down"])
-    parser.add_argument("--run-dir", default=os.path.join(JVM_DIR, "run"), help="logs, data, process ids")
+    parser.add_argument("--run-dir", default=CLUSTER_DIR, help="logs, data, process ids")
     parser.add_argument("--jvm-dir", default=JVM_DIR, help="where `make jvm` put the jars")
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--flink", choices=FLINK_KINDS, default="local",

@@ -13,16 +13,23 @@ from pathlib import Path
 import pytest
 
 from ldp_marginals.schemas import decode_message
+from ldp_marginals.schemas.client_config import client_config
+from ldp_marginals.schemas.config import parse_config
 from tests.browser import chromium
 
 pytestmark = pytest.mark.browser
 
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 VECTORS = CLIENTS / "test-vectors"
-CONFIG = {"collection": "web_usage", "window": {"type": "global"}, "token": True,
-          "features": [{"name": "dark_mode", "type": "boolean"},
-                       {"name": "os", "type": "categorical", "values": ["mac", "win", "linux"]}],
-          "channels": [{"p": 0.5, "q": 0.75, "permanent": {"p": 0.25, "q": 0.75}}] * 4}
+# the collection as the job reads it; the page is served what `ldp-marginals client-config` writes of it
+# (RAPPOR f=0.5 memoized: permanent (0.25, 0.75), instantaneous (0.5, 0.75); the device unit: the token)
+COLLECTION = {"collection": "web_usage", "features": [{"name": "dark_mode", "type": "boolean"},
+                                                      {"name": "os", "type": "categorical",
+                                                       "values": ["mac", "win", "linux"]}],
+              "channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": True}, "max_order": 2,
+              "min_reports": 10, "window": {"type": "global"},
+              "privacy": {"unit": "device", "max_reports_per_device": 1}}
+CONFIG = client_config(parse_config(COLLECTION))
 # the page an app would have: its bundler resolves the package name, here an import map does
 PAGE = ('<!doctype html><html><head><meta charset="utf-8"><script type="importmap">'
         '{"imports": {"@ldp-marginals/client": "/typescript/dist/index.js"}}</script></head><body></body></html>')

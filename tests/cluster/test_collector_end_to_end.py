@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from ldp_marginals.pipelines.client_config import client_config_text
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MARGINALS
@@ -35,8 +36,6 @@ CHANNEL = [{"p": 0.2, "q": 0.8}, {"p": 0.15, "q": 0.85}, {"p": 0.15, "q": 0.85},
            {"p": 0.25, "q": 0.75}]
 CONFIG = {"collection": "app", "features": FEATURES, "channel": CHANNEL, "max_order": 2, "min_reports": 0,
           "window": {"type": "fixed", "size_seconds": WINDOW_S}, "early_firing_seconds": 2}
-CLIENT = {"collection": "app", "features": FEATURES, "window": {"type": "fixed", "size_seconds": WINDOW_S},
-          "channels": CHANNEL, "token": True}   # no memoized bits: the job's channel is the client's
 
 
 def java_classpath() -> str:
@@ -72,7 +71,8 @@ def devices(t0_ms: int, seed: int = 39) -> tuple:
 def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(cluster, tmp_path):
     classpath = java_classpath()
     (tmp_path / "c.json").write_text(json.dumps(CONFIG))
-    (tmp_path / "client.json").write_text(json.dumps(CLIENT))
+    # what the devices read, as `ldp-marginals client-config` writes it (no hand-written p and q)
+    (tmp_path / "client.json").write_text(client_config_text(str(tmp_path / "c.json")))
     (tmp_path / "app.key").write_text(collectors.KEY)
     streams.produce(cluster.bootstrap, "devices", [])
     out = str(tmp_path / "stream")

@@ -35,7 +35,7 @@ def test_each_whole_report_kind_through_the_interface(channel):
 
 def test_what_a_kind_publishes_is_decided_in_one_place(monkeypatch):
     """The composition table's rules for a kind's analyses (schemas/composition.py, kind-analyses and
-    kind-client-extremes) read ChannelKind.publishes: a hadamard kind that publishes sets is not refused
+    kind-analyses-over-order) read ChannelKind.publishes: a hadamard kind that publishes sets is not refused
     them (no estimator counts them, so the real kind does not), and the real one is, naming the field;
     conditionals and means are served (ldp/kind_analyses.py)."""
     from types import SimpleNamespace
@@ -44,7 +44,7 @@ def test_what_a_kind_publishes_is_decided_in_one_place(monkeypatch):
     with pytest.raises(ValueError, match="sets are not supported with channel kind 'hadamard' yet"):
         parse_config(spec(sets=[["q0", "q1", "q2", "q3"]]))
     parse_config(spec(conditionals=[{"of": ["q0"], "given": ["q1"]}]))   # served
-    assert ck.refused("hadamard", ["means", "sets", "marginals", "client_extremes"]) == ["client_extremes", "sets"]
+    assert ck.refused("hadamard", ["means", "sets", "marginals", "client_extremes"]) == ["sets"]
     assert ck.refused("per_bit", ck.ANALYSES) == []
     cfg = SimpleNamespace(channel_kind="hadamard", report_extremes=(), client_extremes=(), conditionals=(),
                           means=((0, None),), sets=((0, 1, 2, 3),))

@@ -788,3 +788,38 @@ def test_a_hadamard_collection_shows_its_kind_its_tables_and_its_plan(browser, t
     assert browser.find_element("id", "tables-label").text.startswith("Consistent tables (projection):")
     kinds = [r[0] for r in table_rows(browser, "precision-table")]
     assert len(kinds) == 9, kinds
+
+
+# a tick label with a fraction of a second (Plotly's autorange around a single point: 00:00:00.0005)
+SUB_SECOND_TICKS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot .xtick text')).map((t) => t.textContent)
+  .filter((s) => /\\d:\\d\\d\\.\\d/.test(s));
+"""
+
+
+def test_one_window_has_whole_time_ticks_and_long_table_labels_are_not_cut(browser, tmp_path):
+    """Issue 49 item 7: a run of one window drew its time charts with sub-millisecond ticks (Plotly's range
+    around a single point), and a table's bars' labels (cells of three features with long names) were cut."""
+    names = ["operating_system_family", "dark_mode_enabled", "beta_channel_member"]
+    labels = [f"{names[0]}=linux", f"{names[0]}=windows", f"{names[1]}", f"{names[2]}"]
+    info = {"collection": "c", "labels": labels, "p": [0.25] * 4, "q": [0.75] * 4, "mechanisms": ["symmetric"] * 4,
+            "conditionals": 0, "local_epsilon": 4.4, "window": {"type": "fixed", "size_seconds": 3600},
+            "min_reports": 50, "max_order": 3, "level": 0.95, "groups": [names], "group_intervals": ["per_cell"],
+            "marginal_interval": "per_cell", "numeric": {}, "dimensions": {},
+            "extremes": [{"name": "any", "op": "or", "bits": [2, 3], "over": "report"}], "privacy": None}
+    (tmp_path / "collections.json").write_text(json.dumps([info]))
+    window = {"collection": "c", "window_start": 0, "window_end": HOUR_MS, "dimensions": {}}
+    marginals = [dict(window, n_reports=100, columns=[i], labels=[labels[i]], estimate=30.0, frequency=0.3,
+                      variance=25.0, ci_low=20.0, ci_high=40.0) for i in range(4)]
+    cells = [dict(window, n_reports=100, estimate=12.5, frequency=0.125, variance=1.0, ci_low=10.0, ci_high=15.0,
+                  interval="per_cell", group=names, cell=[os_, dark, beta], columns=[0, 1, 2, 3])
+             for os_ in ("linux", "windows") for dark in ("false", "true") for beta in ("false", "true")]
+    extremes = [dict(window, name="any", op="or", n=100, estimate=40.0, variance=4.0, ci_low=36.0, ci_high=44.0)]
+    write_run(tmp_path, [("marginals", "c", (0, HOUR_MS), 0, marginals), ("tables", "c", (0, HOUR_MS), 0, cells),
+                         ("extremes", "c", (0, HOUR_MS), 0, extremes)])
+    page = tmp_path / "page.html"
+    export.write(str(tmp_path), str(page))
+    browser.get(page.as_uri())
+    wait_for(browser, "window.dashboardReady === true")
+    assert browser.execute_script(SUB_SECOND_TICKS) == []
+    assert browser.execute_script(LEGIBILITY) == [] and severe_logs(browser) == []

@@ -173,9 +173,17 @@ def test_plan_json_and_its_inverse(tmp_path):
     assert mean["feature"] == "m" and mean["half_width"]["worst"] == pytest.approx(
         half_width_of(mean_variance(0.2, 0.8, 0.0, 30.0, 5000), cfg.level))
     assert "mean(m) in [0, 30]" in cli("plan", "--config", str(tmp_path / "n.yaml"), "--reports-per-window", "5000")
-    err = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "plan", "--config",
-                          str(tmp_path / "c.yaml")], capture_output=True, text=True)
-    assert err.returncode == 2 and "plan needs --reports-per-window N or --target-half-width H" in err.stderr
+    # nothing asked (issue 49 item 7: it was an error): the precision at an assumed N, which it states
+    bare = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "plan", "--config",
+                           str(tmp_path / "c.yaml")], capture_output=True, text=True)
+    assert bare.returncode == 0, bare.stderr
+    assert bare.stdout.startswith("no --reports-per-window N or --target-half-width H given: assuming N=10,000 "
+                                  "reports per window and key")
+    assert "at N=10,000 f=worst" in bare.stdout
+    (coll,) = json.loads(cli("plan", "--config", str(tmp_path / "c.yaml"), "--json"))["collections"]
+    r = coll["sets"][0]
+    p, q = cfg.channels.p[r["columns"]], cfg.channels.q[r["columns"]]
+    assert r["half_width"]["worst"] == pytest.approx(half_width(p, q, 10_000, cfg.level))
 
 
 def test_calibrate_json():

@@ -14,6 +14,7 @@ from ldp_marginals.pipelines.job import JobOptions, build
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.blocks import ReadReportFilesFast
 from ldp_marginals.transforms.reports import ReadNoisyReportFiles
+from tests import batch_runs
 from tests.pipelines.test_job_batch import Shards
 
 START = 1_767_225_600_000   # 2026-01-01, an hour boundary
@@ -94,21 +95,11 @@ def test_the_run_command_read_and_the_dashboard_view(tmp_path):
     """As a user runs it: `ldp-marginals run` on an Avro file, then `read` and the dashboard's view: the
     collection says its kind, the tables are there, and the precision panel's plan (the closed-form worst
     case) is at least the measured half-width of every 1-way marginal and cell (less the noise of n_a)."""
-    import subprocess
-    import sys
-
-    import yaml
-
     from ldp_marginals.pipelines.dashboard.view import FileCache, parse_selection, view
     from ldp_marginals.pipelines.read import read
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
     cfg = parse_config(CONFIG)
     records, _, _ = reports(cfg, seed=5)
-    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
-    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
-                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    batch_runs.run_command(tmp_path, CONFIG, records, ())
     marginals = read(str(tmp_path / "out"), "marginals")
     assert len(marginals) == 25 and set(marginals["n_reports"].to_pylist()) == {2400}
     assert read(str(tmp_path / "out"), "tables", estimator="unbiased").num_rows == 4
@@ -151,19 +142,7 @@ def test_streaming_gives_the_batch_answers():
 def run_command(tmp_path, config: dict, records: list) -> dict:
     """``ldp-marginals run`` (batch, DirectRunner) on ``records`` -> its marginals, tables and withheld rows
     as ``read`` gives them."""
-    import subprocess
-    import sys
-
-    import yaml
-
-    from ldp_marginals.pipelines.read import read
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
-    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
-                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {kind: read(str(tmp_path / "out"), kind).to_pylist() for kind in ("marginals", "tables", "withheld")}
+    return batch_runs.run_command(tmp_path, config, records, ("marginals", "tables", "withheld"))
 
 
 def test_a_row_holding_a_coefficient_drawn_by_fewer_than_min_reports_reports_is_withheld(tmp_path):

@@ -2,19 +2,14 @@
 (`ldp-marginals run`, batch) and the streaming engine: each row is the estimator of ldp/kind_analyses.py
 on the window's reports, a window under min_reports publishes none of them, and a row whose table rests
 on too few reports is withheld with it (issue 48 item 1)."""
-import subprocess
-import sys
-
 import numpy as np
 import pytest
-import yaml
 
-from ldp_marginals import schemas
 from ldp_marginals.ldp.conditional import conditional
 from ldp_marginals.ldp.means import feature_mean
-from ldp_marginals.pipelines.read import read
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.transforms.publication.hadamard_rows import hadamard_estimates, kind_estimate, thin_sets
+from tests.batch_runs import run_command
 from tests.pipelines.test_hadamard_job import START, reports
 
 
@@ -43,13 +38,7 @@ def _encoder(kind):
 
 
 def run(tmp_path, spec, records) -> dict:
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
-    schemas.write_avro(tmp_path / "r.avro", "noisy_report", records)
-    done = subprocess.run([sys.executable, "-m", "ldp_marginals.pipelines.cli", "run", "--config", str(tmp_path / "c.yaml"),
-                           "--input", str(tmp_path / "r.avro"), "--output", str(tmp_path / "out")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {k: read(str(tmp_path / "out"), k).to_pylist() for k in ("conditionals", "means", "extremes", "withheld")}
+    return run_command(tmp_path, spec, records, ("conditionals", "means", "extremes", "withheld"))
 
 
 def expected(cfg, packed, event):

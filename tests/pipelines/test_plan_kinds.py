@@ -190,3 +190,16 @@ def test_plan_compares_the_kinds_for_numeric_features_and_recommends_one_the_job
     (rec,) = [c for c in m["candidates"] if c["kind"] == "hadamard"]
     assert rec["refused_batch"] is None and rec["refused_streaming"] is None
     assert run(tmp_path, dict(spec, channel=rec["channel"]))["collections"][0]["mechanism"]["current"] == "hadamard"
+
+
+def test_plan_without_a_traffic_figure_still_picks_and_states_its_assumption(tmp_path, capsys):
+    """Issue 49 item 7: ``plan --config C`` printed no pick (an error: it needed --reports-per-window). The
+    pick does not depend on N; the half-widths are at an assumed N, stated in the first line."""
+    from ldp_marginals.pipelines import cli
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config({"mechanism": "symmetric", "epsilon": 4.0 / 7}, 4.0,
+                                                           min_reports=20_000)))
+    assert cli.main(["plan", "--config", str(tmp_path / "c.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("no --reports-per-window N or --target-half-width H given: assuming N=20,000 reports per "
+                           "window and key (at least 10,000, and every collection's min_reports)")
+    assert "<- best the job accepts" in text and "subset would give a" in text

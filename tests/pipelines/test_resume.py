@@ -94,3 +94,15 @@ def test_a_savepoint_of_the_earlier_state_layout_is_refused_with_what_to_do(tmp_
     with pytest.raises(ValueError, match=r"collection 'app' cannot resume .*layout 1 \(one panes step per "
                                          r"collection.*layout 2 .*flink stop --drain"):
         check_resumable(str(tmp_path), configs(), SAVEPOINT)
+
+
+def test_the_device_unit_and_the_report_unit_with_the_same_bound_do_not_resume_as_each_other(tmp_path):
+    """The same open state (the bound M, the rank rule), but released atoms counted devices under the one and
+    reports under the other: a resume across them is refused, naming the unit (issue 48)."""
+    device, report = ({"unit": "device", "max_reports_per_device": 2}, {"max_reports_per_device": 2})
+    for saved, want in ((device, report), (report, device)):
+        write_collections(str(tmp_path), configs(privacy=saved))
+        with pytest.raises(ValueError, match=r"its state has another shape \(unit changed"):
+            check_resumable(str(tmp_path), configs(privacy=want), SAVEPOINT)
+    write_collections(str(tmp_path), configs(privacy=report))
+    check_resumable(str(tmp_path), configs(privacy=report), SAVEPOINT)

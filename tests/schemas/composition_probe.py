@@ -63,7 +63,8 @@ def cell_config(unit: str, kind: str, window: str, feature: str) -> dict:
         if kind == "per_bit":
             spec["channel"] = {"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75, "memoize": True}
         else:
-            spec["channel"] = dict(spec["channel"], memoize=True)
+            # epsilon: the value's (epsilon_infinity), epsilon_1: one report's (docs/client.md section 13)
+            spec["channel"] = dict(spec["channel"], memoize=True, epsilon_1=1.0)
         if unit == "device":
             privacy.update(max_reports_per_device=24, reports_per_day=24)
     if privacy:

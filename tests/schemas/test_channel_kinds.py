@@ -26,7 +26,7 @@ def test_a_hadamard_collection():
     assert len(cfg.published_sets) == 63
     d = cfg.describe()
     assert d["channel"] == {"kind": "hadamard", "epsilon": 2.0, "slots": 1, "weights": "sqrt", "coefficients": 63,
-                            "report_bits": 7}
+                            "report_bits": 7, "memoize": False}
     assert d["local_epsilon"] == 2.0 and d["mechanisms"] == ["hadamard"] * 7
     inpht = parse_config(spec(channel={"kind": "hadamard", "epsilon": 8, "slots": 1, "weights": "uniform"}))
     assert (inpht.sampling.slots, inpht.sampling.weights, inpht.wire.n_bytes) == (1, "uniform", 1)
@@ -48,10 +48,11 @@ def test_a_hadamard_collection():
      r"\(over: client\) need each report's bits"),
     ({"conditionals": [{"of": ["q0", "q1"], "given": ["q2", "q3"]}]}, r"spans 4 bits, over max_order=3"),
     ({"sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
-    ({"dimensions": {"region": {}}, "rollups": "all"}, "rollups are not supported with channel kind 'hadamard'"),
     ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
-    ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 48}},
-     "privacy.epsilon_per_day with channel kind 'hadamard' is not built"),
+    # a day's promise is enforced from the device bounds (24 hourly slices x M = 1 x epsilon 2 = 48)
+    ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 47}},
+     r"privacy promises epsilon_per_day=47, but the job publishes up to 24 reports of one device a day .*"
+     r"epsilon_per_day=48 with these channels \(epsilon_1=2, epsilon_infinity=infinite\)"),
     ({"privacy": {"model": "local", "epsilon": 1.5}}, "promises local DP at epsilon=1.5, but the channel gives"),
     ({"groups": [["q0", "q1", "q2", "q3"]]}, r"groups\[0\] has 4 features, over max_order=3"),
 ])
@@ -81,7 +82,7 @@ def test_a_subset_collection():
     d = cfg.describe()
     # cells: 7 * 2 + 21 * 4 + 35 * 8 = 378
     assert d["channel"] == {"kind": "subset", "epsilon": 4.0, "width": 6, "keep": cfg.sampling.p, "cells": 378,
-                            "report_bits": 13}
+                            "report_bits": 13, "memoize": False}
     assert d["local_epsilon"] == 4.0 and d["mechanisms"] == ["subset"] * 7
     margps = parse_config(spec(channel={"kind": "subset", "epsilon": 1, "width": 3}))
     assert (margps.sampling.width, margps.wire.n_bytes) == (3, 2)
@@ -109,13 +110,11 @@ def test_a_subset_collection():
                                                                {"name": "x", "type": "numeric", "low": 0, "high": 1}],
       "max_order": 1, "means": [{"of": "x", "given": ["q0"]}]}, r"mean of x given q0 spans 2 bits, over max_order=1"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "sets": [["q0", "q1", "q2", "q3"]]}, "sets are not supported"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "dimensions": {"region": {}}, "rollups": [[]]},
-     "rollups are not supported with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
      "privacy.model must be 'local' with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device", "model": "local",
-                                                               "epsilon_per_month": 900}},
-     "privacy.epsilon_per_month with channel kind 'subset' is not built"),
+                                                               "epsilon_per_month": 700}},
+     r"privacy promises epsilon_per_month=700, but the job publishes up to 720 reports .*epsilon_per_month=720"),
     ({"channel": {"kind": "subset", "epsilon": 2}, "privacy": {"model": "local", "epsilon": 1.5}},
      "promises local DP at epsilon=1.5, but the channel gives"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "groups": [["q0", "q1", "q2", "q3"]]},
@@ -124,6 +123,14 @@ def test_a_subset_collection():
 def test_subset_refusals_name_the_field(changes, message):
     with pytest.raises(ValueError, match=message):
         parse_config(spec(**changes))
+
+
+@pytest.mark.parametrize("channel", [{"kind": "hadamard", "epsilon": 1}, {"kind": "subset", "epsilon": 1}])
+def test_the_whole_report_kinds_take_rollups(channel):
+    """Rule kind-rollups is lifted (issue 48 item 4): a rollup withholds the rows its keys' thin rows would
+    give back (transforms/publication/kind_rollups.py, tests/pipelines/test_rollups_kinds.py)."""
+    cfg = parse_config(spec(channel=channel, dimensions={"region": {}}, rollups="all"))
+    assert cfg.rollups == ((),)
 
 
 def test_a_subset_collection_holds_at_most_2_19_counts_and_2_12_tables_per_report():

@@ -52,8 +52,6 @@ def test_collections_json_states_the_epsilons_over_time():
                                                                r".*got reports_per_day=24.0"),
     ({"privacy": {"unit": "device", "reports_per_day": 2 ** 31}}, r"privacy.reports_per_day must be a whole number "
                                                                   r".*got reports_per_day=2147483648"),
-    ({"privacy": {"max_reports_per_device": 2}}, r"privacy.max_reports_per_device is only for unit 'device', "
-                                                 r"got unit='report'"),
     ({"privacy": {"unit": "device", "reports_per_day": 24, "model": "local", "epsilon_per_month": 2}},
      r"privacy promises epsilon_per_month=2, but the job publishes up to 720 reports of one device a month "
      r"\(720 slices of 3600 s a month x max_reports_per_device 1.*epsilon_per_month=2.197"),
@@ -63,11 +61,8 @@ def test_collections_json_states_the_epsilons_over_time():
      r"privacy.epsilon_per_day must be > 0, got privacy.epsilon_per_day=0"),
     ({"privacy": {"unit": "device", "reports_per_day": 1, "model": "sufficient", "epsilon": 1,
                   "epsilon_per_month": 5}}, r"privacy.epsilon_per_month is a local promise, got model='sufficient'"),
-    ({"privacy": None}, r"memoized channels \(memoize: true\) correlate a device's reports.*set privacy.unit"),
     ({"dimensions": {"region": {}}, "privacy": {"unit": "device", "max_keys_per_device": 0}},
      r"privacy.max_keys_per_device must be .*got .*0"),
-    ({"privacy": {"max_keys_per_device": 2}}, r"privacy.max_keys_per_device is only for unit 'device', "
-                                              r"got unit='report'"),
     ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.5, "q": 0.75, "memoize": "yes"}},
      r"memoize must be true or false, got memoize='yes'"),
 ])
@@ -115,3 +110,33 @@ def test_the_sufficient_crowd_is_calibrated_for_k_times_m_reports_per_device():
     report = parse_config(dict(spec, privacy={"model": "sufficient", "epsilon": 1.0}),
                           check_promise=False).privacy.smallest_crowd
     assert one == report and three > one
+
+
+def test_the_report_unit_with_device_bounds_links_reports_and_keeps_counting_reports():
+    """Issue 48: a bound per device (or memoized channels) under ``unit: report`` is the report unit with
+    device bounds: reports carry the token, the job enforces the bounds (the device unit's defaults for
+    a bound not given), min_reports counts reports, the memoized variance term is that of the enforced
+    bound, the sufficient-DP crowd stays per report, and collections.json states it all. Refused before
+    (device-bounds-need-device, memoize-needs-device)."""
+    plain = {k: v for k, v in BASE.items() if k != "privacy"}
+    cfg = parse_config(dict(plain, privacy={"max_reports_per_device": 24}))
+    assert (cfg.unit, cfg.counts_devices, cfg.device.max_reports_per_device, cfg.device.max_keys_per_device) == (
+        "report", False, 24, 1)
+    assert (cfg.repeats_per_window, cfg.shared_reports, cfg.promise_repeats) == (24, 23, 1)
+    described = cfg.describe()
+    assert {k: described[k] for k in ("unit", "device_token", "max_reports_per_device", "max_keys_per_device")} == {
+        "unit": "report", "device_token": True, "max_reports_per_device": 24, "max_keys_per_device": 1}
+    assert described["epsilons"]["enforced"]["reports_per_day"] == 24 * 24   # hourly slices x M
+    memoized = parse_config(plain)   # memoized, no bound given: the device unit's default, 1 a slice
+    assert (memoized.unit, memoized.device.max_reports_per_device, memoized.shared_reports) == ("report", 1, 0)
+    keys = parse_config(dict(plain, channel={"p": 0.25, "q": 0.75}, dimensions={"region": {}},
+                             privacy={"max_keys_per_device": 2}))
+    assert (keys.unit, keys.bounds_keys, keys.device.max_reports_per_device, keys.device.max_keys_per_device) == (
+        "report", True, 1, 2)
+    unbounded = parse_config(dict(plain, channel={"p": 0.25, "q": 0.75}))
+    assert unbounded.device is None and unbounded.describe()["device_token"] is False
+    for bad, message in (({"unit": "report", "max_reports_per_device": 0}, r"privacy.max_reports_per_device must be"),
+                         ({"model": "local", "epsilon_per_day": 5, "max_reports_per_device": 2},
+                          r"privacy.epsilon_per_day needs privacy.unit 'device'")):
+        with pytest.raises(ValueError, match=message):
+            parse_config(dict(plain, privacy=bad))

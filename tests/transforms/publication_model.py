@@ -94,6 +94,7 @@ class Scenario:
     periods: int = 1          # a fixed window's size in slices of PERIOD_MS (reruns with other windows)
     rollups: tuple | None = None   # two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
     client_sample: int | None = None   # reports_per_client: client rows on each client's c reports of smallest rank
+    unit: str = "device"      # with device_bound: what min_reports counts ("report": the report unit with device bounds)
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
@@ -127,7 +128,7 @@ def config_of(s: Scenario, n_tracers: int):
     if s.device_bound is not None:   # one key, or with a bound on keys (batch) dimensions
         if s.key_bound is None:
             del spec["dimensions"]
-        spec["privacy"] = {"unit": "device", "max_reports_per_device": s.device_bound}
+        spec["privacy"] = {"unit": s.unit, "max_reports_per_device": s.device_bound}
         if s.key_bound is not None:
             spec["privacy"]["max_keys_per_device"] = s.key_bound
     return parse_config(spec)
@@ -655,7 +656,7 @@ def isolation(s: Scenario, stats: list) -> str | None:
             return f"a combination isolates reports {sorted(least)} (< min_reports={m})"
     party = {r: ("c", s.reports[r][2]) if s.reports[r][2] else ("r", r) for r in reports}
     parties = sorted(set(party.values()), key=repr)
-    if s.device_bound is not None:   # the unit is the device: nothing may depend on fewer than m of them
+    if s.device_bound is not None and s.unit == "device":   # nothing may depend on fewer than m devices
         for chosen in itertools.combinations(parties, min(m - 1, len(parties))):
             if _inside(full, cols(frozenset(r for r in reports if party[r] in chosen))):
                 return f"a combination depends only on devices {list(chosen)} (< min_reports={m})"
@@ -960,6 +961,18 @@ def device_scenario(rng) -> Scenario:
     return Scenario(window, int(rng.choice([2, 3])), int(rng.choice([0, 60, 300])), 1, False, reports, events,
                     _payload(rng, n), str(rng.choice(list(CHANNELS))), device_bound=int(rng.choice([1, 2])),
                     delivery=int(rng.integers(0, 1000)))
+
+
+def report_device_scenario(rng) -> Scenario:
+    """:func:`device_scenario` under the report unit with device bounds: the same devices and bound, and
+    min_reports counts reports (2 or 3)."""
+    return replace(device_scenario(rng), unit="report")
+
+
+def report_device_rollup_scenario(rng) -> Scenario:
+    """:func:`device_rollup_scenario` (two dimensions, rollups, bounds on reports and keys; batch) under the
+    report unit with device bounds."""
+    return replace(device_rollup_scenario(rng), unit="report")
 
 
 def device_rollup_scenario(rng) -> Scenario:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from ldp_marginals.ldp.aggregate import kept_devices
 from ldp_marginals.transforms.publication import rollup_panes
 from ldp_marginals.transforms.publication.engine import PENDING, Entry, compact
+from ldp_marginals.transforms.publication.hadamard_rows import panes_difference
+from ldp_marginals.transforms.publication.kind_rollups import kind_part
 from ldp_marginals.transforms.publication.messages import Arrival, Command, Contribution, Drop
 
 
@@ -127,9 +129,11 @@ class Atoms:
             aggregator = self.config.aggregator
             part = (cmd.event, self.dims, route, aggregator.merge([aggregator.create(), *(e.acc for e in inside)], False),
                     sum(e.acc.n for e in inside if not e.released))
-            step.rollup_parts.append((window, rollup_panes.RollupPart(*part) if self.config.device is None else
+            kind = _kind_part_of(self.config, inside) if self.config.sampling is not None else None
+            plain = rollup_panes.RollupPart(*part) if kind is None else rollup_panes.KindRollupPart(*part, kind)
+            step.rollup_parts.append((window, plain if not self.config.counts_devices else
                                       rollup_panes.DeviceRollupPart(*part, tuple(int(d) for d in kept_devices(
-                                          [e.acc for e in inside if not e.released])))))
+                                          [e.acc for e in inside if not e.released])), kind)))
         if not cmd.final:
             return entries
         del status.windows[window]
@@ -143,6 +147,17 @@ class Atoms:
         # reports past a device's bound are those it saw and did not keep: counted once, at the let-go
         step.over_bound += sum(_over_bound(e.acc) for e in entries if e.start in done)
         return [e for e in entries if e.start not in done]
+
+
+def _kind_part_of(config, inside: list):
+    """A whole-report kind: the :class:`~.kind_rollups.KindPart` of a key's entries in a window at its
+    close (its released atoms and its pending part), with the sets thin in one released atom where rows are
+    decided per atom (:func:`~.hadamard_rows.panes_difference`)."""
+    aggregator = config.aggregator
+    released = [e.acc for e in inside if e.released]
+    held = [e.acc for e in inside if not e.released]
+    merged = [aggregator.merge([aggregator.create(), *accs], False) if accs else None for accs in (released, held)]
+    return kind_part(config, *merged, released if panes_difference(config) else ())
 
 
 def _over_bound(acc) -> int:

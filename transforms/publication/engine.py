@@ -32,7 +32,8 @@ from ldp_marginals.transforms.publication.cap import capped, decide, value_weigh
 from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, merge_thin
 from ldp_marginals.transforms.publication.release import releasable
 from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, verdict
-from ldp_marginals.transforms.publication.rollups import marked, published_rollups
+from ldp_marginals.transforms.publication.kind_rollups import kind_part, rollup_thin
+from ldp_marginals.transforms.publication.rollups import marked, rollup_plan
 from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks, withheld_row
 
 EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
@@ -184,11 +185,14 @@ def batch_bound_keys(config, parts: dict) -> tuple:
     return out, over
 
 
-def rollup_rows(config, window: tuple, key: tuple, acc) -> dict:
+def rollup_rows(config, window: tuple, key: tuple, acc, thin: dict | None = None) -> dict:
     """``{kind: rows}`` of one rollup row (``key`` marked, :func:`~.rollups.marked`) of ``window``
     from the sum of its capped keys' released and held content: the linear rows only (no extremes over
-    clients, no withheld row: its keys' rows say what they withhold)."""
-    return key_rows(config, window, key, acc if acc is not None and acc.n else None, 0, linear=True, final=False)
+    clients, no withheld row: its keys' rows say what they withhold). A whole-report kind's rollup
+    withholds, beside its own thin rows, the sets ``thin`` names (:func:`~.kind_rollups.rollup_thin`),
+    with a withheld row each."""
+    return key_rows(config, window, key, acc if acc is not None and acc.n else None, 0, linear=True, final=False,
+                    **({"atom_thin": thin} if thin else {}))
 
 
 def rollup_parts(config, published: set, key: tuple, parts) -> list:
@@ -212,19 +216,28 @@ def batch_rollups(config, window: tuple, parts: dict, held_devices: dict | None 
     aggregator = config.aggregator
     if not config.rollups:
         return {}
-    if config.device is not None:
+    if config.counts_devices:
         if held_devices is None:
             raise ValueError(f"collection {config.name!r}: rollups under privacy.unit 'device' count the devices of "
                              "the withheld slices, got held_devices=None")
         held = {key: held_devices.get(key, ()) for key in parts}
     else:
         held = {key: 0 if h is None else h.n for key, (_, h) in parts.items()}
-    published = published_rollups(config, held)
+    published, thin = rollup_decision(config, held, {key: kind_part(config, *pair) for key, pair in parts.items()}
+                                      if config.sampling is not None else None)
     sums = {}
     for key, pair in sorted(parts.items()):
         for row, acc in rollup_parts(config, published, key, pair):
             sums[row] = aggregator.merge([sums.get(row) or aggregator.create(), acc])
-    return {row: rollup_rows(config, window, row, acc) for row, acc in sorted(sums.items())}
+    return {row: rollup_rows(config, window, row, acc, thin.get(row)) for row, acc in sorted(sums.items())}
+
+
+def rollup_decision(config, held: dict, kinds: dict | None) -> tuple:
+    """``(published, {marked key: {set: Thin}})``: the rollup rows a window publishes
+    (:func:`~.rollups.rollup_plan` from ``held``) and, under a whole-report kind (``kinds``: ``{capped key:
+    KindPart}``), the sets each withholds (:func:`~.kind_rollups.rollup_thin`); None: a per-bit channel."""
+    published, members, own = rollup_plan(config, held)
+    return published, ({} if kinds is None else rollup_thin(config, members, own, kinds))
 
 
 def batch_window(config, window: tuple, slices, ledger=None) -> dict:
@@ -250,7 +263,7 @@ def batch_window(config, window: tuple, slices, ledger=None) -> dict:
            for key, pair in sorted(parts.items())}
     if not config.rollups:
         return out
-    held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.device is not None else None
+    held_devices = {key: kept_devices(accs) for key, accs in held_slices.items()} if config.counts_devices else None
     return out | batch_rollups(config, window, parts, held_devices)
 
 

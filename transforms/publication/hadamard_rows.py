@@ -22,6 +22,7 @@ import numpy as np
 
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.kind_analyses import KindMarginals
+from ldp_marginals.ldp.kind_memoize import cell_variance_with_repeats, kind_repeats, with_kind_repeats
 from ldp_marginals.ldp.tables import GroupTable, group_cells
 from ldp_marginals.ldp.thin_rows import Thin, hadamard_thin_sets, subset_thin_sets
 
@@ -50,6 +51,8 @@ def hadamard_estimates(config, acc) -> tuple:
     """``(marginals, groups)`` of one window and key: what :func:`~ldp_marginals.transforms.publication.rows.
     marginal_rows` and ``table_rows`` publish."""
     marginals = config.aggregator.marginals(acc)
+    if config.kind_memo is not None:   # a device's reports share its permanent response: every variance
+        marginals = with_kind_repeats(marginals, config.kind_memo, config.shared_reports)   # carries the term
     return marginals, hadamard_group_tables(config, marginals)
 
 
@@ -67,7 +70,11 @@ def kind_estimate(config, marginals):
     """The window's estimate as the conditionals and means read it
     (:class:`~ldp_marginals.ldp.kind_analyses.KindMarginals`)."""
     from ldp_marginals.ldp.channel_kind import channel_kind
-    return KindMarginals(marginals, channel_kind(config.channel_kind).cell_variance_per_report)
+    est = KindMarginals(marginals, cell_variance_with_repeats(channel_kind(config.channel_kind).cell_variance_per_report,
+                                                              config.kind_memo, config.shared_reports))
+    if config.kind_memo is not None and config.shared_reports:   # a memoized value names its encoded bits:
+        est.repeats = kind_repeats(config.layout.n_bits, config.shared_reports)   # the means' encoding term
+    return est
 
 
 def group_columns(groups) -> list:
@@ -82,7 +89,7 @@ def thin_sets(config, marginals, groups) -> dict:
     est = marginals.estimate
     family = est.mechanism.family
     marginal_sets = config.published_sets
-    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
+    per_device = config.repeats_per_window if config.counts_devices else 1   # min_reports counts devices
     if config.channel_kind == "hadamard":
         return hadamard_thin_sets(est.drawn, family.index, marginal_sets + group_columns(groups) + analysis_sets(config),
                                   config.min_reports, per_device)
@@ -110,21 +117,46 @@ def atom_thin_sets(config, acc) -> dict:
     ONE atom's reports (``acc``: a released increment of a slice and key, or a
     released slice): the rule of :mod:`~ldp_marginals.ldp.thin_rows` on the atom's counts alone, the
     family rule over every configured row (so an atom's verdict is the same in every window and pane
-    that sums it). Reads the counts only (no estimate)."""
+    that sums it). Reads the counts only (no estimate): :func:`thin_of_counts` of :func:`thin_counts`."""
+    return thin_of_counts(config, thin_counts(config, acc))
+
+
+def thin_counts(config, acc) -> np.ndarray:
+    """The counts the thin-row rule reads of ``acc`` (int64, indexed by the family's set index, 0 at the
+    empty set): hadamard, ``n_a`` per coefficient; subset, ``n_K`` per set of 1..max_order bits. They add
+    across reports, so the counts of a sum of accumulators are the sum of their counts (what the rollups'
+    complementary rule sums over a part's withheld keys without merging their accumulators)."""
+    aggregator = config.aggregator
+    if config.channel_kind == "hadamard":
+        return np.asarray(aggregator.coefficient_counts(acc).drawn, dtype=np.int64)
+    counts = aggregator.table_counts(acc).counts
+    return np.concatenate([[0]] + [counts[o].sum(axis=-1).ravel() for o in range(1, aggregator.mechanism.max_order + 1)]
+                          ).astype(np.int64)
+
+
+def thin_of_counts(config, counts, index_of=None) -> dict:
+    """``{set of bits: Thin}``: the rule of :mod:`~ldp_marginals.ldp.thin_rows` (the family rule over
+    every configured row) on ``counts`` (:func:`thin_counts`, of one accumulator or a sum of them);
+    ``index_of``: the family's index of a set (None: the family's own lookup; a caller deciding many
+    counts passes a dict's ``__getitem__``, :func:`set_index`)."""
     aggregator = config.aggregator
     family = aggregator.mechanism.family
-    per_device = config.repeats_per_window if config.device is not None else 1   # min_reports counts devices
+    index_of = family.index if index_of is None else index_of
+    counts = np.asarray(counts, dtype=np.int64)
+    per_device = config.repeats_per_window if config.counts_devices else 1   # min_reports counts devices
+    sets = list(config.published_sets) + table_sets(config) + analysis_sets(config)
     if config.channel_kind == "hadamard":
-        drawn = aggregator.coefficient_counts(acc).drawn
-        return hadamard_thin_sets(drawn, family.index, list(config.published_sets) + table_sets(config)
-                                  + analysis_sets(config), config.min_reports, per_device)
-    counts = aggregator.table_counts(acc).counts
+        return hadamard_thin_sets(counts, index_of, sets, config.min_reports, per_device)
     mech = aggregator.mechanism
+    return subset_thin_sets(lambda s: counts[index_of(tuple(sorted(s)))], config.published_sets,
+                            table_sets(config) + analysis_sets(config), config.min_reports,
+                            known_order=mech.max_order, width=mech.width, per_device=per_device)
 
-    def drawn_of(s):
-        return counts[len(s)].sum(axis=-1)[family.index(s) - family.offset(len(s))]
-    return subset_thin_sets(drawn_of, config.published_sets, table_sets(config) + analysis_sets(config),
-                            config.min_reports, known_order=mech.max_order, width=mech.width, per_device=per_device)
+
+def set_index(config):
+    """The family's index of a set (a sorted tuple of bits) as a dict lookup, for :func:`thin_of_counts`."""
+    family = config.aggregator.mechanism.family
+    return {family[i]: i for i in range(1, len(family))}.__getitem__
 
 
 def merge_thin(thin: dict, more: dict, of_atom: bool = True) -> dict:

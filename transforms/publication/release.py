@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ldp_marginals.ldp.aggregate import client_groups, sampled_clients, unnamed_reports
+from ldp_marginals.ldp.aggregate import LOG_F, REPORTS, ZEROS_F, client_groups, sampled_clients, unnamed_reports
+from ldp_marginals.ldp.kind_client_extremes import PROFILE_BITS, atom_profiles, client_reads_fault
 
 
 def releasable(config, acc) -> bool:
     """Whether a pending increment may be released: at least ``min_reports`` reports (and at least one);
     under ``privacy.unit: device``, at least ``min_reports`` distinct devices (the increment's own,
     exact: one slice and key)."""
-    return (acc.n_devices if config.device is not None else acc.n) >= max(1, config.min_reports)
+    return (acc.n_devices if config.counts_devices else acc.n) >= max(1, config.min_reports)
 
 
 def client_rule(config, atoms) -> str | None:
@@ -54,7 +55,38 @@ def client_rule(config, atoms) -> str | None:
         return (f"client extremes withheld: a group of clients that sent the same numbers of reports (in each "
                 f"released increment) holds fewer than min_reports={m} clients (the rows treat them alike and "
                 "would single them out)")
-    return None
+    return kind_client_rule(config, atoms)
+
+
+def kind_client_rule(config, atoms, sample=None) -> str | None:
+    """A whole-report kind's rule for its client rows beside the groups or sample rule (None for per-bit
+    channels): the clients whose relevant draws are alike, and the reads the client rows leave out
+    (:func:`~ldp_marginals.ldp.kind_client_extremes.client_reads_fault`). ``sample``: the
+    :func:`~ldp_marginals.ldp.aggregate.sampled_clients` of ``atoms`` under a client sample."""
+    if getattr(config, "sampling", None) is None:
+        return None
+    agg = config.aggregator
+    row, reads = agg.profile_row, agg.read_rows
+    if sample is not None:   # every kept client holds c reports: its folded profile groups it
+        groups = sample.states[:, row, LOG_F]
+        reads_any = sample.states[:, reads, ZEROS_F].sum(axis=1) > 0
+        unread = [agg.read_totals(a) - sample.by_atom[i, reads, ZEROS_F] for i, a in enumerate(atoms)]
+    else:                    # every named client: its reports per atom and its folded profile
+        keys = np.unique(np.concatenate([a.clients for a in atoms]))
+        table = np.zeros((keys.size, len(atoms) + 1))
+        reads_any = np.zeros(keys.size, dtype=bool)
+        unread = []
+        for i, a in enumerate(atoms):
+            at = np.searchsorted(keys, a.clients)
+            table[at, i] = a.client_states[:, 0, REPORTS]
+            wrap = float(1 << PROFILE_BITS)
+            folded = atom_profiles(np.mod(a.client_states[:, row, LOG_F], wrap), np.full(a.clients.size, i))
+            table[at, -1] = np.mod(table[at, -1] + folded, wrap)
+            reads_any[at] |= a.client_states[:, reads, ZEROS_F].sum(axis=1) > 0
+            unread.append(agg.read_totals(a) - a.client_states[:, reads, ZEROS_F].sum(axis=0))
+        groups = table
+    per_device = config.repeats_per_window if config.device is not None else 1
+    return client_reads_fault(groups, reads_any, unread, config.min_reports, per_device)
 
 
 def sample_rule(config, atoms) -> str | None:
@@ -73,7 +105,10 @@ def sample_rule(config, atoms) -> str | None:
             a.named_reports > 0 and a.sample_owner.size == 0 for a in atoms):
         return ("client extremes withheld: the window's state was written by an earlier version that did not "
                 f"keep each client's sample of reports_per_client={c} reports")
-    sample = sampled_clients(atoms, c, m)
+    if getattr(config, "sampling", None) is None:
+        sample = sampled_clients(atoms, c, m)
+    else:   # a whole-report kind: each report's profile folded with its atom (kind_client_rule)
+        sample = sampled_clients(atoms, c, m, fold_row=config.aggregator.profile_row)
     if sample.keys.size < m:
         return (f"client extremes withheld: fewer than min_reports={m} clients sent at least reports_per_client={c} "
                 "reports in the window alike (the rows would single them out)")
@@ -81,4 +116,4 @@ def sample_rule(config, atoms) -> str | None:
         return (f"client extremes withheld: a released increment holds reports of between 1 and {m - 1} clients (or "
                 f"reports without a client) that the client rows leave out (past a client's {c} sampled reports, or "
                 "of a client left out): the client rows minus the per-report rows would single them out")
-    return None
+    return kind_client_rule(config, atoms, sample)

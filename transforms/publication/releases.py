@@ -284,7 +284,7 @@ def verdict(config, earlier, slices, caps: dict, run_id: str = "") -> Verdict:
             reason = _client_reason(c, earlier, changed, news, dims_of) if guarded else None
             if reason is not None:
                 clients[(w, key)] = reason
-    release = Release(run_id, m, "device" if device else "report",
+    release = Release(run_id, m, config.unit,
                       tuple(sorted(s._replace(released=(s.start, s.key) in published,
                                               kept=s.kept if (s.start, s.key) in published else None)
                                    for s in news.values())),

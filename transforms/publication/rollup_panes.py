@@ -10,7 +10,8 @@ window publishes depends on every capped key's held count (complementary suppres
 at the window's close (:func:`rolls_up`), from the keys' final content and the final decisions. At the
 close each key's atoms send its whole content in the window (its released atoms and its pending part,
 merged) with its capped key and the count still held (under ``privacy.unit: device`` also the devices
-still held, which the rule counts, each once per capped key); the clock says how many keys the close
+still held, which the rule counts, each once per capped key; under a whole-report kind the thin-row counts
+of its released and held content, :mod:`.kind_rollups`); the clock says how many keys the close
 commands. When all have come, the step decides the published rows exactly as batch does and publishes
 each in one pane (its pane 0, with the close's timing); the window's state goes. Late partials after
 the close are dead letters (the clock), so a published rollup never changes. Why never earlier: a
@@ -29,7 +30,8 @@ from typing import NamedTuple
 from ldp_marginals.ldp.versioned import accumulator_from_bytes, accumulator_to_bytes, pack, unpack
 from ldp_marginals.transforms.publication import engine
 from ldp_marginals.transforms.publication.engine import PaneFile
-from ldp_marginals.transforms.publication.rollups import marked, published_rollups
+from ldp_marginals.transforms.publication.kind_rollups import KindPart, merge_kind_parts
+from ldp_marginals.transforms.publication.rollups import marked
 
 
 def rolls_up(timing: str, final: bool) -> bool:
@@ -40,7 +42,10 @@ def rolls_up(timing: str, final: bool) -> bool:
 
 class RollupPart(NamedTuple):
     """A key's atoms -> its window's rollups, at event ``event``: the key's content in the window (its
-    released atoms and pending part merged), its capped key and the reports still held."""
+    released atoms and pending part merged), its capped key and the reports still held; under a
+    whole-report kind also ``kind``, the thin-row counts of its released and held content and the sets
+    thin in one released atom (:class:`~.kind_rollups.KindPart`: a ``kind`` field in the record's header,
+    absent from a per-bit part and from every part written before)."""
 
     event: int
     dims: tuple
@@ -48,6 +53,7 @@ class RollupPart(NamedTuple):
     acc: object         # ldp_marginals.ldp.aggregate.WindowAccumulator
     held: int
     devices = ()        # the devices of the reports still held: none counted (privacy.unit report)
+    kind = None         # a per-bit channel's part: no thin-row counts (:class:`KindRollupPart`)
 
 
 class DeviceRollupPart(NamedTuple):
@@ -61,9 +67,25 @@ class DeviceRollupPart(NamedTuple):
     acc: object
     held: int
     devices: tuple
+    kind: object = None
 
 
-PARTS = (RollupPart, DeviceRollupPart)
+class KindRollupPart(NamedTuple):
+    """A :class:`RollupPart` of a whole-report kind (``hadamard``, ``subset``) under ``privacy.unit: report``:
+    also ``kind``, the key's :class:`~.kind_rollups.KindPart` (the thin-row counts of its released and held
+    content, and the sets thin in one released atom), which the kinds' rule reads. Its own type, as
+    :class:`DeviceRollupPart` (which carries ``kind`` too under the device unit)."""
+
+    event: int
+    dims: tuple
+    route: tuple
+    acc: object
+    held: int
+    kind: object
+    devices = ()
+
+
+PARTS = (RollupPart, DeviceRollupPart, KindRollupPart)
 
 
 class RollupExpect(NamedTuple):
@@ -121,12 +143,14 @@ class Rollups:
         which rows the window publishes (as batch: :func:`~.rollups.published_rollups`) and publish
         them; returns the parts of other events."""
         cfg, aggregator = self.config, self.config.aggregator
-        sums, held, keep = {}, {}, []
+        sums, held, keep, kinds = {}, {}, [], {}
         for p in parts:
             if p.event != exp.event:
                 keep.append(p)
                 continue
-            if cfg.device is not None:   # each device once in its capped key's withheld part
+            if cfg.sampling is not None:   # a whole-report kind: the capped key's thin-row counts
+                kinds.setdefault(p.route, []).append(p.kind or KindPart((), (), ()))
+            if cfg.counts_devices:   # each device once in its capped key's withheld part
                 held[p.route] = held.get(p.route, frozenset()) | frozenset(p.devices)
             else:
                 held[p.route] = held.get(p.route, 0) + p.held
@@ -134,10 +158,11 @@ class Rollups:
                 for over in cfg.rollups:
                     row = marked(cfg, p.route, over)
                     sums[row] = aggregator.merge([sums.get(row) or aggregator.create(), p.acc], False)
-        published = published_rollups(cfg, held)
+        published, thin = engine.rollup_decision(cfg, held, {route: merge_kind_parts(ps) for route, ps in kinds.items()}
+                                                 if cfg.sampling is not None else None)
         window = None if cfg.window.is_global else exp.window
         for row in sorted(published & set(sums)):
-            rows = engine.rollup_rows(cfg, exp.window, row, sums[row])
+            rows = engine.rollup_rows(cfg, exp.window, row, sums[row], thin.get(row))
             step.panes += [PaneFile(kind, cfg.name, window, status.panes, exp.timing, kind_rows, row, exp.final)
                            for kind, kind_rows in rows.items() if len(kind_rows)]
         if step.panes:
@@ -164,6 +189,9 @@ def message_to_bytes(message, aggregator=None) -> bytes:
                   "held": message.held}
         if isinstance(message, DeviceRollupPart):   # a part without it (every part before) counts no device
             header["devices"] = [int(d) for d in message.devices]
+        if message.kind is not None:   # a whole-report kind's part; a part without it (every part before) has none
+            header["kind"] = {"released": list(message.kind.released), "held": list(message.kind.held),
+                              "atom_thin": [list(t) for t in message.kind.atom_thin]}
         return pack(PART, header, accumulator_to_bytes(message.acc, aggregator))
     if isinstance(message, RollupExpect):
         return pack(EXPECT, {"event": message.event, "window": list(message.window), "timing": message.timing,
@@ -181,7 +209,13 @@ def message_from_bytes(data, aggregator=None):
     if data[:4] == PART:
         fields = (int(h["event"]), _dims(h["dims"]), _dims(h["route"]), accumulator_from_bytes(tail, aggregator),
                   int(h["held"]))
-        return DeviceRollupPart(*fields, tuple(int(d) for d in h["devices"])) if "devices" in h else RollupPart(*fields)
+        kind = h.get("kind")
+        kind = None if kind is None else KindPart(tuple(int(c) for c in kind["released"]),
+                                                  tuple(int(c) for c in kind["held"]),
+                                                  tuple(tuple(int(b) for b in t) for t in kind["atom_thin"]))
+        if "devices" in h:
+            return DeviceRollupPart(*fields, tuple(int(d) for d in h["devices"]), kind)
+        return RollupPart(*fields) if kind is None else KindRollupPart(*fields, kind)
     return RollupExpect(int(h["event"]), (int(h["window"][0]), int(h["window"][1])), h["timing"], bool(h["final"]),
                         int(h["members"]))
 

@@ -183,6 +183,17 @@ def nested(cells: dict, rows: dict, min_reports: int) -> set:
     return chosen
 
 
+def own_parts(rows: dict, chosen) -> dict:
+    """``{chosen row: [own part]}``: for each row of ``chosen`` (a nested family, :func:`nested`, of the
+    rows ``{row: set of cells}``), the own parts (frozensets of cells) of it and of every chosen row within
+    it, each a row's cells outside the chosen rows inside it, empty ones left out: the cells any combination
+    of the chosen rows is constant on (the whole-report kinds' rule per part, :mod:`.kind_rollups`)."""
+    sets = {row: frozenset(rows[row]) for row in chosen}
+    distinct = set(sets.values())
+    own = {m: m - frozenset().union(*(o for o in distinct if o < m)) for m in distinct}
+    return {row: [own[o] for o in distinct if o <= sets[row] and own[o]] for row in chosen}
+
+
 def published_rollups(config, held: dict) -> set:
     """The marked keys (:func:`marked`) of the rollup rows a window publishes, from ``held``: ``{capped
     key: withheld reports}`` over every capped key the window holds (0 for a key all of whose reports
@@ -192,22 +203,35 @@ def published_rollups(config, held: dict) -> set:
     device`` ``held`` is ``{capped key: the devices of its withheld reports}`` (any collection of device
     keys, :func:`~ldp_marginals.ldp.aggregate.kept_devices`; empty for a key whose reports are all
     released), and parts weigh their distinct devices (docs/design.md, section 7, "Rollups")."""
+    return rollup_plan(config, held)[0]
+
+
+def rollup_plan(config, held: dict) -> tuple:
+    """``(published, members, parts)``: :func:`published_rollups`' marked keys; ``{marked key: its capped
+    keys}`` of every rollup row; ``{marked key: [own part]}`` of the published rows, each own part (of
+    the row or of a published row within it) a frozenset of withheld capped keys (:func:`own_parts`; none
+    for a row without withheld reports)."""
     if not config.rollups:
-        return set()
-    if config.device is not None:
+        return set(), {}, {}
+    if config.counts_devices:
         cells = {key: frozenset(int(d) for d in devs) for key, devs in held.items() if len(devs)}
     else:
         cells = {key: n for key, n in held.items() if n > 0}
-    members = {}   # (rollup, marked key) -> its withheld cells
+    members, keys = {}, {}   # (rollup, marked key) -> its withheld cells; marked key -> its capped keys
     for i, over in enumerate(config.rollups):
         for key in held:
             members.setdefault((i, marked(config, key, over)), set())
+            keys.setdefault(marked(config, key, over), set()).add(key)
         for key in cells:
             members[(i, marked(config, key, over))].add(key)
     out = {row for (_, row), inside in members.items() if not inside}
-    weight = {rk: (len(frozenset().union(*(cells[c] for c in inside))) if config.device is not None
+    weight = {rk: (len(frozenset().union(*(cells[c] for c in inside))) if config.counts_devices
                    else sum(cells[c] for c in inside)) for rk, inside in members.items()}
     candidates = sorted((rk for rk, inside in members.items() if inside),
                         key=lambda rk: (-len(config.rollups[rk[0]]), rk[0], -weight[rk], rk[1]))
     chosen = nested(cells, {rk: members[rk] for rk in candidates}, config.min_reports)
-    return out | {row for _, row in chosen}
+    parts = own_parts(members, chosen)
+    own = {row: [] for row in out}
+    for rk in chosen:
+        own[rk[1]] = parts[rk]
+    return out | {row for _, row in chosen}, keys, own

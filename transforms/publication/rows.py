@@ -217,7 +217,7 @@ def held_row(config, base, held: int, anything_released: bool) -> dict:
         reason = f"{held} reports < min_reports={config.min_reports}"
     else:
         reason = (f"{held} reports held back: increments (slices or panes) of fewer than min_reports="
-                  f"{config.min_reports} {'devices' if config.device is not None else 'reports (or clients)'}")
+                  f"{config.min_reports} {'devices' if config.counts_devices else 'reports (or clients)'}")
     return withheld_row(config, base, held, reason)
 
 
@@ -266,6 +266,8 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
             yield WITHHELD, thin_rows(config, counted, thin, group_columns(groups))
         if linear or final:   # conditionals and means from the tables they rest on, or withheld with them
             yield from kind_analysis_rows(config, kind_estimate(config, marginals), counted, thin, linear)
+        if final and config.client_extremes:   # a running product of one term per report (its client's)
+            yield from client_blocks(config, base, acc, atoms, client_reason)
         return
     if linear or final:
         est = estimate_tmdh(acc.cooc, config.channels, exclusive_groups=config.layout.exclusive_groups)
@@ -285,25 +287,32 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
             if linear or kind == WITHHELD:
                 yield kind, [row]
     if final and config.client_extremes:
-        reason = client_reason or client_rule(config, [acc] if atoms is None else atoms)
-        if reason is not None:
-            yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
-            return
-        n_clients, sample = acc.n_clients, None
-        if config.client_sample is not None:   # the clients the sample keeps, each on its c reports
-            sample = sampled_clients([acc] if atoms is None else atoms, config.client_sample, config.min_reports)
-            n_clients = sample.keys.size
-        sums = config.aggregator.client_sums(acc, atoms, config.min_reports)
-        yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level, n_counts(config, ext))
-                         for ext, (total, var) in zip(config.client_extremes, sums)]
-        if sample is not None and sample.clients_left_out:   # counted: who the client rows leave out, and why
-            yield WITHHELD, [withheld_row(
-                config, base, acc.n,
-                f"{sample.clients_left_out} clients left out of the client rows (reports_per_client="
-                f"{config.client_sample}): {sample.short} sent fewer reports (or two of their reports share the "
-                f"c-th rank), {sample.split} sent theirs in released increments as fewer than "
-                f"min_reports={config.min_reports} others did; their reports count in the other rows",
-                PRIVACY, CLIENT_SAMPLE)]
+        yield from client_blocks(config, base, acc, atoms, client_reason)
+
+
+def client_blocks(config, base, acc, atoms=None, client_reason: str | None = None):
+    """``(kind, rows)`` of the extremes over clients of a window's final pane (every channel kind: a
+    client's state is a running product of per-bit factors, or of one term per report of a whole-report
+    kind), or their withheld row (:func:`~ldp_marginals.transforms.publication.release.client_rule`)."""
+    reason = client_reason or client_rule(config, [acc] if atoms is None else atoms)
+    if reason is not None:
+        yield WITHHELD, [withheld_row(config, base, acc.n, reason, PRIVACY, CLIENT_EXTREMES)]
+        return
+    n_clients, sample = acc.n_clients, None
+    if config.client_sample is not None:   # the clients the sample keeps, each on its c reports
+        sample = sampled_clients([acc] if atoms is None else atoms, config.client_sample, config.min_reports)
+        n_clients = sample.keys.size
+    sums = config.aggregator.client_sums(acc, atoms, config.min_reports)
+    yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level, n_counts(config, ext))
+                     for ext, (total, var) in zip(config.client_extremes, sums)]
+    if sample is not None and sample.clients_left_out:   # counted: who the client rows leave out, and why
+        yield WITHHELD, [withheld_row(
+            config, base, acc.n,
+            f"{sample.clients_left_out} clients left out of the client rows (reports_per_client="
+            f"{config.client_sample}): {sample.short} sent fewer reports (or two of their reports share the "
+            f"c-th rank), {sample.split} sent theirs in released increments as fewer than "
+            f"min_reports={config.min_reports} others did; their reports count in the other rows",
+            PRIVACY, CLIENT_SAMPLE)]
 
 
 def thin_rows(config, base, thin: dict, table_columns: list) -> list:

@@ -149,6 +149,20 @@
   }
   const orNull = (f) => (r) => (r.gap ? null : f(r));
 
+  // the time axis of rows starting at ``starts`` (ms): one window alone gets a window's span on either side
+  // (Plotly's autorange around a single date is a millisecond wide: ticks at 23:59:59.9995)
+  function timeAxis(starts) {
+    const axis = { title: { text: "window start (UTC)" }, type: "date" };
+    const distinct = Array.from(new Set(starts.filter((s) => s !== null && s !== undefined)));
+    if (distinct.length === 1) {
+      const c = info();
+      const w = c && c.window;
+      const span = 1000 * ((w && (w.period_seconds || w.size_seconds)) || 86400);
+      axis.range = [iso(distinct[0] - span), iso(distinct[0] + span)];
+    }
+    return axis;
+  }
+
   // series over time with a band each: rows grouped by name, in the given order of names
   function seriesOverTime(chart, names, rows, nameOf, value, low, high, yTitle, emptyText) {
     const traces = [];
@@ -186,7 +200,7 @@
         hovertemplate: "%{y:.4f} [%{customdata[0]:.4f}, %{customdata[1]:.4f}] n=%{customdata[2]}<extra>" +
           name + "</extra>" });
     });
-    plot(chart, traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
+    plot(chart, traces, layoutOf({ xaxis: timeAxis(rows.map((r) => r.window_start)),
       yaxis: { title: { text: yTitle } }, annotations: traces.length ? [] : [{ text: emptyText, showarrow: false,
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
   }
@@ -504,8 +518,11 @@
         [x[i], fmt(r.estimate, 1), fmt(y[i], 4) + mark(r), fmt(lowOf(r), 4) + " – " + fmt(highOf(r), 4),
           intervalText(r.interval || "per_cell", level)]));
     });
+    // a cell's label is one line per feature, upright: rotated whole, labels of three long names left the chart
+    const categories = Array.from(new Set(traces.flatMap((t) => t.x)));
     plot("chart-tables", traces, layoutOf({ yaxis: { title: { text: isConsistent ? "consistent frequency" :
-      "estimated frequency" } },
+      "estimated frequency" } }, xaxis: { tickangle: 0, tickvals: categories,
+      ticktext: categories.map((x) => x.split(", ").join("<br>")) },
       barmode: "group", showlegend: traces.length > 1,
       annotations: traces.length ? [] : [{ text: "no feature groups in this selection", showarrow: false,
         xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
@@ -529,7 +546,7 @@
         error_y: { type: "data", array: rows.map((r, i) => (r.gap ? null : highShown(r) - y[i])),
           arrayminus: rows.map((r, i) => (r.gap ? null : y[i] - lowShown(r))) } };
     });
-    plot("chart-extremes", traces, layoutOf({ xaxis: { title: { text: "window start (UTC)" } },
+    plot("chart-extremes", traces, layoutOf({ xaxis: timeAxis(extremes.map((r) => r.window_start)),
       yaxis: { title: { text: "estimated reports (OR: union size)" } },
       annotations: traces.length ? [] : [{ text: "the job produced no OR/AND estimates for this selection",
         showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }), config);
@@ -559,15 +576,23 @@
     });
   }
 
+  function memoText(ch) {
+    // a memoized kind: a permanent response per value (ε∞ for all its reports), each report re-randomized (ε₁)
+    return ch.memoize ? "; memoized: a value's permanent response ε∞ = " + fmt(ch.epsilon_infinity, 3) +
+      ", each report ε₁ = " + fmt(ch.epsilon_1, 3) : "";
+  }
+
   function channelText(c) {
     // a channel kind randomizes the whole report (collections.json "channel")
     if (c.channel && c.channel.kind === "hadamard") {
       return "Hadamard sampling: " + c.channel.slots + " of " + c.channel.coefficients + " parity coefficients a report (" +
-        c.channel.weights + " weights) over " + c.labels.length + " bits, the whole report ε = " + fmt(c.channel.epsilon, 3);
+        c.channel.weights + " weights) over " + c.labels.length + " bits, the whole report ε = " + fmt(c.channel.epsilon, 3) +
+        memoText(c.channel);
     }
     if (c.channel && c.channel.kind === "subset") {
       return "Subset randomized response: " + c.channel.width + " of " + c.labels.length + " bits a report, their " +
-        "pattern sent true with probability " + fmt(c.channel.keep, 3) + ", the whole report ε = " + fmt(c.channel.epsilon, 3);
+        "pattern sent true with probability " + fmt(c.channel.keep, 3) + ", the whole report ε = " + fmt(c.channel.epsilon, 3) +
+        memoText(c.channel);
     }
     const kinds = new Set(c.labels.map((_, i) => bitChannel(c, i)));
     if (kinds.size === 1) return bitChannel(c, 0) + " on each of " + c.p.length + " bits";
