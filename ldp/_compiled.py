@@ -48,3 +48,10 @@ def report_ranks(collection_key, device_keys, event_ms):
     check :data:`AVAILABLE`)."""
     from ldp_marginals.ldp import _kernels
     return _kernels.report_ranks(collection_key, device_keys, event_ms)
+
+
+def distinct_rows(words, limit: int):
+    """:func:`ldp_marginals.ldp._kernels.distinct_rows` (compiled on first use; numba required: callers
+    check :data:`AVAILABLE`)."""
+    from ldp_marginals.ldp import _kernels
+    return _kernels.distinct_rows(words, limit)

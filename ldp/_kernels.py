@@ -173,3 +173,58 @@ def below_per_owner(owner, rank, cap, bound, n_real):
                 best[r, j] = rows[r, 3 + 2 * j]
     counts = rows[:m, 0].copy()
     return owners[:m].copy(), counts, ceilings, best
+
+
+@njit(cache=True, nogil=True)
+def distinct_rows(words, limit):
+    """:func:`ldp_marginals.ldp.versioned.state_table`'s table in one pass: ``words`` uint64[n, w] (rows'
+    bits). Returns ``(first, index)``: the index of each distinct row's first occurrence, in order of
+    first occurrence, and per row the number of its distinct row (int64); ``first`` empty when there are
+    more than ``limit`` distinct rows. An open-addressing table of row hashes, each hit compared word by
+    word, so rows are equal exactly when their bits are."""
+    n, w = words.shape
+    bits = 4
+    table = np.full(1 << bits, -1, np.int64)   # slot -> distinct row number, -1 empty
+    first = np.empty(min(n, limit + 1), np.int64)
+    hashes = np.empty(min(n, limit + 1), np.uint64)
+    index = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        h = np.uint64(0x6C64702D73746174)
+        for j in range(w):   # a multiply per word, one mix at the end: a hit is checked word by word anyway
+            h = (h ^ words[i, j]) * _MIX_1
+        h = _mix(h)
+        mask = (1 << bits) - 1
+        s = _slot_of(h, 64 - bits)
+        found = -1
+        while table[s] != -1:
+            d = table[s]
+            if hashes[d] == h:
+                same = True
+                for j in range(w):
+                    if words[first[d], j] != words[i, j]:
+                        same = False
+                        break
+                if same:
+                    found = d
+                    break
+            s = (s + 1) & mask
+        if found == -1:
+            if m == limit:
+                return np.zeros(0, np.int64), index
+            found = m
+            first[m] = i
+            hashes[m] = h
+            m += 1
+            table[s] = found
+            if 2 * m > (1 << bits):   # half full: twice the slots, every row placed again
+                bits += 1
+                mask = (1 << bits) - 1
+                table = np.full(1 << bits, -1, np.int64)
+                for d in range(m):
+                    g = _slot_of(hashes[d], 64 - bits)
+                    while table[g] != -1:
+                        g = (g + 1) & mask
+                    table[g] = d
+        index[i] = found
+    return first[:m].copy(), index

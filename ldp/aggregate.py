@@ -54,10 +54,12 @@ from ldp_marginals.ldp.devices import (
     bottom_indices,
     kept_digest,
     kept_per_device,
+    lexsort_order,
     merge_tables,
     report_ranks,
     table_of,
     trimmed,
+    unique_inverse,
     without_devices,
 )
 from ldp_marginals.ldp.encoding import unpack_bits
@@ -202,8 +204,22 @@ def _with_report_counts(states: np.ndarray) -> np.ndarray:
     return out
 
 
+_PATTERN_BITS = 12   # extremes over at most this many bits take their states from a table of bit patterns
+
+
 def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Per report, the state of one extreme over its bits ``(n, m)``: ``(n, 7)`` in the columns above."""
+    """Per report, the state of one extreme over its bits ``(n, m)`` (0/1): ``(n, 7)`` in the columns
+    above. A report's state depends on its m bits alone, so with many more reports than the 2^m
+    patterns each pattern's state is computed once (by the same operations, row by row) and looked up."""
+    n, m = bits.shape
+    if m <= _PATTERN_BITS and n > (4 << m):
+        patterns = ((np.arange(1 << m)[:, None] >> np.arange(m)) & 1).astype(np.uint8)
+        code = (bits.astype(np.intp) << np.arange(m)).sum(axis=1)
+        return _pattern_states(op, patterns, p, q)[code]
+    return _pattern_states(op, bits, p, q)
+
+
+def _pattern_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
     f, v = _factors(op, bits.astype(np.float64), p, q)
     return factor_states(f, v)
 
@@ -402,8 +418,7 @@ class ReportAggregator:
     def _add_client_states(self, acc, keys, per_reports, ranks=None):
         """Add per-report states ``per_reports`` ``(n, rows, 7)`` of clients ``keys`` (uint64, every
         report named) to ``acc``'s client table, and with a client sample to its sample."""
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = unique_inverse(keys)   # sorted already when settled from a device table
         states = np.zeros((uniq.size,) + per_reports.shape[1:])
         for e in range(per_reports.shape[1]):
             for c in range(STATE_WIDTH):  # a per-client sum of each column
@@ -414,12 +429,22 @@ class ReportAggregator:
 
     def _merge_sample(self, acc: WindowAccumulator, parts) -> None:
         """``acc``'s client sample and ``parts`` (``(owner, rank, states)`` each) cut to the bottom
-        ``c + 1`` per client by rank: the bottom of a union is the bottom of the parts' bottoms."""
-        owner = np.concatenate([acc.sample_owner] + [o for o, _, _ in parts])
-        rank = np.concatenate([acc.sample_rank] + [r for _, r, _ in parts])
-        states = np.concatenate([acc.sample_states] + [s for _, _, s in parts])
+        ``c + 1`` per client by rank: the bottom of a union is the bottom of the parts' bottoms. Sample
+        arrays are replaced, never written in place, so an accumulator may share a part's arrays (a
+        settled accumulator merged into an empty one keeps them as they are, without a copy)."""
+        if acc.sample_owner.size == 0 and len(parts) == 1:
+            owner, rank, states = parts[0]
+        else:
+            owner = np.concatenate([acc.sample_owner] + [o for o, _, _ in parts])
+            rank = np.concatenate([acc.sample_rank] + [r for _, r, _ in parts])
+            states = np.concatenate([acc.sample_states] + [s for _, _, s in parts])
         keep = bottom_indices(owner, rank, self.client_sample + 1)
-        acc.sample_owner, acc.sample_rank, acc.sample_states = owner[keep], rank[keep], states[keep]
+        if keep.size == owner.size and (keep.size == 0 or (keep[0] == 0 and (np.diff(keep) == 1).all())):
+            # every entry, in order: the states as they are (a part's, or built for this call), the keys and
+            # ranks copied (they may be a caller's block)
+            acc.sample_owner, acc.sample_rank, acc.sample_states = owner.copy(), rank.copy(), states
+        else:
+            acc.sample_owner, acc.sample_rank, acc.sample_states = owner[keep], rank[keep], states[keep]
 
     @staticmethod
     def _merge_clients(acc: WindowAccumulator, keys: np.ndarray, states: np.ndarray, distinct: bool = True) -> None:
@@ -484,18 +509,21 @@ class ReportAggregator:
         return self.merge([self.create(), acc])
 
     def client_sums(self, acc: WindowAccumulator, atoms: Sequence[WindowAccumulator] | None = None,
-                    min_clients: int = 0) -> list:
+                    min_clients: int = 0, sample: "ClientSample | None" = None) -> list:
         """Per client extreme, ``(estimate, variance)`` summed over the window's clients: each
         client's OR (AND) estimate over all its bits, and its unbiased variance estimate (Hehir Thm 1
         and 3); clients are independent, so the sums estimate the number of clients whose OR (AND)
         is 1 and its variance. ``math.fsum`` is exactly rounded: the result does not depend on the
         order clients arrived in. With a client sample, over the clients of ``atoms`` (the parts
         of ``acc`` rows were published from apart; None: ``acc``) that :func:`sampled_clients` keeps,
-        each on its ``c`` reports of smallest rank."""
+        each on its ``c`` reports of smallest rank; ``sample``: that :func:`sampled_clients`, when the
+        caller has it already (None: computed here)."""
         out = []
         states = acc.client_states
         if self.client_sample is not None:
-            states = sampled_clients([acc] if atoms is None else atoms, self.client_sample, min_clients).states
+            if sample is None:
+                sample = sampled_clients([acc] if atoms is None else atoms, self.client_sample, min_clients)
+            states = sample.states
         for e, (op, _) in enumerate(self.client_extremes):
             s = states[:, e, :]
             prod_f = ExtremeAccumulator._product(s[:, NEG_F], s[:, LOG_F], s[:, ZEROS_F])
@@ -581,10 +609,10 @@ def sampled_clients(atoms: Sequence[WindowAccumulator], c: int, min_clients: int
     rank = np.concatenate([a.sample_rank for a in atoms])
     states = np.concatenate([a.sample_states for a in atoms]) if owner.size else np.zeros((0, n_ext, STATE_WIDTH))
     atom = np.repeat(np.arange(len(atoms)), [a.sample_owner.size for a in atoms])
-    every = np.unique(np.concatenate([a.clients for a in atoms]))
+    every = unique_inverse(np.concatenate([a.clients for a in atoms]))[0]
     # per client its c + 1 first reports by (atom, rank): earlier atoms first (an atom's own sample holds
     # its c + 1 smallest ranks, so the union's first c + 1 are among them), then by rank
-    order = np.lexsort((rank, atom, owner))
+    order = lexsort_order((rank, atom, owner))   # one atom's sample is sorted by (owner, rank) already
     own = owner[order]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]]) if own.size else np.zeros(0, dtype=np.int64)
     seen = np.diff(np.r_[starts, own.size])

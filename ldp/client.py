@@ -146,9 +146,10 @@ def check_whole_report(collection, features) -> int:
 
 
 def boolean_features(spec, kind: str) -> tuple:
-    """``(names, kind's object)`` of a whole-report kind's client config: exactly the keys ``collection``,
-    ``features``, ``window`` and ``kind``; every feature ``{name, type: boolean}``, the names unique."""
-    _keys(spec, "config", ("collection", "features", "window", kind))
+    """``(names, kind's object)`` of a whole-report kind's client config: the keys ``collection``,
+    ``features``, ``window`` and ``kind`` (optional ``token`` and ``reports_per_day``, as the per-bit
+    config's: :func:`device_fields`); every feature ``{name, type: boolean}``, the names unique."""
+    _keys(spec, "config", ("collection", "features", "window", kind), DEVICE_FIELDS)
     feats = spec["features"]
     if not isinstance(feats, list) or not feats:
         raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
@@ -161,6 +162,31 @@ def boolean_features(spec, kind: str) -> tuple:
     if len(set(names)) != len(names):
         raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
     return tuple(names), spec[kind]
+
+
+DEVICE_FIELDS = ("token", "reports_per_day")   # a client config's optional keys, every kind's (docs/client.md 3, 5)
+
+
+def device_fields(spec: dict) -> tuple:
+    """``(token, reports_per_day)`` of a client config (every kind's): ``token`` true or false (absent: false),
+    ``reports_per_day`` an integer in ``[1, 2^31 - 1]`` when given (absent: None, no limit); ``bad_config``
+    otherwise."""
+    token = spec.get("token", False)
+    if not isinstance(token, bool):
+        raise Refusal(BAD_CONFIG, f"token must be true or false, got token={token!r}")
+    rate = spec.get("reports_per_day")
+    if "reports_per_day" in spec and rate is None:
+        raise Refusal(BAD_CONFIG, "reports_per_day must be an integer in [1, "
+                                  f"{MAX_REPORTS_PER_DAY}] when given, got reports_per_day=None")
+    check_rate(rate)
+    return token, rate
+
+
+def check_rate(rate) -> None:
+    """``reports_per_day``: None (no limit) or an integer in ``[1, 2^31 - 1]``; ``bad_config`` otherwise."""
+    if rate is not None and not (_is_integer(rate) and 1 <= rate <= MAX_REPORTS_PER_DAY):
+        raise Refusal(BAD_CONFIG, f"reports_per_day must be an integer in [1, {MAX_REPORTS_PER_DAY}], "
+                                  f"got reports_per_day={rate!r}")
 
 
 @dataclass(frozen=True)
@@ -178,10 +204,7 @@ class ClientSpec:
         if not isinstance(self.collection, str) or not self.collection or not _is_text(self.collection):
             raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
                                       f"got collection={self.collection!r}")
-        rate = self.reports_per_day
-        if rate is not None and not (_is_integer(rate) and 1 <= rate <= MAX_REPORTS_PER_DAY):
-            raise Refusal(BAD_CONFIG, f"reports_per_day must be an integer in [1, {MAX_REPORTS_PER_DAY}], "
-                                      f"got reports_per_day={rate!r}")
+        check_rate(self.reports_per_day)
         if len(self.channels) != self.layout.n_bits:
             raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({self.layout.n_bits}: "
                                       f"{list(self.layout.labels)}), got {len(self.channels)}")
@@ -193,7 +216,7 @@ class ClientSpec:
     @classmethod
     def from_json(cls, spec) -> "ClientSpec":
         """The spec from its JSON object; a :class:`Refusal` of code ``bad_config`` otherwise."""
-        _keys(spec, "config", ("collection", "features", "window", "channels"), ("token", "reports_per_day"))
+        _keys(spec, "config", ("collection", "features", "window", "channels"), DEVICE_FIELDS)
         feats = spec["features"]
         if not isinstance(feats, list) or not feats:
             raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
@@ -223,17 +246,11 @@ class ClientSpec:
             _keys(c, f"channels[{i}]", ("p", "q"), ("permanent",))
             instantaneous.append(_channel({"p": c["p"], "q": c["q"]}, f"channels[{i}]"))
             permanent.append(_channel(c["permanent"], f"channels[{i}].permanent") if "permanent" in c else None)
-        token = spec.get("token", False)
-        if not isinstance(token, bool):
-            raise Refusal(BAD_CONFIG, f"token must be true or false, got token={token!r}")
+        token, rate = device_fields(spec)
         if len(instantaneous) != layout.n_bits:
             raise Refusal(BAD_CONFIG, f"channels must have one entry per bit ({layout.n_bits}: {list(layout.labels)}), "
                                       f"got {len(instantaneous)}")
         channels = ClientChannels(ChannelSet(tuple(instantaneous)), tuple(permanent))
-        rate = spec.get("reports_per_day")
-        if "reports_per_day" in spec and rate is None:
-            raise Refusal(BAD_CONFIG, "reports_per_day must be an integer in [1, "
-                                      f"{MAX_REPORTS_PER_DAY}] when given, got reports_per_day=None")
         return cls(spec["collection"], layout, _window(spec["window"]), channels, token, rate)
 
     def to_json(self) -> dict:

@@ -169,6 +169,43 @@ def _below(owner: np.ndarray, rank: np.ndarray, bound: int, n_real: int | None =
     return devices, seen, ceilings, keep
 
 
+def in_lexsort_order(keys) -> bool:
+    """Whether the rows of ``keys`` (arrays of one length, the last the primary key, as
+    ``np.lexsort`` takes them) are already in nondecreasing lexicographic order: one vectorized pass,
+    no sort."""
+    n = keys[0].size
+    if n < 2:
+        return True
+    ahead = np.zeros(n - 1, dtype=bool)   # row i < row i + 1 on the keys compared so far
+    tied = np.ones(n - 1, dtype=bool)     # row i == row i + 1 on them
+    for k in reversed(keys):
+        a, b = k[:-1], k[1:]
+        ahead |= tied & (a < b)
+        tied &= a == b
+        if not (ahead | tied).all():
+            return False
+    return True
+
+
+def lexsort_order(keys) -> np.ndarray:
+    """``np.lexsort(keys)``, without the sort when the rows are in that order already (the stable
+    sort's answer is then ``arange``): the client sample's parts are kept sorted by (owner, rank),
+    so most of its merges, and a batch job's single atom, need none."""
+    if in_lexsort_order(keys):
+        return np.arange(keys[0].size)
+    return np.lexsort(keys)
+
+
+def unique_inverse(values: np.ndarray) -> tuple:
+    """``np.unique(values, return_inverse=True)`` (the inverse flat), in one pass when ``values`` is
+    sorted already (the owners of a device table, a settled accumulator's clients)."""
+    if values.size and in_lexsort_order((values,)):
+        first = np.r_[True, values[1:] != values[:-1]]
+        return values[first], np.cumsum(first) - 1
+    uniq, inverse = np.unique(values, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
 def bottom_indices(owner: np.ndarray, rank: np.ndarray, bound: int) -> np.ndarray:
     """Indices of per owner its ``bound`` entries of smallest rank, in (owner, rank) order, ties at the
     bound taken in input order: a plain bottom-k, for a caller that reads only the tied ranks past it
@@ -176,7 +213,7 @@ def bottom_indices(owner: np.ndarray, rank: np.ndarray, bound: int) -> np.ndarra
     the device bound (:func:`_below`, which leaves a straddling tie out whole)."""
     if owner.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((rank, owner))
+    order = lexsort_order((rank, owner))
     own = owner[order]
     starts = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
     position = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))

@@ -10,7 +10,8 @@ The client config a device receives (its numbers final: no client computes an ex
 
 ``weights[j-1]``: the probability of each coefficient of order j (every coefficient of one order has
 the same); ``keep``: the probability that a slot sends its true parity, ``e^e' / (1 + e^e')`` at
-``e' = epsilon / slots``. Features are boolean (the collection config refuses others).
+``e' = epsilon / slots``. Features are boolean (the collection config refuses others). Optional
+top-level ``token`` and ``reports_per_day``: the device unit (:mod:`~ldp_marginals.ldp.whole_report_client`).
 
 One report:
 
@@ -25,12 +26,15 @@ One report:
    always is); the true parity is the number of 1 bits of the set, mod 2; the sent parity is the
    true one if ``decide(parity coin, keep)``, else flipped;
 5. pack the slots as the job reads them (:mod:`~ldp_marginals.ldp.hadamard_reports`): per slot the
-   index in ``B = T.bit_length()`` bits, least significant first, then the parity bit; ``client`` null.
+   index in ``B = T.bit_length()`` bits, least significant first, then the parity bit; ``client`` the
+   device token of the event's slice when ``token`` is true (docs/client.md sections 5 and 14), else null;
+   ``reports_per_day`` is enforced as the per-bit client enforces it (``rate_exceeded`` after the checks
+   of step 1, before any coin).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Mapping
 
@@ -62,6 +66,10 @@ class HadamardClientSpec(WholeReportSpec):
     keep: float
     weights: tuple           # per order 1..max_order: each coefficient's probability
     permanent_keep: float | None = None   # memoized (section 13): a permanent parity's keep
+    # the device unit (docs/client.md section 14), keyword-only: reports carry the device token; the declared
+    # rate the client enforces (None: no limit)
+    token: bool = field(default=False, kw_only=True)
+    reports_per_day: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         d = check_whole_report(self.collection, self.features)
@@ -74,6 +82,7 @@ class HadamardClientSpec(WholeReportSpec):
             raise Refusal(BAD_CONFIG, f"hadamard.slots draws too many coins, got slots={self.slots}")
         if not _probability(self.keep) or not self.keep > 0.5:
             raise Refusal(BAD_CONFIG, f"hadamard.keep must be a number in (0.5, 1], got keep={self.keep!r}")
+        self.check_device_fields()
         self.check_permanent_keep(0.5)
         if len(self.weights) != self.max_order or not all(_probability(w) and w > 0 for w in self.weights):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must hold {self.max_order} probabilities in (0, 1], one per "
@@ -84,14 +93,16 @@ class HadamardClientSpec(WholeReportSpec):
 
     @classmethod
     def of(cls, collection: str, features, window: Window, mechanism: HadamardSampling,
-           permanent: HadamardSampling | None = None) -> "HadamardClientSpec":
+           permanent: HadamardSampling | None = None, *, token: bool = False,
+           reports_per_day: int | None = None) -> "HadamardClientSpec":
         """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
-        ``permanent`` (memoized collections) the permanent one (same order, slots and weights)."""
+        ``permanent`` (memoized collections) the permanent one (same order, slots and weights); ``token`` and
+        ``reports_per_day`` the device unit's (:mod:`~ldp_marginals.ldp.whole_report_client`)."""
         first = mechanism.family.offset(1)
         weights = tuple(float(mechanism.probabilities[mechanism.family.offset(j) - first])
                         for j in range(1, mechanism.max_order + 1))
         return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights,
-                   None if permanent is None else permanent.keep)
+                   None if permanent is None else permanent.keep, token=token, reports_per_day=reports_per_day)
 
     @classmethod
     def from_json(cls, spec) -> "HadamardClientSpec":
@@ -99,7 +110,7 @@ class HadamardClientSpec(WholeReportSpec):
         if not isinstance(h["weights"], list):
             raise Refusal(BAD_CONFIG, f"hadamard.weights must be a list, got weights={h['weights']!r}")
         return cls(collection, names, window, h["max_order"], h["slots"], h["keep"], tuple(h["weights"]),
-                   h.get("permanent_keep"))
+                   h.get("permanent_keep"), **cls.device_of(spec))
 
     @property
     def masks(self) -> list:
@@ -138,17 +149,18 @@ class HadamardTrace:
 
 
 class HadamardDeviceClient(DeviceClient):
-    """One device's client for one Hadamard-sampling collection: ``report(values, event_ms)`` (the secret
-    checked and ``report`` as the per-bit client's)."""
+    """One device's client for one Hadamard-sampling collection: ``report(values, event_ms)`` (the secret,
+    the rate state, ``report`` and the declared rate as the per-bit client's)."""
 
-    def __init__(self, spec: HadamardClientSpec, secret: bytes, coins):
-        super().__init__(spec, secret, coins)
+    def __init__(self, spec: HadamardClientSpec, secret: bytes, coins, rate_state=None):
+        super().__init__(spec, secret, coins, rate_state)
         self._masks, self._thresholds = spec.masks, spec.thresholds
 
     def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
         spec = self.spec
         dims = checked_event(event_ms, dimensions)
         bits = boolean_bits(values, list(spec.features))
+        self._count(event_ms)
         memo = spec.permanent_keep is not None
         n = 2 * COIN_BYTES * spec.slots
         # memoized: the slots' index and parity coins are the value's permanent ones, drawn at permanent_keep;
@@ -174,6 +186,6 @@ class HadamardDeviceClient(DeviceClient):
             indices.append(a)
             parities.append(sent)
             out += [(a >> i) & 1 for i in range(b)] + [sent]
-        record = report_record(spec.collection, event_ms, out, dims)
+        record = report_record(spec.collection, event_ms, out, dims, spec.token_of(self.secret, event_ms))
         return record, HadamardTrace(drawn, tuple(bits), tuple(indices), tuple(parities),
                                      slot_coins if memo else b"", tuple(held))

@@ -10,7 +10,8 @@ The client config a device receives (its numbers final: no client computes an ex
 ``width`` s: how many of the d bits a report carries; ``keep``: the probability that it sends their true
 pattern, ``p = e^epsilon / (e^epsilon + 2^s - 1)`` (:class:`~ldp_marginals.ldp.subset_rr.SubsetRR`); every
 other pattern is sent with ``q = (1 - p) / (2^s - 1)``. Features are boolean (the collection config
-refuses others).
+refuses others). Optional top-level ``token`` and ``reports_per_day``: the device unit
+(:mod:`~ldp_marginals.ldp.whole_report_client`).
 
 One report:
 
@@ -27,11 +28,14 @@ One report:
 6. the sent pattern: bit j is the true bit of the j-th chosen position (ascending), XOR the mask's bit j
    unless ``decide(keep coin, keep)``;
 7. pack as the job reads it (:mod:`~ldp_marginals.ldp.subset_reports`): the d-bit subset mask (bit i:
-   position i chosen), then the s pattern bits in order, least significant first; ``client`` null.
+   position i chosen), then the s pattern bits in order, least significant first; ``client`` the device
+   token of the event's slice when ``token`` is true (docs/client.md sections 5 and 14), else null;
+   ``reports_per_day`` is enforced as the per-bit client enforces it (``rate_exceeded`` after the checks
+   of step 1, before any coin).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from ldp_marginals.ldp.client import (
@@ -60,6 +64,10 @@ class SubsetClientSpec(WholeReportSpec):
     width: int
     keep: float
     permanent_keep: float | None = None   # memoized (section 13): the permanent pattern's keep
+    # the device unit (docs/client.md section 14), keyword-only: reports carry the device token; the declared
+    # rate the client enforces (None: no limit)
+    token: bool = field(default=False, kw_only=True)
+    reports_per_day: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self):
         d = check_whole_report(self.collection, self.features)
@@ -72,20 +80,25 @@ class SubsetClientSpec(WholeReportSpec):
         keep = self.keep
         if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 2.0 ** -self.width < keep <= 1.0:
             raise Refusal(BAD_CONFIG, f"subset.keep must be a number in (2^-width, 1], got keep={keep!r}")
+        self.check_device_fields()
         self.check_permanent_keep(2.0 ** -self.width)
 
     @classmethod
     def of(cls, collection: str, features, window: Window, mechanism: SubsetRR,
-           permanent: SubsetRR | None = None) -> "SubsetClientSpec":
+           permanent: SubsetRR | None = None, *, token: bool = False,
+           reports_per_day: int | None = None) -> "SubsetClientSpec":
         """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
-        ``permanent`` (memoized collections) the permanent one (same order and width)."""
+        ``permanent`` (memoized collections) the permanent one (same order and width); ``token`` and
+        ``reports_per_day`` the device unit's (:mod:`~ldp_marginals.ldp.whole_report_client`)."""
         return cls(collection, tuple(features), window, mechanism.max_order, mechanism.width, mechanism.p,
-                   None if permanent is None else permanent.p)
+                   None if permanent is None else permanent.p, token=token,
+                   reports_per_day=reports_per_day)
 
     @classmethod
     def from_json(cls, spec) -> "SubsetClientSpec":
         collection, names, window, s = cls.params_of(spec)
-        return cls(collection, names, window, s["max_order"], s["width"], s["keep"], s.get("permanent_keep"))
+        return cls(collection, names, window, s["max_order"], s["width"], s["keep"], s.get("permanent_keep"),
+                   **cls.device_of(spec))
 
     @property
     def n_coins(self) -> int:
@@ -126,13 +139,14 @@ def flip_mask(coins: list) -> list:
 
 
 class SubsetDeviceClient(DeviceClient):
-    """One device's client for one subset-RR collection: ``report(values, event_ms)`` (the secret checked
-    and ``report`` as the per-bit client's)."""
+    """One device's client for one subset-RR collection: ``report(values, event_ms)`` (the secret, the rate
+    state, ``report`` and the declared rate as the per-bit client's)."""
 
     def report_with_trace(self, values: Mapping, event_ms: int, dimensions: Mapping | None = None):
         spec = self.spec
         dims = checked_event(event_ms, dimensions)
         bits = boolean_bits(values, list(spec.features))
+        self._count(event_ms)
         d, s = len(bits), spec.width
         memo = spec.permanent_keep is not None
         n = COIN_BYTES * spec.n_coins
@@ -153,5 +167,5 @@ class SubsetDeviceClient(DeviceClient):
             mask = flip_mask(fresh[1:])
             pattern = [b ^ (0 if kept else mask[j]) for j, b in enumerate(held)]
         out = [int(i in subset) for i in range(d)] + pattern
-        record = report_record(spec.collection, event_ms, out, dims)
+        record = report_record(spec.collection, event_ms, out, dims, spec.token_of(self.secret, event_ms))
         return record, SubsetTrace(drawn, tuple(bits), tuple(subset), kept, tuple(pattern), first or b"", held)

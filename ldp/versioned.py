@@ -22,7 +22,12 @@ length. Readers accept every earlier version:
   accumulators the same run settled, never from restored state. Since issue 48 an open accumulator of a
   channel kind (hadamard, subset) under a device bound names ``wire_bytes`` in its ``devices`` header,
   the width of its kept reports (the kind's wire format, not its virtual bits'); a record without it
-  (every record before, all per bit) keeps the counted bits' width.
+  (every record before, all per bit) keeps the counted bits' width. Since issue 48 item 7 a client
+  sample's states may be written as a table of its distinct states and an index (``sample_table`` in the
+  header: the table's rows; the index uint16 per sampled report): a report's state is a function of its
+  bits on the extreme's columns, so a sample holds few distinct states, and this is most of a settled
+  accumulator's bytes otherwise. It decodes to the same states, bit for bit; a record without it (every
+  record before) holds the states in full.
 
 Under ``privacy.unit: device`` an accumulator's ``devices`` header names its ``rank_rule``
 (:data:`~ldp_marginals.ldp.devices.RANK_RULE`) and an open one's tail holds each device's ceiling:
@@ -42,6 +47,7 @@ import struct
 
 import numpy as np
 
+from ldp_marginals.ldp import _compiled
 from ldp_marginals.ldp.aggregate import STATE_WIDTH, WindowAccumulator, accumulator_shape
 from ldp_marginals.ldp.cooccurrence import CooccurrenceAccumulator
 from ldp_marginals.ldp.devices import RANK_RULE, RANK_RULE_CHANGED, DeviceTable
@@ -145,8 +151,55 @@ def _accumulator_parts(acc: WindowAccumulator, aggregator=None) -> tuple:
             parts += [_le(t.devices, "<u8"), _le(t.seen, "<i8"), _le(t.ceiling, "<u8"), _le(t.owner, "<u8"),
                       _le(t.rank, "<u8"), _le(t.bits, "u1")]
     if acc.sample_owner.size:
-        parts += [_le(acc.sample_owner, "<u8"), _le(acc.sample_rank, "<u8"), _le(acc.sample_states, "<f8")]
+        parts += [_le(acc.sample_owner, "<u8"), _le(acc.sample_rank, "<u8")]
+        table, index = state_table(acc.sample_states)
+        if table is None or table.nbytes + 2 * index.size >= acc.sample_states.nbytes:   # in full: no smaller
+            parts.append(_le(acc.sample_states, "<f8"))
+        else:
+            header["sample_table"] = int(table.shape[0])
+            parts += [_le(table, "<f8"), _le(index, "<u2")]
     return header, parts
+
+
+_TABLE_MAX = 1 << 16   # an index is uint16
+
+
+def state_table(states: np.ndarray) -> tuple:
+    """``(table, index)`` with ``table[index]`` equal to ``states`` bit for bit (float64 rows, one per
+    sampled report; the table's rows distinct, in order of first occurrence, the index uint16), or
+    ``(None, None)`` when there are more than 2^16 distinct rows. Rows are equal when their bits are:
+    one compiled pass when numba is installed, else a sort of the rows' bytes (the same result)."""
+    last = _LAST_TABLE
+    if last is not None and last[0] is states:   # a coder sizes a record, then writes it: one table
+        return last[1], last[2]
+    table, index = _state_table(states)
+    globals()["_LAST_TABLE"] = (states, table, index)   # sample states are replaced, never written in place
+    return table, index
+
+
+_LAST_TABLE = None   # (states, table, index) of the last call of state_table
+
+
+def _state_table(states: np.ndarray) -> tuple:
+    n = states.shape[0]
+    rows = np.ascontiguousarray(states, dtype=np.float64).reshape(n, -1)
+    if n == 0 or rows.shape[1] == 0:
+        return None, None
+    words = rows.view(np.uint64)
+    if _compiled.AVAILABLE:
+        first, index = _compiled.distinct_rows(words, _TABLE_MAX)
+        if first.size == 0:
+            return None, None
+    else:
+        _, first, index = np.unique(words.view(np.dtype((np.void, words.shape[1] * 8))).reshape(-1),
+                                    return_index=True, return_inverse=True)
+        if first.size > _TABLE_MAX:
+            return None, None
+        order = np.argsort(first)   # in order of first occurrence, as the compiled pass
+        renumber = np.empty_like(order)
+        renumber[order] = np.arange(order.size)
+        first, index = first[order], renumber[index.reshape(-1)]
+    return rows[first], index.astype(np.uint16)
 
 
 def _le(array: np.ndarray, dtype: str) -> np.ndarray:
@@ -189,8 +242,11 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
             layout += [("<u8", n_dev), ("<i8", n_dev), ("<u8", n_dev), ("<u8", n_cand), ("<u8", n_cand),
                        ("u1", n_cand * n_bytes)]
     n_sample = header.get("n_sample", 0)   # absent before client samples (and when empty)
+    n_table = header.get("sample_table")    # absent: the sample's states in full
     if n_sample:
-        layout += [("<u8", n_sample), ("<u8", n_sample), ("<f8", n_sample * n_cext * STATE_WIDTH)]
+        layout += [("<u8", n_sample), ("<u8", n_sample)]
+        layout += ([("<f8", n_sample * n_cext * STATE_WIDTH)] if n_table is None
+                   else [("<f8", n_table * n_cext * STATE_WIDTH), ("<u2", n_sample)])
     arrays, at = [], 0
     for dtype, count in layout:
         arrays.append(np.frombuffer(tail, dtype=dtype, count=count, offset=at).copy())
@@ -214,8 +270,13 @@ def accumulator_from_bytes(data: bytes, aggregator=None) -> WindowAccumulator:
             t.owner, t.rank = arrays[9].astype(np.uint64), arrays[10].astype(np.uint64)
             t.bits = arrays[11].reshape(dev["n_candidates"], n_bytes)
     if n_sample:
-        acc.sample_owner, acc.sample_rank = arrays[-3].astype(np.uint64), arrays[-2].astype(np.uint64)
-        acc.sample_states = arrays[-1].reshape(n_sample, n_cext, STATE_WIDTH)
+        if n_table is None:
+            owner, rank, states = arrays[-3:]
+        else:
+            owner, rank, table, index = arrays[-4:]
+            states = table.reshape(n_table, -1)[index]
+        acc.sample_owner, acc.sample_rank = owner.astype(np.uint64), rank.astype(np.uint64)
+        acc.sample_states = states.reshape(n_sample, n_cext, STATE_WIDTH)
     return acc
 
 

@@ -4,13 +4,14 @@ config: the one source of what the JVM, TypeScript and Python clients read (``ld
 - per-bit channels: ``channels`` holds each bit's instantaneous ``p``, ``q`` and, for a bit that memoizes
   (``rappor`` with ``memoize: true``), its permanent channel; their composition is the channel the job
   inverts (:attr:`~ldp_marginals.schemas.collection.CollectionConfig.channels`). ``token: true`` when the
-  job needs each report's device token: ``privacy.unit: device`` (else a report is dead-lettered
+  job needs each report's device token: reports name their device (``privacy.unit: device``, or the report
+  unit with device bounds or memoization: ``cfg.device``; else a report is dead-lettered
   ``no_device_token``) or extremes over clients (the token is the client); otherwise false, so reports
   carry nothing that links them. ``reports_per_day`` is the declared rate, which the clients enforce.
 - the whole-report kinds (``hadamard``, ``subset``): the kind's object with its final numbers (no client
-  computes an exponential); their clients send no token, so a collection of a kind under
-  ``privacy.unit: device`` has no client config (its reports would all be dead-lettered), nor has one with
-  a numeric feature (their clients take boolean features only).
+  computes an exponential), ``permanent_keep`` when the collection memoizes (the permanent stage's keep,
+  docs/client.md section 13), and ``token``/``reports_per_day`` as for per-bit channels (written only when
+  set: true, a rate). A collection with a numeric feature has none (their clients take boolean features only).
 """
 from __future__ import annotations
 
@@ -33,22 +34,18 @@ def client_spec(cfg: CollectionConfig):
     """The spec a device is told for ``cfg``: a :class:`~ldp_marginals.ldp.client.ClientSpec` (per bit),
     :class:`~ldp_marginals.ldp.hadamard_client.HadamardClientSpec` or
     :class:`~ldp_marginals.ldp.subset_client.SubsetClientSpec`; ValueError naming what no client can serve."""
+    rate = cfg.device.reports_per_day if cfg.device is not None else None
     if cfg.sampling is None:
-        rate = cfg.device.reports_per_day if cfg.device is not None else None
         return ClientSpec(cfg.name, cfg.layout, cfg.window, cfg.client_channels, needs_token(cfg), rate)
-    mech = cfg.sampling
-    stages = (mech.instantaneous, mech.permanent) if isinstance(mech, MemoizedKind) else (mech,)
+    memo = cfg.kind_memo   # memoized: the two stages (cfg.sampling is their composition, which the job inverts)
+    stages = (memo.instantaneous, memo.permanent) if isinstance(memo, MemoizedKind) else (cfg.sampling, None)
     kind = kind_of(stages[0])
-    if cfg.device is not None:
-        raise ValueError(f"collection {cfg.name!r}: channel kind {kind!r} with privacy.unit: device has no client "
-                         "config: the job needs each report's device token, which the clients of a whole-report kind "
-                         "do not send (docs/client.md sections 11-12); use privacy.unit: report, or per-bit channels")
     numeric = [f.name for f in cfg.layout.features if f.kind != "boolean"]
     if numeric:
         raise ValueError(f"collection {cfg.name!r}: channel kind {kind!r} clients take boolean features only, got "
                          f"features {numeric} of other types")
     names = [f.name for f in cfg.layout.features]
-    return _KIND_SPECS[kind].of(cfg.name, names, cfg.window, *stages)
+    return _KIND_SPECS[kind].of(cfg.name, names, cfg.window, *stages, token=needs_token(cfg), reports_per_day=rate)
 
 
 def client_config(cfg: CollectionConfig) -> dict:

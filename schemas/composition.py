@@ -96,16 +96,16 @@ def _mapping(spec, key) -> dict:
 
 
 
-def _kind_memoize(spec) -> bool:
-    """A whole-report kind with ``memoize: true`` (the config mapping)."""
-    chan = _mapping(spec, "channel")
-    return "kind" in chan and bool(chan.get("memoize"))
-
-
-def _spec_client_extremes(spec) -> list:
-    """The names of the extremes over clients a config mapping asks for."""
-    extremes = spec.get("extremes") if isinstance(spec, dict) else None
-    return [e.get("name") for e in extremes or () if isinstance(e, dict) and e.get("over") == "client"]
+def _memoized_client_extremes(cfg) -> list:
+    """The extremes over clients whose bits memoize (a rappor bit with ``memoize: true``, or every bit of a
+    memoized whole-report kind) when the client rows take more than one report a client (``reports_per_client``
+    other than 1; unset: every report, or under a device bound its M): their names."""
+    if not cfg.client_extremes or cfg.client_sample == 1:
+        return []
+    if cfg.kind_memo is not None:
+        return [e.name for e in cfg.client_extremes]
+    perm = cfg.permanent or ()
+    return [e.name for e in cfg.client_extremes if any(b < len(perm) and perm[b] is not None for b in e.bits)]
 
 
 RULES = (
@@ -118,15 +118,18 @@ RULES = (
                    "unit='report'",
          "set privacy.unit: device (with max_reports_per_device), or drop the promise per day or month",
          "Devices over time: memoization and epsilon"),
-    Rule("kind-memoize-client-extremes", "channel kind hadamard/subset x memoize: true x extremes over: client",
-         LIMIT, ANY,
-         lambda s: _kind_memoize(s) and bool(_spec_client_extremes(s)),
-         lambda s: f"extremes {_spec_client_extremes(s)} (over: client) with channel kind "
-                   f"{_mapping(s, 'channel')['kind']!r} and memoize: true: a client's OR/AND multiplies one unbiased "
-                   "term per report, unbiased only when its reports are randomized independently, and memoized "
-                   "reports of one value repeat one permanent response",
-         "drop memoize for a collection with extremes over clients, or use extremes over: report",
-         "Extremes over clients of the whole-report kinds", stage=SPEC),
+    Rule("memoize-client-extremes", "memoized channels (per bit or a kind) x extremes over: client x "
+         "reports_per_client other than 1", LIMIT, ANY,
+         lambda c: bool(_memoized_client_extremes(c)),
+         lambda c: f"extremes {_memoized_client_extremes(c)} (over: client) on memoized channels take "
+                   f"{'every report' if c.client_sample is None else f'{c.client_sample} reports'} of a client "
+                   f"(reports_per_client={c.reports_per_client!r}): a client's OR/AND multiplies one unbiased term "
+                   "per report, unbiased only when its reports are randomized independently, and reports of one "
+                   "value share its permanent response, so the product of two or more is biased (no per-report "
+                   "term can be unbiased for every number of reports sharing a permanent response)",
+         "set reports_per_client: 1 (one report a client and window, unbiased whatever memoization does), or "
+         "drop memoize",
+         "Extremes over clients and memoized channels"),
     Rule("client-extremes-sliding", "extremes over: client x sliding window", LIMIT, ANY,
          lambda c: bool(c.client_extremes) and c.window.overlapping,
          lambda c: f"extremes {[e.name for e in c.client_extremes]} (over: client) need fixed or global windows, "

@@ -15,7 +15,8 @@ def _per_bit(name, channel, **extra):
 
 # name -> collection config: per-bit channels of every mechanism (p/q per bit, symmetric, optimized unary,
 # RAPPOR memoized under the device unit with a declared rate, unrelated question), sliding and global
-# windows, extremes over clients (the token is the client), and the two whole-report kinds
+# windows, extremes over clients (the token is the client), and the two whole-report kinds (under the report
+# unit, and under the device unit with and without memoization)
 CONFIGS = {
     "pq": _per_bit("pq", [{"p": 0.1, "q": 0.85}, {"p": 0.2, "q": 0.8}, {"p": 0.2, "q": 0.8}, {"p": 0.2, "q": 0.8},
                           {"p": 0.25, "q": 0.75}]),
@@ -37,6 +38,23 @@ CONFIGS = {
     "subset": {"collection": "subset", "features": BOOLEANS, "channel": {"kind": "subset", "epsilon": 3.0},
                "max_order": 2, "min_reports": 10, "window": {"type": "sliding", "size_seconds": 7200,
                                                               "period_seconds": 3600}},
+    # the whole-report kinds under the device unit (reports carry the token; the declared rate is enforced),
+    # memoized (the permanent stage's keep) and not, fixed and sliding windows
+    "hadamard_memo": {"collection": "hadamard_memo", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
+                      "channel": {"kind": "hadamard", "epsilon": 4.0, "memoize": True, "epsilon_1": 1.0},
+                      "window": HOUR, "privacy": {"unit": "device", "max_reports_per_device": 2,
+                                                  "reports_per_day": 4}},
+    "subset_device": {"collection": "subset_device", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
+                      "channel": {"kind": "subset", "epsilon": 3.0},
+                      "window": {"type": "sliding", "size_seconds": 7200, "period_seconds": 3600},
+                      "privacy": {"unit": "device", "max_reports_per_device": 1}},
+    "hadamard_bounds": {"collection": "hadamard_bounds", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
+                        "channel": {"kind": "hadamard", "epsilon": 2.0}, "window": HOUR,
+                        "privacy": {"unit": "report", "max_reports_per_device": 2}},   # the report unit with bounds
+    "subset_memo": {"collection": "subset_memo", "features": BOOLEANS, "max_order": 2, "min_reports": 10,
+                    "channel": {"kind": "subset", "epsilon": 6.0, "memoize": True, "epsilon_1": 2.0},
+                    "window": {"type": "global"}, "privacy": {"unit": "device", "max_reports_per_device": 3,
+                                                             "reports_per_day": 24}},
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from make_vectors import SECRET, SEED, _refusal   # the same secret, seed and refusal capture (run as a script)
 
+from ldp_marginals.ldp.client import Refusal
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
@@ -23,13 +24,19 @@ HERE = Path(__file__).resolve().parent
 T0 = 1_767_225_600_000
 
 
-def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey", epsilon_1=None) -> dict:
+MS_DAY = 86_400_000
+SLIDING = Window("sliding", 7200.0, 3600.0)
+
+
+def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey", epsilon_1=None,
+         window=Window("fixed", 3600.0), token=False, rate=None) -> dict:
     mech = HadamardSampling(d, k, epsilon, slots, weights)
-    names, window = [f"q{i}" for i in range(d)], Window("fixed", 3600.0)
+    names = [f"q{i}" for i in range(d)]
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
-        return HadamardClientSpec.of(name, names, window, memo.instantaneous, memo.permanent).to_json()
-    return HadamardClientSpec.of(name, names, window, mech).to_json()
+        return HadamardClientSpec.of(name, names, window, memo.instantaneous, memo.permanent, token=token,
+                                    reports_per_day=rate).to_json()
+    return HadamardClientSpec.of(name, names, window, mech, token=token, reports_per_day=rate).to_json()
 
 
 def values(d: int, pattern: int) -> dict:
@@ -53,6 +60,17 @@ CASES = [
     {"name": "memoized (section 13): 5 answers, 2-way tables, epsilon_infinity 8, epsilon_1 2, four slots",
      "config": spec(5, 2, 8.0, slots=4, epsilon_1=2.0, name="memo"),
      "reports": [(values(5, p), T0 + i, {"region": "eu"}) for i, p in enumerate((0b10110, 0b10110, 31, 0b10110))]},
+    # the device unit (sections 3 and 5): T0 is 2026-01-01T00:00Z, the first millisecond of UTC day 20454
+    {"name": "device unit: token and reports_per_day 3, sliding window (2 h every hour): each report carries its "
+             "slice's token; the day's fourth is refused and draws no coins; the next day counts afresh",
+     "config": spec(5, 2, 2.0, name="devices", window=SLIDING, token=True, rate=3),
+     "reports": [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
+                 (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
+                 (values(5, 31), T0 + MS_DAY, {})]},
+    {"name": "memoized with token: 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, one slot, global "
+             "window (one token for all time), reports_per_day 24",
+     "config": spec(7, 3, 4.0, slots=1, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
+     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
 ]
 
 
@@ -63,15 +81,28 @@ def reports() -> dict:
                                       HmacDrbg(bytes.fromhex(SEED)))
         out = []
         for v, t, dims in case["reports"]:
-            record, trace = client.report_with_trace(v, t, dims)
+            try:
+                record, trace = client.report_with_trace(v, t, dims)
+            except Refusal as err:   # past the declared rate (section 3)
+                out.append({"values": v, "event_ms": t, "dimensions": dims, "expect": {"refusal": err.code}})
+                continue
             out.append({"values": v, "event_ms": t, "dimensions": dims,
                         "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
                                    "indices": list(trace.indices), "parities": list(trace.parities),
                                    **({"permanent_coins": trace.permanent.hex(),
                                        "permanent_parities": list(trace.permanent_parities)} if trace.permanent else {}),
+                                   **device_expect(record),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
-        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
+        made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
+        if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
+            made["rate_state_after"] = client.rate_state()
+        cases.append(made)
     return cases
+
+
+def device_expect(record: dict) -> dict:
+    """``{"client": token}`` of a report that carries the device token (section 5), else nothing."""
+    return {} if record["client"] is None else {"client": record["client"]}
 
 
 def refusals() -> list:
@@ -86,15 +117,27 @@ def refusals() -> list:
         ("permanent_keep at one half", dict(base, hadamard=dict(base["hadamard"], permanent_keep=0.5))),
         ("permanent_keep a boolean", dict(base, hadamard=dict(base["hadamard"], permanent_keep=True))),
         ("an unknown key", dict(base, channels=[])),
-    ]
+    ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
            for n, c in bad_configs]
     return out + report_refusals(base, lambda: HadamardDeviceClient(
-        HadamardClientSpec.from_json(base), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))))
+        HadamardClientSpec.from_json(base), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
+        lambda rated, state: HadamardDeviceClient(HadamardClientSpec.from_json(rated), bytes.fromhex(SECRET),
+                                                  HmacDrbg(bytes.fromhex(SEED)), state))
 
 
-def report_refusals(base: dict, client) -> list:
-    """The refused reports of a whole-report kind's 5 boolean answers ``base`` (``client()`` makes its client)."""
+# the device unit's keys, as the per-bit config's (sections 3 and 5): refused as the per-bit client refuses them
+DEVICE_CONFIGS = [("token not a boolean", {"token": "yes"}),
+                  ("reports_per_day zero", {"reports_per_day": 0}),
+                  ("reports_per_day above 2^31 - 1", {"reports_per_day": 2 ** 31}),
+                  ("reports_per_day a string", {"reports_per_day": "2"}),
+                  ("reports_per_day null", {"reports_per_day": None})]
+
+
+def report_refusals(base: dict, client, rated_client=None) -> list:
+    """The refused reports of a whole-report kind's 5 boolean answers ``base`` (``client()`` makes its client),
+    and with ``rated_client(config, rate_state)``, a report past ``reports_per_day`` on a day the restored rate
+    state holds full (section 3), and a bad rate state (refused when the client is made)."""
     good = dict(values(5, 3))
     bad_reports = [("a missing feature", {k: v for k, v in good.items() if k != "q4"}, T0),
                    ("an unknown feature", dict(good, q9=True), T0),
@@ -105,6 +148,19 @@ def report_refusals(base: dict, client) -> list:
         made = client()
         out.append({"name": n, "config": base, "input": {"values": v, "event_ms": t, "dimensions": {}},
                     "refusal": _refusal(lambda v=v, t=t: made.report(v, t, {}))})
+    if rated_client is None:
+        return out
+    rated, full = dict(base, token=True, reports_per_day=2), {"20454": 2}
+    for n, v, t in (("a report past reports_per_day on a day the restored rate state holds full", good,
+                     T0 + MS_DAY - 1),
+                    ("a report past the rate with a bad value: the value is refused first", dict(good, q2=1), T0)):
+        made = rated_client(rated, full)
+        out.append({"name": n, "config": rated, "rate_state": full,
+                    "input": {"values": v, "event_ms": t, "dimensions": {}},
+                    "refusal": _refusal(lambda v=v, t=t: made.report(v, t, {}))})
+    bad_state = {"020454": 1}
+    out.append({"name": "a rate state day with a leading zero", "config": rated, "rate_state": bad_state,
+                "input": None, "refusal": _refusal(lambda: rated_client(rated, bad_state))})
     return out
 
 
@@ -113,8 +169,13 @@ def main() -> None:
                      "instantiated with the seed makes the reports in order; expect holds the drawn coins, the true "
                      "bits, each slot's coefficient index and sent parity, the packed bits and the Avro bytes of the "
                      "NoisyReport; a memoized case (hadamard.permanent_keep, section 13) adds the permanent coins "
-                     "(derived from the secret and the value) and each slot's permanent parity. refusals: a config refused when read (input null) or one report refused, with its "
-                     "code.",
+                     "(derived from the secret and the value) and each slot's permanent parity; a report that carries the "
+                     "device token (token: true, section 5) adds client, the token; a report past reports_per_day "
+                     "(section 3) expects only its refusal code and draws no coins; a case with reports_per_day ends with "
+                     "rate_state_after, the client's rate state (UTC day numbers to reports made). refusals: a "
+                     "config refused when "
+                     "read (input null), a rate state (rate_state, when present) refused when the client is made, "
+                     "or one report refused (from that rate state), with its code.",
             "cases": reports(), "refusals": refusals()}
     (HERE / "hadamard.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 

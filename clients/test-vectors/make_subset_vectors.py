@@ -10,9 +10,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from make_hadamard_vectors import T0, report_refusals, values   # the same times, values and refused reports
+from make_hadamard_vectors import (   # the same times, values, refused configs and reports
+    DEVICE_CONFIGS,
+    MS_DAY,
+    SLIDING,
+    T0,
+    device_expect,
+    report_refusals,
+    values,
+)
 from make_vectors import SECRET, SEED, _refusal
 
+from ldp_marginals.ldp.client import Refusal
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.ldp.subset_rr import SubsetRR
@@ -23,13 +32,15 @@ from ldp_marginals.schemas import encode_message
 HERE = Path(__file__).resolve().parent
 
 
-def spec(d: int, k: int, epsilon: float, width=None, name="survey", epsilon_1=None) -> dict:
+def spec(d: int, k: int, epsilon: float, width=None, name="survey", epsilon_1=None, window=Window("fixed", 3600.0),
+         token=False, rate=None) -> dict:
     mech = SubsetRR(d, k, epsilon, width)
-    names, window = [f"q{i}" for i in range(d)], Window("fixed", 3600.0)
+    names = [f"q{i}" for i in range(d)]
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
-        return SubsetClientSpec.of(name, names, window, memo.instantaneous, memo.permanent).to_json()
-    return SubsetClientSpec.of(name, names, window, mech).to_json()
+        return SubsetClientSpec.of(name, names, window, memo.instantaneous, memo.permanent, token=token,
+                                    reports_per_day=rate).to_json()
+    return SubsetClientSpec.of(name, names, window, mech, token=token, reports_per_day=rate).to_json()
 
 
 CASES = [
@@ -54,6 +65,17 @@ CASES = [
      "config": spec(12, 2, 8.0, width=12, epsilon_1=2.0, name="memo"),
      "reports": [(values(12, p), T0 + i, {"region": "eu"}) for i, p in enumerate((0b101100111000, 0b101100111000,
                                                                                   4095))]},
+    # the device unit (sections 3 and 5): T0 is 2026-01-01T00:00Z, the first millisecond of UTC day 20454
+    {"name": "device unit: token and reports_per_day 3, sliding window (2 h every hour): each report carries its "
+             "slice's token; the day's fourth is refused and draws no coins; the next day counts afresh",
+     "config": spec(5, 2, 3.0, width=3, name="devices", window=SLIDING, token=True, rate=3),
+     "reports": [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
+                 (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
+                 (values(5, 31), T0 + MS_DAY, {})]},
+    {"name": "memoized with token: 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, width 4, global "
+             "window (one token for all time), reports_per_day 24",
+     "config": spec(7, 3, 4.0, width=4, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
+     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
 ]
 
 
@@ -64,14 +86,22 @@ def reports() -> list:
                                     HmacDrbg(bytes.fromhex(SEED)))
         out = []
         for v, t, dims in case["reports"]:
-            record, trace = client.report_with_trace(v, t, dims)
+            try:
+                record, trace = client.report_with_trace(v, t, dims)
+            except Refusal as err:   # past the declared rate (section 3)
+                out.append({"values": v, "event_ms": t, "dimensions": dims, "expect": {"refusal": err.code}})
+                continue
             out.append({"values": v, "event_ms": t, "dimensions": dims,
                         "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
                                    "subset": list(trace.subset), "kept": trace.kept, "pattern": list(trace.pattern),
                                    **({"permanent_coins": trace.permanent.hex(),
                                        "permanent_pattern": list(trace.permanent_pattern)} if trace.permanent else {}),
+                                   **device_expect(record),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
-        cases.append({"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out})
+        made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
+        if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
+            made["rate_state_after"] = client.rate_state()
+        cases.append(made)
     return cases
 
 
@@ -93,11 +123,14 @@ def refusals() -> list:
         ("a missing key", dict(base, subset={"max_order": 2, "width": 3})),
         ("an unknown key", dict(base, channels=[])),
         ("63 features", dict(base, features=[{"name": f"q{i}", "type": "boolean"} for i in range(63)])),
-    ]
+    ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: SubsetClientSpec.from_json(c))}
            for n, c in bad_configs]
     return out + report_refusals(base, lambda: SubsetDeviceClient(SubsetClientSpec.from_json(base),
-                                                                  bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))))
+                                                                  bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
+                                 lambda rated, state: SubsetDeviceClient(SubsetClientSpec.from_json(rated),
+                                                                         bytes.fromhex(SECRET),
+                                                                         HmacDrbg(bytes.fromhex(SEED)), state))
 
 
 def main() -> None:
@@ -106,8 +139,12 @@ def main() -> None:
                      "bits, the chosen positions, whether the true pattern was kept (1) or flipped (0), the sent "
                      "pattern (bit j of the j-th chosen position), the packed bits and the Avro bytes of the "
                      "NoisyReport; a memoized case (subset.permanent_keep, section 13) adds the permanent coins "
-                     "(derived from the secret and the value) and the permanent pattern; kept is then the fresh stage's. refusals: a config refused when read (input null) or one report refused, with its "
-                     "code.",
+                     "(derived from the secret and the value) and the permanent pattern; kept is then the fresh stage's; "
+                     "a report that carries the device token (token: true, section 5) adds client, the token; a "
+                     "report past reports_per_day (section 3) expects only its refusal code and draws no coins; a case "
+                     "with reports_per_day ends with rate_state_after, the client's rate state. "
+                     "refusals: a config refused when read (input null), a rate state (rate_state, when present) "
+                     "refused when the client is made, or one report refused (from that rate state), with its code.",
             "cases": reports(), "refusals": refusals()}
     (HERE / "subset.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 

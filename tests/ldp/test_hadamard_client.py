@@ -9,7 +9,9 @@ import pytest
 from scipy.stats import chi2
 
 from ldp_marginals.ldp.client import Refusal
+from ldp_marginals.ldp.client import _window as read_window   # the config's window object, read as clients do
 from ldp_marginals.ldp.coins import HmacDrbg, coin_value, units
+from ldp_marginals.ldp.device import device_token
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
 from ldp_marginals.ldp.hadamard_reports import HadamardFormat
@@ -37,15 +39,30 @@ def test_the_client_reproduces_every_positive_vector(case):
     client = HadamardDeviceClient(HadamardClientSpec.from_json(case["config"]), bytes.fromhex(case["secret"]),
                                   HmacDrbg(bytes.fromhex(case["seed"])))
     for report in case["reports"]:
-        record, trace = client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
         expect = report["expect"]
+        if "refusal" in expect:   # past the declared rate (section 3): refused, and the next report's coins
+            with pytest.raises(Refusal) as err:   # show that it drew none
+                client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
+            assert err.value.code == expect["refusal"]
+            continue
+        record, trace = client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
         assert trace.coins.hex() == expect["coins"]
+        # the device token of the event's slice exactly when the config says so (section 5)
+        assert record["client"] == expect.get("client")
+        assert (record["client"] is not None) == case["config"].get("token", False)
+        if record["client"] is not None:
+            slice_start = read_window(case["config"]["window"]).slice_of(report["event_ms"])
+            assert record["client"] == device_token(bytes.fromhex(case["secret"]), case["config"]["collection"],
+                                                    slice_start)
         assert (list(trace.encoded), list(trace.indices), list(trace.parities)) == (
             expect["encoded"], expect["indices"], expect["parities"])
         assert (trace.permanent.hex(), list(trace.permanent_parities)) == (expect.get("permanent_coins", ""),
                                                                     expect.get("permanent_parities", []))
         assert record["bits"].hex() == expect["bits"]
         assert encode_message("noisy_report", record).hex() == expect["avro"] == spec_avro(record).hex()
+    # the rate state the app persists: every report made counted on its UTC day, the refused one not
+    assert client.rate_state() == case.get("rate_state_after", client.rate_state())
+    assert ("rate_state_after" in case) == ("reports_per_day" in case["config"])
 
 
 @pytest.mark.parametrize("case", [c for c in VECTORS["cases"] if "permanent_keep" not in c["config"]["hadamard"]],
@@ -56,11 +73,12 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
     true bits, flipped when the parity coin is not below units(keep); the bits are the job's wire format."""
     mech = mechanism_of(case["config"])
     assert HadamardClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
-                                 Window("fixed", 3600.0), mech).to_json() == case["config"]
+                                 read_window(case["config"]["window"]), mech,
+                                 **HadamardClientSpec.device_of(case["config"])).to_json() == case["config"]
     thresholds = [units(min(t, 1.0)) for t in np.cumsum(mech.probabilities)]
     thresholds[-1] = 1 << 32
     fmt = HadamardFormat(mech)
-    for report in case["reports"]:
+    for report in (r for r in case["reports"] if "refusal" not in r["expect"]):
         e = report["expect"]
         coins = bytes.fromhex(e["coins"])
         x = np.array(e["encoded"])
@@ -78,9 +96,10 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
 def test_every_negative_vector_is_refused_with_its_code(item):
     with pytest.raises(Refusal) as err:
         spec = HadamardClientSpec.from_json(item["config"])
-        client = HadamardDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(100, 132))))
-        i = item["input"]
-        client.report(i["values"], i["event_ms"], i["dimensions"])
+        client = HadamardDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(100, 132))), item.get("rate_state"))
+        i = item["input"]   # None: the config or the rate state is what is refused
+        if i is not None:
+            client.report(i["values"], i["event_ms"], i["dimensions"])
     assert err.value.code == item["refusal"]
 
 

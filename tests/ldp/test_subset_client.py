@@ -11,7 +11,9 @@ import pytest
 from scipy.stats import chi2
 
 from ldp_marginals.ldp.client import Refusal
+from ldp_marginals.ldp.client import _window as read_window   # the config's window object, read as clients do
 from ldp_marginals.ldp.coins import HmacDrbg, coin_value, units
+from ldp_marginals.ldp.device import device_token
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.ldp.subset_reports import SubsetFormat
 from ldp_marginals.ldp.subset_rr import SubsetRR
@@ -37,15 +39,30 @@ def test_the_client_reproduces_every_positive_vector(case):
     client = SubsetDeviceClient(SubsetClientSpec.from_json(case["config"]), bytes.fromhex(case["secret"]),
                                 HmacDrbg(bytes.fromhex(case["seed"])))
     for report in case["reports"]:
-        record, trace = client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
         expect = report["expect"]
+        if "refusal" in expect:   # past the declared rate (section 3): refused, and the next report's coins
+            with pytest.raises(Refusal) as err:   # show that it drew none
+                client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
+            assert err.value.code == expect["refusal"]
+            continue
+        record, trace = client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
         assert trace.coins.hex() == expect["coins"]
+        # the device token of the event's slice exactly when the config says so (section 5)
+        assert record["client"] == expect.get("client")
+        assert (record["client"] is not None) == case["config"].get("token", False)
+        if record["client"] is not None:
+            slice_start = read_window(case["config"]["window"]).slice_of(report["event_ms"])
+            assert record["client"] == device_token(bytes.fromhex(case["secret"]), case["config"]["collection"],
+                                                    slice_start)
         assert (list(trace.encoded), list(trace.subset), trace.kept, list(trace.pattern)) == (
             expect["encoded"], expect["subset"], expect["kept"], expect["pattern"])
         assert (trace.permanent.hex(), list(trace.permanent_pattern)) == (expect.get("permanent_coins", ""),
                                                                     expect.get("permanent_pattern", []))
         assert record["bits"].hex() == expect["bits"]
         assert encode_message("noisy_report", record).hex() == expect["avro"] == spec_avro(record).hex()
+    # the rate state the app persists: every report made counted on its UTC day, the refused one not
+    assert client.rate_state() == case.get("rate_state_after", client.rate_state())
+    assert ("rate_state_after" in case) == ("reports_per_day" in case["config"])
 
 
 @pytest.mark.parametrize("case", [c for c in VECTORS["cases"] if "permanent_keep" not in c["config"]["subset"]],
@@ -57,10 +74,11 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
     units(1/2); the bits are the job's wire format."""
     mech = mechanism_of(case["config"])
     assert SubsetClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
-                               Window("fixed", 3600.0), mech).to_json() == case["config"]
+                               read_window(case["config"]["window"]), mech,
+                                 **SubsetClientSpec.device_of(case["config"])).to_json() == case["config"]
     d, s = mech.n_bits, mech.width
     fmt = SubsetFormat(mech)
-    for report in case["reports"]:
+    for report in (r for r in case["reports"] if "refusal" not in r["expect"]):
         e = report["expect"]
         raw = bytes.fromhex(e["coins"])
         u = [coin_value(raw[4 * i:4 * i + 4]) for i in range(len(raw) // 4)]
@@ -92,9 +110,10 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
 def test_every_negative_vector_is_refused_with_its_code(item):
     with pytest.raises(Refusal) as err:
         spec = SubsetClientSpec.from_json(item["config"])
-        client = SubsetDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(100, 132))))
-        i = item["input"]
-        client.report(i["values"], i["event_ms"], i["dimensions"])
+        client = SubsetDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(100, 132))), item.get("rate_state"))
+        i = item["input"]   # None: the config or the rate state is what is refused
+        if i is not None:
+            client.report(i["values"], i["event_ms"], i["dimensions"])
     assert err.value.code == item["refusal"]
 
 

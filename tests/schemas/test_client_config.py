@@ -11,6 +11,7 @@ import yaml
 
 from ldp_marginals.ldp.client import ClientSpec, DeviceClient
 from ldp_marginals.ldp.coins import HmacDrbg
+from ldp_marginals.ldp.device import device_token
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.pipelines import cli
@@ -69,15 +70,18 @@ def test_the_reference_client_reads_it_and_its_channel_is_the_jobs(name, tmp_pat
         assert [c is not None for c in spec.channels.permanent] == [c is not None for c in cfg.permanent or
                                                                     [None] * cfg.layout.n_bits]
         assert spec.layout == cfg.layout
-        # the token exactly when the job needs it: the device unit (else no_device_token) or client extremes
-        assert spec.token == (cfg.device is not None or bool(cfg.client_extremes))
-        assert spec.reports_per_day == (cfg.device.reports_per_day if cfg.device is not None else None)
     else:
         mech = cfg.sampling
         assert [f["name"] for f in config["features"]] == [f.name for f in cfg.layout.features]
-        assert spec.max_order == cfg.max_order and spec.keep == pytest.approx(float(mech.keep if kind == "hadamard"
-                                                                                      else mech.p), abs=1e-15)
-        assert spec.permanent_keep is None
+        memo = cfg.kind_memo
+        stages = (memo.instantaneous, memo.permanent) if memo is not None else (mech, None)
+        keep_of = (lambda m: float(m.keep)) if kind == "hadamard" else (lambda m: float(m.p))
+        assert spec.max_order == cfg.max_order and spec.keep == pytest.approx(keep_of(stages[0]), abs=1e-15)
+        # memoized: the permanent stage's keep, which the job's composed channel inverts
+        assert spec.permanent_keep == (None if stages[1] is None else pytest.approx(keep_of(stages[1]), abs=1e-15))
+    # the token exactly when the job needs it: the device unit (else no_device_token) or client extremes
+    assert spec.token == (cfg.device is not None or bool(cfg.client_extremes))
+    assert spec.reports_per_day == (cfg.device.reports_per_day if cfg.device is not None else None)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -121,9 +125,13 @@ def test_output_file_and_the_collections_it_refuses(tmp_path, capsys):
     out = tmp_path / "client.json"
     assert cli.main(["client-config", "--config", str(one), "--output", str(out)]) == 0
     assert ClientSpec.from_json(json.loads(out.read_text())).collection == "pq"
-    # a whole-report kind under the device unit: its clients send no token, so every report would be dead-lettered
+    # a whole-report kind under the device unit (refused before issue 48 item 2: its clients sent no token):
+    # the config tells the devices to send it, and the client does
     device_kind = dict(CONFIGS["hadamard"], privacy={"unit": "device", "max_reports_per_device": 1})
     one.write_text(json.dumps(device_kind))
-    assert cli.main(["client-config", "--config", str(one)]) == 2
-    err = capsys.readouterr().err
-    assert "privacy.unit: device has no client config" in err and "device token" in err
+    assert cli.main(["client-config", "--config", str(one), "--output", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert written["token"] is True and "reports_per_day" not in written
+    spec = HadamardClientSpec.from_json(written)
+    record = HadamardDeviceClient(spec, bytes(32), HmacDrbg(bytes(32))).report(values_of("hadamard", 3), T0)
+    assert record["client"] == device_token(bytes(32), "hadamard", T0)   # the slice (the hour) starts at T0

@@ -92,9 +92,10 @@ EXAMPLES = {
     "kind-categorical": ({"channel": _HADAMARD,
                           "features": [{"name": n, "type": "boolean"} for n in "abc"]
                           + [{"name": "x", "type": "categorical", "values": ["u", "v"]}]}, False),
-    "kind-memoize-client-extremes": ({"channel": dict(_HADAMARD, memoize=True), "privacy": {"unit": "device"},
-                                      "extremes": [{"name": "any", "op": "or", "bits": ["a", "b"], "over": "client"}]},
-                                     False),
+    "memoize-client-extremes": ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75, "memoize": True},
+                                 "privacy": {"unit": "device", "max_reports_per_device": 4},
+                                 "extremes": [{"name": "any", "op": "or", "bits": ["a", "b"], "over": "client"}]},
+                                False),
     "kind-analyses": ({"channel": _HADAMARD, "sets": [["a", "b", "c"]]}, False),
     "kind-analyses-over-order": ({"channel": _HADAMARD, "conditionals": [{"of": ["a"], "given": ["b", "c"]}]}, False),
     "kind-groups-over-order": ({"channel": _HADAMARD, "groups": [["a", "b", "c"]]}, False),

@@ -198,13 +198,23 @@ def rollup_rows(config, window: tuple, key: tuple, acc, thin: dict | None = None
 def rollup_parts(config, published: set, key: tuple, parts) -> list:
     """``[(marked key, accumulator)]``: what capped ``key``'s ``parts`` (its released and held
     accumulators, or None) add to each rollup row of the window that is ``published``
-    (:func:`~.rollups.published_rollups`)."""
+    (:func:`~.rollups.published_rollups`). A rollup row publishes the linear rows only
+    (:func:`rollup_rows`), so the parts go without their client tables and client samples, which only
+    the extremes over clients read (under a client sample they are most of an accumulator's bytes)."""
     out = []
     for over in config.rollups:
         row = marked(config, key, over)
         if row in published:
-            out += [(row, acc) for acc in parts if acc is not None and acc.n]
+            out += [(row, _linear_part(config.aggregator, acc)) for acc in parts if acc is not None and acc.n]
     return out
+
+
+def _linear_part(aggregator, acc):
+    """``acc`` as the rows over reports read it: a new accumulator without its clients (``acc`` itself
+    when it has none)."""
+    if acc.clients.size == 0 and acc.sample_owner.size == 0:
+        return acc
+    return aggregator.merge([aggregator.create(), acc], clients=False)
 
 
 def batch_rollups(config, window: tuple, parts: dict, held_devices: dict | None = None) -> dict:

@@ -302,7 +302,7 @@ def client_blocks(config, base, acc, atoms=None, client_reason: str | None = Non
     if config.client_sample is not None:   # the clients the sample keeps, each on its c reports
         sample = sampled_clients([acc] if atoms is None else atoms, config.client_sample, config.min_reports)
         n_clients = sample.keys.size
-    sums = config.aggregator.client_sums(acc, atoms, config.min_reports)
+    sums = config.aggregator.client_sums(acc, atoms, config.min_reports, sample)
     yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level, n_counts(config, ext))
                      for ext, (total, var) in zip(config.client_extremes, sums)]
     if sample is not None and sample.clients_left_out:   # counted: who the client rows leave out, and why

@@ -20,7 +20,7 @@
  */
 import { encodeNoisyReport, sortDimensions, type NoisyReport } from "./avro.js";
 import { COIN_BYTES, SystemCoins, decide, type CoinSource } from "./coins.js";
-import { MAX_REPORTS_PER_DAY, parseClientSpec, type ClientSpec, type Feature } from "./config.js";
+import { MAX_REPORTS_PER_DAY, parseClientSpec, type ClientSpec, type Feature, type Window } from "./config.js";
 import { deviceToken, encodingCoin, permanentCoin, secretKey, type Secret } from "./device.js";
 import {
   BAD_DIMENSIONS, BAD_EVENT_TIME, BAD_STATE, BAD_VALUE, MISSING_FEATURE, OUT_OF_RANGE, RATE_EXCEEDED, Refusal,
@@ -184,19 +184,51 @@ export abstract class ReportingClient<T> {
       Promise<Traced<T>>;
 }
 
+/**
+ * A client's count of its reports per UTC day of their event time (docs/client.md section 3), every kind's:
+ * restored from a rate state ({@link readRateState}), it refuses (`rate_exceeded`) a report past the declared
+ * rate and gives the state back ({@link RateCounter.state}).
+ */
+export class RateCounter {
+  private readonly reported: Map<number, number>;   // UTC day -> reports made (this collection's)
+
+  /** The counter of a restored rate state (`null`/`undefined`: none); a {@link Refusal} `bad_state` if it is not one. */
+  constructor(state: unknown) {
+    this.reported = readRateState(state);
+  }
+
+  /** The rate state, `{"20454": 2, ...}` (a new object, days in order). */
+  state(): RateState {
+    const out: Record<string, number> = {};
+    for (const day of [...this.reported.keys()].sort((a, b) => a - b)) out[String(day)] = this.reported.get(day)!;
+    return out;
+  }
+
+  /** Counts a report on its event's UTC day, or refuses it (`rate_exceeded`) past `rate` (null: no limit). */
+  count(eventMs: number, rate: number | null): void {
+    const day = Math.floor(eventMs / MS_PER_DAY);
+    const made = this.reported.get(day) ?? 0;
+    if (rate !== null && made >= rate) {
+      throw new Refusal(RATE_EXCEEDED, `this device has made the ${rate} reports a UTC day the collection declares ` +
+        `(reports_per_day=${rate}) on day ${day}`);
+    }
+    this.reported.set(day, Math.min(made + 1, MAX_REPORTS_PER_DAY));   // without a rate, stops at 2^31 - 1
+  }
+}
+
 /** One device's client for one collection. */
 export class DeviceClient extends ReportingClient<Trace> {
   readonly spec: ClientSpec;
   private readonly key: CryptoKey;
   private readonly coins: CoinSource;
-  private readonly reported: Map<number, number>;   // UTC day -> reports made (this collection's)
+  private readonly rate: RateCounter;
 
-  private constructor(spec: ClientSpec, key: CryptoKey, coins: CoinSource, reported: Map<number, number>) {
+  private constructor(spec: ClientSpec, key: CryptoKey, coins: CoinSource, rate: RateCounter) {
     super();
     this.spec = spec;
     this.key = key;
     this.coins = coins;
-    this.reported = reported;
+    this.rate = rate;
   }
 
   /**
@@ -205,21 +237,7 @@ export class DeviceClient extends ReportingClient<Trace> {
    * {@link DeviceClient.create}: the count is the device's state.
    */
   rateState(): RateState {
-    const out: Record<string, number> = {};
-    for (const day of [...this.reported.keys()].sort((a, b) => a - b)) out[String(day)] = this.reported.get(day)!;
-    return out;
-  }
-
-  /** Counts a report on its event's UTC day, or refuses it (`rate_exceeded`) past the declared rate. */
-  private count(eventMs: number): void {
-    const day = Math.floor(eventMs / MS_PER_DAY);
-    const made = this.reported.get(day) ?? 0;
-    const rate = this.spec.reportsPerDay;
-    if (rate !== null && made >= rate) {
-      throw new Refusal(RATE_EXCEEDED, `this device has made the ${rate} reports a UTC day the collection declares ` +
-        `(reports_per_day=${rate}) on day ${day}`);
-    }
-    this.reported.set(day, Math.min(made + 1, MAX_REPORTS_PER_DAY));   // without a rate, stops at 2^31 - 1
+    return this.rate.state();
   }
 
   /**
@@ -234,12 +252,12 @@ export class DeviceClient extends ReportingClient<Trace> {
                       rateState?: unknown): Promise<DeviceClient> {
     const spec = parseClientSpec(config);
     const key = await secretKey(secret);
-    return new DeviceClient(spec, key, coins, readRateState(rateState));
+    return new DeviceClient(spec, key, coins, new RateCounter(rateState));
   }
 
   protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]): Promise<Traced<Trace>> {
     const unit = checkValues(this.spec.features, values);
-    this.count(eventMs);
+    this.rate.count(eventMs, this.spec.reportsPerDay);
     const spec = this.spec;
     const fresh = spec.features.filter((f, k) => f.type === "numeric" && spec.permanent[spec.firstBit[k]!] === null);
     const drawn = this.coins.generate(COIN_BYTES * (fresh.length + spec.nBits));
@@ -296,9 +314,13 @@ export class DeviceClient extends ReportingClient<Trace> {
       }
       bits[i >> 3] = bits[i >> 3]! | (y << (i & 7));
     }
-    const sliceStart = spec.window.periodMs === 0 ? 0 : eventMs - (eventMs % spec.window.periodMs);
-    const client = spec.token ? await deviceToken(this.key, spec.collection, sliceStart) : null;
+    const client = spec.token ? await deviceToken(this.key, spec.collection, sliceStartOf(spec.window, eventMs)) : null;
     const record: NoisyReport = { collection: spec.collection, event_time: eventMs, bits, dimensions, client };
     return { record, trace: { coins: drawn, encoded, permanent } };
   }
+}
+
+/** The start (ms) of the slice an event lies in (docs/client.md section 5): 0 for the global window. */
+export function sliceStartOf(window: Window, eventMs: number): number {
+  return window.periodMs === 0 ? 0 : eventMs - (eventMs % window.periodMs);
 }

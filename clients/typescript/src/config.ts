@@ -170,20 +170,11 @@ export function parseClientSpec(json: unknown): ClientSpec {
     instantaneous.push(channel({ p: entry.p, q: entry.q }, `channels[${i}]`));
     permanent.push(Object.hasOwn(entry, "permanent") ? channel(entry.permanent, `channels[${i}].permanent`) : null);
   });
-  const token = Object.hasOwn(spec, "token") ? spec.token : false;
-  if (typeof token !== "boolean") throw bad(`token must be true or false, got token=${shown(token)}`);
+  const token = tokenOf(spec);
   if (instantaneous.length !== nBits) {
     throw bad(`channels must have one entry per bit (${nBits}), got ${instantaneous.length}`);
   }
-  let reportsPerDay: number | null = null;
-  if (Object.hasOwn(spec, "reports_per_day")) {
-    // an integer (JavaScript cannot tell 2.0 from 2: both are 2, as docs/client.md section 11 allows)
-    const r = spec.reports_per_day;
-    if (typeof r !== "number" || !Number.isInteger(r) || r < 1 || r > MAX_REPORTS_PER_DAY) {
-      throw bad(`reports_per_day must be an integer in [1, ${MAX_REPORTS_PER_DAY}], got reports_per_day=${shown(r)}`);
-    }
-    reportsPerDay = r;
-  }
+  const reportsPerDay = reportsPerDayOf(spec);
   const collection = text(spec.collection, "collection");
   const fresh = features.filter((f, k) => f.type === "numeric" && permanent[firstBit[k]!] === null).length;
   if ((fresh + nBits) * COIN_BYTES > MAX_REQUEST_BYTES) {
@@ -192,4 +183,22 @@ export function parseClientSpec(json: unknown): ClientSpec {
   return Object.freeze({ collection, features: Object.freeze(features), firstBit: Object.freeze(firstBit), nBits,
     window: Object.freeze(win), instantaneous: Object.freeze(instantaneous), permanent: Object.freeze(permanent), token,
     reportsPerDay });
+}
+
+/** A config's optional `token` (every kind's): true or false; absent, false. */
+export function tokenOf(spec: Record<string, unknown>): boolean {
+  const token = Object.hasOwn(spec, "token") ? spec.token : false;
+  if (typeof token !== "boolean") throw bad(`token must be true or false, got token=${shown(token)}`);
+  return token;
+}
+
+/** A config's optional `reports_per_day` (every kind's); null when absent (no limit). */
+export function reportsPerDayOf(spec: Record<string, unknown>): number | null {
+  if (!Object.hasOwn(spec, "reports_per_day")) return null;
+  // an integer (JavaScript cannot tell 2.0 from 2: both are 2, as docs/client.md section 11 allows)
+  const r = spec.reports_per_day;
+  if (typeof r !== "number" || !Number.isInteger(r) || r < 1 || r > MAX_REPORTS_PER_DAY) {
+    throw bad(`reports_per_day must be an integer in [1, ${MAX_REPORTS_PER_DAY}], got reports_per_day=${shown(r)}`);
+  }
+  return r;
 }

@@ -13,6 +13,7 @@
  *    bit; `client` is null.
  */
 import { SystemCoins, COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, coinValue, decide, units, type CoinSource } from "./coins.js";
+import type { RateCounter } from "./client.js";
 import type { Secret } from "./device.js";
 import { bad } from "./config.js";
 import { shown } from "./refusal.js";
@@ -109,15 +110,18 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
 
 /** One device's client for one Hadamard-sampling collection. */
 export class HadamardDeviceClient extends WholeReportClient<HadamardSpec, HadamardSlots> {
-  private constructor(spec: HadamardSpec, key: CryptoKey, coins: CoinSource) {
-    super(spec, key, coins);
+  private constructor(spec: HadamardSpec, key: CryptoKey, coins: CoinSource, rate: RateCounter) {
+    super(spec, key, coins, rate);
   }
 
-  /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
-  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
-      Promise<HadamardDeviceClient> {
-    const [spec, key] = await checkedSpec(parseHadamardSpec, config, secret);
-    return new HadamardDeviceClient(spec, key, coins);
+  /**
+   * A client for the collection whose client config (parsed JSON) is `config`, restored with `rateState`
+   * (what `rateState()` gave before; absent: none), as {@link checkedSpec} says.
+   */
+  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins(),
+                      rateState?: unknown): Promise<HadamardDeviceClient> {
+    const [spec, key, rate] = await checkedSpec(parseHadamardSpec, config, secret, rateState);
+    return new HadamardDeviceClient(spec, key, coins, rate);
   }
 
   /** Per slot, the index coin and the parity coin. */

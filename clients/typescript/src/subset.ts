@@ -16,6 +16,7 @@
  */
 import { SystemCoins, decide, type CoinSource } from "./coins.js";
 import { bad } from "./config.js";
+import type { RateCounter } from "./client.js";
 import type { Secret } from "./device.js";
 import {
   BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, keepOf,
@@ -62,15 +63,18 @@ export function parseSubsetSpec(json: unknown): SubsetSpec {
 
 /** One device's client for one subset-randomized-response collection. */
 export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoice> {
-  private constructor(spec: SubsetSpec, key: CryptoKey, coins: CoinSource) {
-    super(spec, key, coins);
+  private constructor(spec: SubsetSpec, key: CryptoKey, coins: CoinSource, rate: RateCounter) {
+    super(spec, key, coins, rate);
   }
 
-  /** A client for the collection whose client config (parsed JSON) is `config`, as {@link checkedSpec} says. */
-  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins()):
-      Promise<SubsetDeviceClient> {
-    const [spec, key] = await checkedSpec(parseSubsetSpec, config, secret);
-    return new SubsetDeviceClient(spec, key, coins);
+  /**
+   * A client for the collection whose client config (parsed JSON) is `config`, restored with `rateState`
+   * (what `rateState()` gave before; absent: none), as {@link checkedSpec} says.
+   */
+  static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins(),
+                      rateState?: unknown): Promise<SubsetDeviceClient> {
+    const [spec, key, rate] = await checkedSpec(parseSubsetSpec, config, secret, rateState);
+    return new SubsetDeviceClient(spec, key, coins, rate);
   }
 
   /** Coins per report: `d` subset coins, the keep coin, `s` mask coins. */

@@ -7,17 +7,21 @@
  * client checks it (`bad_event_time`, `bad_dimensions`, `missing_feature`, `unknown_feature`,
  * `bad_value`), drawing no coin on a refusal; the kind's coins drawn in one request; the true bits (the
  * booleans in layout order); the kind's randomizer, which writes the report's bits least significant
- * first; the record, `client` null (these collections count reports, not devices). The secret is checked
+ * first; the record, `client` the device token of the event's slice when the config says `token: true`
+ * (section 5), else null. The declared rate (`reports_per_day`, section 3) is counted and enforced as the
+ * per-bit client does, after the value checks and before any coin. The secret is checked
  * (`bad_secret`); a memoized collection (the kind's block holds `permanent_keep`, docs/client.md section 13)
  * derives from it the permanent coins of each value (an HmacDrbg seeded with `permanentReportSeed`), which the
- * randomizer reads in place of the drawn ones, and draws the kind's fresh coins. No token. A kind adds its own
+ * randomizer reads in place of the drawn ones, and draws the kind's fresh coins. A kind adds its own
  * checks, its randomizer and its layout.
  */
 import type { NoisyReport } from "./avro.js";
-import { ReportingClient, checkValues, type FeatureValues, type Traced } from "./client.js";
+import {
+  RateCounter, ReportingClient, checkValues, sliceStartOf, type FeatureValues, type RateState, type Traced,
+} from "./client.js";
 import { COIN_BYTES, HmacDrbg, type CoinSource } from "./coins.js";
-import { bad, keys, text, window, type Feature, type Window } from "./config.js";
-import { permanentReportSeed, secretKey, type Secret } from "./device.js";
+import { bad, keys, reportsPerDayOf, text, tokenOf, window, type Feature, type Window } from "./config.js";
+import { deviceToken, permanentReportSeed, secretKey, type Secret } from "./device.js";
 import { shown } from "./refusal.js";
 
 /** The most features a whole-report collection may have (the job keeps a report's bits in 64-bit words). */
@@ -36,6 +40,10 @@ export interface WholeReportSpec {
   readonly kind: string;
   /** Memoized (section 13): the permanent stage's keep; null when the collection does not memoize. */
   readonly permanentKeep: number | null;
+  /** Whether reports carry the device token of their slice (section 5). */
+  readonly token: boolean;
+  /** The declared rate (section 3): at most this many reports a UTC day; null: no limit. */
+  readonly reportsPerDay: number | null;
 }
 
 /** A whole-report config read up to the kind's own checks; `block` is the kind's block. */
@@ -46,6 +54,8 @@ export interface WholeReportBlock {
   readonly features: Feature[];
   readonly window: Window;
   readonly maxOrder: number;
+  readonly token: boolean;
+  readonly reportsPerDay: number | null;
 }
 
 /**
@@ -55,13 +65,15 @@ export interface WholeReportBlock {
  */
 export function readBlock(json: unknown, kind: string, blockKeys: readonly string[],
                           early?: (block: Record<string, unknown>) => void): WholeReportBlock {
-  const spec = keys(json, "config", ["collection", "features", "window", kind]);
+  const spec = keys(json, "config", ["collection", "features", "window", kind], ["token", "reports_per_day"]);
   const features = booleanFeatures(spec.features);
   const block = keys(spec[kind], kind, blockKeys, ["permanent_keep"]);
   early?.(block);
   const win = window(spec.window);
   const collection = text(spec.collection, "collection");
-  return { kind, block, collection, features, window: win, maxOrder: integer(block.max_order, kind, "max_order") };
+  const maxOrder = integer(block.max_order, kind, "max_order");
+  return { kind, block, collection, features, window: win, maxOrder, token: tokenOf(spec),
+    reportsPerDay: reportsPerDayOf(spec) };
 }
 
 /** The block's `keep`: a number in (`above`, 1], `above` written `bound` in the refusal. */
@@ -88,7 +100,8 @@ export function wholeReportSpec<K extends object>(read: WholeReportBlock, keep: 
                                                   own: K): WholeReportSpec & K {
   return Object.freeze({
     collection: read.collection, features: Object.freeze(read.features), window: Object.freeze(read.window),
-    maxOrder: read.maxOrder, keep, kind: read.kind, permanentKeep, ...own,
+    maxOrder: read.maxOrder, keep, kind: read.kind, permanentKeep, token: read.token,
+    reportsPerDay: read.reportsPerDay, ...own,
   });
 }
 
@@ -129,15 +142,17 @@ export function booleanBits(features: readonly Feature[], values: FeatureValues)
 }
 
 /**
- * What every kind's `create(config, secret, coins)` checks: the spec of the client config (parsed JSON),
- * then `secret` as the per-bit client checks it (these kinds derive nothing from it: their reports carry no
- * token and nothing memoizes); `coins` is the platform's secure generator unless a test passes a seeded
- * HmacDrbg. Rejects with a Refusal: `bad_config`, then `bad_secret`.
+ * What every kind's `create(config, secret, coins, rateState)` checks: the spec of the client config (parsed
+ * JSON), then `secret` as the per-bit client checks it (the device token and the permanent coins derive from
+ * it), then the rate state as the per-bit client's (`rateState`: what `rateState()` gave before; absent: none);
+ * `coins` is the platform's secure generator unless a test passes a seeded HmacDrbg. Rejects with a Refusal:
+ * `bad_config`, then `bad_secret`, then `bad_state`.
  */
-export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown,
-                                     secret: Secret): Promise<[S, CryptoKey]> {
+export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown, secret: Secret,
+                                     rateState?: unknown): Promise<[S, CryptoKey, RateCounter]> {
   const spec = parse(config);
-  return [spec, await secretKey(secret)];
+  const key = await secretKey(secret);
+  return [spec, key, new RateCounter(rateState)];
 }
 
 /** A report's bits, written in order, each value least significant bit first. */
@@ -173,12 +188,22 @@ export abstract class WholeReportClient<S extends WholeReportSpec, D> extends Re
   readonly spec: S;
   private readonly coins: CoinSource;
   private readonly key: CryptoKey;
+  private readonly rate: RateCounter;
 
-  protected constructor(spec: S, key: CryptoKey, coins: CoinSource) {
+  protected constructor(spec: S, key: CryptoKey, coins: CoinSource, rate: RateCounter) {
     super();
     this.spec = spec;
     this.key = key;
     this.coins = coins;
+    this.rate = rate;
+  }
+
+  /**
+   * The rate state: reports made per UTC day of their event time (as the per-bit client's `rateState`):
+   * persist it after each report and pass it back to the kind's `create`.
+   */
+  rateState(): RateState {
+    return this.rate.state();
   }
 
   /** The number of fresh coins one memoized report draws (section 13), in one request. */
@@ -201,6 +226,7 @@ export abstract class WholeReportClient<S extends WholeReportSpec, D> extends Re
   protected encode(values: FeatureValues, eventMs: number, dimensions: [string, string][]):
       Promise<Traced<WholeReportTrace<D>>> {
     const encoded = booleanBits(this.spec.features, values);
+    this.rate.count(eventMs, this.spec.reportsPerDay);   // after every other check, before any coin
     if (this.spec.permanentKeep === null) {
       return this.finish(encoded, eventMs, dimensions, this.coins.generate(COIN_BYTES * this.nCoins), null);
     }
@@ -223,8 +249,10 @@ export abstract class WholeReportClient<S extends WholeReportSpec, D> extends Re
     const chosen = permanent === null ? this.randomize(encoded, reader(drawn), null, out)
       : this.randomize(encoded, reader(permanent), reader(drawn), out);
     if (out.at !== this.reportBits) throw new Error(`the randomizer wrote ${out.at} of ${this.reportBits} bits`);
+    const client = this.spec.token
+      ? await deviceToken(this.key, this.spec.collection, sliceStartOf(this.spec.window, eventMs)) : null;
     const record: NoisyReport = {
-      collection: this.spec.collection, event_time: eventMs, bits: out.bytes, dimensions, client: null,
+      collection: this.spec.collection, event_time: eventMs, bits: out.bytes, dimensions, client,
     };
     const extra = permanent === null ? {} : { permanent };
     return { record, trace: { coins: drawn, encoded, ...extra, ...chosen } as WholeReportTrace<D> };

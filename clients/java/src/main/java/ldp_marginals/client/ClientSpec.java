@@ -126,32 +126,42 @@ public final class ClientSpec {
                 permanent[i] = channel(perm.get("p"), perm.get("q"), where + ".permanent");
             }
         }
-        boolean token = false;
-        if (spec.containsKey("token")) {
-            Object t = spec.get("token");
-            if (!(t instanceof Boolean)) {
-                throw refuse("token must be true or false, got token=" + show(t));
-            }
-            token = (Boolean) t;
-        }
+        boolean token = token(spec);
         if (list.size() != bits) {
             throw refuse("channels must have one entry per bit (" + bits + "), got " + list.size());
         }
         Window window = window(spec.get("window"));
-        long rate = 0;
-        if (spec.containsKey("reports_per_day")) {
-            Object r = spec.get("reports_per_day");
-            // an integer written as one (a Long: 2.0 is not, as in the reference), in [1, 2^31 - 1]
-            if (!(r instanceof Long) || (Long) r < 1 || (Long) r > MAX_REPORTS_PER_DAY) {
-                throw refuse("reports_per_day must be an integer in [1, " + MAX_REPORTS_PER_DAY + "], got reports_per_day=" + show(r));
-            }
-            rate = (Long) r;
-        }
+        long rate = reportsPerDay(spec);
         ClientSpec out = new ClientSpec((String) collection, features, window, instantaneous, permanent, token, rate);
         if (out.drawnCoins > MAX_COINS) {
             throw refuse("a report may draw at most " + MAX_COINS + " coins, this layout draws " + out.drawnCoins);
         }
         return out;
+    }
+
+    /** A config's optional {@code token} (every kind's): true or false; absent, false. */
+    static boolean token(Map<String, Object> spec) {
+        if (!spec.containsKey("token")) {
+            return false;
+        }
+        Object t = spec.get("token");
+        if (!(t instanceof Boolean)) {
+            throw refuse("token must be true or false, got token=" + show(t));
+        }
+        return (Boolean) t;
+    }
+
+    /** A config's optional {@code reports_per_day} (every kind's); 0 when absent (no limit). */
+    static long reportsPerDay(Map<String, Object> spec) {
+        if (!spec.containsKey("reports_per_day")) {
+            return 0;
+        }
+        Object r = spec.get("reports_per_day");
+        // an integer written as one (a Long: 2.0 is not, as in the reference), in [1, 2^31 - 1]
+        if (!(r instanceof Long) || (Long) r < 1 || (Long) r > MAX_REPORTS_PER_DAY) {
+            throw refuse("reports_per_day must be an integer in [1, " + MAX_REPORTS_PER_DAY + "], got reports_per_day=" + show(r));
+        }
+        return (Long) r;
     }
 
     private static List<Feature> features(Object feats) {

@@ -3,7 +3,6 @@ package ldp_marginals.client;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * One device's client for one collection: {@link #report} turns the device's feature values into one
@@ -34,13 +33,6 @@ import java.util.TreeMap;
  * Thread-safe: reports are made one at a time.
  */
 public final class DeviceClient extends ReportingClient<ClientSpec, DeviceClient.Trace> {
-    /** Milliseconds in a UTC day: the rate counts reports per {@code eventMs / MS_PER_DAY}. */
-    static final long MS_PER_DAY = 86_400_000L;
-    /** The UTC day of the last event time a client accepts (2099-12-31). */
-    static final long LAST_DAY = (MAX_EVENT_MS - 1) / MS_PER_DAY;
-
-    private final TreeMap<Long, Long> reported;   // UTC day -> reports made (this collection's)
-
     /** A device's client with the given coin generator ({@link Coins#system()} on a device), no reports made yet. */
     public DeviceClient(ClientSpec spec, DeviceSecret secret, Coins coins) {
         this(spec, secret, coins, (String) null);
@@ -51,12 +43,11 @@ public final class DeviceClient extends ReportingClient<ClientSpec, DeviceClient
      * Refusal {@code bad_state} when the text is not one.
      */
     public DeviceClient(ClientSpec spec, DeviceSecret secret, Coins coins, String rateState) {
-        this(spec, secret, coins, rateState == null ? null : parsedState(rateState));
+        this(spec, secret, coins, parsedState(rateState));
     }
 
     private DeviceClient(ClientSpec spec, DeviceSecret secret, Coins coins, Object rateState) {
-        super(spec, secret, coins);
-        this.reported = readRateState(rateState);
+        super(spec, secret, coins, rateState);
     }
 
     /** A client from a parsed rate state ({@link Json}), as the test vectors hold it. */
@@ -74,69 +65,9 @@ public final class DeviceClient extends ReportingClient<ClientSpec, DeviceClient
         return new DeviceClient(spec, secret, Coins.system(), rateState);
     }
 
-    /**
-     * The rate state: the reports made per UTC day of their event time, as JSON text, days (since
-     * 1970-01-01) in decimal and in order, {@code {"20454":2,"20455":1}}. Persist it after each report (in
-     * the app's private storage) and pass it back to the constructor: the count is the device's state.
-     */
-    public synchronized String rateState() {
-        StringBuilder out = new StringBuilder("{");
-        for (Map.Entry<Long, Long> e : reported.entrySet()) {
-            out.append(out.length() > 1 ? "," : "").append('"').append(e.getKey()).append("\":").append(e.getValue());
-        }
-        return out.append('}').toString();
-    }
-
-    private static Object parsedState(String text) {
-        Object parsed;
-        try {
-            parsed = Json.parse(text);
-        } catch (IllegalArgumentException e) {
-            throw new Refusal(Refusal.Code.BAD_STATE, "the rate state is " + e.getMessage());
-        }
-        if (parsed == null) {   // the text "null": no state is a null String, not this
-            throw new Refusal(Refusal.Code.BAD_STATE, "the rate state must be a JSON object, got null");
-        }
-        return parsed;
-    }
-
-    /** The rate state from its parsed JSON: day numbers in decimal to integer counts (docs/client.md, section 3). */
-    private static TreeMap<Long, Long> readRateState(Object state) {
-        TreeMap<Long, Long> out = new TreeMap<>();
-        if (state == null) {
-            return out;
-        }
-        if (!(state instanceof Map)) {
-            throw new Refusal(Refusal.Code.BAD_STATE, "the rate state must map UTC day numbers to counts, got a "
-                    + typeOf(state));
-        }
-        for (Map.Entry<?, ?> e : ((Map<?, ?>) state).entrySet()) {
-            String key = String.valueOf(e.getKey());
-            if (!key.matches("0|[1-9][0-9]{0,5}") || Long.parseLong(key) > LAST_DAY) {
-                throw new Refusal(Refusal.Code.BAD_STATE, "the rate state's keys must be UTC day numbers in [0, "
-                        + LAST_DAY + "] in decimal, got key \"" + key + "\"");
-            }
-            Object count = e.getValue();
-            // never echo a count: it says how active the device is
-            if (!(count instanceof Long) || (Long) count < 0 || (Long) count > ClientSpec.MAX_REPORTS_PER_DAY) {
-                throw new Refusal(Refusal.Code.BAD_STATE, "the rate state's counts must be integers in [0, "
-                        + ClientSpec.MAX_REPORTS_PER_DAY + "], got a bad count for day " + key);
-            }
-            out.put(Long.parseLong(key), (Long) count);
-        }
-        return out;
-    }
-
-    /** Counts a report on its event's UTC day, or refuses it ({@code rate_exceeded}) past the declared rate. */
-    private void count(long eventMs) {
-        long day = eventMs / MS_PER_DAY;
-        Long held = reported.get(day);   // not getOrDefault: Android's API level 21 lacks it
-        long made = held == null ? 0 : held;
-        if (spec.reportsPerDay > 0 && made >= spec.reportsPerDay) {
-            throw new Refusal(Refusal.Code.RATE_EXCEEDED, "this device has made the " + spec.reportsPerDay
-                    + " reports a UTC day the collection declares (reports_per_day) on day " + day);
-        }
-        reported.put(day, Math.min(made + 1, ClientSpec.MAX_REPORTS_PER_DAY));   // without a rate, stops at 2^31 - 1
+    @Override
+    long reportsPerDay() {
+        return spec.reportsPerDay;
     }
 
     /**

@@ -13,22 +13,46 @@ package ldp_marginals.client;
  *       {@code units(S_a)} is above the index coin's value; its true parity is the number of 1 bits of
  *       its set, mod 2; the slot sends it if {@code decide(parity coin, keep)}, else its complement;</li>
  *   <li>pack each slot as its index in {@code B} bits, least significant first, then its parity bit;
- *       {@code client} is null (these collections count reports, not devices).</li>
+ *       {@code client} is the device token of the event's slice when the spec says {@code token}
+ *       (docs/client.md, section 5), else null; {@code reports_per_day} is enforced as {@link DeviceClient}
+ *       enforces it.</li>
  * </ol>
  *
  * The secret is checked ({@code bad_secret}); a memoized collection ({@code permanent_keep}, docs/client.md
  * section 13) runs the steps above on the value's permanent coins at {@code permanent_keep} and re-randomizes
- * the result with fresh coins at {@code keep} ({@link WholeReportClient}). No token.
+ * the result with fresh coins at {@code keep} ({@link WholeReportClient}).
  */
 public final class HadamardDeviceClient extends WholeReportClient<HadamardSpec, HadamardDeviceClient.Slots> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
     public HadamardDeviceClient(HadamardSpec spec, DeviceSecret secret, Coins coins) {
-        super(spec, secret, coins);
+        this(spec, secret, coins, (String) null);
+    }
+
+    /**
+     * A device's client restored with its rate state: the JSON text {@link #rateState()} gave (null: none),
+     * as {@link DeviceClient}'s. Refusal {@code bad_state} when the text is not one.
+     */
+    public HadamardDeviceClient(HadamardSpec spec, DeviceSecret secret, Coins coins, String rateState) {
+        this(spec, secret, coins, parsedState(rateState));
+    }
+
+    private HadamardDeviceClient(HadamardSpec spec, DeviceSecret secret, Coins coins, Object rateState) {
+        super(spec, secret, coins, rateState);
+    }
+
+    /** A client from a parsed rate state ({@link Json}), as the test vectors hold it. */
+    static HadamardDeviceClient restored(HadamardSpec spec, DeviceSecret secret, Coins coins, Object rateState) {
+        return new HadamardDeviceClient(spec, secret, coins, rateState);
     }
 
     /** A device's client drawing its coins from the operating system's secure generator. */
     public static HadamardDeviceClient create(HadamardSpec spec, DeviceSecret secret) {
         return new HadamardDeviceClient(spec, secret, Coins.system());
+    }
+
+    /** The same, restored with its rate state (the JSON text {@link #rateState()} gave; null: none). */
+    public static HadamardDeviceClient create(HadamardSpec spec, DeviceSecret secret, String rateState) {
+        return new HadamardDeviceClient(spec, secret, Coins.system(), rateState);
     }
 
     /** Per slot, the coefficient, its parity sent or complemented, packed. */

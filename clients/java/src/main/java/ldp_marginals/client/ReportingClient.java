@@ -10,7 +10,8 @@ import java.util.TreeMap;
 
 /**
  * What every kind of device client shares ({@link DeviceClient}, {@link HadamardDeviceClient},
- * {@link SubsetDeviceClient}): the constructor's checks, the public {@code report} overloads, and the
+ * {@link SubsetDeviceClient}): the constructor's checks, the rate state and the declared rate
+ * (docs/client.md, section 3: {@link #rateState()}, {@link #count}), the public {@code report} overloads, and the
  * first checks of the input, in the specification's order (the event time, then the dimensions) before
  * the kind's encoder ({@link #encode}) checks the values, draws its coins and makes the report.
  *
@@ -23,18 +24,99 @@ abstract class ReportingClient<S, T extends ReportingClient.Traced> {
     /** Event times are in [1970-01-01, 2100-01-01) UTC, in milliseconds. */
     static final long MAX_EVENT_MS = 4_102_444_800_000L;
 
+    /** Milliseconds in a UTC day: the rate counts reports per {@code eventMs / MS_PER_DAY}. */
+    static final long MS_PER_DAY = 86_400_000L;
+    /** The UTC day of the last event time a client accepts (2099-12-31). */
+    static final long LAST_DAY = (MAX_EVENT_MS - 1) / MS_PER_DAY;
+
     final S spec;
     final DeviceSecret secret;
     final Coins coins;
+    private final TreeMap<Long, Long> reported;   // UTC day -> reports made (this collection's)
 
-    ReportingClient(S spec, DeviceSecret secret, Coins coins) {
+    /** The client of a spec, restored from a parsed rate state ({@link Json}; null: no reports made yet). */
+    ReportingClient(S spec, DeviceSecret secret, Coins coins, Object rateState) {
         if (spec == null || secret == null || coins == null) {
             throw new IllegalArgumentException("spec, secret and coins must not be null");
         }
         this.spec = spec;
         this.secret = secret;
         this.coins = coins;
+        this.reported = readRateState(rateState);
     }
+
+    /** The declared rate of the spec: at most this many reports a UTC day; 0 when there is none. */
+    abstract long reportsPerDay();
+
+    /**
+     * The rate state: the reports made per UTC day of their event time, as JSON text, days (since
+     * 1970-01-01) in decimal and in order, {@code {"20454":2,"20455":1}}. Persist it after each report (in
+     * the app's private storage) and pass it back to the constructor: the count is the device's state.
+     */
+    public synchronized String rateState() {
+        StringBuilder out = new StringBuilder("{");
+        for (Map.Entry<Long, Long> e : reported.entrySet()) {
+            out.append(out.length() > 1 ? "," : "").append('"').append(e.getKey()).append("\":").append(e.getValue());
+        }
+        return out.append('}').toString();
+    }
+
+    /** The parsed rate state of its JSON text (null: none); refusal {@code bad_state} when it is not JSON. */
+    static Object parsedState(String text) {
+        if (text == null) {
+            return null;
+        }
+        Object parsed;
+        try {
+            parsed = Json.parse(text);
+        } catch (IllegalArgumentException e) {
+            throw new Refusal(Refusal.Code.BAD_STATE, "the rate state is " + e.getMessage());
+        }
+        if (parsed == null) {   // the text "null": no state is a null String, not this
+            throw new Refusal(Refusal.Code.BAD_STATE, "the rate state must be a JSON object, got null");
+        }
+        return parsed;
+    }
+
+    /** The rate state from its parsed JSON: day numbers in decimal to integer counts (docs/client.md, section 3). */
+    private static TreeMap<Long, Long> readRateState(Object state) {
+        TreeMap<Long, Long> out = new TreeMap<>();
+        if (state == null) {
+            return out;
+        }
+        if (!(state instanceof Map)) {
+            throw new Refusal(Refusal.Code.BAD_STATE, "the rate state must map UTC day numbers to counts, got a "
+                    + typeOf(state));
+        }
+        for (Map.Entry<?, ?> e : ((Map<?, ?>) state).entrySet()) {
+            String key = String.valueOf(e.getKey());
+            if (!key.matches("0|[1-9][0-9]{0,5}") || Long.parseLong(key) > LAST_DAY) {
+                throw new Refusal(Refusal.Code.BAD_STATE, "the rate state's keys must be UTC day numbers in [0, "
+                        + LAST_DAY + "] in decimal, got key \"" + key + "\"");
+            }
+            Object count = e.getValue();
+            // never echo a count: it says how active the device is
+            if (!(count instanceof Long) || (Long) count < 0 || (Long) count > ClientSpec.MAX_REPORTS_PER_DAY) {
+                throw new Refusal(Refusal.Code.BAD_STATE, "the rate state's counts must be integers in [0, "
+                        + ClientSpec.MAX_REPORTS_PER_DAY + "], got a bad count for day " + key);
+            }
+            out.put(Long.parseLong(key), (Long) count);
+        }
+        return out;
+    }
+
+    /** Counts a report on its event's UTC day, or refuses it ({@code rate_exceeded}) past the declared rate. */
+    final void count(long eventMs) {
+        long day = eventMs / MS_PER_DAY;
+        Long held = reported.get(day);   // not getOrDefault: Android's API level 21 lacks it
+        long made = held == null ? 0 : held;
+        if (reportsPerDay() > 0 && made >= reportsPerDay()) {
+            throw new Refusal(Refusal.Code.RATE_EXCEEDED, "this device has made the " + reportsPerDay()
+                    + " reports a UTC day the collection declares (reports_per_day) on day " + day);
+        }
+        reported.put(day, Math.min(made + 1, ClientSpec.MAX_REPORTS_PER_DAY));   // without a rate, stops at 2^31 - 1
+    }
+
 
     public S spec() {
         return spec;

@@ -18,22 +18,46 @@ package ldp_marginals.client;
  *   <li>the sent pattern: bit j is the true bit of the j-th chosen position (ascending), XOR the mask's
  *       bit j unless {@code decide(keep coin, keep)};</li>
  *   <li>pack the d-bit subset mask (bit i: position i chosen), then the s pattern bits in order, least
- *       significant first; {@code client} is null (these collections count reports, not devices).</li>
+ *       significant first; {@code client} is the device token of the event's slice when the spec says {@code token}
+ *       (docs/client.md, section 5), else null; {@code reports_per_day} is enforced as {@link DeviceClient}
+ *       enforces it.</li>
  * </ol>
  *
  * The secret is checked ({@code bad_secret}); a memoized collection ({@code permanent_keep}, docs/client.md
  * section 13) runs the steps above on the value's permanent coins at {@code permanent_keep} and re-randomizes
- * the result with fresh coins at {@code keep} ({@link WholeReportClient}). No token.
+ * the result with fresh coins at {@code keep} ({@link WholeReportClient}).
  */
 public final class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetDeviceClient.Choice> {
     /** A device's client with the given coin generator ({@link Coins#system()} on a device). */
     public SubsetDeviceClient(SubsetSpec spec, DeviceSecret secret, Coins coins) {
-        super(spec, secret, coins);
+        this(spec, secret, coins, (String) null);
+    }
+
+    /**
+     * A device's client restored with its rate state: the JSON text {@link #rateState()} gave (null: none),
+     * as {@link DeviceClient}'s. Refusal {@code bad_state} when the text is not one.
+     */
+    public SubsetDeviceClient(SubsetSpec spec, DeviceSecret secret, Coins coins, String rateState) {
+        this(spec, secret, coins, parsedState(rateState));
+    }
+
+    private SubsetDeviceClient(SubsetSpec spec, DeviceSecret secret, Coins coins, Object rateState) {
+        super(spec, secret, coins, rateState);
+    }
+
+    /** A client from a parsed rate state ({@link Json}), as the test vectors hold it. */
+    static SubsetDeviceClient restored(SubsetSpec spec, DeviceSecret secret, Coins coins, Object rateState) {
+        return new SubsetDeviceClient(spec, secret, coins, rateState);
     }
 
     /** A device's client drawing its coins from the operating system's secure generator. */
     public static SubsetDeviceClient create(SubsetSpec spec, DeviceSecret secret) {
         return new SubsetDeviceClient(spec, secret, Coins.system());
+    }
+
+    /** The same, restored with its rate state (the JSON text {@link #rateState()} gave; null: none). */
+    public static SubsetDeviceClient create(SubsetSpec spec, DeviceSecret secret, String rateState) {
+        return new SubsetDeviceClient(spec, secret, Coins.system(), rateState);
     }
 
     /** The subset, the flip mask, the sent pattern, packed. */

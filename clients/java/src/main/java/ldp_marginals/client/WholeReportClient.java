@@ -9,26 +9,33 @@ import java.util.Map;
  * {@code unknown_feature}, {@code bad_value}; no coin drawn); the spec's {@link WholeReportSpec#coinBytes}
  * drawn in one request; the true bits (the booleans in layout order); the kind's randomizer
  * ({@link #randomize}), which writes the report's {@link WholeReportSpec#reportBits} bits, least
- * significant first; the report, {@code client} null (these collections count reports, not devices).
+ * significant first; the report, its {@code client} the device token of the event's slice when the spec
+ * says {@code token} (docs/client.md, section 5), else null. The declared rate ({@code reports_per_day},
+ * section 3) is counted and enforced as {@link DeviceClient} does, with the same rate state.
  *
  * The secret is checked ({@code bad_secret}); a memoized collection (docs/client.md section 13) derives from it
  * the permanent coins of each value (an HMAC_DRBG seeded with {@link DeviceSecret#permanentReportSeed}), which
  * the randomizer reads in place of the drawn coins, and draws {@link WholeReportSpec#freshBytes} fresh ones.
- * No token.
  * Thread-safe: reports are made one at a time.
  *
  * @param <S> the kind's spec
  * @param <D> what the kind's randomizer chose, for the trace
  */
 abstract class WholeReportClient<S extends WholeReportSpec, D> extends ReportingClient<S, WholeReportClient.Trace<D>> {
-    WholeReportClient(S spec, DeviceSecret secret, Coins coins) {
-        super(spec, secret, coins);
+    WholeReportClient(S spec, DeviceSecret secret, Coins coins, Object rateState) {
+        super(spec, secret, coins, rateState);
+    }
+
+    @Override
+    final long reportsPerDay() {
+        return spec.reportsPerDay;
     }
 
     /** The encoder of every whole-report kind: every feature takes a {@code Boolean}. */
     @Override
     final Trace<D> encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
         int[] encoded = booleanBits(spec.features, values);
+        count(eventMs);   // the declared rate: after every other check, before any coin
         byte[] permanent = spec.memoized()
                 ? new HmacDrbg(secret.permanentReportSeed(spec.collection, spec.kind, encoded)).generate(spec.coinBytes())
                 : null;
@@ -38,7 +45,8 @@ abstract class WholeReportClient<S extends WholeReportSpec, D> extends Reporting
         if (packed.at != spec.reportBits()) {
             throw new IllegalStateException("the randomizer wrote " + packed.at + " of " + spec.reportBits() + " bits");
         }
-        NoisyReport report = new NoisyReport(spec.collection, eventMs, packed.bytes, dims, null);
+        String token = spec.token ? secret.token(spec.collection, spec.window.sliceOf(eventMs)) : null;
+        NoisyReport report = new NoisyReport(spec.collection, eventMs, packed.bytes, dims, token);
         return new Trace<>(report, drawn, encoded, chosen, permanent);
     }
 

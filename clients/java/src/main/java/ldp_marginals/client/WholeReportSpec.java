@@ -11,7 +11,8 @@ import java.util.Map;
  * What the client configs of the kinds that randomize a whole report share ({@link HadamardSpec},
  * {@link SubsetSpec}: docs/client.md, sections 11 and 12): the collection's name, its boolean features
  * (at most {@link #MAX_FEATURES}), its window, the kind's block with its {@code max_order} and its
- * {@code keep}, and the checks of their integers and probabilities, each failure refusal
+ * {@code keep}, the device unit's optional {@code token} and {@code reports_per_day} (as the per-bit
+ * config's: docs/client.md, sections 3 and 5), and the checks of their integers and probabilities, each failure refusal
  * {@code bad_config}, with the rules of the Python references. A kind reads its own block's other keys
  * ({@link Block}), says how many coin bytes and report bits one report takes, and nothing else.
  * Immutable and thread-safe.
@@ -27,6 +28,8 @@ abstract class WholeReportSpec {
     final double keep;             // the kind's probability of sending the truth (memoized: the fresh stage's)
     final String kind;             // the kind's name (its block's)
     final double permanentKeep;    // memoized (docs/client.md section 13): the permanent stage's keep; NaN if not
+    final boolean token;           // reports carry the device token of their slice (docs/client.md section 5)
+    final long reportsPerDay;      // the declared rate (section 3); 0 when the config declares none
 
     /** The spec of a config read by {@code block}, its keep checked; the window is read last, here. */
     WholeReportSpec(Block block, double keep) {
@@ -37,6 +40,18 @@ abstract class WholeReportSpec {
         this.kind = block.kind;
         this.permanentKeep = block.permanentKeep;
         this.window = ClientSpec.window(block.window);
+        this.token = ClientSpec.token(block.spec);
+        this.reportsPerDay = ClientSpec.reportsPerDay(block.spec);
+    }
+
+    /** Whether reports carry the device token. */
+    public boolean token() {
+        return token;
+    }
+
+    /** The declared rate: at most this many reports a UTC day of their event time; 0 when there is no limit. */
+    public long reportsPerDay() {
+        return reportsPerDay;
     }
 
     /** The collection's name. */
@@ -76,10 +91,12 @@ abstract class WholeReportSpec {
         final int maxOrder;
         double permanentKeep = Double.NaN;   // read by the kind with its keep ({@link #keep})
         private final Object window;
+        private final Map<String, Object> spec;   // the whole config (its optional token and reports_per_day)
 
         Block(Object config, String kind, String... keys) {
             Map<String, Object> spec = ClientSpec.keys(config, "config", Arrays.asList("collection", "features", "window", kind),
-                    Collections.<String>emptyList());
+                    Arrays.asList("token", "reports_per_day"));
+            this.spec = spec;
             this.kind = kind;
             this.collection = collection(spec.get("collection"));
             this.features = booleanFeatures(spec.get("features"));

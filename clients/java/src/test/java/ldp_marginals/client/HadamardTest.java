@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
  */
 class HadamardTest extends WholeReportVectorsTest<HadamardDeviceClient.Slots> {
     HadamardTest() {
-        super("hadamard.json", (config, secret, coins) -> new HadamardDeviceClient(HadamardSpec.fromObject(config), secret, coins));
+        super("hadamard.json", (config, secret, coins, state) -> HadamardDeviceClient.restored(HadamardSpec.fromObject(config), secret, coins, state));
     }
 
     @Override

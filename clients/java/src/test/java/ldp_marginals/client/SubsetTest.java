@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
  */
 class SubsetTest extends WholeReportVectorsTest<SubsetDeviceClient.Choice> {
     SubsetTest() {
-        super("subset.json", (config, secret, coins) -> new SubsetDeviceClient(SubsetSpec.fromObject(config), secret, coins));
+        super("subset.json", (config, secret, coins, state) -> SubsetDeviceClient.restored(SubsetSpec.fromObject(config), secret, coins, state));
     }
 
     @Override

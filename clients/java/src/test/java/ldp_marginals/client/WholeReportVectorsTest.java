@@ -3,7 +3,6 @@ package ldp_marginals.client;
 import static ldp_marginals.client.Vectors.hex;
 import static ldp_marginals.client.Vectors.unhex;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -20,7 +19,8 @@ import org.junit.jupiter.api.TestFactory;
 /**
  * What every whole-report kind's client test runs against its clients/test-vectors file (which the Python
  * reference and the TypeScript client read too): the same drawn coins, true bits, the kind's choices
- * ({@link #chosen}), packed bits and Avro bytes on every positive vector, the same refusal code on every
+ * ({@link #chosen}), device token, packed bits and Avro bytes on every positive vector (and the refusal of a
+ * report past the declared rate, with no coin drawn), the same refusal code on every
  * negative one, and no coin drawn by a refused report. A kind's test adds its file, its client and its
  * choices, and its chi-square test of the mechanism.
  *
@@ -29,7 +29,8 @@ import org.junit.jupiter.api.TestFactory;
 abstract class WholeReportVectorsTest<D> {
     /** A kind's client of a parsed client config. */
     interface Factory<D> {
-        WholeReportClient<?, D> client(Object config, DeviceSecret secret, Coins coins);
+        /** The client of a parsed config, restored from a parsed rate state (null: none). */
+        WholeReportClient<?, D> client(Object config, DeviceSecret secret, Coins coins, Object rateState);
     }
 
     private final Map<String, Object> vectors;
@@ -82,7 +83,8 @@ abstract class WholeReportVectorsTest<D> {
     }
 
     private WholeReportClient<?, D> seeded(Map<String, Object> c) {
-        return factory.client(c.get("config"), DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(unhex((String) c.get("seed"))));
+        return factory.client(c.get("config"), DeviceSecret.of(unhex((String) c.get("secret"))), new HmacDrbg(unhex((String) c.get("seed"))),
+                null);
     }
 
     @TestFactory
@@ -98,9 +100,16 @@ abstract class WholeReportVectorsTest<D> {
         List<Map<String, Object>> reports = (List<Map<String, Object>>) c.get("reports");
         assertTrue(reports.size() >= 2);
         for (Map<String, Object> item : reports) {
-            WholeReportClient.Trace<D> trace = client.trace((Map<String, Object>) item.get("values"),
-                    ((Number) item.get("event_ms")).longValue(), (Map<String, Object>) item.get("dimensions"));
-            assertNull(trace.report.client());
+            Map<String, Object> values = (Map<String, Object>) item.get("values");
+            long eventMs = ((Number) item.get("event_ms")).longValue();
+            Map<String, Object> dims = (Map<String, Object>) item.get("dimensions");
+            Map<String, Object> expect = (Map<String, Object>) item.get("expect");
+            if (expect.containsKey("refusal")) {   // past the declared rate: refused, drawing no coin
+                Refusal r = assertThrows(Refusal.class, () -> client.trace(values, eventMs, dims));
+                assertEquals(expect.get("refusal"), r.code().wire(), r.getMessage());
+                continue;
+            }
+            WholeReportClient.Trace<D> trace = client.trace(values, eventMs, dims);
             Map<String, Object> got = new LinkedHashMap<>();
             got.put("coins", hex(trace.coins));
             got.put("encoded", longs(trace.encoded));
@@ -108,9 +117,15 @@ abstract class WholeReportVectorsTest<D> {
             if (trace.permanent != null) {   // memoized (section 13)
                 got.put("permanent_coins", hex(trace.permanent));
             }
+            if (trace.report.client() != null) {   // the device token (section 5)
+                got.put("client", trace.report.client());
+            }
             got.put("bits", hex(trace.report.bits()));
             got.put("avro", hex(trace.report.toAvro()));
             assertEquals(item.get("expect"), got, item.toString());
+        }
+        if (c.containsKey("rate_state_after")) {   // the rate state the app persists (section 3)
+            assertEquals(c.get("rate_state_after"), Json.parse(client.rateState()));
         }
     }
 
@@ -126,7 +141,8 @@ abstract class WholeReportVectorsTest<D> {
 
     @SuppressWarnings("unchecked")
     private void attempt(Map<String, Object> c) {
-        WholeReportClient<?, D> client = factory.client(c.get("config"), DeviceSecret.of(new byte[32]), new HmacDrbg(new byte[32]));
+        WholeReportClient<?, D> client = factory.client(c.get("config"), DeviceSecret.of(new byte[32]), new HmacDrbg(new byte[32]),
+                c.get("rate_state"));
         Map<String, Object> input = (Map<String, Object>) c.get("input");
         if (input != null) {
             client.report((Map<String, Object>) input.get("values"), (Number) input.get("event_ms"),

@@ -1,0 +1,201 @@
+"""Issue 48 item 6: the team's configuration on a simulated month, through ``ldp-marginals run`` (batch).
+
+The team (docs/design.md, issue 48): the device as the unit, one memoized report an hour, daily windows
+per region with a rollup over the regions (``rollups: [[]]``), tables, per-client OR/AND on a sample of
+``reports_per_client`` reports, a conditional and a numeric feature's mean (the configuration of
+:mod:`benchmarks.composition_cost`, with the channel a parameter). The month: ``devices`` devices in each
+of three regions, each with its true values, its device secret and its memoized (permanent) responses
+stable over the month, sending one report an hour under its day's device token (the client's rule,
+docs/client.md section 5: one token per device, collection and slice). The run must publish every kind
+of row on every day and key (marginals, tables and consistent tables, the rollup's rows, the client
+OR/AND, the conditional, the means), withhold nothing (every device sends 24 reports a day, more than
+the sample's 1 report, memoized: rule memoize-client-extremes, and each key holds more than ``min_reports`` devices) and state the enforced epsilons
+of a day and a month in ``collections.json``.
+
+    python -m benchmarks.team_month [--devices 2000] [--days 30] [--channel '<JSON channel>']
+
+prints what was published, the checks' findings (none when it is all there), the enforced epsilons and
+the time. The test suite runs the same functions on a shorter period (tests/pipelines/test_team_month.py).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks.composition_cost import REGIONS, TEAM
+
+T0 = 1_767_225_600_000   # 2026-01-01T00:00Z, a day boundary
+HOUR, DAY = 3_600_000, 86_400_000
+PER_DAY = 24
+MEMOIZED_RAPPOR = dict(TEAM["channel"])   # today's channel: per-bit RAPPOR, memoized
+ALL = "__all__"   # the rollup row's value of a dimension it sums over
+KINDS = ("marginals", "tables", "consistent_tables", "extremes", "conditionals", "means")
+
+
+def team_config(channel: dict | None = None) -> dict:
+    """The team's configuration with ``channel`` (default: memoized per-bit RAPPOR). The lead switches it
+    to the kind ``plan`` recommends once the whole-report kinds are memoized (issue 48)."""
+    return dict(TEAM, channel=dict(MEMOIZED_RAPPOR if channel is None else channel))
+
+
+def month_reports(config: dict, devices: int, days: int, seed: int = 48) -> list:
+    """The reports (Avro records) of ``devices`` devices a region over ``days`` days, one an hour
+    (:func:`iter_month_reports` as a list)."""
+    return list(iter_month_reports(config, devices, days, seed))
+
+
+def iter_month_reports(config: dict, devices: int, days: int, seed: int = 48):
+    """The reports (Avro records) of ``devices`` devices a region over ``days`` days, one an hour, a
+    region at a time (each region's in a random order).
+
+    Per-bit channels only: the memoized responses are drawn by
+    :func:`~ldp_marginals.ldp.memoized.randomize_repeats` (each device's permanent bits once, for the
+    whole period); a whole-report kind needs its own memoized randomizer here."""
+    from ldp_marginals.ldp.device import device_token
+    from ldp_marginals.ldp.encoding import pack_bits
+    from ldp_marginals.ldp.memoized import randomize_repeats
+    from ldp_marginals.schemas.config import parse_config
+    cfg = parse_config(config)
+    if cfg.sampling is not None:
+        raise ValueError(f"month_reports simulates per-bit channels; channel={config['channel']!r} is a whole-report "
+                         "kind: add its memoized randomizer here")
+    rng = np.random.default_rng(seed)
+    n_bits, per_device = cfg.layout.n_bits, PER_DAY * days
+    for region in REGIONS:
+        truth = (rng.random((devices, n_bits)) < rng.uniform(0.1, 0.6, n_bits)).astype(np.uint8)
+        noisy, owner = randomize_repeats(truth, np.full(devices, per_device), cfg.client_channels, rng)
+        packed = pack_bits(noisy)
+        hour = np.arange(owner.size) % per_device   # owner: each device's reports in a run, one an hour
+        times = T0 + hour * HOUR + rng.integers(0, HOUR, owner.size)
+        tokens = [[device_token(hashlib.sha256(f"{region}-{d}".encode()).digest(), config["collection"],
+                                T0 + day * DAY) for day in range(days)] for d in range(devices)]
+        for i in rng.permutation(owner.size):
+            yield {"collection": config["collection"], "event_time": int(times[i]), "bits": packed[i].tobytes(),
+                   "dimensions": {"region": region}, "client": tokens[owner[i]][hour[i] // PER_DAY]}
+
+
+def write_reports(path: str, records: list) -> None:
+    from ldp_marginals import schemas
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    schemas.write_avro(path, "noisy_report", records)
+
+
+def run_month(folder: str, config: dict, records) -> str:
+    """``ldp-marginals run`` (batch) of ``config`` on ``records`` (an iterable, written to an Avro file
+    first); returns the output folder."""
+    import yaml
+
+    from ldp_marginals.pipelines import cli
+    os.makedirs(folder, exist_ok=True)
+    config_path, out = os.path.join(folder, "team.yaml"), os.path.join(folder, "out")
+    with open(config_path, "w") as fh:
+        yaml.safe_dump(config, fh)
+    if records is not None:   # None: written there already
+        write_reports(os.path.join(folder, "in", "reports.avro"), records)
+    code = cli.main(["run", "--config", config_path, "--input", os.path.join(folder, "in", "*.avro"),
+                     "--output", out, "--progress-seconds", "0"])
+    if code != 0:
+        raise RuntimeError(f"ldp-marginals run exited with {code}")
+    return out
+
+
+def month_findings(out: str, config: dict) -> dict:
+    """What the run published: rows per kind and (day, region), the withheld rows, the summary and the
+    collection's stated epsilons."""
+    from ldp_marginals.pipelines.read import read_rows
+    from ldp_marginals.schemas.outputs import COLLECTIONS_FILE
+    name = config["collection"]
+    rows = {}
+    for kind in KINDS + ("withheld",):
+        per = {}
+        extra = {"estimator": "unbiased"} if kind == "tables" else {}   # "tables" reads the consistent ones otherwise
+        for r in read_rows(out, kind, collection=name, **extra) if os.path.isdir(os.path.join(out, kind)) else []:
+            key = ((r["window_start"] - T0) // DAY, r["dimensions"].get("region"))
+            per.setdefault(key, []).append(r)
+        rows[kind] = per
+    with open(os.path.join(out, "summary.json")) as fh:
+        summary = json.load(fh)
+    with open(os.path.join(out, COLLECTIONS_FILE)) as fh:
+        (info,) = [c for c in json.load(fh) if c["collection"] == name]
+    return {"rows": rows, "summary": summary, "epsilons": info["epsilons"]}
+
+
+def problems(findings: dict, config: dict, devices: int, days: int) -> list:
+    """What is missing or wrong, as sentences (none when every kind of row is published on every day and
+    key, nothing is withheld, every report counted and the month's enforced epsilon stated)."""
+    rows, out = findings["rows"], []
+    n_extremes, n_means = len(config["extremes"]), len(config["means"]) * 2   # a mean overall and by its feature
+    keys = [(day, region) for day in range(days) for region in REGIONS + (ALL,)]
+    for day, region in keys:
+        want_reports = devices * PER_DAY * (len(REGIONS) if region == ALL else 1)
+        for kind in KINDS:
+            got = rows[kind].get((day, region), [])
+            if kind == "extremes":   # extremes over clients: per region, not on the rollup row (design.md)
+                if len(got) != (0 if region == ALL else n_extremes):
+                    out.append(f"day {day} {region}: {len(got)} client extremes rows")
+                elif region != ALL and any(r["n"] < config["min_reports"] for r in got):
+                    out.append(f"day {day} {region}: client rows over fewer than min_reports clients")
+                continue
+            if not got:
+                out.append(f"day {day} {region}: no {kind} rows")
+            elif any(r["n_reports"] != want_reports for r in got):
+                out.append(f"day {day} {region}: {kind} rows over {sorted({r['n_reports'] for r in got})} reports, "
+                           f"not {want_reports}")
+        if len(rows["means"].get((day, region), [])) not in (0, n_means):
+            out.append(f"day {day} {region}: {len(rows['means'][(day, region)])} means rows, not {n_means}")
+    extra = sorted(set(k for kind in KINDS for k in rows[kind]) - set(keys))
+    if extra:
+        out.append(f"rows of keys or days not simulated: {extra[:5]}")
+    withheld = [r for per in rows["withheld"].values() for r in per]
+    if withheld:
+        out.append(f"{len(withheld)} withheld rows, e.g. {withheld[0].get('reason')!r}")
+    summary = findings["summary"]
+    total = len(REGIONS) * devices * PER_DAY * days
+    if summary["reports_counted"] != total or summary["reports_dead_lettered"]:
+        out.append(f"reports counted {summary['reports_counted']} (dead-lettered {summary['reports_dead_lettered']}), "
+                   f"not {total}")
+    enforced = findings["epsilons"].get("enforced") or {}
+    if not np.isfinite(enforced.get("epsilon_per_month", np.nan)):
+        out.append(f"the month's enforced epsilon is not stated: {findings['epsilons']}")
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=2000, help="devices a region")
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--channel", default=None, help="the channel as JSON (default: memoized per-bit RAPPOR)")
+    args = parser.parse_args(argv)
+    config = team_config(json.loads(args.channel) if args.channel else None)
+    n_reports = len(REGIONS) * args.devices * PER_DAY * args.days
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        write_reports(os.path.join(tmp, "in", "reports.avro"), iter_month_reports(config, args.devices, args.days))
+        simulated, cpu = time.perf_counter(), time.process_time()
+        out = run_month(tmp, config, None)
+        ran, cpu = time.perf_counter(), time.process_time() - cpu
+        findings = month_findings(out, config)
+    found = problems(findings, config, args.devices, args.days)
+    rows = {kind: sum(len(v) for v in per.values()) for kind, per in findings["rows"].items()}
+    rollup = {kind: sum(len(v) for (_, region), v in per.items() if region == ALL)
+              for kind, per in findings["rows"].items()}
+    print(f"team month: {len(REGIONS)} regions x {args.devices:,} devices x {PER_DAY} reports a day x {args.days} days "
+          f"= {n_reports:,} reports; channel {json.dumps(config['channel'])}")
+    print(f"rows published by kind: {rows}; of them on the rollup row: {rollup}")
+    print(f"summary: {json.dumps(findings['summary'])}")
+    print(f"epsilons: {json.dumps(findings['epsilons'])}")
+    print(f"time: simulate and write {simulated - started:.0f} s, run {ran - simulated:.0f} s wall "
+          f"({cpu:.0f} s CPU in this process); load " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    print("findings: " + ("none: every kind of row on every day and key, nothing withheld" if not found
+                          else "; ".join(found)))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
