@@ -24,7 +24,7 @@ QUIET_BUILD := $(if $(V),,PYTHONWARNINGS=ignore::UserWarning)
 $(STAMP): pyproject.toml $(PINS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(QUIET_BUILD) $(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect]"
+	$(QUIET_BUILD) $(PY) -m pip install --quiet -c $(PINS) -e ".[test,collect,pandas]"
 	touch $(STAMP)
 
 # The dashboard test drives Debian's Chromium through chromedriver (no browser downloads here).

@@ -1,4 +1,4 @@
-"""The ``ldp-marginals`` command: run, simulate, client-config, produce, collect, calibrate, plan, compare, demo,
+"""The ``ldp-marginals`` command: run, simulate, client-config, produce, collect, calibrate, plan, compare, read, demo,
 dashboard."""
 from __future__ import annotations
 
@@ -175,6 +175,17 @@ def build_parser() -> tuple:
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     from ldp_marginals.pipelines.compare import add_compare_arguments
     add_compare_arguments(cmp_p)
+    read_p = sub.add_parser("read", help="a run's rows of one kind as CSV, JSON lines or Parquet (final rows by "
+                                         "default)",
+                            description="Print a run's rows of one kind (marginals, tables, extremes, ...), or write "
+                                        "them to --output, selected by collection, window starts and dimension "
+                                        "values as ldp_marginals.read selects them. Only the windows that closed "
+                                        "(their final pane) unless --no-final-only; every row says its pane "
+                                        "(pane_index, pane_timing, final), whether it is a rollup row, and "
+                                        "window_state. Times are UTC.",
+                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from ldp_marginals.pipelines.read_command import add_read_arguments
+    add_read_arguments(read_p)
     demo = sub.add_parser("demo", help="simulate, run on the DirectRunner, print estimates beside the truth",
                           description="Simulate two regions' reports over five hourly windows, run the job on the "
                                       "DirectRunner, print estimates beside the truth, and write the dashboard.")
@@ -235,6 +246,9 @@ def main(argv=None) -> int:
         elif args.command == "compare":
             from ldp_marginals.pipelines.compare import main as compare_main
             compare_main(args)
+        elif args.command == "read":
+            from ldp_marginals.pipelines.read_command import main as read_main
+            read_main(args)
         elif args.command == "demo":
             if args.reports < MIN_DEMO_REPORTS:
                 raise ValueError(f"--reports must be >= {MIN_DEMO_REPORTS:,}, so that every hourly window of each "

@@ -22,17 +22,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ldp_marginals.schemas.arrow import arrow_schema, to_rows
+from ldp_marginals.schemas.arrow import arrow_schema, to_rows, with_columns
 from ldp_marginals.schemas.collection import ROLLED_UP
 from ldp_marginals.schemas.outputs import (
     COLLECTIONS_FILE,
     CONSISTENT_TABLES,
     DEAD_LETTERS,
+    FINAL,
     FROM_RUN,
+    PANE_INDEX,
+    ROLLUP,
     SCHEMA_OF,
     TABLES,
     OutputError,
     check_kind,
+    entry_final,
+    is_rollup,
     load_manifest,
     manifest_files,
 )
@@ -88,6 +93,27 @@ def read_file(output_dir: str, entry: dict) -> pa.Table:
     return table
 
 
+def with_entry_panes(table: pa.Table, manifest: dict, entry: dict) -> pa.Table:
+    """``table`` (the rows of ``entry``) with the pane columns that a file written before rows said their
+    pane (schema version 1: the entry has no ``final``) holds as nulls filled from its entry:
+    ``pane_index``, ``final`` (:func:`~ldp_marginals.schemas.outputs.entry_final`) and ``rollup``;
+    ``pane_timing`` stays null (such an entry does not say it)."""
+    if FINAL in entry or entry["kind"] == DEAD_LETTERS:
+        return table
+    return with_columns(table, {PANE_INDEX: int(entry["pane"]), FINAL: entry_final(manifest, entry),
+                                ROLLUP: is_rollup(entry.get("key") or {})})
+
+
+def window_states(manifest: dict, final: pa.Array) -> pa.Array:
+    """The column ``window_state`` of rows whose ``final`` column is ``final``: ``closed`` (a final pane:
+    the window's answer), ``open`` (a streaming run still running; the window may publish more) or
+    ``never_closed`` (the run stopped, by a cancel or a Ctrl-C, before the window closed: its latest
+    pane is all there is, and is not the window's answer)."""
+    stopped = manifest.get("mode") != "streaming" or bool(manifest.get("stopped"))
+    final = pc.fill_null(final, False)
+    return pc.if_else(final, pa.scalar(CLOSED), pa.scalar(NEVER_CLOSED if stopped else OPEN))
+
+
 def with_from_run(table: pa.Table, entry: dict) -> pa.Table:
     """``table`` (the rows of ``entry``) with the column ``from_run``: null for rows of the run that owns
     the directory; the id of the earlier run that published them for rows that run's release the owning
@@ -96,6 +122,9 @@ def with_from_run(table: pa.Table, entry: dict) -> pa.Table:
     return table.append_column(pa.field(FROM_RUN, pa.string()),
                                pa.array([entry.get(FROM_RUN)] * table.num_rows, pa.string()))
 
+
+WINDOW_STATE = "window_state"   # the column read() adds: whether the row's window closed
+CLOSED, OPEN, NEVER_CLOSED = "closed", "open", "never_closed"
 
 CONSISTENT, UNBIASED = "consistent", "unbiased"
 ESTIMATORS = {CONSISTENT: CONSISTENT_TABLES, UNBIASED: TABLES}   # read(kind="tables", estimator=...) -> the kind read
@@ -120,7 +149,7 @@ def _table_kind(kind: str, estimator) -> tuple:
 
 
 def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: dict | None = None,
-         estimator: str | None = None, exact: bool = False) -> pa.Table:
+         estimator: str | None = None, exact: bool = False, final_only: bool = False) -> pa.Table:
     """The rows of ``kind`` (marginals, tables, extremes, conditionals, means, withheld, dead_letters)
     in the run that owns ``output_dir``, as a :class:`pyarrow.Table` of the kind's schema (the Avro
     contract's fields; times as UTC millisecond timestamps).
@@ -143,7 +172,14 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     rollup's ``__all__`` dimensions counted as absent). Default: every key and rollup row. A
     ``dimensions`` that matches no key of the selected collections and windows is a ValueError
     naming the keys there are; a key that exists but was withheld gives no rows (``withheld`` says
-    why). Of a window's panes only the latest is read (it holds the window's estimate so far).
+    why). Of a window's panes only the latest is read (it holds the window's estimate so far); with
+    ``final_only``, only final panes: the windows that closed, each key's answer (what a sum over
+    windows should read; a streaming run's open windows and those a stop cut short are left out).
+
+    Every row says its pane: ``pane_index``, ``pane_timing`` (``EARLY``, ``ON_TIME``, ``LATE``), ``final``
+    and ``rollup`` (a total over dimensions: sum key rows or rollup rows, never both), and the reader
+    adds ``window_state``: ``closed`` (a final row), ``open`` (a streaming run still running) or
+    ``never_closed`` (the run was stopped before the window closed). Dead letters have none of these.
 
     Every row has a column ``from_run``: null where the row is the owning run's; the id of an earlier
     run where the owning run kept that run's rows of a window and key because the release ledger
@@ -156,7 +192,7 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
     if dimensions is not None and not isinstance(dimensions, dict):
         raise ValueError(f"dimensions must be a dict of key -> value, got dimensions={dimensions!r}")
     manifest = load_manifest(output_dir)
-    entries = manifest_files(manifest, kind)
+    entries = manifest_files(manifest, kind, final_only=final_only)
     if kind == CONSISTENT_TABLES and not entries and manifest_files(manifest, TABLES):
         raise OutputError(f"{output_dir} holds unbiased tables but no consistent ones (a run written before "
                           "they were published): read kind 'tables' with estimator='unbiased'")
@@ -164,9 +200,11 @@ def read(output_dir: str, kind: str, collection=None, windows=None, dimensions: 
         entries = [e for e in entries if e["group"] in names]
     if span is not None:
         entries = [e for e in entries if e["window_start"] is not None and span[0] <= e["window_start"] <= span[1]]
-    tables = [with_from_run(read_file(output_dir, e), e) for e in entries]
+    tables = [with_from_run(with_entry_panes(read_file(output_dir, e), manifest, e), e) for e in entries]
     schema = arrow_schema(SCHEMA_OF[kind])
     table = pa.concat_tables(tables) if tables else with_from_run(schema.empty_table(), {})
+    if kind != DEAD_LETTERS:
+        table = table.append_column(pa.field(WINDOW_STATE, pa.string()), window_states(manifest, table.column(FINAL)))
     if names is not None and kind == DEAD_LETTERS:
         table = table.filter(pa.array([c in names for c in table.column("collection").to_pylist()], pa.bool_()))
     if dimensions is not None:
@@ -289,3 +327,14 @@ def latest_complete(windows: list, info: dict | None) -> int | None:
 def read_rows(output_dir: str, kind: str, **selection) -> list:
     """:func:`read` as Avro rows (dicts; times as int milliseconds, dimensions as dicts)."""
     return to_rows(read(output_dir, kind, **selection))
+
+
+def to_pandas(table: pa.Table):
+    """A table :func:`read` returned as a ``pandas.DataFrame`` with ``dimensions`` as dicts (pyarrow's own
+    ``Table.to_pandas()`` gives a map column as lists of pairs) and times as UTC timestamps. pandas is
+    the ``pandas`` extra: ``pip install 'ldp-marginals[pandas]'``."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        raise ImportError("to_pandas needs pandas: pip install 'ldp-marginals[pandas]'") from None
+    return table.to_pandas(maps_as_pydicts="strict")

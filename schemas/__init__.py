@@ -35,6 +35,13 @@ def load_schema(name: str) -> dict:
         return fastavro.parse_schema(json.load(fh))
 
 
+def schema_version(name: str) -> int:
+    """The version of the Avro schema ``schemas/<name>.avsc`` (its ``version`` attribute; 1 where it has
+    none). Version 2 of the estimate kinds added each row's pane (``pane_index``, ``pane_timing``,
+    ``final``), ``rollup`` and, for extremes, ``n_counts``; files of version 1 read those as null."""
+    return int(_raw_schema(name).get("version", 1))
+
+
 def raw_schema(name: str) -> dict:
     """The schema as written in the ``.avsc`` file (for deriving other schemas, e.g. BigQuery)."""
     return copy.deepcopy(_raw_schema(name))

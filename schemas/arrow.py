@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from ldp_marginals.schemas import raw_schema
+from ldp_marginals.schemas import raw_schema, schema_version
 
 _PRIMITIVES = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(), "double": pa.float64(),
                "float": pa.float32(), "boolean": pa.bool_(), "bytes": pa.binary()}
@@ -61,7 +61,7 @@ def arrow_schema(name: str) -> pa.Schema:
         kind, nullable = _type(f["type"])
         meta = {"doc": f["doc"]} if f.get("doc") else None
         fields.append(pa.field(f["name"], kind, nullable=nullable, metadata=meta))
-    return pa.schema(fields, metadata={"avro_schema": name})
+    return pa.schema(fields, metadata={"avro_schema": name, "avro_schema_version": str(schema_version(name))})
 
 
 @lru_cache(maxsize=None)
@@ -149,3 +149,24 @@ def table_of(name: str, rows) -> pa.Table:
             raise ValueError(f"rows must be of schema {name!r}, got rows of {rows.name!r}")
         return rows.table
     return to_table(name, list(rows))
+
+
+def with_values(name: str, rows, values: dict):
+    """Rows of schema ``name`` (a :class:`TableRows` or Avro row dicts) with each field of ``values`` set to
+    that value in every row: a :class:`TableRows` stays one (its columns replaced), dicts come back as new
+    dicts. How a pane's rows are stamped with the pane (:func:`ldp_marginals.schemas.outputs.pane_fields`)."""
+    if not isinstance(rows, TableRows):
+        return [{**r, **values} for r in rows]
+    table = with_columns(rows.table, values)
+    return TableRows(name, table)
+
+
+def with_columns(table: pa.Table, values: dict) -> pa.Table:
+    """``table`` with each column named in ``values`` replaced by that value repeated (of the column's type)."""
+    for field_name, value in values.items():
+        i = table.schema.get_field_index(field_name)
+        if i < 0:
+            raise ValueError(f"values must name columns of the table, got {field_name!r}")
+        field = table.schema.field(i)
+        table = table.set_column(i, field, pa.repeat(pa.scalar(value, field.type), table.num_rows))
+    return table

@@ -11,7 +11,11 @@ readers and the dashboard all use it).
                                            streaming job resumed from a savepoint must match
     DIR/<kind>/<stem>.avro                 the rows of one window, collection (or file group), capped key
                                            and pane: the contract (Avro schemas in this folder)
-    DIR/parquet/<kind>/<group>/<stem>.parquet   the same rows as Parquet, one folder per collection
+    DIR/parquet/<kind>/<group>/<stem>.parquet   the same rows as Parquet, one folder per collection: the
+                                           final rows of its keys only (a plain glob of the folder sums
+                                           right), beside
+    DIR/parquet/<kind>/<group>/panes/      a streaming window's panes before its final one
+    DIR/parquet/<kind>/<group>/rollups/    rollup rows (totals over dimensions; rollups/panes/ likewise)
     DIR/_runs/<run id>/<kind>/<stem>.json  one entry per file set written: its files and row count
     DIR/_staging/<run id>/                 a batch run's own outputs (the same layout) while it runs
     DIR/_ledger/releases.json              the release ledger: what each batch run into DIR published, per
@@ -23,6 +27,13 @@ for the global window. ``<key>`` names the capped key (the rows' dimensions): ``
 of a hash of it (:func:`key_id`); a collection without dimensions has one key and no ``_<key>`` part.
 Each window and capped key is published apart (its own files), so no writer holds a collection's
 every key. Panes of one window and key accumulate in streaming: a reader takes the latest.
+
+**Every row says its pane** (schema version 2, :func:`pane_fields`): ``pane_index``, ``pane_timing``
+(``EARLY``, ``ON_TIME``, ``LATE``, as Beam names them), ``final`` (the window's last pane: its answer) and
+``rollup`` (a total over dimensions, not a key's row). A query over every file filters on the columns
+(BigQuery's tables hold every pane); the Parquet folders do it for a plain glob: a collection's folder
+holds only final key rows, each window and key once, so ``read_parquet('DIR/parquet/marginals/app/*.parquet')``
+neither counts a window twice (early and on time) nor a key twice (in itself and in a rollup).
 
 **A run owns its outputs.** Every file is written under a temporary name and renamed, and then its
 entry is written the same way, so an entry names only whole files. A batch run writes everything
@@ -46,6 +57,9 @@ import hashlib
 import json
 import os
 
+from ldp_marginals.schemas import schema_version
+from ldp_marginals.schemas.collection import ROLLED_UP
+
 MARGINALS, TABLES, EXTREMES, WITHHELD, DEAD_LETTERS = "marginals", "tables", "extremes", "withheld", "dead_letters"
 CONDITIONALS, MEANS = "conditionals", "means"
 CONSISTENT_TABLES = "consistent_tables"   # beside each window's tables: non-negative, consistent, summing to one
@@ -67,6 +81,12 @@ SUMMARY_FILE = "summary.json"
 LEDGER_DIR = "_ledger"             # DIR/_ledger/: the release ledger (and a batch run's staged releases)
 LEDGER_FILE = "releases.json"      # DIR/_ledger/releases.json
 AVRO, PARQUET, ENTRY = ".avro", ".parquet", ".json"
+PANES_FOLDER = "panes"       # DIR/parquet/<kind>/<group>/panes/: panes before a window's final one
+ROLLUPS_FOLDER = "rollups"   # DIR/parquet/<kind>/<group>/rollups/: rollup rows (and rollups/panes/)
+PANE_INDEX, PANE_TIMING, FINAL, ROLLUP, N_COUNTS = "pane_index", "pane_timing", "final", "rollup", "n_counts"
+EARLY_PANE, ON_TIME_PANE, LATE_PANE = "EARLY", "ON_TIME", "LATE"   # a pane's timing, as Beam's PaneInfoTiming names it
+PANE_TIMINGS = (EARLY_PANE, ON_TIME_PANE, LATE_PANE)
+N_REPORTS, N_CLIENTS, N_DEVICES = "reports", "clients", "devices"   # what an extremes row's n counts
 FROM_RUN = "from_run"      # a manifest entry kept from an earlier run (its id), and the column readers add for it
 DEAD_LETTER_GROUP = "all"  # the file group of the job's own dead letters (they have no collection)
 
@@ -74,6 +94,32 @@ def check_kind(kind: str) -> str:
     if kind not in SCHEMA_OF:
         raise ValueError(f"kind must be one of {sorted(SCHEMA_OF)}, got kind={kind!r}")
     return kind
+
+
+def is_rollup(key) -> bool:
+    """Whether a capped key (sorted ``(name, value)`` pairs, or a dict) is a rollup row's: a dimension's
+    value is ``__all__``."""
+    return any(v == ROLLED_UP for _, v in dict(key).items())
+
+
+def pane_fields(pane: int, timing: str, final: bool, key=()) -> dict:
+    """The fields that say which pane a row of an estimate kind is of (module docstring), the same for
+    every row of one file set: ``pane`` its index, ``timing`` one of :data:`PANE_TIMINGS`, ``final``
+    whether it is the window's last, ``key`` the capped key (a rollup row's has ``__all__`` values)."""
+    if timing not in PANE_TIMINGS:
+        raise ValueError(f"timing must be one of {list(PANE_TIMINGS)}, got timing={timing!r}")
+    if isinstance(pane, bool) or not isinstance(pane, int) or pane < 0:
+        raise ValueError(f"pane must be an int >= 0, got pane={pane!r}")
+    return {PANE_INDEX: pane, PANE_TIMING: timing, FINAL: bool(final), ROLLUP: is_rollup(key)}
+
+
+def entry_final(manifest: dict, entry: dict) -> bool:
+    """Whether a manifest entry holds a window's final pane: its ``final``, or for an entry written before
+    entries said (schema version 1), true in a batch run (one pane per window, final) and false in a
+    streaming one (a reader cannot tell)."""
+    if FINAL in entry:
+        return bool(entry[FINAL])
+    return manifest.get("mode") == "batch"
 
 
 def stamp(ms: int) -> str:
@@ -108,10 +154,27 @@ def kind_dir(output_dir: str, kind: str) -> str:
     return os.path.join(output_dir, check_kind(kind))
 
 
-def file_paths(kind: str, group: str, stem: str) -> dict:
-    """The paths, relative to the output directory (``/``-separated), of one file set's files."""
+def parquet_folder(kind: str, group: str, final: bool = True, rollup: bool = False) -> str:
+    """The Parquet folder of a file set, relative to the output directory: the group's own folder for
+    final key rows, ``rollups/`` under it for rollup rows, ``panes/`` under either for earlier panes."""
+    folder = f"{PARQUET_DIR}/{check_kind(kind)}/{group}"
+    if rollup:
+        folder += f"/{ROLLUPS_FOLDER}"
+    if not final:
+        folder += f"/{PANES_FOLDER}"
+    return folder
+
+
+PARQUET_SUBFOLDERS = ("", PANES_FOLDER, ROLLUPS_FOLDER, f"{ROLLUPS_FOLDER}/{PANES_FOLDER}")   # under a group's folder
+
+
+def file_paths(kind: str, group: str, stem: str, final: bool = True, rollup: bool = False) -> dict:
+    """The paths, relative to the output directory (``/``-separated), of one file set's files. Dead
+    letters have no panes to tell apart: their Parquet files are all in the group's folder."""
     check_kind(kind)
-    return {"avro": f"{kind}/{stem}{AVRO}", "parquet": f"{PARQUET_DIR}/{kind}/{group}/{stem}{PARQUET}"}
+    if kind == DEAD_LETTERS:
+        final, rollup = True, False
+    return {"avro": f"{kind}/{stem}{AVRO}", "parquet": f"{parquet_folder(kind, group, final, rollup)}/{stem}{PARQUET}"}
 
 
 def entry_path(run_id: str, kind: str, stem: str) -> str:
@@ -130,12 +193,16 @@ def new_run_id(now_ms: int | None = None) -> str:
     return f"{stamp(now_ms)}-{os.urandom(4).hex()}"
 
 
-def make_entry(kind: str, group: str, window: tuple | None, pane: int, rows: int, key=()) -> dict:
-    """The entry of one file set: what it holds (its capped ``key`` as a dict), its files, its row count."""
+def make_entry(kind: str, group: str, window: tuple | None, pane: int, rows: int, key=(),
+               timing: str = ON_TIME_PANE, final: bool = True) -> dict:
+    """The entry of one file set: what it holds (its capped ``key`` as a dict; its pane's ``timing`` and
+    whether it is ``final``; whether it is a ``rollup``), its files, its row count and its schema's version."""
     stem = file_stem(window, group, pane, key)
+    rollup = is_rollup(key)
     return {"kind": kind, "group": group, "window_start": None if window is None else window[0],
             "window_end": None if window is None else window[1], "key": dict(key), "pane": pane, "rows": rows,
-            "files": file_paths(kind, group, stem)}
+            "timing": timing, FINAL: bool(final), ROLLUP: rollup, "schema_version": schema_version(SCHEMA_OF[kind]),
+            "files": file_paths(kind, group, stem, final, rollup)}
 
 
 def split_pane(file_name: str) -> tuple | None:
@@ -200,14 +267,17 @@ def load_manifest(output_dir: str) -> dict:
     return manifest
 
 
-def manifest_files(manifest: dict, kind: str) -> list:
+def manifest_files(manifest: dict, kind: str, final_only: bool = False) -> list:
     """The entries of ``kind`` a reader reads, sorted by window, group and key: of the estimates, the
     latest pane of each window, group and capped key (a pane holds the window and key's estimate so
-    far); of the dead letters, every pane (a streaming job writes the letters gathered since its last
-    pane). Entries of runs before keys were published apart have no ``key``: one per window and group."""
+    far; with ``final_only``, its final pane, where the window closed); of the dead letters, every pane
+    (a streaming job writes the letters gathered since its last pane). Entries of runs before keys were
+    published apart have no ``key``: one per window and group."""
     check_kind(kind)
     entries = [e for e in manifest["files"] if e["kind"] == kind]
     if kind != DEAD_LETTERS:
+        if final_only:
+            entries = [e for e in entries if entry_final(manifest, e)]
         best = {}
         for e in entries:
             key = (e["window_start"], e["window_end"], e["group"], key_id(e.get("key") or {}))

@@ -42,10 +42,11 @@ from ldp_marginals.transforms.combiners import (
 )
 from ldp_marginals.transforms.dead_letters import count, count_withheld
 from ldp_marginals.transforms.device_keys import BoundKeys
+from ldp_marginals.transforms.pane_outputs import pane_outputs
 from ldp_marginals.transforms.panes import PANES
 from ldp_marginals.transforms.publication.cap import decide, value_weights
 from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, merge_thin
-from ldp_marginals.transforms.publication.engine import (PaneFile, batch_key, batch_route, rollup_decision, rollup_parts,
+from ldp_marginals.transforms.publication.engine import (ON_TIME, PaneFile, batch_key, batch_route, rollup_decision, rollup_parts,
                                                          rollup_rows)
 from ldp_marginals.transforms.publication.kind_rollups import kind_part
 from ldp_marginals.transforms.publication.releases import ledger_part, ledger_slice, release_to_json, verdict
@@ -113,12 +114,10 @@ class PublishKeyFn(beam.DoFn):
     def outputs(self, collection, key, by_kind, w):
         window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         for kind, rows in by_kind.items():
-            if self.row_outputs:
-                for row in rows:
-                    yield beam.pvalue.TaggedOutput(kind, row)
-            if len(rows):
+            if len(rows):   # a batch window's one pane: on time and final
                 count(FILES_PLANNED)   # the progress line's "of N" while the files are written
-                yield beam.pvalue.TaggedOutput(PANES, PaneFile(kind, collection, window, 0, "on_time", rows, key))
+                yield from pane_outputs(PaneFile(kind, collection, window, 0, ON_TIME, rows, key, True),
+                                        self.row_outputs)
 
 
 class PublishKeyUnderLedgerFn(PublishKeyFn):

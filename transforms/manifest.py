@@ -33,6 +33,7 @@ from ldp_marginals.schemas.outputs import (
     MANIFEST_FORMAT,
     MARGINALS,
     PARQUET_DIR,
+    PARQUET_SUBFOLDERS,
     RUNS_DIR,
     STAGING_DIR,
     STATE_SHAPE_FILE,
@@ -258,9 +259,10 @@ def remove_other_runs(output_dir: str, manifest: dict) -> int:
             for e in manifest["files"] for p in e["files"].values()}
     removed = 0
     folders = [os.path.join(output_dir, kind) for kind in KINDS]
-    folders += [os.path.join(output_dir, PARQUET_DIR, kind, group)
+    folders += [os.path.join(output_dir, PARQUET_DIR, kind, group, *sub.split("/"))
                 for kind in KINDS if os.path.isdir(os.path.join(output_dir, PARQUET_DIR, kind))
-                for group in os.listdir(os.path.join(output_dir, PARQUET_DIR, kind))]
+                for group in os.listdir(os.path.join(output_dir, PARQUET_DIR, kind))
+                for sub in PARQUET_SUBFOLDERS]
     for folder in folders:
         if not os.path.isdir(folder):
             continue

@@ -23,20 +23,25 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability import common_urns
 from apache_beam.transforms import trigger
+from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from ldp_marginals.schemas.arrow import table_of
+from ldp_marginals.schemas.arrow import table_of, with_columns
 from ldp_marginals.schemas.avro_columns import write_container
 from ldp_marginals.schemas.dead_letters import FILES_PLANNED, FILES_WRITTEN, ROWS_WRITTEN
 from ldp_marginals.schemas.outputs import (
     DEAD_LETTER_GROUP,
     DEAD_LETTERS,
+    EARLY_PANE,
     KINDS,
+    LATE_PANE,
+    ON_TIME_PANE,
     SCHEMA_OF,
     check_kind,
     entry_path,
     file_stem,
     make_entry,
     new_run_id,
+    pane_fields,
 )
 from ldp_marginals.transforms.dead_letters import count
 from ldp_marginals.transforms.estimate import window_bounds_ms
@@ -59,28 +64,44 @@ class WriteWindowFilesFn(beam.DoFn):
         if isinstance(element, PaneFile):  # the publication step says where it belongs
             kind, group, window, index, rows, key = (element.kind, element.group, element.window, element.pane,
                                                      element.rows, element.key)
-        else:
+            timing, final = element.beam_timing, element.final
+        else:   # rows regrouped per file (dead letters; a job without pane files): Beam's pane of the group
             (kind, group), rows = element
             index, key = pane.index if pane is not None else 0, ()
+            timing, final = beam_pane(pane)
             window = None if isinstance(w, beam.window.GlobalWindow) else window_bounds_ms(w)
         if self.plan:
             count(FILES_PLANNED)
-        entry = write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows, key)
+        entry = write_file_set(self.output_dir, self.run_id, kind, group, window, index, rows, key, timing, final)
         count(FILES_WRITTEN)
         count(ROWS_WRITTEN, entry["rows"])
         yield entry
 
 
+def beam_pane(pane) -> tuple:
+    """``(timing, final)`` of Beam's ``PaneInfo`` (None: a batch group's one pane, on time and last)."""
+    if pane is None:
+        return ON_TIME_PANE, True
+    timing = {PaneInfoTiming.EARLY: EARLY_PANE, PaneInfoTiming.LATE: LATE_PANE}.get(pane.timing, ON_TIME_PANE)
+    return timing, bool(pane.is_last)
+
+
 def write_file_set(output_dir: str, run_id: str | None, kind: str, group: str, window: tuple | None, pane: int,
-                   rows, key=()) -> dict:
+                   rows, key=(), timing: str = ON_TIME_PANE, final: bool = True) -> dict:
     """One window's (or the global window's) rows of ``kind`` for ``group``, capped ``key`` and ``pane`` -> their Avro
     and Parquet files and then, when ``run_id`` is given, the run's entry for them; returns the entry.
+    Rows of an estimate kind are written with their pane's fields (``timing``, as Beam names it, and
+    ``final``: :func:`~ldp_marginals.schemas.outputs.pane_fields`), whatever they held, and a final pane's
+    Parquet file lands apart from earlier panes', a rollup row's apart from keys'
+    (:func:`~ldp_marginals.schemas.outputs.parquet_folder`).
     The rows are written column by column (an Arrow table, then Avro and Parquet from its columns,
     :mod:`ldp_marginals.schemas.avro_columns`), both files in the order of the rows' Avro encodings:
     the files' contents depend only on the rows, not on the order they came in."""
     table = table_of(SCHEMA_OF[kind], rows)
+    if kind != DEAD_LETTERS:
+        table = with_columns(table, pane_fields(pane, timing, final, key))
     avro, order = write_container(SCHEMA_OF[kind], table)
-    entry = make_entry(kind, group, window, pane, table.num_rows, key)
+    entry = make_entry(kind, group, window, pane, table.num_rows, key, timing, final)
     _write_atomic(output_dir, entry["files"]["avro"], avro)
     buf = pa.BufferOutputStream()
     pq.write_table(table.take(order), buf, compression="zstd")

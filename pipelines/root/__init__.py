@@ -10,7 +10,7 @@ module on first use.
 """
 from __future__ import annotations
 
-__all__ = ["read", "read_rows"]
+__all__ = ["read", "read_rows", "to_pandas"]
 
 
 def __getattr__(name):

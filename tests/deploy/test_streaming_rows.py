@@ -148,13 +148,13 @@ def test_pubsub_messages_to_bigquery_rows_and_window_files(tmp_path):
         for kind, name in SCHEMA_OF.items():
             outs[kind] | f"ToRows[{kind}]" >> beam.Map(lambda r, n=name: check_row(n, to_row(n, r))) | got.into(kind)
     per_window = sorted((r["window_start"], r["n_reports"], r["dimensions"]) for r in got["marginals"]
-                        if r["columns"] == [0])
+                        if r["columns"] == [0] and r["final"])   # the table holds every pane: the final ones
     assert per_window == [("2026-01-01T00:00:00.000Z", 2, [{"key": "region", "value": "eu"}]),
                           ("2026-01-01T00:01:00.000Z", 1, [{"key": "region", "value": "eu"}])]
     reasons = sorted((r["reason"], r["source"], r["record_length"]) for r in got["dead_letters"])
     assert reasons == [("late", "stream", None), ("undecodable", SUBSCRIPTION, 9)]
     files = sorted(glob.glob(str(tmp_path / "marginals" / "*.avro")))
-    assert [f.rsplit("/", 1)[1][:18] for f in files] == ["20260101T000000000", "20260101T000100000"]
+    assert [f.rsplit("/", 1)[1][:18] for f in files] == ["20260101T000000000"] * 2 + ["20260101T000100000"] * 2   # on time, final
     for path in files:
         with open(path, "rb") as fh:
             for record in fastavro.reader(fh):  # as fastavro gives them: timestamps as datetimes

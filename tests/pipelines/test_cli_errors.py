@@ -84,7 +84,7 @@ def test_misspelled_options_and_unwritable_outputs(workdir, capsys):
 def test_every_option_has_help_and_run_help_names_beam(capsys):
     from ldp_marginals.pipelines.run import run_parser
     parser, subcommands = cli.build_parser()
-    assert set(subcommands) == {"run", "simulate", "client-config", "produce", "collect", "calibrate", "plan", "compare",
+    assert set(subcommands) == {"run", "simulate", "client-config", "produce", "collect", "calibrate", "plan", "compare", "read",
                                 "demo", "dashboard"}
     for p in [parser, run_parser(), *subcommands.values()]:
         for action in p._actions:

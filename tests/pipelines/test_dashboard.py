@@ -384,6 +384,7 @@ def test_projected_values_are_marked_and_precision_holdbacks_stay_out_of_the_pri
     latest = max(r["window_start"] for r in conds)
     (row,) = [r for r in conds if r["window_start"] == latest]
     assert row.pop("from_run") is None   # read's column (null: this run's own row), not a field of the files
+    assert row.pop("window_state") == "closed"   # read's column too
     # the same window's conditional as a job writes one whose estimate left [0, 1]
     projected = dict(row, estimate=1.43, ci_low=0.05, ci_high=2.82, display_estimate=1.0, display_low=0.05,
                      display_high=1.0, out_of_range=True)

@@ -64,6 +64,7 @@ def test_cli_run_estimates_cover_the_truth_at_the_level(simulated):
     assert all(abs(r["frequency"] * r["n_reports"] - r["estimate"]) < 1e-6 * max(1, abs(r["estimate"])) for r in rows)
     parquet = ldp_marginals.read_rows(str(d / "out"), "marginals")
     assert {r.pop("from_run") for r in parquet} == {None}   # the run's own rows, none kept from an earlier run
+    assert {r.pop("window_state") for r in parquet} == {"closed"}   # read's column: a batch run's windows all closed
     assert sorted(map(schemas.to_json_line, parquet)) == sorted(map(schemas.to_json_line, rows))
     # one file set per window, names sorting by window
     names = sorted(os.path.basename(p) for p in glob.glob(str(d / "out" / "marginals" / "*.avro")))

@@ -33,7 +33,7 @@ def test_late_reports_one_at_a_time_are_held_not_published():
     cfg = config(min_reports=5, allowed_lateness_seconds=300)
     got, _ = run_stream(ten_then_late_one_at_a_time(cfg, 2), cfg)
     published = [(f.pane, f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
-    assert published == [(0, "on_time", 10)]
+    assert published == [(0, "on_time", 10), (1, "closed", 10)]   # the close repeats it: the final pane
     (held,) = got["withheld"]
     assert held["n_reports"] == 2 and "held back" in held["reason"]
 
@@ -42,7 +42,7 @@ def test_late_reports_are_released_once_they_reach_min_reports():
     cfg = config(min_reports=5, allowed_lateness_seconds=300)
     got, _ = run_stream(ten_then_late_one_at_a_time(cfg, 6), cfg)  # released together at the fifth
     published = [(f.timing, f.rows[0]["n_reports"]) for f in got["panes"] if f.kind == "marginals"]
-    assert published == [("on_time", 10), ("late", 15)]
+    assert published == [("on_time", 10), ("late", 15), ("closed", 15)]
     (held,) = got["withheld"]
     assert held["n_reports"] == 1
 
@@ -50,7 +50,7 @@ def test_late_reports_are_released_once_they_reach_min_reports():
 def test_without_a_guard_every_late_report_is_a_pane():
     cfg = config(min_reports=0, allowed_lateness_seconds=300)
     got, _ = run_stream(ten_then_late_one_at_a_time(cfg, 2), cfg)
-    assert [f.rows[0]["n_reports"] for f in got["panes"] if f.kind == "marginals"] == [10, 11, 12]
+    assert [f.rows[0]["n_reports"] for f in got["panes"] if f.kind == "marginals"] == [10, 11, 12, 12]   # 12: final
     assert got["withheld"] == []
 
 
@@ -81,18 +81,18 @@ def test_client_extremes_need_every_group_of_the_windows_atoms_at_min_reports():
     six = [f"c{i}" for i in range(6)]
     # c0, c1 and c2 send again late: three clients of one report in each atom, three of one on time
     panes, extremes, withheld = streamed(six, ["c0", "c1", "c2"])
-    assert panes == [("on_time", 6), ("late", 9)] and extremes == [("closed", [6])] and withheld == []
+    assert panes == [("on_time", 6), ("late", 9), ("closed", 9)] and extremes == [("closed", [6])] and withheld == []
     # and y too: y is alone in its group, one report in the late atom only (the rule before this one
     # counted three clients of two reports, and published)
     panes, extremes, withheld = streamed(six, ["c0", "c1", "c2", "y"])
-    assert panes == [("on_time", 6), ("late", 10)] and extremes == []
+    assert panes == [("on_time", 6), ("late", 10), ("closed", 10)] and extremes == []
     assert withheld == [("client_extremes", 10)]
     # c0, c1 and c2 send two reports on time, with one report without a client, and three such reports
     # come late: four in all, but one in the on-time atom, which the on-time pane minus the client rows
     # would single out
     on_time = six + ["c0", "c1", "c2", None]
     panes, extremes, withheld = streamed(on_time, [None] * 3)
-    assert panes == [("on_time", 10), ("late", 13)] and extremes == []
+    assert panes == [("on_time", 10), ("late", 13), ("closed", 13)] and extremes == []
     assert withheld == [("client_extremes", 13)]
     # the same reports in batch: one atom, four reports without a client, two groups of three clients
     got = Collected()

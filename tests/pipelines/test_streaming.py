@@ -103,7 +103,9 @@ def test_panes_on_time_late_within_lateness_and_past_it():
               .add_elements([record(cfg, 7), record(cfg, 62)])  # 7: dead letter; 62: on time for [60, 120)
               .advance_watermark_to_infinity())
     got, counters = run_stream(stream, cfg)
-    assert panes_of(got) == [(0, 0, "on_time", 2), (0, 1, "late", 3), (60, 0, "on_time", 2)]
+    # each window's close is its final pane, which repeats its estimates when nothing came since (issue 49)
+    assert panes_of(got) == [(0, 0, "on_time", 2), (0, 1, "late", 3), (0, 2, "closed", 3), (60, 0, "on_time", 2),
+                             (60, 1, "closed", 2)]
     (late,) = got["dead_letters"]
     assert (late["reason"], late["reports"], late["collection"], late["event_time"]) == ("late", 1, cfg.name,
                                                                                      START * 1000)
@@ -120,7 +122,7 @@ def test_late_reports_of_new_dimensions_are_dead_letters():
               .add_elements([record(cfg, 3, region="eu")])
               .advance_watermark_to_infinity())
     got, counters = run_stream(stream, cfg)
-    assert panes_of(got) == [(0, 0, "on_time", 2)]
+    assert panes_of(got) == [(0, 0, "on_time", 2), (0, 1, "closed", 2)]
     assert late_reports(got) == 1 and got["dead_letters"][0]["dimensions"] == {"region": "eu"}
     assert_accounted(got, counters, 3)
 
@@ -134,7 +136,7 @@ def test_a_report_older_than_anything_seen_is_late():
               .add_elements([record(cfg, 5), record(cfg, 300)])
               .advance_watermark_to_infinity())
     got, counters = run_stream(stream, cfg)
-    assert panes_of(got) == [(600, 0, "on_time", 1)]
+    assert panes_of(got) == [(600, 0, "on_time", 1), (600, 1, "closed", 1)]
     assert late_reports(got) == 2
     assert_accounted(got, counters, 3)
 
@@ -153,7 +155,7 @@ def test_a_new_collection_behind_the_watermark_is_counted_not_lost():
               .advance_watermark_to_infinity())
     got, counters = run_stream(stream, seen, new)
     windows = sorted((f.group, f.window[0] // 1000 - START, f.pane) for f in got["panes"] if f.kind == "marginals")
-    assert windows == [("app", 0, 0), ("fresh", 0, 0)]
+    assert windows == [("app", 0, 0), ("app", 0, 1), ("fresh", 0, 0), ("fresh", 0, 1)]   # on time (at once), closed
     assert late_reports(got) == 2
     assert_accounted(got, counters, 4)
 
@@ -185,7 +187,7 @@ def test_early_panes_fire_before_the_watermark():
               .advance_watermark_to_infinity())          # on-time pane with 2
     got, counters = run_stream(stream, cfg)
     panes = panes_of(got)
-    assert panes[0] == (0, 0, "early", 1) and panes[-1][2:] == ("on_time", 2)
+    assert panes[0] == (0, 0, "early", 1) and panes[-2][2:] == ("on_time", 2) and panes[-1][2:] == ("closed", 2)
     assert [p[1] for p in panes] == list(range(len(panes)))  # pane indexes count up
     assert_accounted(got, counters, 2)
 
@@ -197,7 +199,8 @@ def test_each_window_gets_its_own_rows():
               .add_elements([record(cfg, s) for s in (1, 2, 3, 65, 70, 130)])
               .advance_watermark_to_infinity())
     got, counters = run_stream(stream, cfg)
-    n = sorted((r["window_start"] // 1000 - START, r["n_reports"]) for r in got["marginals"] if r["columns"] == [0])
+    n = sorted((r["window_start"] // 1000 - START, r["n_reports"]) for r in got["marginals"] if r["columns"] == [0]
+               and r["final"])   # each window's final pane (its on-time pane is a row of its own)
     assert n == [(0, 3), (60, 2), (120, 1)]
 
 
@@ -213,8 +216,10 @@ def test_streaming_file_sink_writes_windows_and_dead_letters(tmp_path):
               .advance_watermark_to_infinity())
     run_stream(stream, cfg, sink=FileSink(str(tmp_path), streaming=True))
     marginals = sorted(f.name for f in (tmp_path / "marginals").glob("*.avro"))
-    assert marginals == ["20260101T000000000Z_20260101T000100000Z_app_pane000.avro",
-                         "20260101T000100000Z_20260101T000200000Z_app_pane000.avro"]
+    assert marginals == ["20260101T000000000Z_20260101T000100000Z_app_pane000.avro",   # on time
+                         "20260101T000000000Z_20260101T000100000Z_app_pane001.avro",   # the close: final
+                         "20260101T000100000Z_20260101T000200000Z_app_pane000.avro",
+                         "20260101T000100000Z_20260101T000200000Z_app_pane001.avro"]
     dead = [r for f in (tmp_path / "dead_letters").glob("*.avro") for r in schemas.read_avro(f, "dead_letter")]
     assert [d["reason"] for d in dead] == ["wrong_length"]
 
@@ -240,9 +245,10 @@ def test_streaming_panes_cap_dimension_values_and_the_latest_pane_holds_every_ke
         regions = {r["dimensions"]["region"] for r in schemas.read_avro(path, "marginal_estimate")}
         assert len(regions) == 1, path.name   # each capped key has files of its own
         keys.setdefault(regions.pop(), []).append(split_pane(path.name)[1])
-    # a and b kept on time, c under __other__; d and e, late, find no room: __other__'s late panes, one each.
-    # No value is ever listed beyond max_values (+ __other__), and none moves: the cap is sticky
-    assert keys == {"a": [0], "b": [0], "__other__": [0, 1, 2]}
+    # a and b kept on time, c under __other__; d and e, late, find no room: __other__'s late panes, one each;
+    # then each key's final pane at the close. No value is ever listed beyond max_values (+ __other__), and
+    # none moves: the cap is sticky
+    assert keys == {"a": [0, 1], "b": [0, 1], "__other__": [0, 1, 2, 3]}
     rows = read_rows(str(tmp_path), "marginals")   # the reader takes the latest pane
     n = {r["dimensions"]["region"]: r["n_reports"] for r in rows if r["columns"] == [0]}
     assert n == {"a": 3, "b": 2, "__other__": 3}  # every report counted once, in the latest pane

@@ -279,7 +279,7 @@ def run_batch(s: Scenario, earlier: list | None = None) -> tuple:
         for key, kinds in batch_window(cfg, w, parts, *([] if ledger is None else [ledger])).items():
             for kind, rows in kinds.items():
                 if len(rows):
-                    out.panes.append(PaneFile(kind, "g", None if s.window == "global" else w, 0, "on_time", rows, key))
+                    out.panes.append(PaneFile(kind, "g", None if s.window == "global" else w, 0, "on_time", rows, key, True))
     out.counted = len(s.reports)
     return cfg, out
 
@@ -423,6 +423,7 @@ def statistics(s: Scenario, cfg, out: Outcome, batch: bool = False) -> list:
                 raise AssertionError(f"a row of a pane and key that published no marginals so far: {row}")
             reports = max(before)[1]
             where = f"{f.kind} {f.window} pane {f.pane} {dict(key)}"
+            check_pane_fields(row, f, where)
             if f.kind == "marginals":
                 def count(bits):   # the reports of the row whose wire bits ``bits`` are all 1
                     return sum(all(b == r if b < n_tracers else s.bits(r)[b - n_tracers] for b in bits)
@@ -432,6 +433,9 @@ def statistics(s: Scenario, cfg, out: Outcome, batch: bool = False) -> list:
             by_name = {n: (op, m, False) for n, op, m in REPORT_EXTREMES}
             by_name.update({n: (op, m, True) for n, op, m in CLIENT_EXTREMES})
             op, mask, over_clients = by_name[row["name"]]
+            counts = "reports" if not over_clients else "devices" if cfg.device is not None else "clients"
+            if row["n_counts"] != counts:   # what n counts: the extreme's config, nothing of the reports
+                raise AssertionError(f"{where}: n_counts is {row['n_counts']!r}, the extreme counts {counts}")
             if over_clients and cfg.client_sample is not None:
                 first = {}   # a report's first pane of the window and key that holds it
                 for pane, rs in sorted(latest[(f.window, key)]):
@@ -500,7 +504,24 @@ MARGINAL_FIELDS = {"collection", "window_start", "window_end", "dimensions", "n_
                    "estimate", "frequency", "variance", "ci_low", "ci_high", "interval", "frequency_low",
                    "frequency_high", "display_frequency", "display_low", "display_high", "out_of_range"}
 EXTREME_FIELDS = {"collection", "window_start", "window_end", "dimensions", "name", "op", "n", "estimate",
-                  "variance", "ci_low", "ci_high", "display_estimate", "display_low", "display_high", "out_of_range"}
+                  "variance", "ci_low", "ci_high", "display_estimate", "display_low", "display_high", "out_of_range",
+                  "n_counts"}
+
+
+# what says which pane a row is of (issue 49): functions of the pane and the key, never of the reports. The
+# engine's rows leave them unset (None, or absent from a dict row) and the pane's step stamps them
+# (transforms/pane_outputs.py); set, they must be the pane's own
+PANE_FIELDS = {"pane_index", "pane_timing", "final", "rollup"}
+
+
+def check_pane_fields(row, f, where):
+    """The pane fields of ``row``, of the PaneFile ``f``: unset, or ``f``'s index, timing, finality and
+    whether its key is a rollup's."""
+    from ldp_marginals.schemas.outputs import is_rollup
+    want = {"pane_index": f.pane, "pane_timing": f.beam_timing, "final": f.final, "rollup": is_rollup(f.key)}
+    for name, value in want.items():
+        if row.get(name) is not None and row[name] != value:
+            raise AssertionError(f"{where}: {name} is {row[name]!r}, the pane's is {value!r}")
 
 
 def _close(got, want, where, name):
@@ -536,8 +557,9 @@ def cross_check_marginal(row, count, n, channels, z, where):
     35 and Thm 3.6 in per-bit form: ``t_S = sum_{A in S} c_A prod_{S-A} (-p_i) / prod_S (q_i - p_i)``,
     ``Var t_S = sum_{A in S} prod_{S-A} alpha_i prod_A beta_i t_A - t_S`` with ``t_{} = n``,
     ``alpha = p(1-p)/(q-p)^2``, ``beta = (1-2p)/(q-p)``)."""
-    if set(row) != MARGINAL_FIELDS:
-        raise AssertionError(f"{where}: marginal fields {sorted(set(row) ^ MARGINAL_FIELDS)} are not modelled")
+    if set(row) - PANE_FIELDS != MARGINAL_FIELDS:
+        raise AssertionError(f"{where}: marginal fields {sorted((set(row) - PANE_FIELDS) ^ MARGINAL_FIELDS)} are not "
+                             "modelled")
     bits = tuple(row["columns"])
     subsets = [tuple(b for i, b in enumerate(bits) if mask >> i & 1) for mask in range(1 << len(bits))]
     p = {b: channels[b][0] for b in bits}
@@ -566,8 +588,9 @@ def cross_check_marginal(row, count, n, channels, z, where):
 
 def cross_check_extreme(row, n, est, var, z, where):
     """Every field of an extreme row from its estimate, variance and ``n`` (reports or clients)."""
-    if set(row) != EXTREME_FIELDS:
-        raise AssertionError(f"{where}: extreme fields {sorted(set(row) ^ EXTREME_FIELDS)} are not modelled")
+    if set(row) - PANE_FIELDS != EXTREME_FIELDS:
+        raise AssertionError(f"{where}: extreme fields {sorted((set(row) - PANE_FIELDS) ^ EXTREME_FIELDS)} are not "
+                             "modelled")
     if row["n"] != n:
         raise AssertionError(f"{where}: n {row['n']}, the model says {n}")
     want = {"estimate": est, "variance": var, "display_estimate": _clip(est, 0, n),

@@ -27,7 +27,7 @@ from typing import NamedTuple
 from ldp_marginals.ldp.aggregate import kept_devices
 from ldp_marginals.ldp.devices import key_id, keys_over_bound
 from ldp_marginals.schemas.arrow import TableRows
-from ldp_marginals.schemas.outputs import ESTIMATE_KINDS, WITHHELD
+from ldp_marginals.schemas.outputs import EARLY_PANE, ESTIMATE_KINDS, LATE_PANE, ON_TIME_PANE, WITHHELD
 from ldp_marginals.transforms.publication.cap import capped, decide, value_weights
 from ldp_marginals.transforms.publication.hadamard_rows import atom_thin_sets, merge_thin
 from ldp_marginals.transforms.publication.release import releasable
@@ -37,6 +37,9 @@ from ldp_marginals.transforms.publication.rollups import marked, rollup_plan
 from ldp_marginals.transforms.publication.rows import base_row, held_row, window_blocks, withheld_row
 
 EARLY, ON_TIME, LATE, CLOSED = "early", "on_time", "late", "closed"
+# the engine's timings as Beam names a pane's (PaneInfoTiming): a window's close, after its on-time pane
+# and the allowed lateness, is a late pane, its last (Beam's is_last)
+BEAM_TIMING = {EARLY: EARLY_PANE, ON_TIME: ON_TIME_PANE, LATE: LATE_PANE, CLOSED: LATE_PANE}
 NEVER = -(1 << 62)                      # a watermark before every event
 END_OF_TIME_US = 9_223_371_950_454_774_999   # Beam's GlobalWindow().max_timestamp() in microseconds
 PENDING = -1   # the atom number of an entry not yet released
@@ -65,6 +68,12 @@ class PaneFile(NamedTuple):
     timing: str            # early, on_time, late, or closed (a window's final pane at its close)
     rows: list
     key: tuple = ()        # the capped key (sorted (name, value) pairs); () without dimensions
+    final: bool = False    # the window's last pane (it closed): its answer
+
+    @property
+    def beam_timing(self) -> str:
+        """The pane's timing as Beam names it (what its rows say, ``pane_timing``): :data:`BEAM_TIMING`."""
+        return BEAM_TIMING[self.timing]
 
 
 class LateBatch(NamedTuple):

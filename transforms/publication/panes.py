@@ -9,7 +9,10 @@ whatever order Beam delivers them in. Then, with the window's released atoms of 
   on-time pane whenever anything is released: repeating the same content reveals nothing), so two
   panes of a window and capped key differ by whole atoms;
 - the final event (the window closes) publishes the extremes over clients, under the client rule over
-  the atoms (:func:`~.release.client_rule`), and a withheld row for the reports the guard still holds.
+  the atoms (:func:`~.release.client_rule`), and a withheld row for the reports the guard still holds,
+  beside the window's estimates, repeated when nothing was released since the last pane (the same
+  rows: repeating the same content reveals nothing), so that the final pane holds the window's whole
+  answer and its rows alone are what a reader sums (``final``, issue 49).
 
 Pane files are numbered per window and capped key; panes accumulate, so a reader takes each key's
 latest. State: the messages not applied yet, the atoms received, and a small :class:`PanesStatus`.
@@ -112,8 +115,8 @@ class Panes:
         released = aggregator.merge([aggregator.create(), *mine], final) if mine else None
         total = released.n if released is not None else 0
         grew = total > ws.published
-        if timing == CLOSED:
-            linear = grew
+        if timing == CLOSED:   # the final pane repeats what is released (nothing new: the same rows, which
+            linear = total > 0   # reveals nothing), so that it holds the window's whole answer (final rows)
         elif not final and (total == 0 or not (grew or timing == ON_TIME)):
             return []
         else:
@@ -127,7 +130,7 @@ class Panes:
                                atoms=ordered)
         ws.published = total
         files = [PaneFile(kind, self.config.name, None if self.window.is_global else window, ws.panes, timing,
-                          kind_rows, self.key) for kind, kind_rows in rows.items() if len(kind_rows)]
+                          kind_rows, self.key, final) for kind, kind_rows in rows.items() if len(kind_rows)]
         if files:
             ws.panes += 1
         return files

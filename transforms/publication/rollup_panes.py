@@ -163,7 +163,7 @@ class Rollups:
         window = None if cfg.window.is_global else exp.window
         for row in sorted(published & set(sums)):
             rows = engine.rollup_rows(cfg, exp.window, row, sums[row], thin.get(row))
-            step.panes += [PaneFile(kind, cfg.name, window, status.panes, exp.timing, kind_rows, row)
+            step.panes += [PaneFile(kind, cfg.name, window, status.panes, exp.timing, kind_rows, row, exp.final)
                            for kind, kind_rows in rows.items() if len(kind_rows)]
         if step.panes:
             status.panes += 1

@@ -30,7 +30,8 @@ from ldp_marginals.ldp.tables import group_table
 from ldp_marginals.ldp.tmdh import estimate_tmdh
 from ldp_marginals.schemas.arrow import TableRows, arrow_schema
 from ldp_marginals.schemas.outputs import (
-    CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, SCHEMA_OF, TABLES, WITHHELD,
+    CONDITIONALS, CONSISTENT_TABLES, EXTREMES, MARGINALS, MEANS, N_CLIENTS, N_DEVICES, N_REPORTS, SCHEMA_OF, TABLES,
+    WITHHELD,
 )
 from ldp_marginals.transforms.publication.hadamard_rows import (
     analysis_sets,
@@ -115,8 +116,10 @@ def marginal_rows(config, est, base, keep: np.ndarray | None = None) -> TableRow
         "interval": pa.repeat(pa.scalar(config.marginal_interval, pa.string()), rows),
         "frequency_low": f_low, "frequency_high": f_high, "display_frequency": shown[0], "display_low": shown[1],
         "display_high": shown[2], "out_of_range": out}
+    # the pane's fields (pane_index, ...) are null here: the pane stamps them (transforms/pane_outputs.py)
     return TableRows(MARGINAL_SCHEMA, pa.Table.from_arrays(
-        [arrays[field.name] if isinstance(arrays[field.name], (pa.Array, pa.ChunkedArray))
+        [pa.nulls(rows, field.type) if field.name not in arrays
+         else arrays[field.name] if isinstance(arrays[field.name], (pa.Array, pa.ChunkedArray))
          else pa.array(arrays[field.name], field.type) for field in schema], schema=schema))
 
 
@@ -181,11 +184,21 @@ def consistent_table_rows(config, est, base, groups: list | None = None) -> list
     return rows
 
 
-def extreme_row(base, ext, n, estimate, variance, level) -> dict:
-    """An ExtremeEstimate row: the number of the ``n`` reports (or clients) whose OR/AND is 1."""
+def n_counts(config, ext) -> str:
+    """What an extremes row's ``n`` counts: reports (``over: report``), or over clients the distinct client
+    tokens, which under ``privacy.unit: device`` are the devices'."""
+    if ext.over == "report":
+        return N_REPORTS
+    return N_DEVICES if config.device is not None else N_CLIENTS
+
+
+def extreme_row(base, ext, n, estimate, variance, level, counts: str) -> dict:
+    """An ExtremeEstimate row: the number of the ``n`` reports (or clients, or devices: ``counts``,
+    :func:`n_counts`) whose OR/AND is 1."""
     low, high = normal_interval(estimate, variance, level)
     return dict(base, name=ext.name, op=ext.op, n=int(n), estimate=float(estimate), variance=float(variance),
-                ci_low=float(low), ci_high=float(high), **displayed(estimate, low, high, 0.0, float(n)))
+                ci_low=float(low), ci_high=float(high), **displayed(estimate, low, high, 0.0, float(n)),
+                n_counts=counts)
 
 
 def withheld_row(config, base, n_reports: int, reason: str, cause: str = PRIVACY, statistic: str = ALL) -> dict:
@@ -267,7 +280,7 @@ def window_blocks(config, dims: tuple, acc, window: tuple, *, linear: bool = Tru
         yield TABLES, table_rows(config, est, counted, groups)
         yield CONSISTENT_TABLES, consistent_table_rows(config, est, counted, groups)
     if linear or (final and config.client_extremes):
-        yield EXTREMES, [extreme_row(base, ext, acc.n, total, var, config.level)
+        yield EXTREMES, [extreme_row(base, ext, acc.n, total, var, config.level, n_counts(config, ext))
                          for ext, (total, var) in zip(config.report_extremes, acc.extreme_sums)]
     if linear or final:
         for kind, row in (*conditional_rows(config, est, counted), *mean_rows(config, est, counted)):
@@ -290,7 +303,7 @@ def client_blocks(config, base, acc, atoms=None, client_reason: str | None = Non
         sample = sampled_clients([acc] if atoms is None else atoms, config.client_sample, config.min_reports)
         n_clients = sample.keys.size
     sums = config.aggregator.client_sums(acc, atoms, config.min_reports, sample)
-    yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level)
+    yield EXTREMES, [extreme_row(base, ext, n_clients, total, var, config.level, n_counts(config, ext))
                      for ext, (total, var) in zip(config.client_extremes, sums)]
     if sample is not None and sample.clients_left_out:   # counted: who the client rows leave out, and why
         yield WITHHELD, [withheld_row(
@@ -344,7 +357,7 @@ def kind_analysis_rows(config, est, base, thin: dict, linear: bool):
     means = [m for m, k in zip(config.means, keep[n_cond:]) if k]
     extremes = [e for e, k in zip(config.report_extremes, keep[n_cond + n_mean:]) if k]
     if extremes:
-        yield EXTREMES, [extreme_row(base, e, est.n, *est.extreme(e.op, e.bits), config.level) for e in extremes]
+        yield EXTREMES, [extreme_row(base, e, est.n, *est.extreme(e.op, e.bits), config.level, n_counts(config, e)) for e in extremes]
     for kind, row in (*conditional_rows(config, est, base, conditionals), *mean_rows(config, est, base, means)):
         if linear or kind == WITHHELD:
             yield kind, [row]
