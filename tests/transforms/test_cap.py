@@ -59,8 +59,9 @@ def test_a_late_heavy_value_goes_under_other_and_the_kept_keys_never_change():
         for f in stream.panes:
             if f.kind == "marginals":
                 latest.setdefault(dict(f.key)["region"], []).append((f.pane, f.timing, list(f.rows)[0]["n_reports"]))
-        assert latest == {"eu": [(0, "on_time", 30)], "us": [(0, "on_time", 20)],
-                          OTHER: [(0, "on_time", 10), (1, "late", 100)]}
+        # each key's close repeats its last pane's rows (the final answer, docs/design.md)
+        assert latest == {"eu": [(0, "on_time", 30), (1, "closed", 30)], "us": [(0, "on_time", 20), (1, "closed", 20)],
+                          OTHER: [(0, "on_time", 10), (1, "late", 100), (2, "closed", 100)]}
 
 
 def _listed(s) -> dict:
