@@ -32,7 +32,7 @@ public final class SubsetSpec extends WholeReportSpec {
     /** Coins per report: d subset coins, the keep coin, s mask coins. */
     @Override
     int coinBytes() {
-        return Coins.COIN_BYTES * (features.size() + 1 + width);
+        return Coins.COIN_BYTES * (bits + 1 + width);
     }
 
     /** Fresh coins per memoized report: the keep coin, s mask coins. */
@@ -44,7 +44,7 @@ public final class SubsetSpec extends WholeReportSpec {
     /** The d-bit subset mask, then the s pattern bits. */
     @Override
     int reportBits() {
-        return features.size() + width;
+        return bits + width;
     }
 
     /** The spec from a parsed JSON value ({@link Json}). */

@@ -34,7 +34,7 @@ abstract class WholeReportClient<S extends WholeReportSpec, D> extends Reporting
     /** The encoder of every whole-report kind: every feature takes a {@code Boolean}. */
     @Override
     final Trace<D> encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
-        int[] encoded = booleanBits(spec.features, values);
+        int[] encoded = wholeReportBits(spec.layout, spec.features, values);
         count(eventMs);   // the declared rate: after every other check, before any coin
         byte[] permanent = spec.memoized()
                 ? new HmacDrbg(secret.permanentReportSeed(spec.collection, spec.kind, encoded)).generate(spec.coinBytes())
