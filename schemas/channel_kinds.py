@@ -11,8 +11,10 @@ for a ``local`` promise over many bits. What this release supports with them (th
 other features with a kind are rules of schemas/composition.py, naming the field; this module
 validates the channel's own fields):
 
-- boolean and numeric features (a numeric is its 1-bit encoding; a categorical's one-hot bits would
-  make tables of structural zeros the kinds' estimators do not use yet);
+- boolean, categorical and numeric features (a numeric is its 1-bit encoding; a categorical its one-hot
+  bits: the kind randomizes the whole report, so they are bits of the true report and every table over
+  them is unbiased as for booleans, their exclusivity unused; no table holds two values of one categorical,
+  and a group's table is the table of all its features' bits, each cell summing the cells its values fix);
 - marginals of every set of 1..max_order bits and tables of feature groups; conditionals, means and
   extremes over reports, from the table of their bits (:mod:`ldp_marginals.ldp.kind_analyses`); a table
   wider than max_order (an entry of ``sets``, a group, the bits of a conditional, a mean or an extreme)

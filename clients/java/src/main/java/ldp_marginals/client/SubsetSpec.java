@@ -2,7 +2,7 @@ package ldp_marginals.client;
 
 /**
  * What a device is told about a subset-randomized-response collection ({@code channel: {kind: subset}}):
- * the client config of docs/client.md, section 12 (its name, boolean features, window, and {@code subset}:
+ * the client config of docs/client.md, section 12 (its name, boolean and categorical features, window, and {@code subset}:
  * {@code max_order} k, {@code width} s and {@code keep} p, the probability of sending the true pattern of
  * the s bits). Read with {@link #fromJson}; anything the specification does not allow is refusal
  * {@code bad_config}, with the rules of the Python reference
