@@ -133,35 +133,60 @@ def window_json(window: Window) -> dict:
 MAX_BOOLEAN_FEATURES = 62   # a whole-report kind's bits are a 64-bit mask in every client and in the job
 
 
+def feature_width(feature) -> int:
+    """The bits of a whole-report kind's feature: a name (boolean) is one, ``(name, values)`` (categorical)
+    one per value (one-hot, as :class:`~ldp_marginals.ldp.encoding.Layout` lays it out)."""
+    return 1 if isinstance(feature, str) else len(feature[1])
+
+
+def feature_name(feature) -> str:
+    return feature if isinstance(feature, str) else feature[0]
+
+
 def check_whole_report(collection, features) -> int:
     """The checks every whole-report kind's spec shares (docs/client.md sections 11 and 12): the collection's
-    name and 1 to 62 features; returns their number."""
+    name and features (a name: boolean; ``(name, values)``: categorical) of 1 to 62 bits; returns their bits."""
     if not isinstance(collection, str) or not collection or not _is_text(collection):
         raise Refusal(BAD_CONFIG, f"collection must be a non-empty string of well-formed Unicode, "
                                   f"got collection={collection!r}")
-    d = len(features)
-    if not 1 <= d <= MAX_BOOLEAN_FEATURES:
-        raise Refusal(BAD_CONFIG, f"features must list 1 to {MAX_BOOLEAN_FEATURES} boolean features, got {d}")
+    d = sum(feature_width(f) for f in features)
+    if not features or not 1 <= d <= MAX_BOOLEAN_FEATURES:
+        raise Refusal(BAD_CONFIG, f"features must lay out 1 to {MAX_BOOLEAN_FEATURES} bits (a boolean is one, a "
+                                  f"categorical one per value), got {d}")
     return d
 
 
 def boolean_features(spec, kind: str) -> tuple:
-    """``(names, kind's object)`` of a whole-report kind's client config: the keys ``collection``,
+    """``(features, kind's object)`` of a whole-report kind's client config: the keys ``collection``,
     ``features``, ``window`` and ``kind`` (optional ``token`` and ``reports_per_day``, as the per-bit
-    config's: :func:`device_fields`); every feature ``{name, type: boolean}``, the names unique."""
+    config's: :func:`device_fields`); every feature ``{name, type: boolean}`` (read as its name) or
+    ``{name, type: categorical, values}`` (read as ``(name, values)``, checked as the per-bit config's),
+    the names unique."""
     _keys(spec, "config", ("collection", "features", "window", kind), DEVICE_FIELDS)
     feats = spec["features"]
     if not isinstance(feats, list) or not feats:
         raise Refusal(BAD_CONFIG, f"features must be a non-empty list, got features={feats!r}")
-    names = []
+    out = []
     for i, f in enumerate(feats):
-        _keys(f, f"features[{i}]", ("name", "type"))
+        categorical = isinstance(f, dict) and f.get("type") == CATEGORICAL
+        _keys(f, f"features[{i}]", ("name", "type") + (("values",) if categorical else ()))
+        if categorical:
+            values = f["values"]
+            if not isinstance(values, list) or any(isinstance(t, str) and not _is_text(t) for t in [f["name"]] + values):
+                raise Refusal(BAD_CONFIG, f"features[{i}]: values must be a list of well-formed Unicode, got {f!r}")
+            try:
+                feature = Feature.categorical(f["name"], values)
+            except ValueError as err:
+                raise Refusal(BAD_CONFIG, f"features[{i}]: {err}") from None
+            out.append((feature.name, feature.values))
+            continue
         if f["type"] != "boolean" or not isinstance(f["name"], str) or not f["name"] or not _is_text(f["name"]):
-            raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean feature with a name, got {f!r}")
-        names.append(f["name"])
+            raise Refusal(BAD_CONFIG, f"features[{i}] must be a boolean or categorical feature with a name, got {f!r}")
+        out.append(f["name"])
+    names = [feature_name(f) for f in out]
     if len(set(names)) != len(names):
         raise Refusal(BAD_CONFIG, f"feature names must be unique, got {names}")
-    return tuple(names), spec[kind]
+    return tuple(out), spec[kind]
 
 
 DEVICE_FIELDS = ("token", "reports_per_day")   # a client config's optional keys, every kind's (docs/client.md 3, 5)
@@ -432,15 +457,27 @@ def check_names(values, names: list) -> None:
         raise Refusal(UNKNOWN_FEATURE, f"values name features the collection does not have: {unknown}")
 
 
-def boolean_bits(values, names: list) -> list:
-    """The true bits of a report whose features are all boolean (``names`` in layout order), after
-    :func:`check_names`: ``bad_value`` unless every value is ``True``/``False``."""
-    check_names(values, names)
-    for n in names:
-        if not isinstance(values[n], bool):
-            raise Refusal(BAD_VALUE, f"feature {n!r} is boolean: its value must be true or false, got "
-                                     f"{type(values[n]).__name__}")
-    return [int(values[n]) for n in names]
+def boolean_bits(values, features: list) -> list:
+    """The true bits of a whole-report kind's report (``features`` in layout order: a name is a boolean,
+    ``(name, values)`` a categorical), after :func:`check_names`: ``bad_value`` unless every boolean's value is
+    ``True``/``False`` and every categorical's one of its values, which is one-hot (one bit per value, as
+    :meth:`~ldp_marginals.ldp.encoding.Feature.encode` and the per-bit client encode it)."""
+    check_names(values, [feature_name(f) for f in features])
+    bits = []
+    for f in features:
+        if isinstance(f, str):
+            if not isinstance(values[f], bool):
+                raise Refusal(BAD_VALUE, f"feature {f!r} is boolean: its value must be true or false, got "
+                                         f"{type(values[f]).__name__}")
+            bits.append(int(values[f]))
+            continue
+        name, vals = f
+        v = values[name]
+        if not isinstance(v, str) or v not in vals:
+            raise Refusal(BAD_VALUE, f"feature {name!r} must be one of its {len(vals)} values, got "
+                                     f"{'another string' if isinstance(v, str) else type(v).__name__}")
+        bits += Feature.categorical(name, vals).encode(v)
+    return bits
 
 
 def _dimensions(dims) -> dict:

@@ -10,13 +10,14 @@ The client config a device receives (its numbers final: no client computes an ex
 
 ``weights[j-1]``: the probability of each coefficient of order j (every coefficient of one order has
 the same); ``keep``: the probability that a slot sends its true parity, ``e^e' / (1 + e^e')`` at
-``e' = epsilon / slots``. Features are boolean (the collection config refuses others). A collection with
+``e' = epsilon / slots``. Features are boolean or categorical
+(``{name, type: categorical, values}``: one bit per value, one-hot; numeric ones have no client). A collection with
 extra sets (tables wider than max_order: :class:`~ldp_marginals.ldp.hadamard.HadamardSampling` ``sets``)
 adds ``"sets": [[0, 1, 2], ...]`` after ``weights`` (each a list of increasing bit indices, wider than
 max_order) and one weight per order up to the widest: the pool, and so the coefficients' numbering, is
 then every set of 1..max_order bits followed by the extra sets' subsets of more bits (docs/client.md
 section 11). Without extra sets the key is absent and nothing differs.
-``e' = epsilon / slots``. Features are boolean (the collection config refuses others). Optional
+``e' = epsilon / slots``. Optional
 top-level ``token`` and ``reports_per_day``: the device unit (:mod:`~ldp_marginals.ldp.whole_report_client`).
 
 One report:
@@ -24,7 +25,8 @@ One report:
 1. check the input as the per-bit client does (``bad_event_time``, ``bad_dimensions``,
    ``missing_feature``, ``unknown_feature``, ``bad_value``), drawing no coin on a refusal;
 2. draw ``8 * slots`` bytes in one request: per slot two coins, the index coin then the parity coin;
-3. encode the features to bits (a boolean is its bit, in layout order);
+3. encode the features to bits, in layout order: a boolean is its bit, a categorical value one-hot (one
+   bit per value, the value's bit set), as the per-bit client encodes them;
 4. per slot: the coefficient ``a`` is the first (in family order: the sets of order 1, then 2, ...,
    each order in lexicographic order of its bit indices; ``a`` counts from 1) whose threshold
    ``units(S_a)`` is above the index coin's value, ``S_a`` the running sum of the weights of
@@ -69,7 +71,7 @@ class HadamardClientSpec(WholeReportSpec):
     PARAMS = ("max_order", "slots", "keep", "weights")
     OPTIONAL = ("sets", "permanent_keep")
     collection: str
-    features: tuple          # boolean feature names, in layout (bit) order
+    features: tuple          # in layout (bit) order: a boolean's name, a categorical's (name, values)
     window: Window
     max_order: int
     slots: int
@@ -88,7 +90,7 @@ class HadamardClientSpec(WholeReportSpec):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise Refusal(BAD_CONFIG, f"hadamard.{name} must be an integer >= {low}, got {name}={value!r}")
         if self.max_order > d:
-            raise Refusal(BAD_CONFIG, f"hadamard.max_order must be <= the {d} features, got max_order={self.max_order}")
+            raise Refusal(BAD_CONFIG, f"hadamard.max_order must be <= the {d} bits, got max_order={self.max_order}")
         if 2 * self.slots * COIN_BYTES > MAX_REQUEST_BYTES:
             raise Refusal(BAD_CONFIG, f"hadamard.slots draws too many coins, got slots={self.slots}")
         if not _probability(self.keep) or not self.keep > 0.5:
@@ -140,7 +142,8 @@ class HadamardClientSpec(WholeReportSpec):
         fam = mechanism.family
         first = fam.offset(1)
         weights = tuple(float(mechanism.probabilities[fam.offset(j) - first]) for j in range(1, fam.top_order + 1))
-        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.slots, mechanism.keep, weights,
+        return cls(collection, cls.features_of(features), window, mechanism.max_order, mechanism.slots, mechanism.keep,
+                   weights,
                    None if permanent is None else permanent.keep, tuple(mechanism.sets), token=token,
                    reports_per_day=reports_per_day)
 
@@ -160,7 +163,7 @@ class HadamardClientSpec(WholeReportSpec):
     def pool(self) -> list:
         """Each coefficient's set (family order, index a at position a - 1): every set of 1..max_order bits,
         then, order by order, the distinct subsets of the extra sets of more bits, lexicographically."""
-        d, k = len(self.features), self.max_order
+        d, k = self.n_bits, self.max_order
         out = [s for j in range(1, k + 1) for s in combinations(range(d), j)]
         top = max([k] + [len(s) for s in self.sets])
         for j in range(k + 1, top + 1):
@@ -171,7 +174,7 @@ class HadamardClientSpec(WholeReportSpec):
     def order_sizes(self) -> list:
         """The pool's coefficients of each order 1..top (counted, not enumerated, without extra sets)."""
         if not self.sets:
-            return [math.comb(len(self.features), j) for j in range(1, len(self.weights) + 1)]
+            return [math.comb(self.n_bits, j) for j in range(1, len(self.weights) + 1)]
         sizes = [0] * len(self.weights)
         for s in self.pool:
             if len(s) <= len(sizes):

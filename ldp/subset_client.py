@@ -9,16 +9,17 @@ The client config a device receives (its numbers final: no client computes an ex
 
 ``width`` s: how many of the d bits a report carries; ``keep``: the probability that it sends their true
 pattern, ``p = e^epsilon / (e^epsilon + 2^s - 1)`` (:class:`~ldp_marginals.ldp.subset_rr.SubsetRR`); every
-other pattern is sent with ``q = (1 - p) / (2^s - 1)``. Features are boolean (the collection config
-refuses others). Optional top-level ``token`` and ``reports_per_day``: the device unit
-(:mod:`~ldp_marginals.ldp.whole_report_client`).
+other pattern is sent with ``q = (1 - p) / (2^s - 1)``. Features are boolean or categorical
+(``{name, type: categorical, values}``: one bit per value, one-hot; numeric ones have no client).
+Optional top-level ``token`` and ``reports_per_day``: the device unit (:mod:`~ldp_marginals.ldp.whole_report_client`).
 
 One report:
 
 1. check the input as the per-bit client does (``bad_event_time``, ``bad_dimensions``,
    ``missing_feature``, ``unknown_feature``, ``bad_value``), drawing no coin on a refusal;
 2. draw ``4 (d + 1 + s)`` bytes in one request: ``d`` subset coins, one keep coin, ``s`` mask coins;
-3. encode the features to bits (a boolean is its bit, in layout order);
+3. encode the features to bits, in layout order: a boolean is its bit, a categorical value one-hot (one
+   bit per value, the value's bit set), as the per-bit client encodes them;
 4. the subset, by sequential selection: position ``i = 0..d-1`` joins iff ``decide(coin_i, r / (d - i))``,
    ``r`` the positions still to choose (``s`` minus those chosen), the quotient in doubles (``r = 0``
    never joins, ``r = d - i`` always does: exactly s join);
@@ -58,7 +59,7 @@ class SubsetClientSpec(WholeReportSpec):
     KIND = "subset"
     PARAMS = ("max_order", "width", "keep")
     collection: str
-    features: tuple          # boolean feature names, in layout (bit) order
+    features: tuple          # in layout (bit) order: a boolean's name, a categorical's (name, values)
     window: Window
     max_order: int
     width: int
@@ -75,7 +76,7 @@ class SubsetClientSpec(WholeReportSpec):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise Refusal(BAD_CONFIG, f"subset.{name} must be an integer >= 1, got {name}={value!r}")
         if not self.max_order <= self.width <= d:
-            raise Refusal(BAD_CONFIG, f"subset.width must be in [max_order={self.max_order}, {d} features], "
+            raise Refusal(BAD_CONFIG, f"subset.width must be in [max_order={self.max_order}, {d} bits], "
                                       f"got width={self.width}")
         keep = self.keep
         if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 2.0 ** -self.width < keep <= 1.0:
@@ -90,7 +91,7 @@ class SubsetClientSpec(WholeReportSpec):
         """The spec the server publishes for a collection's mechanism: ``mechanism`` the instantaneous stage,
         ``permanent`` (memoized collections) the permanent one (same order and width); ``token`` and
         ``reports_per_day`` the device unit's (:mod:`~ldp_marginals.ldp.whole_report_client`)."""
-        return cls(collection, tuple(features), window, mechanism.max_order, mechanism.width, mechanism.p,
+        return cls(collection, cls.features_of(features), window, mechanism.max_order, mechanism.width, mechanism.p,
                    None if permanent is None else permanent.p, token=token,
                    reports_per_day=reports_per_day)
 
@@ -102,7 +103,7 @@ class SubsetClientSpec(WholeReportSpec):
 
     @property
     def n_coins(self) -> int:
-        return len(self.features) + 1 + self.width
+        return self.n_bits + 1 + self.width
 
 
 @dataclass(frozen=True)

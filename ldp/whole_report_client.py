@@ -1,6 +1,6 @@
 """What the reference clients of the whole-report kinds share (``ldp/hadamard_client.py``,
 ``ldp/subset_client.py``; docs/client.md sections 11 and 12): the client config's JSON (``collection``,
-boolean ``features``, ``window``, and one object named for the kind holding its parameters, in a fixed
+boolean and categorical ``features``, ``window``, and one object named for the kind holding its parameters, in a fixed
 order) and the record a report is sent in. Each kind adds its parameters' checks and its randomizer.
 
 Memoization (docs/client.md section 13): a kind's object may hold ``permanent_keep``; the device then draws
@@ -27,6 +27,7 @@ from ldp_marginals.ldp.client import (
     boolean_features,
     check_rate,
     device_fields,
+    feature_width,
     window_json,
 )
 from ldp_marginals.ldp.coins import HmacDrbg
@@ -41,6 +42,16 @@ class WholeReportSpec:
     KIND: str = ""
     PARAMS: tuple = ()
     OPTIONAL = ("permanent_keep",)   # present iff the collection memoizes (section 13)
+
+    @property
+    def n_bits(self) -> int:
+        """The report's true bits: a boolean's one, a categorical's one per value (one-hot)."""
+        return sum(feature_width(f) for f in self.features)
+
+    @staticmethod
+    def features_of(features) -> tuple:
+        """``features`` as a spec holds them: a boolean's name, a categorical's ``(name, values)`` (tuples)."""
+        return tuple(f if isinstance(f, str) else (f[0], tuple(f[1])) for f in features)
 
     def params_json(self) -> dict:
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in self.PARAMS)}
@@ -67,7 +78,9 @@ class WholeReportSpec:
                                       f"got permanent_keep={v!r}")
 
     def to_json(self) -> dict:
-        out = {"collection": self.collection, "features": [{"name": n, "type": "boolean"} for n in self.features],
+        feats = [{"name": f, "type": "boolean"} if isinstance(f, str) else
+                 {"name": f[0], "type": "categorical", "values": list(f[1])} for f in self.features]
+        out = {"collection": self.collection, "features": feats,
                "window": window_json(self.window), self.KIND: self.params_json()}
         if self.token:
             out["token"] = True
@@ -77,7 +90,8 @@ class WholeReportSpec:
 
     @classmethod
     def params_of(cls, spec) -> tuple:
-        """``(collection, feature names, window, {param: value})`` of a client config, checked as every
+        """``(collection, features, window, {param: value})`` of a client config (a feature: its name when
+        boolean, ``(name, values)`` when categorical), checked as every
         whole-report kind's (``Refusal`` ``bad_config`` naming the field)."""
         names, kind = boolean_features(spec, cls.KIND)
         return spec["collection"], tuple(names), _window(spec["window"]), _keys(kind, cls.KIND, cls.PARAMS, cls.OPTIONAL)

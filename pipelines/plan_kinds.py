@@ -9,7 +9,6 @@ from __future__ import annotations
 import yaml
 
 from ldp_marginals.ldp.channel_kind import channel_kind
-from ldp_marginals.ldp.encoding import CATEGORICAL
 from ldp_marginals.ldp.intervals import sidak_level
 from ldp_marginals.ldp.mechanism_choice import kind_choice
 
@@ -74,9 +73,6 @@ def mechanism_advice(cfg) -> dict:
     if p is None or p.model != "local" or p.epsilon is None:
         return {"reason": "no local promise with an epsilon (privacy: {model: local, epsilon: E}) to compare "
                           "the channel kinds at"}
-    if any(f.kind == CATEGORICAL for f in cfg.layout.features):
-        return {"reason": "the comparison takes boolean and numeric features only (channel kinds hadamard and subset "
-                          "do: a categorical is refused, schemas/composition.py rule kind-categorical)"}
     from ldp_marginals.schemas.channel_kinds import kind_sets_of
     choice = kind_choice(cfg.layout.n_bits, cfg.max_order, p.epsilon, kind_sets_of(cfg))   # the kinds' pools with
     #                                                                                       the collection's extra sets

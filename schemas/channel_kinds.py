@@ -11,8 +11,10 @@ for a ``local`` promise over many bits. What this release supports with them (th
 other features with a kind are rules of schemas/composition.py, naming the field; this module
 validates the channel's own fields):
 
-- boolean and numeric features (a numeric is its 1-bit encoding; a categorical's one-hot bits would
-  make tables of structural zeros the kinds' estimators do not use yet);
+- boolean, categorical and numeric features (a numeric is its 1-bit encoding; a categorical its one-hot
+  bits: the kind randomizes the whole report, so they are bits of the true report and every table over
+  them is unbiased as for booleans, their exclusivity unused; no table holds two values of one categorical,
+  and a group's table is the table of all its features' bits, each cell summing the cells its values fix);
 - marginals of every set of 1..max_order bits and tables of feature groups; conditionals, means and
   extremes over reports, from the table of their bits (:mod:`ldp_marginals.ldp.kind_analyses`); a table
   wider than max_order (an entry of ``sets``, a group, the bits of a conditional, a mean or an extreme)
@@ -78,13 +80,14 @@ def kind_of(mechanism) -> str:
 
 def kind_sets(layout: Layout, max_order: int, sets=(), groups=(), conditionals=(), means=(), extremes=()) -> tuple:
     """The extra sets a whole-report kind's collection counts (issue 48 item 1): of its ``sets``, its
-    groups' cells (:meth:`~ldp_marginals.ldp.encoding.Layout.group_sets`), the union of each conditional's
+    groups' tables (all of a group's bits: a categorical's one-hot bits all,
+    :func:`~ldp_marginals.transforms.publication.hadamard_rows.group_bits`), the union of each conditional's
     and conditional mean's bits and each extreme's (over reports or clients), those wider than ``max_order``
     (:func:`~ldp_marginals.ldp.sets.extra_sets`: sorted, distinct). The one owner of that list: the parser,
     ``plan`` and the composition table read it."""
     need = [tuple(s) for s in sets]
-    for group in groups:
-        need.extend(layout.group_sets(group))
+    for group in groups:   # the table of all the group's bits (a categorical's one-hot bits all: a cell sums
+        need.append(tuple(sorted(b for name in group for b in layout.bits_of(name))))   # cells, hadamard_rows)
     need += [tuple(set(of) | set(given)) for of, given in conditionals]
     need += [tuple({bit} | set(given)) for bit, given in means]
     need += [tuple(e.bits) for e in extremes]   # over reports their table, over clients each report's term

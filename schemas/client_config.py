@@ -11,7 +11,9 @@ config: the one source of what the JVM, TypeScript and Python clients read (``ld
 - the whole-report kinds (``hadamard``, ``subset``): the kind's object with its final numbers (no client
   computes an exponential), ``permanent_keep`` when the collection memoizes (the permanent stage's keep,
   docs/client.md section 13), and ``token``/``reports_per_day`` as for per-bit channels (written only when
-  set: true, a rate). A collection with a numeric feature has none (their clients take boolean features only).
+  set: true, a rate); a categorical feature is ``{name, type: categorical, values}``, its one-hot bits in the
+  layout's order. A collection with a numeric feature has none (their clients take boolean and categorical
+  features only).
 """
 from __future__ import annotations
 
@@ -40,12 +42,12 @@ def client_spec(cfg: CollectionConfig):
     memo = cfg.kind_memo   # memoized: the two stages (cfg.sampling is their composition, which the job inverts)
     stages = (memo.instantaneous, memo.permanent) if isinstance(memo, MemoizedKind) else (cfg.sampling, None)
     kind = kind_of(stages[0])
-    numeric = [f.name for f in cfg.layout.features if f.kind != "boolean"]
+    numeric = [f.name for f in cfg.layout.features if f.kind == "numeric"]
     if numeric:
-        raise ValueError(f"collection {cfg.name!r}: channel kind {kind!r} clients take boolean features only, got "
-                         f"features {numeric} of other types")
-    names = [f.name for f in cfg.layout.features]
-    return _KIND_SPECS[kind].of(cfg.name, names, cfg.window, *stages, token=needs_token(cfg), reports_per_day=rate)
+        raise ValueError(f"collection {cfg.name!r}: channel kind {kind!r} clients take boolean and categorical features "
+                         f"only, got numeric features {numeric}")
+    feats = [f.name if f.kind == "boolean" else (f.name, f.values) for f in cfg.layout.features]
+    return _KIND_SPECS[kind].of(cfg.name, feats, cfg.window, *stages, token=needs_token(cfg), reports_per_day=rate)
 
 
 def client_config(cfg: CollectionConfig) -> dict:

@@ -155,16 +155,9 @@ RULES = (
                    "when the stream ends, so its early panes would publish nothing",
          "use fixed or sliding windows, run it in batch, or drop the dimensions to stream it",
          "The device as the unit: a bound per device"),
-    # ---- not built: each entry is lifted by its own work item ----------------------------------------
-    # issue 48 item 1 (one interface for channel kinds): analyses derived from any kind's marginals
-    # a numeric feature is one bit of the report (its 1-bit encoding) and serves means; a categorical's
-    # one-hot bits are exclusive, which the kinds' estimators (unlike TMDH's exclusive groups) do not use yet
-    Rule("kind-categorical", "channel kind hadamard/subset x categorical features", NOT_BUILT, ANY,
-         lambda c: _whole_report(c) and any(f.kind == "categorical" for f in c.layout.features),
-         lambda c: f"channel kind {_kind(c)!r} takes boolean and numeric features, got categorical features "
-                   f"{[f.name for f in c.layout.features if f.kind == 'categorical']}",
-         "encode the categorical as booleans (one per value), or use per-bit channels, which serve categorical "
-         "features", "Whole-report promises: per-bit RR, Hadamard sampling, subset RR", owner="item 1"),
+    # ---- not built: none left (issue 48 item 1 lifted the last, kind-categorical: a whole-report kind
+    # randomizes the report as a whole, so a categorical's one-hot bits are bits of the true report and the
+    # kind's estimator of every table over them is unbiased as for booleans; their exclusivity is unused) ----
     # issue 48 item 1: a kind counts extra sets (schemas/channel_kinds.py kind_sets); subset RR estimates a table
     # from the reports whose subset holds it, so none wider than the subsets
     Rule("kind-subset-width", "channel kind subset x a set wider than channel.width", LIMIT, ANY,

@@ -29,9 +29,9 @@ SLIDING = Window("sliding", 7200.0, 3600.0)
 
 
 def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="survey", epsilon_1=None,
-         window=Window("fixed", 3600.0), token=False, rate=None, sets=()) -> dict:
+         window=Window("fixed", 3600.0), token=False, rate=None, sets=(), features=None) -> dict:
     mech = HadamardSampling(d, k, epsilon, slots, weights, sets)
-    names = [f"q{i}" for i in range(d)]
+    names = features or [f"q{i}" for i in range(d)]   # features: a boolean's name, a categorical's (name, values)
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
         return HadamardClientSpec.of(name, names, window, memo.instantaneous, memo.permanent, token=token,
@@ -41,6 +41,19 @@ def spec(d: int, k: int, epsilon: float, slots=None, weights="sqrt", name="surve
 
 def values(d: int, pattern: int) -> dict:
     return {f"q{i}": bool(pattern >> i & 1) for i in range(d)}
+
+
+# a categorical feature (issue 48 item 1): its value one-hot, one bit per value, as the per-bit client encodes it
+OS = ("os", ("ios", "android", "web"))
+CATEGORICAL = ["q0", OS, "q1"]   # 5 bits: q0, os=ios, os=android, os=web, q1
+
+
+def os_values(q0: bool, os: str, q1: bool) -> dict:
+    return {"q0": q0, "os": os, "q1": q1}
+
+
+OS_REPORTS = [os_values(False, "ios", False), os_values(True, "android", True), os_values(True, "web", False),
+              os_values(False, "web", True), os_values(True, "ios", True)]
 
 
 CASES = [
@@ -84,6 +97,14 @@ CASES = [
              "window (one token for all time), reports_per_day 24",
      "config": spec(7, 3, 4.0, slots=1, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
      "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
+    {"name": "a categorical (issue 48 item 1): q0, os of 3 values, q1 (5 bits, the value one-hot), 2-way tables, "
+             "epsilon 2, sqrt weights",
+     "config": spec(5, 2, 2.0, name="apps", features=CATEGORICAL),
+     "reports": [(v, T0 + i, {}) for i, v in enumerate(OS_REPORTS)]},
+    {"name": "a categorical, memoized (section 13): q0, os of 3 values, q1, 2-way tables, epsilon_infinity 4, "
+             "epsilon_1 1, one slot; the same value twice keeps its permanent index and parity",
+     "config": spec(5, 2, 4.0, slots=1, epsilon_1=1.0, name="apps", features=CATEGORICAL),
+     "reports": [(v, T0 + 3_600_000 * i, {}) for i, v in enumerate(OS_REPORTS[:2] + OS_REPORTS[:1])]},
 ]
 
 
@@ -149,10 +170,26 @@ def refusals() -> list:
     ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
            for n, c in bad_configs]
+    out += categorical_refusals()
     return out + report_refusals(base, lambda: HadamardDeviceClient(
         HadamardClientSpec.from_json(base), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
         lambda rated, state: HadamardDeviceClient(HadamardClientSpec.from_json(rated), bytes.fromhex(SECRET),
                                                   HmacDrbg(bytes.fromhex(SEED)), state))
+
+
+def categorical_refusals() -> list:
+    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's."""
+    cat = spec(5, 2, 1.0, name="apps", features=CATEGORICAL)
+    one = dict(cat, features=[cat["features"][0], {"name": "os", "type": "categorical", "values": ["ios"]}]
+               + cat["features"][2:])
+    out = [{"name": "a categorical of one value", "config": one, "input": None,
+            "refusal": _refusal(lambda: HadamardClientSpec.from_json(one))}]
+    for n, v in (("a categorical value not among its values", os_values(True, "linux", False)),
+                 ("a categorical value not a string", os_values(True, 1, False))):
+        made = HadamardDeviceClient(HadamardClientSpec.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
+        out.append({"name": n, "config": cat, "input": {"values": v, "event_ms": T0, "dimensions": {}},
+                    "refusal": _refusal(lambda v=v: made.report(v, T0, {}))})
+    return out
 
 
 # the device unit's keys, as the per-bit config's (sections 3 and 5): refused as the per-bit client refuses them

@@ -11,6 +11,9 @@ import json
 from pathlib import Path
 
 from make_hadamard_vectors import (   # the same times, values, refused configs and reports
+    CATEGORICAL,
+    OS_REPORTS,
+    os_values,
     DEVICE_CONFIGS,
     MS_DAY,
     SLIDING,
@@ -33,9 +36,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def spec(d: int, k: int, epsilon: float, width=None, name="survey", epsilon_1=None, window=Window("fixed", 3600.0),
-         token=False, rate=None, sets=()) -> dict:
+         token=False, rate=None, sets=(), features=None) -> dict:
     mech = SubsetRR(d, k, epsilon, width, sets)
-    names = [f"q{i}" for i in range(d)]
+    names = features or [f"q{i}" for i in range(d)]   # features: a boolean's name, a categorical's (name, values)
     if epsilon_1 is not None:   # memoized (docs/client.md section 13): epsilon is epsilon_infinity
         memo = MemoizedKind.of(mech, epsilon_1)
         return SubsetClientSpec.of(name, names, window, memo.instantaneous, memo.permanent, token=token,
@@ -80,6 +83,14 @@ CASES = [
              "window (one token for all time), reports_per_day 24",
      "config": spec(7, 3, 4.0, width=4, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
      "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
+    {"name": "a categorical (issue 48 item 1): q0, os of 3 values, q1 (5 bits, the value one-hot), 2-way tables, "
+             "epsilon 2, width 3",
+     "config": spec(5, 2, 2.0, width=3, name="apps", features=CATEGORICAL),
+     "reports": [(v, T0 + i, {}) for i, v in enumerate(OS_REPORTS)]},
+    {"name": "a categorical, memoized (section 13): q0, os of 3 values, q1, 2-way tables, epsilon_infinity 4, "
+             "epsilon_1 1, width 3; the same value twice keeps its subset and permanent pattern",
+     "config": spec(5, 2, 4.0, width=3, epsilon_1=1.0, name="apps", features=CATEGORICAL),
+     "reports": [(v, T0 + 3_600_000 * i, {}) for i, v in enumerate(OS_REPORTS[:2] + OS_REPORTS[:1])]},
 ]
 
 
@@ -130,11 +141,27 @@ def refusals() -> list:
     ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: SubsetClientSpec.from_json(c))}
            for n, c in bad_configs]
+    out += categorical_refusals()
     return out + report_refusals(base, lambda: SubsetDeviceClient(SubsetClientSpec.from_json(base),
                                                                   bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
                                  lambda rated, state: SubsetDeviceClient(SubsetClientSpec.from_json(rated),
                                                                          bytes.fromhex(SECRET),
                                                                          HmacDrbg(bytes.fromhex(SEED)), state))
+
+
+def categorical_refusals() -> list:
+    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's."""
+    cat = spec(5, 2, 1.0, width=3, name="apps", features=CATEGORICAL)
+    one = dict(cat, features=[cat["features"][0], {"name": "os", "type": "categorical", "values": ["ios"]}]
+               + cat["features"][2:])
+    out = [{"name": "a categorical of one value", "config": one, "input": None,
+            "refusal": _refusal(lambda: SubsetClientSpec.from_json(one))}]
+    for n, v in (("a categorical value not among its values", os_values(True, "linux", False)),
+                 ("a categorical value not a string", os_values(True, 1, False))):
+        made = SubsetDeviceClient(SubsetClientSpec.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
+        out.append({"name": n, "config": cat, "input": {"values": v, "event_ms": T0, "dimensions": {}},
+                    "refusal": _refusal(lambda v=v: made.report(v, T0, {}))})
+    return out
 
 
 def main() -> None:

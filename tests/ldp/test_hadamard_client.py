@@ -12,6 +12,7 @@ from ldp_marginals.ldp.client import Refusal
 from ldp_marginals.ldp.client import _window as read_window   # the config's window object, read as clients do
 from ldp_marginals.ldp.coins import HmacDrbg, coin_value, units
 from ldp_marginals.ldp.device import device_token
+from ldp_marginals.ldp.encoding import Feature, Layout
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
 from ldp_marginals.ldp.hadamard_reports import HadamardFormat
@@ -24,10 +25,21 @@ VECTORS = json.loads((Path(__file__).resolve().parents[2] / "clients" / "test-ve
                      .read_text(encoding="utf-8"))
 
 
+def layout_of(config: dict) -> Layout:
+    """The per-bit client's layout of a whole-report config's features (a categorical one-hot)."""
+    return Layout(tuple(Feature.categorical(f["name"], f["values"]) if f["type"] == "categorical"
+                        else Feature.boolean(f["name"]) for f in config["features"]))
+
+
+def features_of(config: dict) -> list:
+    """The features as a spec holds them: a boolean's name, a categorical's (name, values)."""
+    return [(f["name"], f["values"]) if f["type"] == "categorical" else f["name"] for f in config["features"]]
+
+
 def mechanism_of(config: dict) -> HadamardSampling:
     """The mechanism a client config stands for, found from its numbers (weights name sqrt or uniform)."""
     h = config["hadamard"]
-    d = len(config["features"])
+    d = layout_of(config).n_bits
     weights = "uniform" if len(set(h["weights"])) == 1 else "sqrt"
     keep = h["keep"]
     epsilon = h["slots"] * float(np.log(keep / (1 - keep)))
@@ -72,14 +84,16 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
     mechanism's, in family order) in coin units is above the index coin; the parity is the set's parity of the
     true bits, flipped when the parity coin is not below units(keep); the bits are the job's wire format."""
     mech = mechanism_of(case["config"])
-    assert HadamardClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
+    assert HadamardClientSpec.of(case["config"]["collection"], features_of(case["config"]),
                                  read_window(case["config"]["window"]), mech,
                                  **HadamardClientSpec.device_of(case["config"])).to_json() == case["config"]
     thresholds = [units(min(t, 1.0)) for t in np.cumsum(mech.probabilities)]
     thresholds[-1] = 1 << 32
     fmt = HadamardFormat(mech)
+    layout = layout_of(case["config"])
     for report in (r for r in case["reports"] if "refusal" not in r["expect"]):
         e = report["expect"]
+        assert e["encoded"] == layout.encode(report["values"]).tolist()   # as the per-bit client encodes them
         coins = bytes.fromhex(e["coins"])
         x = np.array(e["encoded"])
         for j, (a, sent) in enumerate(zip(e["indices"], e["parities"])):

@@ -14,6 +14,7 @@ from ldp_marginals.ldp.client import Refusal
 from ldp_marginals.ldp.client import _window as read_window   # the config's window object, read as clients do
 from ldp_marginals.ldp.coins import HmacDrbg, coin_value, units
 from ldp_marginals.ldp.device import device_token
+from ldp_marginals.ldp.encoding import Feature, Layout
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.ldp.subset_reports import SubsetFormat
 from ldp_marginals.ldp.subset_rr import SubsetRR
@@ -26,12 +27,23 @@ VECTORS = json.loads((Path(__file__).resolve().parents[2] / "clients" / "test-ve
                      .read_text(encoding="utf-8"))
 
 
+def layout_of(config: dict) -> Layout:
+    """The per-bit client's layout of a whole-report config's features (a categorical one-hot)."""
+    return Layout(tuple(Feature.categorical(f["name"], f["values"]) if f["type"] == "categorical"
+                        else Feature.boolean(f["name"]) for f in config["features"]))
+
+
+def features_of(config: dict) -> list:
+    """The features as a spec holds them: a boolean's name, a categorical's (name, values)."""
+    return [(f["name"], f["values"]) if f["type"] == "categorical" else f["name"] for f in config["features"]]
+
+
 def mechanism_of(config: dict) -> SubsetRR:
     """The mechanism a client config stands for, found from its numbers: keep = e^eps / (e^eps + 2^s - 1)."""
     s = config["subset"]
     big = (1 << s["width"]) - 1
     epsilon = math.log(s["keep"] * big / (1 - s["keep"]))
-    return SubsetRR(len(config["features"]), s["max_order"], epsilon, s["width"])
+    return SubsetRR(layout_of(config).n_bits, s["max_order"], epsilon, s["width"])
 
 
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"][:30])
@@ -73,13 +85,15 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
     the flip mask's bit j is 1 iff its coin is below units(2^(m-1) / (2^m - 1)) until a bit is set, then
     units(1/2); the bits are the job's wire format."""
     mech = mechanism_of(case["config"])
-    assert SubsetClientSpec.of(case["config"]["collection"], [f["name"] for f in case["config"]["features"]],
+    assert SubsetClientSpec.of(case["config"]["collection"], features_of(case["config"]),
                                read_window(case["config"]["window"]), mech,
                                  **SubsetClientSpec.device_of(case["config"])).to_json() == case["config"]
     d, s = mech.n_bits, mech.width
     fmt = SubsetFormat(mech)
+    layout = layout_of(case["config"])
     for report in (r for r in case["reports"] if "refusal" not in r["expect"]):
         e = report["expect"]
+        assert e["encoded"] == layout.encode(report["values"]).tolist()   # as the per-bit client encodes them
         raw = bytes.fromhex(e["coins"])
         u = [coin_value(raw[4 * i:4 * i + 4]) for i in range(len(raw) // 4)]
         assert len(u) == d + 1 + s

@@ -42,8 +42,6 @@ def test_a_hadamard_collection():
     ({"channel": {"kind": "hadamard", "epsilon": 1, "p": 0.1}}, r"channel has unknown keys \['p'\]"),
     ({"channel": {"kind": "hadamard", "epsilon": 1, "slots": 0}}, "channel.slots"),
     ({"channel": {"kind": "hadamard", "epsilon": 1, "weights": "cube"}}, "channel.weights must be one of"),
-    ({"features": [{"name": "os", "type": "categorical", "values": ["a", "b", "c"]}], "max_order": 2},
-     r"takes boolean and numeric features, got categorical features \['os'\]"),
     ({"privacy": {"model": "sufficient", "epsilon": 1}}, "privacy.model must be 'local' with channel kind"),
     # a day's promise is enforced from the device bounds (24 hourly slices x M = 1 x epsilon 2 = 48)
     ({"privacy": {"unit": "device", "model": "local", "epsilon_per_day": 47}},
@@ -90,9 +88,6 @@ def test_a_subset_collection():
     ({"channel": {"kind": "subset", "epsilon": 1, "width": 2}}, r"channel.width must be in \[max_order=3, 7 bits\], got width=2"),
     ({"channel": {"kind": "subset", "epsilon": 1, "width": 8}}, r"channel.width must be in \[max_order=3, 7 bits\], got width=8"),
     ({"channel": {"kind": "subset", "epsilon": 1, "width": 4.5}}, "channel.width"),
-    ({"channel": {"kind": "subset", "epsilon": 1}, "features": [{"name": "c", "type": "categorical",
-                                                               "values": ["u", "v"]}], "max_order": 1},
-     r"takes boolean and numeric features, got categorical features \['c'\]"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"model": "sufficient", "epsilon": 1}},
      "privacy.model must be 'local' with channel kind 'subset'"),
     ({"channel": {"kind": "subset", "epsilon": 1}, "privacy": {"unit": "device", "model": "local",

@@ -90,9 +90,6 @@ EXAMPLES = {
     "global-streaming-no-early-firing": ({"window": {"type": "global"}}, True),
     "device-keys-streaming-global": ({"window": {"type": "global"}, "early_firing_seconds": 60, "dimensions": _DIMS,
                                       "privacy": {"unit": "device"}}, True),
-    "kind-categorical": ({"channel": _HADAMARD,
-                          "features": [{"name": n, "type": "boolean"} for n in "abc"]
-                          + [{"name": "x", "type": "categorical", "values": ["u", "v"]}]}, False),
     "memoize-client-extremes": ({"channel": {"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75, "memoize": True},
                                  "privacy": {"unit": "device", "max_reports_per_device": 4},
                                  "extremes": [{"name": "any", "op": "or", "bits": ["a", "b"], "over": "client"}]},

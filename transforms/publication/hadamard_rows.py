@@ -28,23 +28,38 @@ from ldp_marginals.ldp.thin_rows import Thin, hadamard_thin_sets, subset_thin_se
 
 
 def hadamard_group_tables(config, marginals) -> list:
-    """``(group, interval, table, low, high)`` of every configured group (boolean features; a group of more
-    than max_order is one of the kind's extra sets): its table from the coefficients, cells in the order of
-    :func:`~ldp_marginals.ldp.tables.group_cells`."""
+    """``(group, interval, table, low, high)`` of every configured group (a group wider than max_order is one
+    of the kind's extra sets): its table from the table of all its features' bits (:func:`group_bits`),
+    cells in the order of :func:`~ldp_marginals.ldp.tables.group_cells`. A cell sets its ``ones`` bits to 1
+    and its ``zeros`` bits to 0 and leaves the other values' bits of its categoricals free: its count is
+    the sum of those cells of the bits' table (``C t``, covariance ``C Sigma C^T``; in truth the free bits
+    are 0, one-hot, and the sum is unbiased as each cell is). A group of booleans: ``C`` picks one cell each."""
     out = []
     est = marginals.estimate
     intervals = config.group_intervals or ("per_cell",) * len(config.groups)
     for group, interval in zip(config.groups, intervals):
         cells = group_cells(config.layout, group)
-        cols = tuple(sorted(b for _, ones, zeros in cells[:1] for b in ones + zeros))
+        cols = group_bits(config.layout, group)
         table = est.table(cols)
-        # cell z of est.table has bit j = value of cols[j]; a group cell sets its `ones` bits to 1
-        order = [sum(1 << j for j, c in enumerate(cols) if c in ones) for _, ones, _ in cells]
+        # cell z of est.table has bit j = value of cols[j]
+        pick = np.zeros((len(cells), 1 << len(cols)))
+        for i, (_, ones, zeros) in enumerate(cells):
+            for z in range(1 << len(cols)):
+                if all(z >> j & 1 for j, c in enumerate(cols) if c in ones) and \
+                        not any(z >> j & 1 for j, c in enumerate(cols) if c in zeros):
+                    pick[i, z] = 1.0
         group_table = GroupTable(tuple(group), tuple(v for v, _, _ in cells), (cols,) * len(cells), table.n,
-                                 table.estimate[order], table.covariance[np.ix_(order, order)])
+                                 pick @ table.estimate, pick @ table.covariance @ pick.T)
         level = sidak_level(config.level, len(cells)) if interval == "simultaneous" else config.level
         out.append((group, interval, group_table, *group_table.intervals(level)))
     return out
+
+
+def group_bits(layout, group) -> tuple:
+    """The bits (sorted) of a group's table with a whole-report kind: every bit of its features (a
+    categorical's one-hot bits all), the set the kind counts for it (:func:`~ldp_marginals.schemas.
+    channel_kinds.kind_sets`)."""
+    return tuple(sorted(b for name in group for b in layout.bits_of(name)))
 
 
 def hadamard_estimates(config, acc) -> tuple:
@@ -105,11 +120,7 @@ def thin_sets(config, marginals, groups) -> dict:
 def table_sets(config) -> list:
     """The bits (a sorted tuple) of each configured group's table, as :func:`group_columns` gives them,
     without estimating anything."""
-    out = []
-    for group in config.groups:
-        cells = group_cells(config.layout, group)
-        out.append(tuple(sorted(b for _, ones, zeros in cells[:1] for b in ones + zeros)))
-    return out
+    return [group_bits(config.layout, group) for group in config.groups]
 
 
 def atom_thin_sets(config, acc) -> dict:

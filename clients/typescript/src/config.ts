@@ -80,7 +80,7 @@ export function text(v: unknown, name: string): string {
   return v;
 }
 
-function feature(spec: unknown, i: number): Feature {
+export function feature(spec: unknown, i: number): Feature {
   const where = `features[${i}]`;
   const type = isObject(spec) ? spec.type : undefined;
   const extra = type === "categorical" ? ["values"] : type === "numeric" ? ["low", "high"] : [];

@@ -22,7 +22,7 @@ import type { Secret } from "./device.js";
 import { bad } from "./config.js";
 import { shown } from "./refusal.js";
 import {
-  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, isProbability, keepOf,
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, featureBits, integer, isProbability, keepOf,
   permanentKeepOf, readBlock, wholeReportSpec,
   type WholeReportSpec, type WholeReportTrace,
 } from "./whole-report.js";
@@ -121,7 +121,7 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
     if (!Array.isArray(h.weights)) throw bad(`hadamard.weights must be a list, got weights=${shown(h.weights)}`);
   }, ["sets", "permanent_keep"]);
   const h = read.block;
-  const d = read.features.length;
+  const d = featureBits(read.features);
   const maxOrder = read.maxOrder;
   const slots = integer(h.slots, "hadamard", "slots");
   if (maxOrder > d) throw bad(`hadamard.max_order must be <= the ${d} features, got max_order=${maxOrder}`);

@@ -19,7 +19,7 @@ import { bad } from "./config.js";
 import type { RateCounter } from "./client.js";
 import type { Secret } from "./device.js";
 import {
-  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, integer, keepOf,
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, featureBits, integer, keepOf,
   permanentKeepOf, readBlock, wholeReportSpec,
   type WholeReportSpec, type WholeReportTrace,
 } from "./whole-report.js";
@@ -50,7 +50,7 @@ export type SubsetTrace = WholeReportTrace<SubsetChoice>;
 /** The spec of a subset collection from its client config (parsed JSON); a `bad_config` {@link Refusal} otherwise. */
 export function parseSubsetSpec(json: unknown): SubsetSpec {
   const read = readBlock(json, "subset", ["max_order", "width", "keep"]);
-  const d = read.features.length;
+  const d = featureBits(read.features);
   const maxOrder = read.maxOrder;
   const width = integer(read.block.width, "subset", "width");
   if (!(maxOrder <= width && width <= d)) {
@@ -79,7 +79,7 @@ export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoi
 
   /** Coins per report: `d` subset coins, the keep coin, `s` mask coins. */
   protected get nCoins(): number {
-    return this.spec.features.length + 1 + this.spec.width;
+    return featureBits(this.spec.features) + 1 + this.spec.width;
   }
 
   /** Memoized: the fresh keep coin, then `s` fresh mask coins. */
@@ -89,7 +89,7 @@ export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoi
 
   /** The `d`-bit subset mask, then the `s` pattern bits. */
   protected get reportBits(): number {
-    return this.spec.features.length + this.spec.width;
+    return featureBits(this.spec.features) + this.spec.width;
   }
 
   /** Steps 4 to 7: the subset, the flip mask, the sent pattern, packed. */

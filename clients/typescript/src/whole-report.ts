@@ -1,12 +1,12 @@
 /**
  * What the client configs and clients of the kinds that randomize a whole report share (`hadamard.ts`,
- * `subset.ts`: docs/client.md, sections 11 and 12). The config: its keys, boolean features only (at most
- * 62, the job's 64-bit words), the window, the collection's name, the kind's block with its `max_order`
+ * `subset.ts`: docs/client.md, sections 11 and 12). The config: its keys, boolean and categorical features
+ * (a categorical one-hot, one bit per value; at most 62 bits, the job's 64-bit words), the window, the collection's name, the kind's block with its `max_order`
  * (an integer written as one) and its `keep` (a probability above the kind's bound); failures are
  * `bad_config`, with the rules of the Python references. The client: the input checked as the per-bit
  * client checks it (`bad_event_time`, `bad_dimensions`, `missing_feature`, `unknown_feature`,
- * `bad_value`), drawing no coin on a refusal; the kind's coins drawn in one request; the true bits (the
- * booleans in layout order); the kind's randomizer, which writes the report's bits least significant
+ * `bad_value`), drawing no coin on a refusal; the kind's coins drawn in one request; the true bits (in
+ * layout order: a boolean's bit, a categorical value one-hot, as the per-bit client encodes them); the kind's randomizer, which writes the report's bits least significant
  * first; the record, `client` the device token of the event's slice when the config says `token: true`
  * (section 5), else null. The declared rate (`reports_per_day`, section 3) is counted and enforced as the
  * per-bit client does, after the value checks and before any coin. The secret is checked
@@ -20,7 +20,7 @@ import {
   RateCounter, ReportingClient, checkValues, sliceStartOf, type FeatureValues, type RateState, type Traced,
 } from "./client.js";
 import { COIN_BYTES, HmacDrbg, type CoinSource } from "./coins.js";
-import { bad, keys, reportsPerDayOf, text, tokenOf, window, type Feature, type Window } from "./config.js";
+import { bad, feature, keys, reportsPerDayOf, text, tokenOf, window, type Feature, type Window } from "./config.js";
 import { deviceToken, permanentReportSeed, secretKey, type Secret } from "./device.js";
 import { shown } from "./refusal.js";
 
@@ -106,21 +106,31 @@ export function wholeReportSpec<K extends object>(read: WholeReportBlock, keep: 
   });
 }
 
-/** The boolean features of a whole-report config: a non-empty list, names unique, at most 62. */
+/**
+ * The features of a whole-report config: a non-empty list of boolean and categorical features (a categorical
+ * read as the per-bit config reads it), names unique, at most 62 bits.
+ */
 export function booleanFeatures(feats: unknown): Feature[] {
   if (!Array.isArray(feats) || feats.length === 0) throw bad(`features must be a non-empty list, got features=${shown(feats)}`);
   const features: Feature[] = feats.map((f, i) => {
     const where = `features[${i}]`;
+    if (typeof f === "object" && f !== null && (f as { type?: unknown }).type === "categorical") return feature(f, i);
     const entry = keys(f, where, ["name", "type"]);
-    if (entry.type !== "boolean") throw bad(`${where} must be a boolean feature, got type=${shown(entry.type)}`);
+    if (entry.type !== "boolean") throw bad(`${where} must be a boolean or categorical feature, got type=${shown(entry.type)}`);
     return { name: text(entry.name, `${where}.name`), type: "boolean" };
   });
   const names = features.map((f) => f.name);
   if (new Set(names).size !== names.length) throw bad(`feature names must be unique, got ${shown(names)}`);
-  if (features.length > MAX_WHOLE_REPORT_FEATURES) {
-    throw bad(`features must list 1 to ${MAX_WHOLE_REPORT_FEATURES} boolean features, got ${features.length}`);
+  const bits = featureBits(features);
+  if (bits > MAX_WHOLE_REPORT_FEATURES) {
+    throw bad(`features must lay out 1 to ${MAX_WHOLE_REPORT_FEATURES} bits, got ${bits}`);
   }
   return features;
+}
+
+/** The report's true bits: a boolean's one, a categorical's one per value. */
+export function featureBits(features: readonly Feature[]): number {
+  return features.reduce((n, f) => n + (f.type === "categorical" ? f.values.length : 1), 0);
 }
 
 /** `kind.name`, an integer >= `low` (JavaScript cannot tell `3.0` from `3`: both are 3, as section 11 allows). */
@@ -136,10 +146,14 @@ export function isProbability(v: unknown): v is number {
   return typeof v === "number" && v >= 0 && v <= 1;
 }
 
-/** The true bits of a report of boolean features, after the per-bit client's checks of the values. */
+/**
+ * The true bits of a report, after the per-bit client's checks of the values: a boolean's bit, a categorical
+ * value one-hot (one bit per value), in layout order, as the per-bit client encodes them.
+ */
 export function booleanBits(features: readonly Feature[], values: FeatureValues): number[] {
   const given = checkValues(features, values);
-  return features.map((f) => (given.get(f.name) ? 1 : 0));
+  return features.flatMap((f) => (f.type === "categorical" ? f.values.map((v) => (v === given.get(f.name) ? 1 : 0))
+    : [given.get(f.name) ? 1 : 0]));
 }
 
 /**

@@ -210,7 +210,7 @@ public final class ClientSpec {
         return Collections.unmodifiableList(out);
     }
 
-    private static List<String> values(Object values, String where) {
+    static List<String> values(Object values, String where) {
         if (!(values instanceof List)) {
             throw refuse(where + ".values must be a list, got values=" + show(values));
         }

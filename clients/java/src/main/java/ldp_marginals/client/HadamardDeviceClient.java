@@ -2,13 +2,13 @@ package ldp_marginals.client;
 
 /**
  * One device's client for one Hadamard-sampling collection (docs/client.md, section 11): {@link #report}
- * turns the device's boolean answers into one {@link NoisyReport}, byte for byte as the Python reference
+ * turns the device's answers into one {@link NoisyReport}, byte for byte as the Python reference
  * ({@code ldp_marginals.ldp.hadamard_client}) makes it. In order:
  *
  * <ol>
  *   <li>the steps every whole-report kind shares ({@link WholeReportClient}): the input checked, no coin
  *       drawn on a refusal; then {@code 8 * slots} bytes drawn in one request: per slot the index coin,
- *       then the parity coin; the true bits are the booleans in layout order;</li>
+ *       then the parity coin; the true bits are the features' in layout order (a categorical value one-hot);</li>
  *   <li>per slot: the coefficient {@code a} (1..T, family order) is the first whose threshold
  *       {@code units(S_a)} is above the index coin's value; its true parity is the number of 1 bits of
  *       its set, mod 2; the slot sends it if {@code decide(parity coin, keep)}, else its complement;</li>

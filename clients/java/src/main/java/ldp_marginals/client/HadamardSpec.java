@@ -11,7 +11,7 @@ import java.util.Set;
 
 /**
  * What a device is told about a Hadamard-sampling collection ({@code channel: {kind: hadamard}}): the
- * client config of docs/client.md, section 11 (its name, boolean features, window, and {@code hadamard}:
+ * client config of docs/client.md, section 11 (its name, boolean and categorical features, window, and {@code hadamard}:
  * {@code max_order} k, {@code slots} m, {@code keep}, one coefficient weight per order and, for a collection with
  * extra sets, {@code sets}: the pool is then every set of 1..k bits followed by the extra sets' subsets of more
  * bits, issue 48 item 1). Read with

@@ -235,16 +235,32 @@ abstract class ReportingClient<S, T extends ReportingClient.Traced> {
      * The true bits of a collection whose features are all boolean ({@code names} in layout order): the
      * checks of {@link #checkNames}, then refusal {@code bad_value} unless every value is a {@code Boolean}.
      */
-    static int[] booleanBits(List<String> names, Map<String, ?> values) {
+    /**
+     * The true bits of a whole-report kind's report: a boolean is its bit, a categorical value one-hot (one bit
+     * per value, the value's set), in layout order, as the per-bit client encodes them; {@code bad_value} otherwise.
+     */
+    static int[] wholeReportBits(List<Feature> layout, List<String> names, Map<String, ?> values) {
         checkNames(names, values);
-        int[] bits = new int[names.size()];
-        for (int i = 0; i < bits.length; i++) {
-            Object v = values.get(names.get(i));
-            if (!(v instanceof Boolean)) {
-                throw new Refusal(Refusal.Code.BAD_VALUE, "feature \"" + names.get(i)
-                        + "\" is boolean: its value must be a Boolean, got a " + typeOf(v));
+        int n = 0;
+        for (Feature f : layout) {
+            n += f.bits();
+        }
+        int[] bits = new int[n];
+        for (Feature f : layout) {
+            Object v = values.get(f.name);
+            if (f.kind == Feature.Kind.BOOLEAN) {
+                if (!(v instanceof Boolean)) {
+                    throw new Refusal(Refusal.Code.BAD_VALUE, "feature \"" + f.name
+                            + "\" is boolean: its value must be a Boolean, got a " + typeOf(v));
+                }
+                bits[f.firstBit] = (Boolean) v ? 1 : 0;
+            } else {
+                if (!f.values.contains(v)) {
+                    throw new Refusal(Refusal.Code.BAD_VALUE, "feature \"" + f.name + "\" must be one of " + f.values
+                            + ", got " + (v instanceof String ? "another string" : "a " + typeOf(v)));
+                }
+                bits[f.firstBit + f.values.indexOf(v)] = 1;
             }
-            bits[i] = (Boolean) v ? 1 : 0;
         }
         return bits;
     }

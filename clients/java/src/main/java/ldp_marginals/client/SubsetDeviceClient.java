@@ -2,13 +2,13 @@ package ldp_marginals.client;
 
 /**
  * One device's client for one subset-randomized-response collection (docs/client.md, section 12):
- * {@link #report} turns the device's boolean answers into one {@link NoisyReport}, byte for byte as the
+ * {@link #report} turns the device's answers into one {@link NoisyReport}, byte for byte as the
  * Python reference ({@code ldp_marginals.ldp.subset_client}) makes it. In order:
  *
  * <ol>
  *   <li>the steps every whole-report kind shares ({@link WholeReportClient}): the input checked, no coin
  *       drawn on a refusal; then {@code 4 (d + 1 + s)} bytes drawn in one request: d subset coins, the
- *       keep coin, s mask coins; the true bits are the booleans in layout order;</li>
+ *       keep coin, s mask coins; the true bits are the features' in layout order (a categorical value one-hot);</li>
  *   <li>the subset, by sequential selection: position {@code i = 0..d-1} joins iff
  *       {@code decide(coin i, r / (d - i))}, r the positions still to choose, the quotient in doubles
  *       (exactly s join);</li>

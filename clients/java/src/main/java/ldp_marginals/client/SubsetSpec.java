@@ -2,7 +2,7 @@ package ldp_marginals.client;
 
 /**
  * What a device is told about a subset-randomized-response collection ({@code channel: {kind: subset}}):
- * the client config of docs/client.md, section 12 (its name, boolean features, window, and {@code subset}:
+ * the client config of docs/client.md, section 12 (its name, boolean and categorical features, window, and {@code subset}:
  * {@code max_order} k, {@code width} s and {@code keep} p, the probability of sending the true pattern of
  * the s bits). Read with {@link #fromJson}; anything the specification does not allow is refusal
  * {@code bad_config}, with the rules of the Python reference
@@ -32,7 +32,7 @@ public final class SubsetSpec extends WholeReportSpec {
     /** Coins per report: d subset coins, the keep coin, s mask coins. */
     @Override
     int coinBytes() {
-        return Coins.COIN_BYTES * (features.size() + 1 + width);
+        return Coins.COIN_BYTES * (bits + 1 + width);
     }
 
     /** Fresh coins per memoized report: the keep coin, s mask coins. */
@@ -44,7 +44,7 @@ public final class SubsetSpec extends WholeReportSpec {
     /** The d-bit subset mask, then the s pattern bits. */
     @Override
     int reportBits() {
-        return features.size() + width;
+        return bits + width;
     }
 
     /** The spec from a parsed JSON value ({@link Json}). */

@@ -7,7 +7,7 @@ import java.util.Map;
  * {@link SubsetDeviceClient}: docs/client.md, sections 11 and 12), in order: the input checked as
  * {@link DeviceClient} checks it ({@code bad_event_time}, {@code bad_dimensions}, {@code missing_feature},
  * {@code unknown_feature}, {@code bad_value}; no coin drawn); the spec's {@link WholeReportSpec#coinBytes}
- * drawn in one request; the true bits (the booleans in layout order); the kind's randomizer
+ * drawn in one request; the true bits (in layout order, a categorical value one-hot); the kind's randomizer
  * ({@link #randomize}), which writes the report's {@link WholeReportSpec#reportBits} bits, least
  * significant first; the report, its {@code client} the device token of the event's slice when the spec
  * says {@code token} (docs/client.md, section 5), else null. The declared rate ({@code reports_per_day},
@@ -31,10 +31,10 @@ abstract class WholeReportClient<S extends WholeReportSpec, D> extends Reporting
         return spec.reportsPerDay;
     }
 
-    /** The encoder of every whole-report kind: every feature takes a {@code Boolean}. */
+    /** The encoder of every whole-report kind: a boolean takes a {@code Boolean}, a categorical one of its values. */
     @Override
     final Trace<D> encode(Map<String, ?> values, long eventMs, Map<String, String> dims) {
-        int[] encoded = booleanBits(spec.features, values);
+        int[] encoded = wholeReportBits(spec.layout, spec.features, values);
         count(eventMs);   // the declared rate: after every other check, before any coin
         byte[] permanent = spec.memoized()
                 ? new HmacDrbg(secret.permanentReportSeed(spec.collection, spec.kind, encoded)).generate(spec.coinBytes())

@@ -9,8 +9,8 @@ import java.util.Map;
 
 /**
  * What the client configs of the kinds that randomize a whole report share ({@link HadamardSpec},
- * {@link SubsetSpec}: docs/client.md, sections 11 and 12): the collection's name, its boolean features
- * (at most {@link #MAX_FEATURES}), its window, the kind's block with its {@code max_order} and its
+ * {@link SubsetSpec}: docs/client.md, sections 11 and 12): the collection's name, its boolean and
+ * categorical features (a categorical one-hot, one bit per value; at most {@link #MAX_FEATURES} bits), its window, the kind's block with its {@code max_order} and its
  * {@code keep}, the device unit's optional {@code token} and {@code reports_per_day} (as the per-bit
  * config's: docs/client.md, sections 3 and 5), and the checks of their integers and probabilities, each failure refusal
  * {@code bad_config}, with the rules of the Python references. A kind reads its own block's other keys
@@ -22,7 +22,9 @@ abstract class WholeReportSpec {
     static final int MAX_FEATURES = 62;
 
     final String collection;
-    final List<String> features;   // boolean feature names, in layout (bit) order
+    final List<String> features;   // feature names, in layout (bit) order
+    final List<Feature> layout;    // the features (boolean, categorical), in layout order
+    final int bits;                // the report's true bits (a categorical's one per value)
     final Window window;
     final int maxOrder;
     final double keep;             // the kind's probability of sending the truth (memoized: the fresh stage's)
@@ -35,6 +37,8 @@ abstract class WholeReportSpec {
     WholeReportSpec(Block block, double keep) {
         this.collection = block.collection;
         this.features = block.features;
+        this.layout = block.layout;
+        this.bits = block.featureCount();
         this.maxOrder = block.maxOrder;
         this.keep = keep;
         this.kind = block.kind;
@@ -87,6 +91,7 @@ abstract class WholeReportSpec {
         final String kind;
         final String collection;
         final List<String> features;
+        final List<Feature> layout;
         final Map<String, Object> values;   // the kind's block
         final int maxOrder;
         double permanentKeep = Double.NaN;   // read by the kind with its keep ({@link #keep})
@@ -104,7 +109,12 @@ abstract class WholeReportSpec {
             this.spec = spec;
             this.kind = kind;
             this.collection = collection(spec.get("collection"));
-            this.features = booleanFeatures(spec.get("features"));
+            this.layout = wholeReportFeatures(spec.get("features"));
+            List<String> names = new ArrayList<>();
+            for (Feature f : layout) {
+                names.add(f.name);
+            }
+            this.features = Collections.unmodifiableList(names);
             this.values = ClientSpec.keys(spec.get(kind), kind, Arrays.asList(keys), optional);
             this.window = spec.get("window");
             this.maxOrder = integer("max_order");
@@ -136,8 +146,13 @@ abstract class WholeReportSpec {
             return ((Number) keep).doubleValue();
         }
 
+        /** The report's true bits: a boolean's one, a categorical's one per value. */
         int featureCount() {
-            return features.size();
+            int bits = 0;
+            for (Feature f : layout) {
+                bits += f.bits();
+            }
+            return bits;
         }
     }
 
@@ -149,29 +164,41 @@ abstract class WholeReportSpec {
         return (String) collection;
     }
 
-    /** The feature names in layout order: 1 to {@link #MAX_FEATURES} boolean features, names unique. */
-    private static List<String> booleanFeatures(Object feats) {
+    /**
+     * The features in layout order: boolean ({@code {name, type}}) or categorical ({@code {name, type, values}},
+     * its values checked as the per-bit config's), names unique, 1 to {@link #MAX_FEATURES} bits.
+     */
+    private static List<Feature> wholeReportFeatures(Object feats) {
         if (!(feats instanceof List) || ((List<?>) feats).isEmpty()) {
             throw ClientSpec.refuse("features must be a non-empty list, got features=" + ClientSpec.show(feats));
         }
+        List<Feature> out = new ArrayList<>();
         List<String> names = new ArrayList<>();
+        int bit = 0;
         for (Object f : (List<?>) feats) {
             String where = "features[" + names.size() + "]";
-            Map<String, Object> feature = ClientSpec.keys(f, where, Arrays.asList("name", "type"), Collections.<String>emptyList());
+            boolean categorical = f instanceof Map && "categorical".equals(((Map<?, ?>) f).get("type"));
+            Map<String, Object> feature = ClientSpec.keys(f, where, categorical ? Arrays.asList("name", "type", "values")
+                    : Arrays.asList("name", "type"), Collections.<String>emptyList());
             Object name = feature.get("name");
-            if (!"boolean".equals(feature.get("type")) || !(name instanceof String) || ((String) name).isEmpty()
+            if (!(categorical || "boolean".equals(feature.get("type"))) || !(name instanceof String) || ((String) name).isEmpty()
                     || !ClientSpec.isText((String) name)) {
-                throw ClientSpec.refuse(where + " must be a boolean feature with a name, got " + feature);
+                throw ClientSpec.refuse(where + " must be a boolean or categorical feature with a name, got " + feature);
             }
+            Feature made = categorical
+                    ? new Feature((String) name, Feature.Kind.CATEGORICAL, ClientSpec.values(feature.get("values"), where), 0, 0, bit)
+                    : new Feature((String) name, Feature.Kind.BOOLEAN, Collections.<String>emptyList(), 0, 0, bit);
+            out.add(made);
             names.add((String) name);
+            bit += made.bits();
         }
         if (new HashSet<>(names).size() != names.size()) {
             throw ClientSpec.refuse("feature names must be unique, got " + names);
         }
-        if (names.size() > MAX_FEATURES) {
-            throw ClientSpec.refuse("features must list 1 to " + MAX_FEATURES + " boolean features, got " + names.size());
+        if (bit > MAX_FEATURES) {
+            throw ClientSpec.refuse("features must lay out 1 to " + MAX_FEATURES + " bits, got " + bit);
         }
-        return Collections.unmodifiableList(names);
+        return Collections.unmodifiableList(out);
     }
 
     /** Whether a value is a number in [0, 1] (a JSON {@code true} is not a number). */
