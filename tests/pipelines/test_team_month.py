@@ -94,7 +94,17 @@ def test_the_team_configuration_is_accepted_and_publishes_every_kind_of_row_in_s
             assert published.get(kind, set()) | excused == want, (kind, published.get(kind))
         else:
             assert published.get(kind) == want, (kind, published.get(kind))
-    assert not [r for r in got["withheld"] if not (precision_ok and r["cause"] == "precision")], got["withheld"][:1]
+    # per-bit: nothing withheld. The kind at 2,000 devices: besides a region's conditional (precision), a
+    # marginal whose 3-way coefficient only 1 or 2 devices drew for good (under min_reports = 3 devices; seed
+    # 7 draws one in eu and one in us, and the rollup withholds the same sets, the rule on keys' draws) is
+    # withheld for privacy: nothing else, and no table, client row or mean among them
+    def excusable(r):
+        if not precision_ok:
+            return False
+        return r["cause"] == "precision" or (r["cause"] == "privacy" and r["reason"].startswith("marginal of ")
+                                              and "coefficient" in r["reason"])
+    others = [r for r in got["withheld"] if not excusable(r)]
+    assert not others, sorted({(r["dimensions"].get("region"), r["cause"], r["reason"][:200]) for r in others})[:8]
     final = {}
     for f in got["panes"]:
         if f.kind == "marginals":
