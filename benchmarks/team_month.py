@@ -102,7 +102,8 @@ def _memoized_reports(cfg, truth, per_device: int, rng):
     if cfg.kind_memo is None:
         noisy, owner = randomize_repeats(truth, reports, cfg.client_channels, rng)
         return pack_bits(noisy), owner
-    simulate = randomize_memoized_subset if isinstance(cfg.kind_memo.permanent, SubsetRR) else randomize_memoized_hadamard
+    subset = isinstance(cfg.kind_memo.permanent, SubsetRR)
+    simulate = randomize_memoized_subset if subset else randomize_memoized_hadamard
     a, b, owner = simulate(truth, reports, cfg.kind_memo, rng)
     return cfg.wire.pack(a, b), owner
 
@@ -240,8 +241,8 @@ def main(argv=None) -> int:
     print(f"epsilons: {json.dumps(findings['epsilons'])}")
     print(f"time: simulate and write {simulated - started:.0f} s, run {ran - simulated:.0f} s wall "
           f"({cpu:.0f} s CPU in this process); load " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
-    print(f"findings ({len(found)}): " + ("none: every kind of row on every day and key, nothing withheld"
-                                          if not found else "; ".join(found[:12]) + ("; ..." if len(found) > 12 else "")))
+    shown = "; ".join(found[:12]) + ("; ..." if len(found) > 12 else "")
+    print(f"findings ({len(found)}): " + (shown or "none: every kind of row on every day and key, nothing withheld"))
     return 1 if found else 0
 
 
