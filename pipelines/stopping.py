@@ -71,6 +71,7 @@ def signals_stop():
         return
 
     def handler(signum, _frame):
+        quiet_the_runner()   # from the signal on: the job's end is the command's one line to tell
         raise StopRequested(signum)
 
     before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -262,12 +263,24 @@ def _job_service(options) -> bool:
     return bool(options.view_as(PortableOptions).job_endpoint)
 
 
+def quiet_the_runner() -> None:
+    """The runner's own account of a stopped job's end (a cancelled job's "JobCancellationException", the
+    in-process SDK worker's threads logging "Channel closed prematurely" as the signal unwinds the main
+    thread, gRPC errors in its threads) is not news: the command's one line says what happened. From the
+    signal on, logging is off and the threads' gRPC errors are dropped (once, however often called)."""
+    import logging
+    logging.disable(logging.CRITICAL)
+    if not getattr(threading.excepthook, "quiet_lost_runner", False):
+        threading.excepthook = _quiet_lost_runner(threading.excepthook)
+
+
 def _quiet_lost_runner(hook):
     """``hook`` except for a gRPC error in a thread: the in-process (LOOPBACK) SDK worker's threads
     end with one (CANCELLED, "Runner closed connection") when the stopped job's runner lets go of them."""
     def quiet(args):
         if not type(args.exc_value).__module__.startswith("grpc"):
             hook(args)
+    quiet.quiet_lost_runner = True
     return quiet
 
 
@@ -309,13 +322,9 @@ def record_stop(output_dir: str, run_id: str, stop: dict) -> None:
 def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> JobStopped:
     """Stop the job behind ``result`` (None: the runner ran it inside ``pipeline.run()``, which the
     signal interrupted) as the module docstring says -> the :class:`JobStopped` to raise."""
-    import logging
 
     from apache_beam.options.pipeline_options import FlinkRunnerOptions
-    # the runner's own account of the end (a cancelled job's "JobCancellationException", worker
-    # threads losing their job) is not news: the command's one line says what happened
-    logging.disable(logging.CRITICAL)
-    threading.excepthook = _quiet_lost_runner(threading.excepthook)
+    quiet_the_runner()
     why = f"stopped by {signal.Signals(signum).name}"
     rest = flink_rest(options.view_as(FlinkRunnerOptions).flink_master)
     with signals_ignored():

@@ -37,7 +37,8 @@ def core_rows(config, pop, records):
         base = {"collection": config.name, "window_start": start, "window_end": end, "dimensions": {}}
         if len(idx) < config.min_reports:   # the guard holds the whole window back
             withheld.append(dict(base, n_reports=len(idx), min_reports=config.min_reports, cause="privacy",
-                                 statistic="all", reason=f"{len(idx)} reports < min_reports={config.min_reports}"))
+                                 statistic="all", reason=f"{len(idx)} reports < min_reports={config.min_reports}",
+                                 pane_index=0, pane_timing="ON_TIME", final=True, rollup=False))   # batch: one pane
             continue
         est = estimate_tmdh(CooccurrenceAccumulator(config.family).add_packed(packed[idx]), config.channels)
         low, high = est.intervals(config.level)
