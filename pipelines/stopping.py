@@ -322,7 +322,6 @@ def record_stop(output_dir: str, run_id: str, stop: dict) -> None:
 def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> JobStopped:
     """Stop the job behind ``result`` (None: the runner ran it inside ``pipeline.run()``, which the
     signal interrupted) as the module docstring says -> the :class:`JobStopped` to raise."""
-
     from apache_beam.options.pipeline_options import FlinkRunnerOptions
     quiet_the_runner()
     why = f"stopped by {signal.Signals(signum).name}"
