@@ -131,12 +131,13 @@ def batch_of(tmp_path, records: list, name: str = "batch") -> tuple:
                      "--output", out, "--runner", "DirectRunner"])
 
 
-# which pane a row came from: a stream's final rows are its closing pane's, batch's its only pane's
-PANE_OF_ROW = ("pane_index", "pane_timing", "window_state")
+# which pane a row came from: a stream's latest rows are its closing pane's, or an earlier pane's while a window
+# still takes late reports (final false: the tests with a day's lateness), batch's its only pane's
+PANE_OF_ROW = ("pane_index", "pane_timing", "final", "window_state")
 
 
 def without_pane(row: dict) -> dict:
-    """``row`` without the fields that say which pane it came from (its content and ``final`` kept)."""
+    """``row`` without the fields that say which pane it came from (its content kept)."""
     return {k: v for k, v in row.items() if k not in PANE_OF_ROW}
 
 
