@@ -107,16 +107,22 @@ def effective_epsilon(permanent, instantaneous) -> float:
     return 2.0 * m * math.atanh(math.tanh(permanent.epsilon / (2.0 * m)) * math.tanh(instantaneous.epsilon / (2.0 * m)))
 
 
+def _devices(true_bits, reports) -> tuple:
+    """The simulations' devices: their true bits ``(n, d)`` as uint8 and a report count >= 0 per device."""
+    x = np.asarray(true_bits, dtype=np.uint8)
+    m = np.asarray(reports, dtype=np.int64)
+    if m.shape != (x.shape[0],) or (m < 0).any():
+        raise ValueError(f"reports must give a count >= 0 per device ({x.shape[0]}), got reports={reports!r}")
+    return x, m
+
+
 def randomize_memoized_hadamard(true_bits, reports, memo: MemoizedKind, rng: np.random.Generator):
     """Simulation (seeded, vectorized) of memoized Hadamard devices: device d holds ``true_bits[d]`` and sends
     ``reports[d]`` reports; its permanent response (indices, parities) is drawn once at epsilon_inf, each
     report flips each permanent parity afresh with probability ``1 - keep_I``. Returns ``(indices,
     parities, owner)``, one row per report. (The clients of record derive the same law from a device secret:
     tests/ldp/test_kind_memoize.py.)"""
-    x = np.asarray(true_bits, dtype=np.uint8)
-    m = np.asarray(reports, dtype=np.int64)
-    if m.shape != (x.shape[0],) or (m < 0).any():
-        raise ValueError(f"reports must give a count >= 0 per device ({x.shape[0]}), got reports={reports!r}")
+    x, m = _devices(true_bits, reports)
     idx, held = randomize_hadamard(x, memo.permanent, rng)
     owner = np.repeat(np.arange(x.shape[0]), m)
     flip = (rng.random((owner.size, memo.permanent.slots)) >= memo.instantaneous.keep).astype(np.uint8)
@@ -128,10 +134,7 @@ def randomize_memoized_subset(true_bits, reports, memo: MemoizedKind, rng: np.ra
     the subset and permanent pattern drawn once per device at epsilon_inf, each report keeping the permanent
     pattern with probability ``p_I`` or sending it XOR a uniform non-zero mask on the subset. Returns
     ``(subsets, patterns, owner)`` in :func:`~ldp_marginals.ldp.subset_rr.randomize_subset`'s form."""
-    x = np.asarray(true_bits, dtype=np.uint8)
-    m = np.asarray(reports, dtype=np.int64)
-    if m.shape != (x.shape[0],) or (m < 0).any():
-        raise ValueError(f"reports must give a count >= 0 per device ({x.shape[0]}), got reports={reports!r}")
+    x, m = _devices(true_bits, reports)
     subsets, held = randomize_subset(x, memo.permanent, rng)
     owner = np.repeat(np.arange(x.shape[0]), m)
     sub, pat = subsets[owner], held[owner]
