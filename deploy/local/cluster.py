@@ -64,6 +64,8 @@ BROKER_MAIN, STORAGE_MAIN = "kafka.Kafka", "kafka.tools.StorageTool"
 JOBMANAGER_MAIN = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 FLINK_KINDS = ("local", "session")
+REST_CALL_TIMEOUT_S = 30.0   # one call to the session cluster's REST API
+REST_PATIENCE_S = 300.0      # how long a read of it is asked again while the JobManager does not answer
 # A TaskManager started without Flink's scripts must be given every memory component (the scripts
 # derive them with BashJavaUtils); these add up to a 1.9 GB process with a 1 GB task heap.
 TASKMANAGER_MEMORY = {
@@ -179,8 +181,17 @@ class Cluster:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.rest + path, data=data, headers={"Content-Type": "application/json"},
                                      method=method)
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read() or b"{}")
+        # a busy machine can keep the JobManager from answering within a call's timeout: a read (GET) is
+        # asked again until REST_PATIENCE_S has passed (a liveness bound, not a pace); a write is not repeated
+        deadline = time.monotonic() + (REST_PATIENCE_S if data is None and method in (None, "GET") else 0)
+        while True:
+            try:
+                with urllib.request.urlopen(req, timeout=REST_CALL_TIMEOUT_S) as resp:
+                    return json.loads(resp.read() or b"{}")
+            except (TimeoutError, ConnectionError, urllib.error.URLError) as err:
+                if isinstance(err, urllib.error.HTTPError) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
 
     def running_jobs(self) -> list:
         return [j["id"] for j in self.rest_call("/jobs")["jobs"] if j["status"] in ("RUNNING", "RESTARTING")]
