@@ -108,11 +108,18 @@ CASES = [
 ]
 
 
-def reports() -> dict:
-    cases = []
-    for case in CASES:
-        client = HadamardDeviceClient(HadamardClientSpec.from_json(case["config"]), bytes.fromhex(SECRET),
-                                      HmacDrbg(bytes.fromhex(SEED)))
+def reports() -> list:
+    return kind_reports(CASES, HadamardClientSpec, HadamardDeviceClient, ("indices", "parities"), "permanent_parities")
+
+
+def kind_reports(cases: list, spec_cls, client_cls, chosen: tuple, permanent: str) -> list:
+    """A whole-report kind's positive vectors: each of ``cases`` made by ``client_cls`` from its config (read by
+    ``spec_cls``) with SECRET and SEED; expect holds the coins, the true bits, the trace's ``chosen`` fields,
+    in a memoized case the permanent coins and the trace's ``permanent`` field, the device token, the bits and
+    the Avro bytes, or a refused report's code."""
+    out_cases = []
+    for case in cases:
+        client = client_cls(spec_cls.from_json(case["config"]), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
         out = []
         for v, t, dims in case["reports"]:
             try:
@@ -122,16 +129,20 @@ def reports() -> dict:
                 continue
             out.append({"values": v, "event_ms": t, "dimensions": dims,
                         "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
-                                   "indices": list(trace.indices), "parities": list(trace.parities),
+                                   **{k: _plain(getattr(trace, k)) for k in chosen},
                                    **({"permanent_coins": trace.permanent.hex(),
-                                       "permanent_parities": list(trace.permanent_parities)} if trace.permanent else {}),
+                                       permanent: list(getattr(trace, permanent))} if trace.permanent else {}),
                                    **device_expect(record),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
         made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
         if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
             made["rate_state_after"] = client.rate_state()
-        cases.append(made)
-    return cases
+        out_cases.append(made)
+    return out_cases
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
 
 
 def device_expect(record: dict) -> dict:
@@ -170,23 +181,24 @@ def refusals() -> list:
     ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
            for n, c in bad_configs]
-    out += categorical_refusals()
+    out += categorical_refusals(spec(5, 2, 1.0, name="apps", features=CATEGORICAL), HadamardClientSpec,
+                                HadamardDeviceClient)
     return out + report_refusals(base, lambda: HadamardDeviceClient(
         HadamardClientSpec.from_json(base), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
         lambda rated, state: HadamardDeviceClient(HadamardClientSpec.from_json(rated), bytes.fromhex(SECRET),
                                                   HmacDrbg(bytes.fromhex(SEED)), state))
 
 
-def categorical_refusals() -> list:
-    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's."""
-    cat = spec(5, 2, 1.0, name="apps", features=CATEGORICAL)
+def categorical_refusals(cat: dict, spec_cls, client_cls) -> list:
+    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's: ``cat`` a kind's
+    config over CATEGORICAL, ``spec_cls`` and ``client_cls`` the kind's spec and client."""
     one = dict(cat, features=[cat["features"][0], {"name": "os", "type": "categorical", "values": ["ios"]}]
                + cat["features"][2:])
     out = [{"name": "a categorical of one value", "config": one, "input": None,
-            "refusal": _refusal(lambda: HadamardClientSpec.from_json(one))}]
+            "refusal": _refusal(lambda: spec_cls.from_json(one))}]
     for n, v in (("a categorical value not among its values", os_values(True, "linux", False)),
                  ("a categorical value not a string", os_values(True, 1, False))):
-        made = HadamardDeviceClient(HadamardClientSpec.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
+        made = client_cls(spec_cls.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
         out.append({"name": n, "config": cat, "input": {"values": v, "event_ms": T0, "dimensions": {}},
                     "refusal": _refusal(lambda v=v: made.report(v, T0, {}))})
     return out
