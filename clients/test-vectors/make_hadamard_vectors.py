@@ -56,6 +56,14 @@ OS_REPORTS = [os_values(False, "ios", False), os_values(True, "android", True), 
               os_values(False, "web", True), os_values(True, "ios", True)]
 
 
+# the device unit's reports (sections 3 and 5) over a sliding window at 3 a day: T0 is 2026-01-01T00:00Z, the first
+# millisecond of UTC day 20454, so the fourth report of the day is refused and the next day's counts afresh
+DEVICE_REPORTS = [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
+                  (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
+                  (values(5, 31), T0 + MS_DAY, {})]
+# a memoized case's reports, an hour apart: one value three times (its one permanent response), another between
+MEMO_REPORTS = [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]
+
 CASES = [
     {"name": "7 answers, 3-way tables, whole report epsilon 1: one slot, sqrt weights", "config": spec(7, 3, 1.0),
      "reports": [(values(7, p), T0 + i, {} if i % 2 else {"region": "eu"}) for i, p in enumerate((0, 127, 0b1010101,
@@ -90,13 +98,11 @@ CASES = [
     {"name": "device unit: token and reports_per_day 3, sliding window (2 h every hour): each report carries its "
              "slice's token; the day's fourth is refused and draws no coins; the next day counts afresh",
      "config": spec(5, 2, 2.0, name="devices", window=SLIDING, token=True, rate=3),
-     "reports": [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
-                 (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
-                 (values(5, 31), T0 + MS_DAY, {})]},
+     "reports": DEVICE_REPORTS},
     {"name": "memoized with token: 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, one slot, global "
              "window (one token for all time), reports_per_day 24",
      "config": spec(7, 3, 4.0, slots=1, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
-     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
+     "reports": MEMO_REPORTS},
     {"name": "a categorical (issue 48 item 1): q0, os of 3 values, q1 (5 bits, the value one-hot), 2-way tables, "
              "epsilon 2, sqrt weights",
      "config": spec(5, 2, 2.0, name="apps", features=CATEGORICAL),

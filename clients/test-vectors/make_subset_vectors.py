@@ -12,9 +12,10 @@ from pathlib import Path
 
 from make_hadamard_vectors import (   # the same times, values, refused configs and reports
     CATEGORICAL,
+    DEVICE_REPORTS,
+    MEMO_REPORTS,
     OS_REPORTS,
     DEVICE_CONFIGS,
-    MS_DAY,
     SLIDING,
     T0,
     categorical_refusals,
@@ -74,13 +75,11 @@ CASES = [
     {"name": "device unit: token and reports_per_day 3, sliding window (2 h every hour): each report carries its "
              "slice's token; the day's fourth is refused and draws no coins; the next day counts afresh",
      "config": spec(5, 2, 3.0, width=3, name="devices", window=SLIDING, token=True, rate=3),
-     "reports": [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
-                 (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
-                 (values(5, 31), T0 + MS_DAY, {})]},
+     "reports": DEVICE_REPORTS},
     {"name": "memoized with token: 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, width 4, global "
              "window (one token for all time), reports_per_day 24",
      "config": spec(7, 3, 4.0, width=4, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
-     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
+     "reports": MEMO_REPORTS},
     {"name": "a categorical (issue 48 item 1): q0, os of 3 values, q1 (5 bits, the value one-hot), 2-way tables, "
              "epsilon 2, width 3",
      "config": spec(5, 2, 2.0, width=3, name="apps", features=CATEGORICAL),
