@@ -83,6 +83,21 @@ def _slot_of(key, shift):
     return np.int64((key * _GOLDEN) >> np.uint64(shift))
 
 
+@njit(cache=True, nogil=True)
+def _table_of(keys, m, bits):
+    """The open-addressing table of ``2**bits`` slots (int64, -1 empty) that holds ``keys[:m]`` (uint64), each
+    slot the number of its key, placed in order at its slot (:func:`_slot_of`) or the next free one: what
+    :func:`below_per_owner` and :func:`distinct_rows` build again when their table is half full."""
+    mask = (1 << bits) - 1
+    table = np.full(1 << bits, -1, np.int64)
+    for r in range(m):
+        g = _slot_of(keys[r], 64 - bits)
+        while table[g] != -1:
+            g = (g + 1) & mask
+        table[g] = r
+    return table
+
+
 _NO_CEILING = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -128,13 +143,7 @@ def below_per_owner(owner, rank, cap, bound, n_real):
             table[h] = row
             if 2 * m > (1 << bits):   # half full: twice the slots, every owner placed again
                 bits += 1
-                mask = (1 << bits) - 1
-                table = np.full(1 << bits, -1, np.int64)
-                for r in range(m):
-                    g = _slot_of(owners[r], 64 - bits)
-                    while table[g] != -1:
-                        g = (g + 1) & mask
-                    table[g] = r
+                table = _table_of(owners, m, bits)
         r = rank[i]
         if i >= n_real:   # a part's ceiling
             if r < np.uint64(rows[row, 1]):
@@ -219,12 +228,6 @@ def distinct_rows(words, limit):
             table[s] = found
             if 2 * m > (1 << bits):   # half full: twice the slots, every row placed again
                 bits += 1
-                mask = (1 << bits) - 1
-                table = np.full(1 << bits, -1, np.int64)
-                for d in range(m):
-                    g = _slot_of(hashes[d], 64 - bits)
-                    while table[g] != -1:
-                        g = (g + 1) & mask
-                    table[g] = d
+                table = _table_of(hashes, m, bits)
         index[i] = found
     return first[:m].copy(), index

@@ -1,5 +1,5 @@
 """A batch run of ``ldp-marginals run`` as a test gives it: a collection config and its reports written
-to files of their own, and the command's arguments over them."""
+to files of their own, and the command's arguments over them; reports simulated key by key."""
 from __future__ import annotations
 
 import fastavro
@@ -36,3 +36,25 @@ def run_command(tmp_path, config: dict, records: list, kinds) -> dict:
     if done.returncode != 0:
         raise AssertionError(f"ldp-marginals run failed ({done.returncode}): {done.stderr[-3000:]}")
     return {kind: read(str(tmp_path / "out"), kind).to_pylist() for kind in kinds}
+
+
+def keyed_records(config: dict, keys: dict, seed: int, reports_per_client: int | None = None) -> list:
+    """Reports of ``config``'s collection simulated key by key over the simulations' first hour: ``keys`` maps
+    a key's values (in the order of ``config``'s dimensions) to its number of reports, the ``i``-th key's
+    population seeded ``seed + i``; with ``reports_per_client``, each key's reports in turn from clients
+    ``<values>-<j>`` of that many reports each (else the simulation's clients)."""
+    import dataclasses
+
+    import numpy as np
+
+    from ldp_marginals.pipelines.simulate import report_records, simulate_population
+    from ldp_marginals.schemas.config import parse_config
+    cfg = parse_config(config)
+    records = []
+    for i, (values, n) in enumerate(keys.items()):
+        pop = simulate_population(cfg, n, seed=seed + i, span_seconds=3599)
+        if reports_per_client is not None:
+            clients = [f"{'-'.join(values)}-{j // reports_per_client}" for j in range(n)]
+            pop = dataclasses.replace(pop, clients=np.array(clients, object))
+        records += report_records(cfg, pop, dimensions=dict(zip(config["dimensions"], values)))
+    return records

@@ -56,6 +56,14 @@ OS_REPORTS = [os_values(False, "ios", False), os_values(True, "android", True), 
               os_values(False, "web", True), os_values(True, "ios", True)]
 
 
+# the device unit's reports (sections 3 and 5) over a sliding window at 3 a day: T0 is 2026-01-01T00:00Z, the first
+# millisecond of UTC day 20454, so the fourth report of the day is refused and the next day's counts afresh
+DEVICE_REPORTS = [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
+                  (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
+                  (values(5, 31), T0 + MS_DAY, {})]
+# a memoized case's reports, an hour apart: one value three times (its one permanent response), another between
+MEMO_REPORTS = [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]
+
 CASES = [
     {"name": "7 answers, 3-way tables, whole report epsilon 1: one slot, sqrt weights", "config": spec(7, 3, 1.0),
      "reports": [(values(7, p), T0 + i, {} if i % 2 else {"region": "eu"}) for i, p in enumerate((0, 127, 0b1010101,
@@ -90,13 +98,11 @@ CASES = [
     {"name": "device unit: token and reports_per_day 3, sliding window (2 h every hour): each report carries its "
              "slice's token; the day's fourth is refused and draws no coins; the next day counts afresh",
      "config": spec(5, 2, 2.0, name="devices", window=SLIDING, token=True, rate=3),
-     "reports": [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
-                 (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
-                 (values(5, 31), T0 + MS_DAY, {})]},
+     "reports": DEVICE_REPORTS},
     {"name": "memoized with token: 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, one slot, global "
              "window (one token for all time), reports_per_day 24",
      "config": spec(7, 3, 4.0, slots=1, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
-     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
+     "reports": MEMO_REPORTS},
     {"name": "a categorical (issue 48 item 1): q0, os of 3 values, q1 (5 bits, the value one-hot), 2-way tables, "
              "epsilon 2, sqrt weights",
      "config": spec(5, 2, 2.0, name="apps", features=CATEGORICAL),
@@ -108,11 +114,18 @@ CASES = [
 ]
 
 
-def reports() -> dict:
-    cases = []
-    for case in CASES:
-        client = HadamardDeviceClient(HadamardClientSpec.from_json(case["config"]), bytes.fromhex(SECRET),
-                                      HmacDrbg(bytes.fromhex(SEED)))
+def reports() -> list:
+    return kind_reports(CASES, HadamardClientSpec, HadamardDeviceClient, ("indices", "parities"), "permanent_parities")
+
+
+def kind_reports(cases: list, spec_cls, client_cls, chosen: tuple, permanent: str) -> list:
+    """A whole-report kind's positive vectors: each of ``cases`` made by ``client_cls`` from its config (read by
+    ``spec_cls``) with SECRET and SEED; expect holds the coins, the true bits, the trace's ``chosen`` fields,
+    in a memoized case the permanent coins and the trace's ``permanent`` field, the device token, the bits and
+    the Avro bytes, or a refused report's code."""
+    out_cases = []
+    for case in cases:
+        client = client_cls(spec_cls.from_json(case["config"]), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
         out = []
         for v, t, dims in case["reports"]:
             try:
@@ -122,16 +135,20 @@ def reports() -> dict:
                 continue
             out.append({"values": v, "event_ms": t, "dimensions": dims,
                         "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
-                                   "indices": list(trace.indices), "parities": list(trace.parities),
+                                   **{k: _plain(getattr(trace, k)) for k in chosen},
                                    **({"permanent_coins": trace.permanent.hex(),
-                                       "permanent_parities": list(trace.permanent_parities)} if trace.permanent else {}),
+                                       permanent: list(getattr(trace, permanent))} if trace.permanent else {}),
                                    **device_expect(record),
                                    "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
         made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
         if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
             made["rate_state_after"] = client.rate_state()
-        cases.append(made)
-    return cases
+        out_cases.append(made)
+    return out_cases
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
 
 
 def device_expect(record: dict) -> dict:
@@ -170,23 +187,24 @@ def refusals() -> list:
     ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: HadamardClientSpec.from_json(c))}
            for n, c in bad_configs]
-    out += categorical_refusals()
+    out += categorical_refusals(spec(5, 2, 1.0, name="apps", features=CATEGORICAL), HadamardClientSpec,
+                                HadamardDeviceClient)
     return out + report_refusals(base, lambda: HadamardDeviceClient(
         HadamardClientSpec.from_json(base), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
         lambda rated, state: HadamardDeviceClient(HadamardClientSpec.from_json(rated), bytes.fromhex(SECRET),
                                                   HmacDrbg(bytes.fromhex(SEED)), state))
 
 
-def categorical_refusals() -> list:
-    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's."""
-    cat = spec(5, 2, 1.0, name="apps", features=CATEGORICAL)
+def categorical_refusals(cat: dict, spec_cls, client_cls) -> list:
+    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's: ``cat`` a kind's
+    config over CATEGORICAL, ``spec_cls`` and ``client_cls`` the kind's spec and client."""
     one = dict(cat, features=[cat["features"][0], {"name": "os", "type": "categorical", "values": ["ios"]}]
                + cat["features"][2:])
     out = [{"name": "a categorical of one value", "config": one, "input": None,
-            "refusal": _refusal(lambda: HadamardClientSpec.from_json(one))}]
+            "refusal": _refusal(lambda: spec_cls.from_json(one))}]
     for n, v in (("a categorical value not among its values", os_values(True, "linux", False)),
                  ("a categorical value not a string", os_values(True, 1, False))):
-        made = HadamardDeviceClient(HadamardClientSpec.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
+        made = client_cls(spec_cls.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
         out.append({"name": n, "config": cat, "input": {"values": v, "event_ms": T0, "dimensions": {}},
                     "refusal": _refusal(lambda v=v: made.report(v, T0, {}))})
     return out

@@ -12,25 +12,24 @@ from pathlib import Path
 
 from make_hadamard_vectors import (   # the same times, values, refused configs and reports
     CATEGORICAL,
+    DEVICE_REPORTS,
+    MEMO_REPORTS,
     OS_REPORTS,
-    os_values,
     DEVICE_CONFIGS,
-    MS_DAY,
     SLIDING,
     T0,
-    device_expect,
+    categorical_refusals,
+    kind_reports,
     report_refusals,
     values,
 )
 from make_vectors import SECRET, SEED, _refusal
 
-from ldp_marginals.ldp.client import Refusal
 from ldp_marginals.ldp.coins import HmacDrbg
 from ldp_marginals.ldp.subset_client import SubsetClientSpec, SubsetDeviceClient
 from ldp_marginals.ldp.subset_rr import SubsetRR
 from ldp_marginals.ldp.kind_memoize import MemoizedKind
 from ldp_marginals.ldp.windows import Window
-from ldp_marginals.schemas import encode_message
 
 HERE = Path(__file__).resolve().parent
 
@@ -76,13 +75,11 @@ CASES = [
     {"name": "device unit: token and reports_per_day 3, sliding window (2 h every hour): each report carries its "
              "slice's token; the day's fourth is refused and draws no coins; the next day counts afresh",
      "config": spec(5, 2, 3.0, width=3, name="devices", window=SLIDING, token=True, rate=3),
-     "reports": [(values(5, 0b10110), T0 + 5, {}), (values(5, 0b10110), T0 + 3_600_000, {"region": "eu"}),
-                 (values(5, 0b01001), T0 + MS_DAY - 1, {}), (values(5, 0b01001), T0 + 7_200_000, {}),
-                 (values(5, 31), T0 + MS_DAY, {})]},
+     "reports": DEVICE_REPORTS},
     {"name": "memoized with token: 7 answers, 3-way tables, epsilon_infinity 4, epsilon_1 1, width 4, global "
              "window (one token for all time), reports_per_day 24",
      "config": spec(7, 3, 4.0, width=4, epsilon_1=1.0, name="memo", window=Window("global"), token=True, rate=24),
-     "reports": [(values(7, p), T0 + 3_600_000 * i, {}) for i, p in enumerate((0b1010101, 0b1010101, 0, 0b1010101))]},
+     "reports": MEMO_REPORTS},
     {"name": "a categorical (issue 48 item 1): q0, os of 3 values, q1 (5 bits, the value one-hot), 2-way tables, "
              "epsilon 2, width 3",
      "config": spec(5, 2, 2.0, width=3, name="apps", features=CATEGORICAL),
@@ -95,29 +92,7 @@ CASES = [
 
 
 def reports() -> list:
-    cases = []
-    for case in CASES:
-        client = SubsetDeviceClient(SubsetClientSpec.from_json(case["config"]), bytes.fromhex(SECRET),
-                                    HmacDrbg(bytes.fromhex(SEED)))
-        out = []
-        for v, t, dims in case["reports"]:
-            try:
-                record, trace = client.report_with_trace(v, t, dims)
-            except Refusal as err:   # past the declared rate (section 3)
-                out.append({"values": v, "event_ms": t, "dimensions": dims, "expect": {"refusal": err.code}})
-                continue
-            out.append({"values": v, "event_ms": t, "dimensions": dims,
-                        "expect": {"coins": trace.coins.hex(), "encoded": list(trace.encoded),
-                                   "subset": list(trace.subset), "kept": trace.kept, "pattern": list(trace.pattern),
-                                   **({"permanent_coins": trace.permanent.hex(),
-                                       "permanent_pattern": list(trace.permanent_pattern)} if trace.permanent else {}),
-                                   **device_expect(record),
-                                   "bits": record["bits"].hex(), "avro": encode_message("noisy_report", record).hex()}})
-        made = {"name": case["name"], "config": case["config"], "secret": SECRET, "seed": SEED, "reports": out}
-        if "reports_per_day" in case["config"]:   # what the app persists after these reports (section 3)
-            made["rate_state_after"] = client.rate_state()
-        cases.append(made)
-    return cases
+    return kind_reports(CASES, SubsetClientSpec, SubsetDeviceClient, ("subset", "kept", "pattern"), "permanent_pattern")
 
 
 def refusals() -> list:
@@ -141,27 +116,13 @@ def refusals() -> list:
     ] + [(n, dict(base, **change)) for n, change in DEVICE_CONFIGS]
     out = [{"name": n, "config": c, "input": None, "refusal": _refusal(lambda c=c: SubsetClientSpec.from_json(c))}
            for n, c in bad_configs]
-    out += categorical_refusals()
+    out += categorical_refusals(spec(5, 2, 1.0, width=3, name="apps", features=CATEGORICAL), SubsetClientSpec,
+                                SubsetDeviceClient)
     return out + report_refusals(base, lambda: SubsetDeviceClient(SubsetClientSpec.from_json(base),
                                                                   bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED))),
                                  lambda rated, state: SubsetDeviceClient(SubsetClientSpec.from_json(rated),
                                                                          bytes.fromhex(SECRET),
                                                                          HmacDrbg(bytes.fromhex(SEED)), state))
-
-
-def categorical_refusals() -> list:
-    """A categorical's config and value refusals (issue 48 item 1), as the per-bit client's."""
-    cat = spec(5, 2, 1.0, width=3, name="apps", features=CATEGORICAL)
-    one = dict(cat, features=[cat["features"][0], {"name": "os", "type": "categorical", "values": ["ios"]}]
-               + cat["features"][2:])
-    out = [{"name": "a categorical of one value", "config": one, "input": None,
-            "refusal": _refusal(lambda: SubsetClientSpec.from_json(one))}]
-    for n, v in (("a categorical value not among its values", os_values(True, "linux", False)),
-                 ("a categorical value not a string", os_values(True, 1, False))):
-        made = SubsetDeviceClient(SubsetClientSpec.from_json(cat), bytes.fromhex(SECRET), HmacDrbg(bytes.fromhex(SEED)))
-        out.append({"name": n, "config": cat, "input": {"values": v, "event_ms": T0, "dimensions": {}},
-                    "refusal": _refusal(lambda v=v: made.report(v, T0, {}))})
-    return out
 
 
 def main() -> None:

@@ -1,39 +1,22 @@
 """The Hadamard-sampling client (ldp/hadamard_client.py) against its test vectors
 (clients/test-vectors/hadamard.json), the specification's rule recomputed from the mechanism
 (ldp/hadamard.py) and the job's wire format (ldp/hadamard_reports.py), and its law by seeded simulation."""
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from ldp_marginals.ldp.client import Refusal
 from ldp_marginals.ldp.client import _window as read_window   # the config's window object, read as clients do
 from ldp_marginals.ldp.coins import HmacDrbg, coin_value, units
-from ldp_marginals.ldp.device import device_token
-from ldp_marginals.ldp.encoding import Feature, Layout
 from ldp_marginals.ldp.hadamard import HadamardSampling
 from ldp_marginals.ldp.hadamard_client import HadamardClientSpec, HadamardDeviceClient
 from ldp_marginals.ldp.hadamard_reports import HadamardFormat
 from ldp_marginals.ldp.windows import Window
-from ldp_marginals.schemas import encode_message
-from tests.ldp.test_client_vectors import spec_avro
+from tests.ldp.whole_report_vectors import (
+    check_negative_vector, check_positive_vector, features_of, layout_of, load_vectors,
+)
 from tests.stats import ALPHA, Z
 
-VECTORS = json.loads((Path(__file__).resolve().parents[2] / "clients" / "test-vectors" / "hadamard.json")
-                     .read_text(encoding="utf-8"))
-
-
-def layout_of(config: dict) -> Layout:
-    """The per-bit client's layout of a whole-report config's features (a categorical one-hot)."""
-    return Layout(tuple(Feature.categorical(f["name"], f["values"]) if f["type"] == "categorical"
-                        else Feature.boolean(f["name"]) for f in config["features"]))
-
-
-def features_of(config: dict) -> list:
-    """The features as a spec holds them: a boolean's name, a categorical's (name, values)."""
-    return [(f["name"], f["values"]) if f["type"] == "categorical" else f["name"] for f in config["features"]]
+VECTORS = load_vectors("hadamard")
 
 
 def mechanism_of(config: dict) -> HadamardSampling:
@@ -48,33 +31,8 @@ def mechanism_of(config: dict) -> HadamardSampling:
 
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"][:30])
 def test_the_client_reproduces_every_positive_vector(case):
-    client = HadamardDeviceClient(HadamardClientSpec.from_json(case["config"]), bytes.fromhex(case["secret"]),
-                                  HmacDrbg(bytes.fromhex(case["seed"])))
-    for report in case["reports"]:
-        expect = report["expect"]
-        if "refusal" in expect:   # past the declared rate (section 3): refused, and the next report's coins
-            with pytest.raises(Refusal) as err:   # show that it drew none
-                client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
-            assert err.value.code == expect["refusal"]
-            continue
-        record, trace = client.report_with_trace(report["values"], report["event_ms"], report["dimensions"])
-        assert trace.coins.hex() == expect["coins"]
-        # the device token of the event's slice exactly when the config says so (section 5)
-        assert record["client"] == expect.get("client")
-        assert (record["client"] is not None) == case["config"].get("token", False)
-        if record["client"] is not None:
-            slice_start = read_window(case["config"]["window"]).slice_of(report["event_ms"])
-            assert record["client"] == device_token(bytes.fromhex(case["secret"]), case["config"]["collection"],
-                                                    slice_start)
-        assert (list(trace.encoded), list(trace.indices), list(trace.parities)) == (
-            expect["encoded"], expect["indices"], expect["parities"])
-        assert (trace.permanent.hex(), list(trace.permanent_parities)) == (expect.get("permanent_coins", ""),
-                                                                    expect.get("permanent_parities", []))
-        assert record["bits"].hex() == expect["bits"]
-        assert encode_message("noisy_report", record).hex() == expect["avro"] == spec_avro(record).hex()
-    # the rate state the app persists: every report made counted on its UTC day, the refused one not
-    assert client.rate_state() == case.get("rate_state_after", client.rate_state())
-    assert ("rate_state_after" in case) == ("reports_per_day" in case["config"])
+    check_positive_vector(case, HadamardClientSpec, HadamardDeviceClient, ("indices", "parities"),
+                          "permanent_parities")
 
 
 @pytest.mark.parametrize("case", [c for c in VECTORS["cases"] if "permanent_keep" not in c["config"]["hadamard"]],
@@ -108,13 +66,7 @@ def test_the_vectors_follow_the_rule_from_the_mechanism_and_the_wire_format(case
 
 @pytest.mark.parametrize("item", VECTORS["refusals"], ids=lambda r: r["name"])
 def test_every_negative_vector_is_refused_with_its_code(item):
-    with pytest.raises(Refusal) as err:
-        spec = HadamardClientSpec.from_json(item["config"])
-        client = HadamardDeviceClient(spec, bytes(range(32)), HmacDrbg(bytes(range(100, 132))), item.get("rate_state"))
-        i = item["input"]   # None: the config or the rate state is what is refused
-        if i is not None:
-            client.report(i["values"], i["event_ms"], i["dimensions"])
-    assert err.value.code == item["refusal"]
+    check_negative_vector(item, HadamardClientSpec, HadamardDeviceClient)
 
 
 @pytest.mark.statistical

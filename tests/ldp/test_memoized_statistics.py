@@ -182,6 +182,30 @@ EXPECTED = {("marginals", (0,)), ("marginals", (1,)), ("marginals", (0, 1)), ("t
             ("extremes", "any"), ("extremes", "both")}
 
 
+def check_coverage(cfg) -> None:
+    """Every expected statistic of ``cfg``'s windows (:func:`_coverage`) covers within [0.93, 0.97]
+    (the band of the test below), each over every window (a conditional mean over 98% of them)."""
+    covered = _coverage(cfg)
+    assert EXPECTED <= set(covered)
+    for key, hits in covered.items():
+        assert hits.size >= 0.98 * WINDOWS if key == ("means", ("b",)) else hits.size == WINDOWS, key
+        assert 0.93 <= hits.mean() <= 0.97, (key, hits.mean())
+
+
+def check_independent_variances_under_cover(config: dict):
+    """``config`` read with the old variances (no shared term, ``shared_reports`` 0): every expected
+    statistic covers well under 93% over 300 of the same windows. Returns that config."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(parse_config(config)), "shared_reports", property(lambda self: 0))
+        cfg = parse_config(config)   # its aggregator built without the shared terms too
+        assert cfg.aggregator.shared is None
+        covered = _coverage(cfg, windows=300)
+    assert EXPECTED <= set(covered)
+    for key, hits in covered.items():   # seen 0.56 - 0.81; 300 windows: s.e. 0.013 at 95%, 0.023 at 0.81
+        assert hits.mean() < 0.90, (key, hits.mean())
+    return cfg
+
+
 @pytest.mark.statistical
 def test_every_statistic_covers_at_95_percent_with_24_memoized_reports_a_device():
     """Band [0.93, 0.97] over 2,000 windows per statistic (15 statistics). At a true 95% the binomial
@@ -191,23 +215,11 @@ def test_every_statistic_covers_at_95_percent_with_24_memoized_reports_a_device(
     window publishes no row there (none expected: P(b) = 0.6 of 240 devices)."""
     cfg = parse_config(TEAM)
     assert cfg.shared_reports == M - 1
-    covered = _coverage(cfg)
-    assert EXPECTED <= set(covered)
-    for key, hits in covered.items():
-        assert hits.size >= 0.98 * WINDOWS if key == ("means", ("b",)) else hits.size == WINDOWS, key
-        assert 0.93 <= hits.mean() <= 0.97, (key, hits.mean())
+    check_coverage(cfg)
 
 
 @pytest.mark.statistical
 def test_the_variances_of_independent_reports_under_cover_every_statistic():
     """The same windows with the old variances (no shared term, ``shared_reports`` 0): coverage well
     under 93% for every kind of statistic."""
-    cfg = parse_config(TEAM)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(type(cfg), "shared_reports", property(lambda self: 0))
-        cfg = parse_config(TEAM)   # its aggregator built without the shared terms too
-        assert cfg.aggregator.shared is None
-        covered = _coverage(cfg, windows=300)
-    assert EXPECTED <= set(covered)
-    for key, hits in covered.items():   # seen 0.56 - 0.81; 300 windows: s.e. 0.013 at 95%, 0.023 at 0.81
-        assert hits.mean() < 0.90, (key, hits.mean())
+    check_independent_variances_under_cover(TEAM)

@@ -7,7 +7,7 @@ within [0.93, 0.97]; the independent reports' variances under-cover. Refused bef
 import pytest
 
 from ldp_marginals.schemas.config import parse_config
-from tests.ldp.test_memoized_statistics import EXPECTED, M, TEAM, WINDOWS, _coverage
+from tests.ldp.test_memoized_statistics import M, TEAM, check_coverage, check_independent_variances_under_cover
 
 TEAM_REPORT = dict(TEAM, privacy={"max_reports_per_device": M})
 
@@ -18,22 +18,11 @@ def test_every_statistic_covers_at_95_percent_under_the_report_unit():
     side of 95%), over the same seeded windows."""
     cfg = parse_config(TEAM_REPORT)
     assert (cfg.unit, cfg.counts_devices, cfg.shared_reports) == ("report", False, M - 1)
-    covered = _coverage(cfg)
-    assert EXPECTED <= set(covered)
-    for key, hits in covered.items():
-        assert hits.size >= 0.98 * WINDOWS if key == ("means", ("b",)) else hits.size == WINDOWS, key
-        assert 0.93 <= hits.mean() <= 0.97, (key, hits.mean())
+    check_coverage(cfg)
 
 
 @pytest.mark.statistical
 def test_the_independent_reports_variance_under_covers_under_the_report_unit():
     """What the report unit would publish if it read its reports as independent (``shared_reports`` 0):
     coverage well under 93% for every kind of statistic (300 windows: s.e. 0.013 at 95%)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(type(parse_config(TEAM_REPORT)), "shared_reports", property(lambda self: 0))
-        cfg = parse_config(TEAM_REPORT)
-        assert cfg.aggregator.shared is None and cfg.unit == "report"
-        covered = _coverage(cfg, windows=300)
-    assert EXPECTED <= set(covered)
-    for key, hits in covered.items():
-        assert hits.mean() < 0.90, (key, hits.mean())
+    assert check_independent_variances_under_cover(TEAM_REPORT).unit == "report"

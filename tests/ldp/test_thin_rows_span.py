@@ -19,6 +19,25 @@ def _rank(a):
     return 0 if a.size == 0 else int(np.linalg.matrix_rank(a))
 
 
+def isolated_groups(mat, col_units: list, counts: dict, m: int, max_size: int | None = None) -> list:
+    """The attack of the span tests: every group (of at most ``max_size`` units, default any number) of thin
+    units (``counts`` maps a unit to its reports, in the order groups are formed; thin: 0 < reports < m) that
+    together hold fewer than ``m`` reports and that the published rows ``mat`` isolate: taking the group's
+    columns (``col_units``: the unit of each column) out drops the rank by more than the group's size, so some
+    combination of the rows is supported on the group and is not a combination of its counts (which the rows
+    hold). Returns ``[(group, its reports)]``."""
+    full = _rank(mat)
+    small = [u for u, n in counts.items() if 0 < n < m]
+    out = []
+    for size in range(1, min(len(small), max_size or len(small)) + 1):
+        for group in itertools.combinations(small, size):
+            if sum(counts[u] for u in group) < m:
+                keep = [j for j, u in enumerate(col_units) if u not in group]
+                if full - _rank(mat[:, keep]) > len(group):
+                    out.append((group, sum(counts[u] for u in group)))
+    return out
+
+
 def _leaks(d, w, k, n_t, m, tables, rule=True, counted=None, extra=()) -> list:
     """Groups of subsets holding 1..m-1 reports on which a combination of published rows (and of every
     subset's count) is supported, beyond the group's own counts. ``counted``: the rule reads n_K of sets of
@@ -48,16 +67,7 @@ def _leaks(d, w, k, n_t, m, tables, rule=True, counted=None, extra=()) -> list:
     # the group that is not a combination of the group's counts
     rows += [[float(t == u) for t, _ in cols] for u in types]
     a = np.array(rows).reshape(len(rows), len(cols))
-    full = _rank(a)
-    small = [t for t in types if 0 < n_t[t] < m]
-    out = []
-    for size in range(1, len(small) + 1):
-        for group in itertools.combinations(small, size):
-            if sum(n_t[t] for t in group) < m:
-                keep = [j for j, (t, _) in enumerate(cols) if t not in group]
-                if full - _rank(a[:, keep]) > len(group):
-                    out.append((group, sum(n_t[t] for t in group)))
-    return out
+    return isolated_groups(a, [t for t, _ in cols], {t: n_t[t] for t in types}, m)
 
 
 @pytest.mark.parametrize("counted", [None, 3])
@@ -166,16 +176,8 @@ def _atom_leaks(d, w, k, atoms: list, windows: list, m, tables, per_atom=True) -
                     ((p >> t.index(b)) & 1) == ((cell >> i) & 1) for i, b in enumerate(table))) for a, t, p in cols])
     rows += [[float((a, t) == u) for a, t, _ in cols] for u in itertools.product(range(len(atoms)), types)]
     mat = np.array(rows).reshape(len(rows), len(cols))
-    full = _rank(mat)
-    small = [(a, t) for a in range(len(atoms)) for t in types if 0 < atoms[a][t] < m]
-    out = []
-    for size in range(1, min(len(small), 3) + 1):
-        for group in itertools.combinations(small, size):
-            if sum(atoms[a][t] for a, t in group) < m:
-                keep = [j for j, (a, t, _) in enumerate(cols) if (a, t) not in group]
-                if full - _rank(mat[:, keep]) > len(group):
-                    out.append((group, sum(atoms[a][t] for a, t in group)))
-    return out
+    return isolated_groups(mat, [(a, t) for a, t, _ in cols],
+                           {(a, t): atoms[a][t] for a in range(len(atoms)) for t in types}, m, max_size=3)
 
 
 # sliding windows of two slices over three slices (and the edges), and a window's panes (prefixes)

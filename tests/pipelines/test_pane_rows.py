@@ -6,29 +6,23 @@ nor a key in itself and in its rollup. A window a stopped run never closed reads
 
 Before the change, the streaming run's glob held every pane (each window's reports counted once per pane)
 and the batch run's glob held the rollup rows beside the keys' (every report counted twice)."""
-import dataclasses
 import glob
 import json
 import os
 
-import numpy as np
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from apache_beam.testing import test_stream
 
 import ldp_marginals
-from ldp_marginals.pipelines.run import run
 from ldp_marginals.pipelines.stopping import record_stop
-from ldp_marginals.pipelines.simulate import simulate_population, write_population
 from ldp_marginals.schemas import read_avro
 from ldp_marginals.schemas.bigquery import table_schema, to_row
-from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.schemas.outputs import MANIFEST_FILE, SCHEMA_OF, load_manifest
 from ldp_marginals.transforms.manifest import start_run
 from ldp_marginals.transforms.sinks import FileSink
+from tests.batch_runs import keyed_records, run_command
 from tests.outputs import write_streaming_run
 from tests.pipelines.test_streaming import START, config, record, run_stream
 
@@ -54,15 +48,8 @@ def glob_table(folder: str) -> pa.Table:
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pane-rows")
-    cfg = parse_config(CONFIG)
-    (tmp / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    for i, ((region, version), n) in enumerate(KEYS.items()):
-        pop = simulate_population(cfg, n, seed=30 + i, span_seconds=3599)
-        # clients of exactly two reports each: one group of n / 2 >= min_reports clients, so client rows publish
-        pop = dataclasses.replace(pop, clients=np.array([f"{region}-{version}-{j // 2}" for j in range(n)], object))
-        write_population(cfg, pop, str(tmp / f"in-{i}.avro"), dimensions={"region": region, "version": version})
-    run(["--config", str(tmp / "c.yaml"), "--input", str(tmp / "in-*.avro"), "--output", str(tmp / "out"),
-         "--progress-seconds", "0"])
+    # clients of exactly two reports each: one group of n / 2 >= min_reports clients, so client rows publish
+    run_command(tmp, CONFIG, keyed_records(CONFIG, KEYS, seed=30, reports_per_client=2), ())
     return str(tmp / "out")
 
 

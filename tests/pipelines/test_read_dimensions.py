@@ -2,12 +2,9 @@
 some of a key's dimensions selects every key that holds them, ``{}`` is the key without dimensions, and
 a filter that matches no key is a ValueError naming the keys there are (never a silent empty table)."""
 import pytest
-import yaml
 
 import ldp_marginals
-from ldp_marginals.pipelines.run import run
-from ldp_marginals.pipelines.simulate import simulate_population, write_population
-from ldp_marginals.schemas.config import parse_config
+from tests.batch_runs import keyed_records, run_command
 
 CONFIG = {"collection": "app", "features": [{"name": f"f{i}", "type": "boolean"} for i in range(3)],
           "channel": {"mechanism": "symmetric", "epsilon": 2.0}, "max_order": 1, "min_reports": 50,
@@ -20,13 +17,7 @@ KEYS = {("eu", "1.0"): 120, ("eu", "2.0"): 90, ("us", "1.0"): 100, ("eu", "3.0")
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("read-dimensions")
-    cfg = parse_config(CONFIG)
-    (tmp / "c.yaml").write_text(yaml.safe_dump(CONFIG))
-    for i, ((region, version), n) in enumerate(KEYS.items()):
-        pop = simulate_population(cfg, n, seed=70 + i, span_seconds=3599)
-        write_population(cfg, pop, str(tmp / f"in-{i}.avro"), dimensions={"region": region, "version": version})
-    run(["--config", str(tmp / "c.yaml"), "--input", str(tmp / "in-*.avro"), "--output", str(tmp / "out"),
-         "--progress-seconds", "0"])
+    run_command(tmp, CONFIG, keyed_records(CONFIG, KEYS, seed=70), ())
     return str(tmp / "out")
 
 

@@ -24,6 +24,7 @@ from ldp_marginals.transforms.publication.engine import rollup_decision
 from ldp_marginals.transforms.publication.hadamard_rows import analysis_sets, table_sets, thin_of_counts
 from ldp_marginals.transforms.publication.kind_rollups import KindPart
 from ldp_marginals.transforms.publication.rollups import marked
+from tests.ldp.test_thin_rows_span import isolated_groups
 
 M = 5
 KEYS = [(("j", j), ("k", k)) for k in "ab" for j in "xy"]
@@ -38,10 +39,6 @@ def _config(kind: str, d: int, order: int, width: int | None, tables: list):
                          "window": {"type": "fixed", "size_seconds": 3600},
                          "groups": [[names[b] for b in t] for t in tables],
                          "dimensions": {"k": {"max_values": 4}, "j": {"max_values": 4}}, "rollups": ROLLUPS})
-
-
-def _rank(a) -> int:
-    return 0 if a.size == 0 else int(np.linalg.matrix_rank(a))
 
 
 def _leaks(cfg, draws: list, cells_of, carries, rule: bool = True) -> list:
@@ -87,16 +84,9 @@ def _leaks(cfg, draws: list, cells_of, carries, rule: bool = True) -> list:
     rows += [[float((key, t) == u) for key, t, _ in cols]
              for u in itertools.product(KEYS, draws) if cells_of[u[0]][u[1]]]
     a = np.array(rows).reshape(len(rows), len(cols))
-    full = _rank(a)
-    small = [(key, t) for key in KEYS for t in draws if 0 < cells_of[key][t] < M]
-    out = []
-    for size in range(1, min(len(small), 3) + 1):
-        for group in itertools.combinations(small, size):
-            if sum(cells_of[key][t] for key, t in group) < M:
-                keep = [i for i, (key, t, _) in enumerate(cols) if (key, t) not in group]
-                if full - _rank(a[:, keep]) > len(group):
-                    out.append(group)
-    return out
+    return [group for group, _ in isolated_groups(a, [(key, t) for key, t, _ in cols],
+                                                  {(key, t): cells_of[key][t] for key in KEYS for t in draws}, M,
+                                                  max_size=3)]
 
 
 def _holds(draw, s) -> bool:

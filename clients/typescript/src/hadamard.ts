@@ -17,12 +17,11 @@
  * `weights` holds one weight per order up to the widest set.
  */
 import { SystemCoins, COIN_BYTES, COIN_RANGE, MAX_REQUEST_BYTES, coinValue, decide, units, type CoinSource } from "./coins.js";
-import type { RateCounter } from "./client.js";
 import type { Secret } from "./device.js";
 import { bad } from "./config.js";
 import { shown } from "./refusal.js";
 import {
-  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, featureBits, integer, isProbability, keepOf,
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, createClient, featureBits, integer, isProbability, keepOf,
   permanentKeepOf, readBlock, wholeReportSpec,
   type WholeReportSpec, type WholeReportTrace,
 } from "./whole-report.js";
@@ -170,18 +169,13 @@ export function parseHadamardSpec(json: unknown): HadamardSpec {
 
 /** One device's client for one Hadamard-sampling collection. */
 export class HadamardDeviceClient extends WholeReportClient<HadamardSpec, HadamardSlots> {
-  private constructor(spec: HadamardSpec, key: CryptoKey, coins: CoinSource, rate: RateCounter) {
-    super(spec, key, coins, rate);
-  }
-
   /**
    * A client for the collection whose client config (parsed JSON) is `config`, restored with `rateState`
-   * (what `rateState()` gave before; absent: none), as {@link checkedSpec} says.
+   * (what `rateState()` gave before; absent: none), as {@link createClient} says.
    */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins(),
                       rateState?: unknown): Promise<HadamardDeviceClient> {
-    const [spec, key, rate] = await checkedSpec(parseHadamardSpec, config, secret, rateState);
-    return new HadamardDeviceClient(spec, key, coins, rate);
+    return createClient(parseHadamardSpec, (...a) => new HadamardDeviceClient(...a), config, secret, coins, rateState);
   }
 
   /** Per slot, the index coin and the parity coin. */

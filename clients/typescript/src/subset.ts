@@ -16,10 +16,9 @@
  */
 import { SystemCoins, decide, type CoinSource } from "./coins.js";
 import { bad } from "./config.js";
-import type { RateCounter } from "./client.js";
 import type { Secret } from "./device.js";
 import {
-  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, checkedSpec, featureBits, integer, keepOf,
+  BitWriter, MAX_WHOLE_REPORT_FEATURES, WholeReportClient, createClient, featureBits, integer, keepOf,
   permanentKeepOf, readBlock, wholeReportSpec,
   type WholeReportSpec, type WholeReportTrace,
 } from "./whole-report.js";
@@ -63,18 +62,13 @@ export function parseSubsetSpec(json: unknown): SubsetSpec {
 
 /** One device's client for one subset-randomized-response collection. */
 export class SubsetDeviceClient extends WholeReportClient<SubsetSpec, SubsetChoice> {
-  private constructor(spec: SubsetSpec, key: CryptoKey, coins: CoinSource, rate: RateCounter) {
-    super(spec, key, coins, rate);
-  }
-
   /**
    * A client for the collection whose client config (parsed JSON) is `config`, restored with `rateState`
-   * (what `rateState()` gave before; absent: none), as {@link checkedSpec} says.
+   * (what `rateState()` gave before; absent: none), as {@link createClient} says.
    */
   static async create(config: unknown, secret: Secret, coins: CoinSource = new SystemCoins(),
                       rateState?: unknown): Promise<SubsetDeviceClient> {
-    const [spec, key, rate] = await checkedSpec(parseSubsetSpec, config, secret, rateState);
-    return new SubsetDeviceClient(spec, key, coins, rate);
+    return createClient(parseSubsetSpec, (...a) => new SubsetDeviceClient(...a), config, secret, coins, rateState);
   }
 
   /** Coins per report: `d` subset coins, the keep coin, `s` mask coins. */

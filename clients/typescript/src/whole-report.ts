@@ -157,17 +157,20 @@ export function booleanBits(features: readonly Feature[], values: FeatureValues)
 }
 
 /**
- * What every kind's `create(config, secret, coins, rateState)` checks: the spec of the client config (parsed
- * JSON), then `secret` as the per-bit client checks it (the device token and the permanent coins derive from
- * it), then the rate state as the per-bit client's (`rateState`: what `rateState()` gave before; absent: none);
- * `coins` is the platform's secure generator unless a test passes a seeded HmacDrbg. Rejects with a Refusal:
+ * What every kind's `create(config, secret, coins, rateState)` does: checks the spec of the client config
+ * (parsed JSON, read by the kind's `parse`), then `secret` as the per-bit client checks it (the device token and
+ * the permanent coins derive from it), then the rate state as the per-bit client's (`rateState`: what
+ * `rateState()` gave before; absent: none), and gives the kind's client (`make`, its constructor); `coins` is
+ * the platform's secure generator unless a test passes a seeded HmacDrbg. Rejects with a Refusal:
  * `bad_config`, then `bad_secret`, then `bad_state`.
  */
-export async function checkedSpec<S>(parse: (config: unknown) => S, config: unknown, secret: Secret,
-                                     rateState?: unknown): Promise<[S, CryptoKey, RateCounter]> {
+export async function createClient<S, C>(parse: (config: unknown) => S,
+                                         make: (spec: S, key: CryptoKey, coins: CoinSource, rate: RateCounter) => C,
+                                         config: unknown, secret: Secret, coins: CoinSource,
+                                         rateState?: unknown): Promise<C> {
   const spec = parse(config);
   const key = await secretKey(secret);
-  return [spec, key, new RateCounter(rateState)];
+  return make(spec, key, coins, new RateCounter(rateState));
 }
 
 /** A report's bits, written in order, each value least significant bit first. */
