@@ -237,7 +237,8 @@ def simulate_devices(cfg, devices: int, seed: int = 0, start_ms: int = DEFAULT_S
     order = np.lexsort((times, owner))
     owner, piece, times = owner[order], piece[order], times[order]
 
-    # honest devices: the client's rate a UTC day, then at most M a slice (the finer first: the two nest)
+    # honest devices: the client's rate a UTC day and at most M a slice, the finer first (they nest; a slice of a
+    # day or longer: the rate first, so a day's reports past both count as the client's refusals)
     sent = np.ones(owner.size, dtype=bool)
     not_sent = {"rate_exceeded": 0, "past_max_reports_per_device": 0}
     if bounds is not None:
@@ -245,7 +246,7 @@ def simulate_devices(cfg, devices: int, seed: int = 0, start_ms: int = DEFAULT_S
         caps = [("past_max_reports_per_device", slices, bounds.max_reports_per_device)]
         if bounds.reports_per_day is not None:
             day_cap = ("rate_exceeded", days, bounds.reports_per_day)
-            caps = caps + [day_cap] if 0 < cfg.window.period_ms <= DAY_MS else [day_cap] + caps
+            caps = caps + [day_cap] if 0 < cfg.window.period_ms < DAY_MS else [day_cap] + caps
         for reason, scope, n in caps:
             among = sent & ~over[owner]
             keep = _first(_group(owner, scope), n, among)
