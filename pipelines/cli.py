@@ -54,8 +54,8 @@ def _simulate(args):
         raise ValueError(f"give --reports N (reports alone) or --devices N (devices, each sending reports at its rate)"
                          + (f"; {', '.join(device_only)} need --devices" if device_only else ""))
     if cfg.device is not None:
-        raise ValueError(f"collection {cfg.name!r} bounds what a device sends (privacy.unit {cfg.unit}, max_reports_per_device "
-                         f"{cfg.device.max_reports_per_device}): "
+        raise ValueError(f"collection {cfg.name!r} bounds what a device sends (privacy.unit {cfg.unit}, "
+                         f"max_reports_per_device {cfg.device.max_reports_per_device}): "
                          "its reports name their device, so simulate devices: --devices N (reports alone would "
                          "name none, or a device per report)")
     pop = simulate_population(cfg, args.reports, seed=args.seed, start_ms=args.start_ms,
@@ -171,8 +171,8 @@ def build_parser() -> tuple:
     sim.add_argument("--out", required=True, help="Avro file to write (the true counts go to <out>.truth.json)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the population and of the randomizer")
     sim.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="first event time (ms since epoch)")
-    sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows; with --devices a day, "
-                                                                         "or a window when longer)")
+    sim.add_argument("--span-seconds", type=float, default=None,
+                     help="event times span (default: 4 windows; with --devices a day, or a window when longer)")
     sim.add_argument("--reports-per-client", type=int, default=1,
                      help="reports per pseudonymous client (for client extremes)")
     sim.add_argument("--dimension", action="append", default=None, metavar="NAME=VALUE:WEIGHT,...",

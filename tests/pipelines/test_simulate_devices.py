@@ -134,3 +134,17 @@ def test_chatty_options_are_refused_where_no_bound_applies():
         simulate_devices(plain, 10)
     with pytest.raises(ValueError, match="chatty_over must be a share in"):
         simulate_devices(parse_config(CONFIG), 10, chatty_over=1.5)
+
+
+def test_simulate_refuses_reports_alone_for_a_config_that_bounds_devices(tmp_path, capsys):
+    # before: 24,000 reports of a day, each drawing its region and one of 1,000 clients, lost 15,959 (66%) to
+    # max_keys_per_device 1 in the job, and simulate said nothing of it
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
+    base = ["simulate", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "r.avro")]
+    assert cli.main(base + ["--reports", "100"]) == 2
+    assert "its reports name their device, so simulate devices: --devices N" in capsys.readouterr().err
+    assert cli.main(base + ["--reports", "100", "--chatty-over", "0.1"]) == 2
+    assert "--chatty-over need --devices" in capsys.readouterr().err
+    assert cli.main(base + ["--devices", "10", "--reports", "100"]) == 2
+    assert "--reports is for reports alone" in capsys.readouterr().err
+    assert not (tmp_path / "r.avro").exists()
