@@ -148,3 +148,39 @@ def test_simulate_refuses_reports_alone_for_a_config_that_bounds_devices(tmp_pat
     assert cli.main(base + ["--devices", "10", "--reports", "100"]) == 2
     assert "--reports is for reports alone" in capsys.readouterr().err
     assert not (tmp_path / "r.avro").exists()
+
+
+@pytest.mark.parametrize("memoize", [True, False])
+def test_a_whole_report_kind_is_randomized_as_its_clients_do(memoize):
+    """Hadamard sampling on the wire: memoized, a device's reports keep the coefficients its permanent
+    response drew (only their parities flip afresh); not memoized, each report draws its own."""
+    channel = ({"kind": "hadamard", "epsilon": 4.0, "memoize": True, "epsilon_1": 2.0} if memoize
+               else {"kind": "hadamard", "epsilon": 2.0})
+    cfg = parse_config(dict(CONFIG, channel=channel, privacy=dict(CONFIG["privacy"], max_reports_per_device=2)))
+    pop, summary = _honest(cfg)
+    indices, _ = cfg.wire.unpack(pop.noisy)
+    assert not cfg.wire.bad_index(pop.noisy).any()
+    assert summary["dropped_by_the_job"] == {"reports_over_device_bound": 0, "reports_over_key_bound": 0}
+    same = [len({tuple(row) for row in indices[pop.devices == d]}) == 1
+            for d in np.unique(pop.devices) if (pop.devices == d).sum() >= 10]
+    assert len(same) > 200
+    # fresh draws: 10 or more reports of a device draw one coefficient (of the 6 of up to 2 of 3 bits,
+    # uniform) with probability 6^-9 = 1e-7, so all alike at 200+ devices only when memoized
+    assert all(same) if memoize else not any(same)
+
+
+def test_a_numeric_bit_that_does_not_memoize_is_encoded_afresh_each_report():
+    features = CONFIG["features"] + [{"name": "minutes", "type": "numeric", "low": 0, "high": 60}]
+    for channel, afresh in (({"p": 0.25, "q": 0.75}, True),
+                            ({"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75, "memoize": True}, False)):
+        cfg = parse_config(dict(CONFIG, features=features, channel=channel,
+                                privacy=dict(CONFIG["privacy"], max_reports_per_device=3)))
+        pop, _ = _honest(cfg)
+        bit = cfg.layout.bit_index("minutes")
+        varies = 0
+        for d in np.unique(pop.devices):
+            mine = pop.devices == d
+            assert np.unique(pop.values["minutes"][mine]).size == 1   # the device's value, for the run
+            assert np.unique(pop.true_bits[mine][:, :3], axis=0).shape[0] == 1
+            varies += np.unique(pop.true_bits[mine, bit]).size > 1
+        assert (varies > 30) if afresh else varies == 0
