@@ -312,16 +312,15 @@ def _dropped_by_the_job(cfg, owner, times, region: dict) -> dict:
                          axis=0, return_counts=True)
     device_slice = _group(cells[:, 0], cells[:, 1])
     keys = np.bincount(device_slice)
-    for g in np.flatnonzero(keys > (k if k is not None else np.inf)):
-        each = n[device_slice == g]
-        if each.min() != each.max():
-            raise RuntimeError("a device's keys of a slice hold different numbers of reports: which the job keeps "
-                               "would decide what it drops")
-    kept_keys = np.minimum(keys, k) if k is not None else keys
-    each = np.zeros(keys.size, dtype=np.int64)
+    each, least = np.zeros(keys.size, dtype=np.int64), np.full(keys.size, np.iinfo(np.int64).max)
     np.maximum.at(each, device_slice, n)
-    out["reports_over_key_bound"] = int(((keys - kept_keys) * each).sum())
+    np.minimum.at(least, device_slice, n)
     single = keys <= (k if k is not None else np.inf)
+    if np.any((least != each) & ~single):
+        raise RuntimeError("a device's keys of a slice hold different numbers of reports: which the job keeps "
+                           "would decide what it drops")
+    kept_keys = np.minimum(keys, k) if k is not None else keys
+    out["reports_over_key_bound"] = int(((keys - kept_keys) * each).sum())
     past = np.maximum(n - m, 0)
     out["reports_over_device_bound"] = int(past[single[device_slice]].sum()
                                            + (kept_keys * np.maximum(each - m, 0))[~single].sum())
