@@ -184,3 +184,21 @@ def test_a_numeric_bit_that_does_not_memoize_is_encoded_afresh_each_report():
             assert np.unique(pop.true_bits[mine][:, :3], axis=0).shape[0] == 1
             varies += np.unique(pop.true_bits[mine, bit]).size > 1
         assert (varies > 30) if afresh else varies == 0
+
+
+@pytest.mark.parametrize("window", [{"type": "sliding", "size_seconds": 7200, "period_seconds": 1800},
+                                    {"type": "global"}, {"type": "fixed", "size_seconds": 600}])
+def test_honest_devices_keep_to_the_bound_per_slice_of_any_window(window):
+    """A token and at most M reports per device and slice (a sliding window's period, all of time for the
+    global window, pieces of an hour for a short fixed window): nothing for the job to drop."""
+    privacy = dict(CONFIG["privacy"], max_reports_per_device=2, reports_per_day=30)
+    cfg = parse_config(dict(CONFIG, window=window, privacy=privacy, dimensions={"region": {}}))
+    pop, summary = _honest(cfg, span_seconds=2 * 86400)
+    slices = cfg.window.slice_starts(pop.event_ms)
+    per = {}
+    for d, s, c in zip(pop.devices.tolist(), slices.tolist(), pop.clients.tolist()):
+        per.setdefault((d, s), []).append(c)
+    assert max(len(v) for v in per.values()) == 2   # the bound reached, never passed
+    assert all(len(set(v)) == 1 for v in per.values())
+    assert len({v[0] for v in per.values()}) == len(per)   # a token per device and slice, each its own
+    assert summary["dropped_by_the_job"] == {"reports_over_device_bound": 0, "reports_over_key_bound": 0}
