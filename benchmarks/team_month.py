@@ -65,47 +65,25 @@ def iter_month_reports(config: dict, devices: int, days: int, seed: int = 48):
     """The reports (Avro records) of ``devices`` devices a region over ``days`` days, one an hour, a
     region at a time (each region's in a random order).
 
-    Per-bit channels: the memoized responses are drawn by
-    :func:`~ldp_marginals.ldp.memoized.randomize_repeats` (each device's permanent bits once, for the
-    whole period); a memoized whole-report kind (``hadamard``, ``subset``): by its memoized randomizer
-    (:mod:`ldp_marginals.ldp.kind_memoize`: each device's permanent response to its value drawn once at
-    epsilon_inf, each report re-randomized), packed in the job's wire format. A whole-report kind that does
-    not memoize is refused (the team's channel memoizes)."""
-    from ldp_marginals.ldp.device import device_token
+    The devices are randomized as the clients do and carry their slice's token by the simulator's one
+    owner of both (:mod:`ldp_marginals.pipelines.simulate_devices`: :func:`randomize_devices`, memoized
+    per-bit channels and whole-report kinds, each device's permanent response drawn once for the whole
+    period; :func:`slice_tokens`)."""
+    from ldp_marginals.pipelines.simulate_devices import randomize_devices, slice_tokens
     from ldp_marginals.schemas.config import parse_config
     cfg = parse_config(config)
-    if cfg.sampling is not None and cfg.kind_memo is None:
-        raise ValueError(f"month_reports simulates memoized channels; channel={config['channel']!r} is a whole-report "
-                         "kind that does not memoize: set memoize: true and epsilon_1")
     rng = np.random.default_rng(seed)
     n_bits, per_device = cfg.layout.n_bits, PER_DAY * days
     for region in REGIONS:
         truth = (rng.random((devices, n_bits)) < rng.uniform(0.1, 0.6, n_bits)).astype(np.uint8)
-        packed, owner = _memoized_reports(cfg, truth, per_device, rng)
+        packed, owner, _ = randomize_devices(cfg, truth, np.full(devices, per_device), rng)
         hour = np.arange(owner.size) % per_device   # owner: each device's reports in a run, one an hour
         times = T0 + hour * HOUR + rng.integers(0, HOUR, owner.size)
-        tokens = [[device_token(hashlib.sha256(f"{region}-{d}".encode()).digest(), config["collection"],
-                                T0 + day * DAY) for day in range(days)] for d in range(devices)]
+        secrets = [hashlib.sha256(f"{region}-{d}".encode()).digest() for d in range(devices)]
+        tokens = slice_tokens(secrets, config["collection"], cfg.window, owner, times)
         for i in rng.permutation(owner.size):
             yield {"collection": config["collection"], "event_time": int(times[i]), "bits": packed[i].tobytes(),
-                   "dimensions": {"region": region}, "client": tokens[owner[i]][hour[i] // PER_DAY]}
-
-
-def _memoized_reports(cfg, truth, per_device: int, rng):
-    """The packed reports of devices holding ``truth`` (one row a device, for the whole period), each sending
-    ``per_device`` memoized reports, and each report's device (a device's reports in a run)."""
-    from ldp_marginals.ldp.encoding import pack_bits
-    from ldp_marginals.ldp.kind_memoize import randomize_memoized_hadamard, randomize_memoized_subset
-    from ldp_marginals.ldp.memoized import randomize_repeats
-    from ldp_marginals.ldp.subset_rr import SubsetRR
-    reports = np.full(truth.shape[0], per_device)
-    if cfg.kind_memo is None:
-        noisy, owner = randomize_repeats(truth, reports, cfg.client_channels, rng)
-        return pack_bits(noisy), owner
-    subset = isinstance(cfg.kind_memo.permanent, SubsetRR)
-    simulate = randomize_memoized_subset if subset else randomize_memoized_hadamard
-    a, b, owner = simulate(truth, reports, cfg.kind_memo, rng)
-    return cfg.wire.pack(a, b), owner
+                   "dimensions": {"region": region}, "client": tokens[i]}
 
 
 def write_reports(path: str, records: list) -> None:

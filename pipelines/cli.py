@@ -43,16 +43,66 @@ def _simulate(args):
         if args.change_at is None:
             raise ValueError(f"--change {args.change} needs --change-at (ms since epoch)")
         change = parse_change(args.change, args.change_at, args.change_where)
+    scenario = {"prevalences": prevalences} if prevalences else {}
+    if args.devices is not None:
+        _simulate_devices(args, cfg, dims, prevalences, change, scenario)
+        return
+    device_only = [o for o, v in (("--reports-per-day", args.reports_per_day), ("--chatty-over", args.chatty_over),
+                                  ("--chatty-regions", args.chatty_regions), ("--chatty-factor", args.chatty_factor))
+                   if v is not None]
+    if device_only or args.reports is None:
+        raise ValueError(f"give --reports N (reports alone) or --devices N (devices, each sending reports at its rate)"
+                         + (f"; {', '.join(device_only)} need --devices" if device_only else ""))
+    if cfg.device is not None:
+        raise ValueError(f"collection {cfg.name!r} bounds what a device sends (privacy.unit {cfg.unit}, "
+                         f"max_reports_per_device {cfg.device.max_reports_per_device}): "
+                         "its reports name their device, so simulate devices: --devices N (reports alone would "
+                         "name none, or a device per report)")
     pop = simulate_population(cfg, args.reports, seed=args.seed, start_ms=args.start_ms,
                               span_seconds=args.span_seconds, reports_per_client=args.reports_per_client,
                               dimensions=dims, diurnal=args.diurnal, prevalences=prevalences, change=change)
-    scenario = {"prevalences": prevalences} if prevalences else {}
     if change:
         scenario["change"] = {"feature": change.feature, "prevalence": change.prevalence, "at_ms": change.at_ms,
                               "where": dict([change.where]) if change.where else {}}
     truth = write_population(cfg, pop, args.out, scenario=scenario)
     print(f"wrote {args.reports:,} reports of {cfg.name!r} to {args.out} and the true counts, means and extremes "
           f"per window and key to {truth}")
+
+
+def _simulate_devices(args, cfg, dims, prevalences, change, scenario) -> None:
+    """``simulate --devices N``: devices with their ids, regions and rates (pipelines/simulate_devices.py)."""
+    from ldp_marginals.pipelines.simulate import write_population
+    from ldp_marginals.pipelines.simulate_devices import simulate_devices
+    for option, given in (("--reports", args.reports is not None), ("--change", change is not None),
+                          ("--reports-per-client", args.reports_per_client != 1)):
+        if given:
+            raise ValueError(f"{option} is for reports alone; with --devices the devices' rates make the reports "
+                             "(--reports-per-day) and each device is its own client")
+    pop, summary = simulate_devices(cfg, args.devices, seed=args.seed, start_ms=args.start_ms,
+                                    span_seconds=args.span_seconds, reports_per_day=args.reports_per_day,
+                                    dimensions=dims, prevalences=prevalences, chatty_over=args.chatty_over or 0.0,
+                                    chatty_regions=args.chatty_regions or 0.0,
+                                    chatty_factor=3.0 if args.chatty_factor is None else args.chatty_factor)
+    truth = write_population(cfg, pop, args.out, scenario=scenario, devices=summary)
+    print(devices_line(cfg, summary, args.out, truth))
+
+
+def devices_line(cfg, summary: dict, out: str, truth: str) -> str:
+    """What ``simulate --devices`` wrote, and what the job will leave out by each bound, and why."""
+    held, drop = summary["not_sent"], summary["dropped_by_the_job"]
+    line = (f"wrote {summary['reports']:,} reports of {summary['devices']:,} devices of {cfg.name!r} (mean rate "
+            f"{summary['reports_per_day']:g} reports a day, following the day) to {out}, and the true counts, means "
+            f"and extremes per window and key to {truth}")
+    if held["rate_exceeded"] or held["past_max_reports_per_device"]:
+        line += (f"; not sent: {held['rate_exceeded']:,} the clients refused past the declared reports_per_day, "
+                 f"{held['past_max_reports_per_device']:,} honest devices held back past max_reports_per_device "
+                 "a slice")
+    if cfg.device is not None:
+        line += (f"; the job will leave out {drop['reports_over_device_bound']:,} reports past max_reports_per_device "
+                 f"({summary['chatty_over_bound']:,} chatty devices send over it) and "
+                 f"{drop['reports_over_key_bound']:,} past max_keys_per_device ({summary['chatty_two_regions']:,} "
+                 "devices report from two regions)")
+    return line
 
 
 VERBOSE = ("-v", "--verbose")
@@ -101,11 +151,28 @@ def build_parser() -> tuple:
                                      "truth. Event times are UTC milliseconds.",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sim.add_argument("--config", required=True, help="collection config (JSON or YAML) with one collection")
-    sim.add_argument("--reports", type=int, required=True, help="number of reports to write")
+    sim.add_argument("--reports", type=int, default=None, help="number of reports to write (reports alone: no "
+                                                                 "device sends two); or --devices")
+    sim.add_argument("--devices", type=int, default=None,
+                     help="simulate this many devices instead: each with its id (its slice's token, as the clients "
+                          "derive it), its values and region for the run, and its rate following the day; needed "
+                          "when the config bounds devices (privacy.unit: device)")
+    sim.add_argument("--reports-per-day", type=float, default=None,
+                     help="with --devices: the devices' mean rate (default: the config's privacy.reports_per_day)")
+    sim.add_argument("--chatty-over", type=float, default=None, metavar="SHARE",
+                     help="with --devices: this share of the devices send past the config's bounds (their rate "
+                          "times --chatty-factor, uncapped); the job leaves the excess out (reports_over_device_bound)")
+    sim.add_argument("--chatty-regions", type=float, default=None, metavar="SHARE",
+                     help="with --devices: this share of the devices report from two regions (the first "
+                          "--dimension of two values or more), as many from each a slice; with "
+                          "max_keys_per_device 1 the job leaves one region's out (reports_over_key_bound)")
+    sim.add_argument("--chatty-factor", type=float, default=None,
+                     help="with --chatty-over: how many times their rate those devices send (default 3)")
     sim.add_argument("--out", required=True, help="Avro file to write (the true counts go to <out>.truth.json)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the population and of the randomizer")
     sim.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="first event time (ms since epoch)")
-    sim.add_argument("--span-seconds", type=float, default=None, help="event times span (default: 4 windows)")
+    sim.add_argument("--span-seconds", type=float, default=None,
+                     help="event times span (default: 4 windows; with --devices a day, or a window when longer)")
     sim.add_argument("--reports-per-client", type=int, default=1,
                      help="reports per pseudonymous client (for client extremes)")
     sim.add_argument("--dimension", action="append", default=None, metavar="NAME=VALUE:WEIGHT,...",

@@ -29,6 +29,7 @@ class Population:
     clients: np.ndarray       # (n,) object (str) or None
     values: dict | None = None   # numeric feature name -> (n,) float64 true values (their bits are encoded)
     dimensions: dict | None = None   # dimension name -> (n,) object (str) value of each report
+    devices: np.ndarray | None = None   # (n,) int64: each report's device (simulate_devices), None: reports alone
 
 
 def parse_dimension(text: str) -> tuple:
@@ -137,16 +138,71 @@ def _check_scenario(config, prevalences: dict, change: Change | None) -> None:
                              f"{'a boolean' if is_change else 'a boolean or categorical'} feature, got a {f.kind} one")
 
 
+def day_curve(event_ms) -> np.ndarray:
+    """The day's shape of traffic at each time (UTC): ``1 + 0.8 sin(2 pi (hour - 8) / 24)``, mean 1 over a
+    day, lowest around 02:00 (0.2), highest around 14:00 (1.8)."""
+    hour = (np.asarray(event_ms, dtype=np.int64) // 1000 % 86_400) / 3600.0
+    return 1 + 0.8 * np.sin(2 * np.pi * (hour - 8) / 24)
+
+
 def diurnal_times(rng, n: int, start_ms: int, span_ms: int) -> np.ndarray:
     """``n`` event times over ``[start_ms, start_ms + span_ms)`` whose rate follows the day (UTC):
     ``1 + 0.8 sin(2 pi (hour - 8) / 24)``, lowest around 02:00, highest around 14:00 (about 9x)."""
     minutes = max(1, span_ms // 60_000)
-    t = start_ms + np.arange(minutes) * 60_000
-    hour = (t // 1000 % 86_400) / 3600.0
-    rate = 1 + 0.8 * np.sin(2 * np.pi * (hour - 8) / 24)
+    rate = day_curve(start_ms + np.arange(minutes) * 60_000)
     chosen = rng.choice(minutes, size=n, p=rate / rate.sum())
     within = rng.integers(0, min(60_000, span_ms), n)
     return np.minimum(start_ms + chosen * 60_000 + within, start_ms + span_ms - 1)
+
+
+def draw_features(config, n: int, rng, prevalences: dict | None = None) -> tuple:
+    """``n`` rows of true features of ``config``'s layout (reports, or devices that hold their values), the
+    draws of the module docstring: ``(true_bits (n, n_bits) uint8, {numeric feature: (n,) values},
+    {boolean feature: (n,) scores})``. ``prevalences`` as :func:`simulate_population` takes them."""
+    prevalences = prevalences or {}
+    layout = config.layout
+    common = rng.standard_normal(n)
+    columns, values, scores_of = [], {}, {}
+    for f in layout.features:
+        load = rng.uniform(0.3, 1.2)
+        if f.kind == "boolean":
+            score = load * common + rng.standard_normal(n)
+            drawn_share = rng.uniform(0.1, 0.6)          # drawn even when fixed, so the stream stays the same
+            threshold = _threshold_for(score, prevalences.get(f.name, drawn_share))
+            scores_of[f.name] = score
+            columns.append((score > threshold).astype(np.uint8)[:, None])
+        elif f.kind == "numeric":
+            score = load * common + rng.standard_normal(n) + rng.uniform(-1, 1)
+            unit = 1 / (1 + np.exp(-score))
+            values[f.name] = f.low + (f.high - f.low) * unit
+            columns.append((rng.random(n) < unit).astype(np.uint8)[:, None])   # the client's encoding
+        else:
+            k = len(f.values)
+            offsets = rng.normal(0, 0.8, k)
+            loads = rng.normal(0, load, k)
+            scores = common[:, None] * loads + rng.standard_normal((n, k))
+            if f.name in prevalences and n:
+                offsets = _offsets_for(scores, offsets, np.array([prevalences[f.name][v] for v in f.values]))
+            columns.append(np.eye(k, dtype=np.uint8)[(scores + offsets).argmax(axis=1)])
+    true_bits = np.concatenate(columns, axis=1) if n else np.zeros((0, layout.n_bits), np.uint8)
+    return true_bits, values, scores_of
+
+
+def draw_dimensions(config, dimensions: list | None, n: int, rng) -> dict | None:
+    """Each of ``n`` rows' value of each dimension of ``dimensions`` (:func:`parse_dimension`'s pairs), drawn
+    with its weights; None without dimensions. A dimension the config does not declare is refused."""
+    if not dimensions:
+        return None
+    declared = {d.name for d in config.dimensions}
+    dims = {}
+    for name, weighted in dimensions:
+        if name not in declared:
+            raise ValueError(f"--dimension {name}: the config declares no dimension {name!r} (declared: "
+                             f"{sorted(declared)}); reports with it would be dead-lettered")
+        names = np.array([v for v, _ in weighted], dtype=object)
+        w = np.array([x for _, x in weighted], dtype=float)
+        dims[name] = names[rng.choice(len(names), size=n, p=w / w.sum())]
+    return dims
 
 
 def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = DEFAULT_START_MS,
@@ -171,30 +227,7 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
         raise ValueError(f"reports_per_client must be >= 1, got reports_per_client={reports_per_client}")
     rng = np.random.default_rng(seed)
     layout = config.layout
-    common = rng.standard_normal(n_reports)
-    columns, values, scores_of = [], {}, {}
-    for f in layout.features:
-        load = rng.uniform(0.3, 1.2)
-        if f.kind == "boolean":
-            score = load * common + rng.standard_normal(n_reports)
-            drawn_share = rng.uniform(0.1, 0.6)          # drawn even when fixed, so the stream stays the same
-            threshold = _threshold_for(score, prevalences.get(f.name, drawn_share))
-            scores_of[f.name] = score
-            columns.append((score > threshold).astype(np.uint8)[:, None])
-        elif f.kind == "numeric":
-            score = load * common + rng.standard_normal(n_reports) + rng.uniform(-1, 1)
-            unit = 1 / (1 + np.exp(-score))
-            values[f.name] = f.low + (f.high - f.low) * unit
-            columns.append((rng.random(n_reports) < unit).astype(np.uint8)[:, None])   # the client's encoding
-        else:
-            k = len(f.values)
-            offsets = rng.normal(0, 0.8, k)
-            loads = rng.normal(0, load, k)
-            scores = common[:, None] * loads + rng.standard_normal((n_reports, k))
-            if f.name in prevalences and n_reports:
-                offsets = _offsets_for(scores, offsets, np.array([prevalences[f.name][v] for v in f.values]))
-            columns.append(np.eye(k, dtype=np.uint8)[(scores + offsets).argmax(axis=1)])
-    true_bits = np.concatenate(columns, axis=1) if n_reports else np.zeros((0, layout.n_bits), np.uint8)
+    true_bits, values, scores_of = draw_features(config, n_reports, rng, prevalences)
     noisy = ClientRandomizer(layout, config.channels, rng).randomize_many(true_bits)
     if span_seconds is None:
         span_seconds = 86_400.0 if config.window.type == "global" else 4 * config.window.size_seconds
@@ -207,17 +240,7 @@ def simulate_population(config, n_reports: int, seed: int = 0, start_ms: int = D
     if config.client_extremes:
         n_clients = max(1, n_reports // reports_per_client)
         clients = np.array([f"c{i:07d}" for i in rng.integers(0, n_clients, n_reports)], dtype=object)
-    dims = None
-    if dimensions:
-        declared = {d.name for d in config.dimensions}
-        dims = {}
-        for name, weighted in dimensions:
-            if name not in declared:
-                raise ValueError(f"--dimension {name}: the config declares no dimension {name!r} (declared: "
-                                 f"{sorted(declared)}); reports with it would be dead-lettered")
-            names = np.array([v for v, _ in weighted], dtype=object)
-            w = np.array([x for _, x in weighted], dtype=float)
-            dims[name] = names[rng.choice(len(names), size=n_reports, p=w / w.sum())]
+    dims = draw_dimensions(config, dimensions, n_reports, rng)
     if change is not None:
         hit = event_ms >= change.at_ms
         if change.where is not None:
@@ -280,7 +303,7 @@ def true_extremes(config, pop: Population, idx: np.ndarray) -> list:
 def true_counts(config, pop: Population, dimensions: dict | None = None) -> list:
     """Per window and key: the true count of every counted set, in the family's order (a numeric
     feature's bit as encoded), the true mean of every published mean (``None`` where nothing is
-    given), and the true value of every extreme."""
+    given), and the true value of every extreme; with devices, how many devices sent its reports."""
     out = []
     labels = config.layout.labels
     for (start, end), window_idx in config.window.assign(pop.event_ms):
@@ -293,20 +316,25 @@ def true_counts(config, pop: Population, dimensions: dict | None = None) -> list
                 means.append({"feature": labels[bit], "given": [labels[b] for b in given],
                               "mean": float(x[rows].mean()) if rows.any() else None})
             out.append({"collection": config.name, "window_start": start, "window_end": end, "dimensions": dims,
-                        "n_reports": int(len(idx)), "sets": [list(s) for s in config.family],
+                        "n_reports": int(len(idx)),
+                        **({} if pop.devices is None else {"n_devices": int(np.unique(pop.devices[idx]).size)}),
+                        "sets": [list(s) for s in config.family],
                         "counts": acc.counts.tolist(), "means": means, "extremes": true_extremes(config, pop, idx)})
     return out
 
 
 def write_population(config, pop: Population, out_path: str, dimensions: dict | None = None,
-                     truth_path: str | None = None, scenario: dict | None = None) -> str:
+                     truth_path: str | None = None, scenario: dict | None = None, devices: dict | None = None) -> str:
     """Reports to ``out_path`` (Avro), true counts to ``truth_path`` (default ``<out>.truth.json``),
-    with the ``scenario`` that set them (prevalences, a change) when given."""
+    with the ``scenario`` that set them (prevalences, a change) and the ``devices``' summary
+    (:func:`~ldp_marginals.pipelines.simulate_devices.simulate_devices`) when given."""
     schemas.write_avro(out_path, "noisy_report", report_records(config, pop, dimensions))
     truth_path = truth_path or out_path + ".truth.json"
     doc = {"windows": true_counts(config, pop, dimensions)}
     if scenario:
         doc["scenario"] = scenario
+    if devices:
+        doc["devices"] = devices
     with open(truth_path, "w") as fh:
         json.dump(doc, fh)
     return truth_path
