@@ -44,6 +44,7 @@ def _simulate(args):
             raise ValueError(f"--change {args.change} needs --change-at (ms since epoch)")
         change = parse_change(args.change, args.change_at, args.change_where)
     scenario = {"prevalences": prevalences} if prevalences else {}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if args.devices is not None:
         _simulate_devices(args, cfg, dims, prevalences, change, scenario)
         return
@@ -187,7 +188,8 @@ def build_parser() -> tuple:
     sim.add_argument("--change-where", default=None, metavar="DIMENSION=VALUE",
                      help="the dimension value whose reports change (needs --dimension of that dimension)")
     sim.add_argument("--diurnal", action="store_true",
-                     help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00")
+                     help="traffic that follows the day (UTC): about 9x more reports at 14:00 than at 02:00 "
+                          "(--devices: always)")
     cc = sub.add_parser("client-config", help="write the JSON a collection's devices read (the JVM, TypeScript and "
                                               "Python clients), from the collection config",
                         description="Write the client config of one collection (docs/client.md): its features, "

@@ -202,3 +202,12 @@ def test_honest_devices_keep_to_the_bound_per_slice_of_any_window(window):
     assert all(len(set(v)) == 1 for v in per.values())
     assert len({v[0] for v in per.values()}) == len(per)   # a token per device and slice, each its own
     assert summary["dropped_by_the_job"] == {"reports_over_device_bound": 0, "reports_over_key_bound": 0}
+
+
+def test_simulate_writes_into_a_folder_that_does_not_exist_yet(tmp_path):
+    # before: --out new/r.avro ended in a FileNotFoundError traceback (a folder a user had not made)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(CONFIG))
+    out = tmp_path / "new" / "deeper" / "r.avro"
+    assert cli.main(["simulate", "--config", str(tmp_path / "c.yaml"), "--devices", "20", "--out", str(out),
+                     "--dimension", REGIONS, "--seed", "3"]) == 0
+    assert out.stat().st_size > 0 and json.loads(out.with_name("r.avro.truth.json").read_text())["devices"]
