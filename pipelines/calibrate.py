@@ -55,10 +55,11 @@ def from_config(args) -> list:
         if getattr(args, name) is not None:
             raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")
     out = []
-    from ldp_marginals.pipelines.plan_kinds import calibrate_kind, mechanism_advice
+    from ldp_marginals.pipelines.plan_kinds import calibrate_kind, config_specs, mechanism_advice
+    specs = config_specs(args.config)   # what a candidate channel is pasted into
     for cfg in load_configs(args.config, check_promise=False).values():
         if cfg.sampling is not None:   # a channel kind: no per-bit channels (pipelines/plan_kinds.py)
-            out.append(calibrate_kind(cfg, args.epsilon))
+            out.append(calibrate_kind(cfg, args.epsilon, specs[cfg.name]))
             continue
         promise = cfg.privacy.describe() if cfg.privacy else None
         local = float(local_dp_epsilon(cfg.layout, cfg.channels))
@@ -70,7 +71,7 @@ def from_config(args) -> list:
                "raise_min_reports_to": None, "min_reports": cfg.min_reports,
                "epsilon": None, "eta": None, "sufficient_crowd": None, "unit": cfg.unit,
                "repeats": cfg.promise_repeats, "epsilons": cfg.describe_epsilons(),
-               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg),
+               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg, specs[cfg.name]),
                # privacy.epsilon_per_day / _per_month against the enforced figures (the job refuses a fault)
                "promise_over_time_fault": cfg.promise_fault()}
         if promise and promise["model"] == "local":
