@@ -140,7 +140,7 @@ def publishing_advice(cfg, spec: dict, epsilon: float, population: dict) -> dict
     publication step on simulated windows), with the config line to paste. Each candidate is screened on
     one window in order of variance and the first that publishes is confirmed on ``windows``; when the best
     accepted candidate does not publish, the devices a key it needs (``needed``: doubling the devices, up
-    to :data:`POPULATION_GROWTH` times, one window each)."""
+    to :data:`POPULATION_GROWTH` times, one window of one key each: the rules of a key, not the rollups')."""
     from ldp_marginals.pipelines.plan_outlook import publication_outlook
     tried = []
     recommended = None
@@ -166,7 +166,7 @@ def publishing_advice(cfg, spec: dict, epsilon: float, population: dict) -> dict
         devices = population["devices"]
         for _ in range(POPULATION_GROWTH.bit_length() - 1):
             devices *= 2
-            if publication_outlook(cand, devices, population["reports"], population["keys"], windows=1)["publishes"]:
+            if publication_outlook(cand, devices, population["reports"], 1, windows=1)["publishes"]:   # a key's rules
                 needed = {"candidate": c["label"], "devices_per_key": devices}
                 break
         if needed is None:
@@ -266,7 +266,8 @@ def publishing_lines(adv: dict) -> list:
         need = adv["needed"]
         lines.append(f"  the best the job accepts, {need['candidate']}, publishes every kind of row at " + (
                          f"{need['devices_per_key']:,} devices a key" if need["devices_per_key"] else
-                         f"more than {need['more_than']:,} devices a key (not found below)"))
+                         f"more than {need['more_than']:,} devices a key (not found below)") +
+                     " (doubling the devices; one simulated window of one key each)")
     return lines
 
 
