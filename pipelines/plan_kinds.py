@@ -275,7 +275,7 @@ def _flow(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in d.items()) + "}"
 
 
-def calibrate_kind(cfg, epsilon, spec: dict) -> dict:
+def calibrate_kind(cfg, epsilon, spec: dict, population: dict | None = None) -> dict:
     """``calibrate --config``'s row of a collection whose channel is a kind: the whole report's epsilon,
     whether a local promise is kept, and the kinds compared (sufficient DP does not apply: the kind
     does not randomize bit by bit, so ``--epsilon`` gives no crowd for it)."""
@@ -287,7 +287,7 @@ def calibrate_kind(cfg, epsilon, spec: dict) -> dict:
             "local_epsilon": float(m.epsilon), "symmetric_flip": None, "promise": promise, "promise_kept": kept,
             "raise_min_reports_to": None, "min_reports": cfg.min_reports, "epsilon": epsilon, "eta": None,
             "sufficient_crowd": None, "unit": cfg.unit, "repeats": 1, "epsilons": cfg.describe()["epsilons"],
-            "mechanism": mechanism_advice(cfg, spec)}
+            "mechanism": mechanism_advice(cfg, spec, population)}
 
 
 def render_kind(r: dict) -> list:

@@ -86,3 +86,23 @@ def test_plan_prints_the_outlook_and_the_line_to_paste(tmp_path, capsys):
     assert "    channel: {kind: 'hadamard', epsilon: 2.0, slots: 1, memoize: True, epsilon_1: 1.0}" in text
     assert cli.main(["plan", "--config", str(tmp_path / "c.yaml"), "--devices-per-key", "0"]) != 0
     assert "--devices-per-key must be an integer >= 1, got --devices-per-key=0" in capsys.readouterr().err
+
+
+def test_calibrate_recommends_what_publishes_as_plan_does(tmp_path, capsys):
+    """Item 4: ``calibrate --config --devices-per-key`` gives plan's outlook: at 60 devices a region the
+    Hadamard kind's rows are withheld, and it recommends the same channel as plan, with the line to paste.
+    On main: 'unrecognized arguments: --devices-per-key'."""
+    import json
+
+    from ldp_marginals.pipelines import cli
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(SPEC))
+    assert cli.main(["calibrate", "--config", str(tmp_path / "c.yaml"), "--devices-per-key", str(THIN), "--keys", "3",
+                     "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    adv = row["mechanism"]["publishing"]
+    planned = plan_at(tmp_path / "plan", THIN)
+    assert not adv["tried"][0]["outlook"]["publishes"]
+    assert adv["recommended"]["paste"] == planned["recommended"]["paste"]
+    assert cli.main(["calibrate", "--config", str(tmp_path / "c.yaml"), "--devices-per-key", str(THIN),
+                     "--keys", "3"]) == 0
+    assert f"    {adv['recommended']['paste']}" in capsys.readouterr().out
