@@ -65,7 +65,9 @@ def plan_recommendation(devices: int, keys: int = len(REGIONS), windows: int = 3
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "team.yaml")
         with open(path, "w") as fh:
-            yaml.safe_dump(team_config(None, **dict({"privacy": PLAN_PRIVACY}, **changes)), fh)
+            # the team's config under its promise (its channel memoized with epsilon_1 1, whole-report epsilon 2:
+            # what plan's candidates keep; today's per-bit RAPPOR breaks the promise and the job refuses it)
+            yaml.safe_dump(team_config(PLAN_KIND, **dict({"privacy": PLAN_PRIVACY}, **changes)), fh)
         args = argparse.Namespace(config=path, reports_per_window=None, frequency=[], target_half_width=None,
                                   target_mean_half_width=[], json=True, devices_per_key=devices,
                                   reports_per_device=PER_DAY, keys=keys, outlook_windows=windows)
