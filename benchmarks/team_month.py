@@ -36,23 +36,43 @@ HOUR, DAY = 3_600_000, 86_400_000
 PER_DAY = 24
 MEMOIZED_RAPPOR = dict(TEAM["channel"])   # today's channel: per-bit RAPPOR, memoized
 ALL = "__all__"   # the rollup row's value of a dimension it sums over
-# what ``ldp-marginals plan`` recommends for the team at whole-report epsilon 2 (Hadamard sampling, one slot:
-# 131 against subset's 225 and per-bit's 70,617 worst-case 3-way cell variance per report), memoized as the
-# team's hourly reports need: the permanent response at epsilon 2, one report's epsilon_1 = 1
+# the kind ``ldp-marginals plan`` picked for the team at whole-report epsilon 2 by variance alone (Hadamard
+# sampling, one slot: 131 against subset's 225 and per-bit's 70,617 worst-case 3-way cell variance per report),
+# memoized as the team's hourly reports need: the permanent response at epsilon 2, one report's epsilon_1 = 1.
+# At 2,000 devices a region and min_reports 100 its rows are withheld (README); plan now predicts that and
+# recommends what publishes (:func:`plan_recommendation`)
 PLAN_KIND = {"kind": "hadamard", "epsilon": 2.0, "memoize": True, "epsilon_1": 1.0}
-# what the team has to change for that kind to publish every kind of row at 2,000 devices a region (the
-# note of benchmarks/team_month.py's run): the kinds' reads rules need min_reports devices behind each of
-# the 129 coefficients a device draws for good (about 15 a coefficient at 2,000 devices) and behind each
-# group of clients whose sampled report drew one extreme's coefficient; and the presence test of the
-# conditional's condition under 24 reports of one permanent response needs a looser false-positive rate
-PLAN_KIND_AT_2000 = {"min_reports": 3, "conditional_alpha": 0.05}
+# the team's promise that plan compares the channels at: a whole report local DP at epsilon 2
+PLAN_PRIVACY = dict(TEAM["privacy"], model="local", epsilon=2.0)
 KINDS = ("marginals", "tables", "consistent_tables", "extremes", "conditionals", "means")
 
 
 def team_config(channel: dict | None = None, **changes) -> dict:
     """The team's configuration with ``channel`` (default: memoized per-bit RAPPOR; :data:`PLAN_KIND` the
-    kind ``plan`` recommends) and ``changes`` to its top-level keys (e.g. :data:`PLAN_KIND_AT_2000`)."""
+    kind ``plan`` picked by variance alone) and ``changes`` to its top-level keys (e.g. ``privacy``:
+    :data:`PLAN_PRIVACY`)."""
     return dict(TEAM, channel=dict(MEMOIZED_RAPPOR if channel is None else channel), **changes)
+
+
+def plan_recommendation(devices: int, keys: int = len(REGIONS), windows: int = 3, **changes) -> dict:
+    """What ``ldp-marginals plan`` recommends for the team (its promise :data:`PLAN_PRIVACY`, ``changes`` to
+    its top-level keys) at ``devices`` devices a region, ``keys`` regions, 24 reports a device a day: its
+    ``publishing`` advice (pipelines/plan_kinds.py ``publishing_advice``; ``["recommended"]["channel"]``
+    the channel, None when no candidate publishes every kind of row)."""
+    import yaml
+
+    from ldp_marginals.pipelines.plan import plan
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "team.yaml")
+        with open(path, "w") as fh:
+            # the team's config under its promise (its channel memoized with epsilon_1 1, whole-report epsilon 2:
+            # what plan's candidates keep; today's per-bit RAPPOR breaks the promise and the job refuses it)
+            yaml.safe_dump(team_config(PLAN_KIND, **dict({"privacy": PLAN_PRIVACY}, **changes)), fh)
+        args = argparse.Namespace(config=path, reports_per_window=None, frequency=[], target_half_width=None,
+                                  target_mean_half_width=[], json=True, devices_per_key=devices,
+                                  reports_per_device=PER_DAY, keys=keys, outlook_windows=windows)
+        (coll,) = plan(args)["collections"]
+    return coll["mechanism"]["publishing"]
 
 
 def month_reports(config: dict, devices: int, days: int, seed: int = 48) -> list:
@@ -182,17 +202,41 @@ def problems(findings: dict, config: dict, devices: int, days: int, precision_wi
     return out
 
 
+def frequency_variances(findings: dict) -> dict:
+    """``{row kind (marginals by order, tables by width): the median of variance / n_reports^2}`` over the
+    regions' rows (not the rollup's): the precision the channel gives, on the frequency scale."""
+    out = {}
+    for kind in ("marginals", "tables"):
+        per = {}
+        for (_, region), got in findings["rows"][kind].items():
+            for r in got if region != ALL else []:
+                width = len(r["columns"]) if kind == "marginals" else len(r["group"])
+                per.setdefault(f"{kind} of {width}", []).append(r["variance"] / r["n_reports"] ** 2)
+        out.update({label: float(np.median(v)) for label, v in sorted(per.items())})
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=2000, help="devices a region")
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--channel", default=None, help="the channel as JSON (default: memoized per-bit RAPPOR; "
-                                                        "'plan': the kind plan recommends, PLAN_KIND)")
+                                                        "'plan': what plan recommends at --devices, under "
+                                                        "PLAN_PRIVACY and --set)")
     parser.add_argument("--set", default="{}", help="changes to the config's top-level keys as JSON, e.g. "
                                                     "'{\"min_reports\": 3}'")
     args = parser.parse_args(argv)
-    channel = PLAN_KIND if args.channel == "plan" else json.loads(args.channel) if args.channel else None
-    config = team_config(channel, **json.loads(args.set))
+    changes = json.loads(args.set)
+    if args.channel == "plan":
+        advice = plan_recommendation(args.devices, **changes)
+        if advice["recommended"] is None:
+            print(f"plan recommends nothing at {args.devices:,} devices a region: {advice['needed']}")
+            return 1
+        channel, changes = advice["recommended"]["channel"], dict({"privacy": PLAN_PRIVACY}, **changes)
+        print(f"plan recommends {advice['recommended']['label']}: {advice['paste']}")
+    else:
+        channel = json.loads(args.channel) if args.channel else None
+    config = team_config(channel, **changes)
     n_reports = len(REGIONS) * args.devices * PER_DAY * args.days
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -208,6 +252,8 @@ def main(argv=None) -> int:
     print(f"team month: {len(REGIONS)} regions x {args.devices:,} devices x {PER_DAY} reports a day x {args.days} days "
           f"= {n_reports:,} reports; channel {json.dumps(config['channel'])}; changes {args.set}")
     print(f"rows published by kind: {rows}; of them on the rollup row: {rollup}")
+    print("median frequency variance (variance / n_reports^2) of a region's rows: " + "; ".join(
+        f"{label} {v:.3g}" for label, v in frequency_variances(findings).items()))
     withheld = {}
     for per in findings["rows"]["withheld"].values():
         for r in per:   # the reasons with their numbers masked, counted

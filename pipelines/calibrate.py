@@ -39,6 +39,14 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eta", type=float, default=0.01, help="tail probability allowed by the Monte Carlo calibration")
     parser.add_argument("--trials", type=int, default=20_000, help="Monte Carlo trials")
     parser.add_argument("--seed", type=int, default=0, help="Monte Carlo seed")
+    parser.add_argument("--devices-per-key", type=int, default=None, metavar="D",
+                        help="with --config: also the channel whose every kind of row publishes at D devices per "
+                             "window and key (as plan's outlook: the job's rules on simulated windows)")
+    parser.add_argument("--reports-per-device", type=int, default=None, metavar="R",
+                        help="with --devices-per-key: each device's reports per window (default: the config's bound)")
+    parser.add_argument("--keys", type=int, default=1, metavar="K", help="with --devices-per-key: keys per window")
+    parser.add_argument("--outlook-windows", type=int, default=3, metavar="W",
+                        help="with --devices-per-key: simulated windows that must each publish every kind of row")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -55,10 +63,14 @@ def from_config(args) -> list:
         if getattr(args, name) is not None:
             raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")
     out = []
-    from ldp_marginals.pipelines.plan_kinds import calibrate_kind, mechanism_advice
+    from ldp_marginals.pipelines.plan_kinds import calibrate_kind, config_specs, mechanism_advice
+    from ldp_marginals.pipelines.plan import _outlook_population
+    specs = config_specs(args.config)   # what a candidate channel is pasted into
     for cfg in load_configs(args.config, check_promise=False).values():
+        # plan's outlook on withholding, asked for with --devices-per-key (calibrate has no N to default from)
+        population = _outlook_population(args, cfg, None) if getattr(args, "devices_per_key", None) else None
         if cfg.sampling is not None:   # a channel kind: no per-bit channels (pipelines/plan_kinds.py)
-            out.append(calibrate_kind(cfg, args.epsilon))
+            out.append(calibrate_kind(cfg, args.epsilon, specs[cfg.name], population))
             continue
         promise = cfg.privacy.describe() if cfg.privacy else None
         local = float(local_dp_epsilon(cfg.layout, cfg.channels))
@@ -70,7 +82,7 @@ def from_config(args) -> list:
                "raise_min_reports_to": None, "min_reports": cfg.min_reports,
                "epsilon": None, "eta": None, "sufficient_crowd": None, "unit": cfg.unit,
                "repeats": cfg.promise_repeats, "epsilons": cfg.describe_epsilons(),
-               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg),
+               "kind": cfg.channel_kind, "mechanism": mechanism_advice(cfg, specs[cfg.name], population),
                # privacy.epsilon_per_day / _per_month against the enforced figures (the job refuses a fault)
                "promise_over_time_fault": cfg.promise_fault()}
         if promise and promise["model"] == "local":

@@ -38,6 +38,19 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                              "sending --reports-per-client reports; warns when the client rows would be withheld")
     parser.add_argument("--reports-per-client", default=None, metavar="LOW[-HIGH]",
                         help="with --clients-per-window: each client sends LOW to HIGH reports a window (uniformly)")
+    parser.add_argument("--devices-per-key", type=int, default=None, metavar="D",
+                        help="the population whose rows the recommendation must publish: D devices (the unit's "
+                             "persons; clients under the report unit) per window and key (default: N / R)")
+    parser.add_argument("--reports-per-device", type=int, default=None, metavar="R",
+                        help="each device's reports per window (default: the config's bound, "
+                             "max_reports_per_device times its slices, under the device unit; else 1)")
+    parser.add_argument("--keys", type=int, default=1, metavar="K",
+                        help="keys (values of the first dimension) per window, each of D devices: what the "
+                             "rollups sum (default 1)")
+    parser.add_argument("--outlook-windows", type=int, default=3, metavar="W",
+                        help="simulated windows that must each publish every kind of row (default 3)")
+    parser.add_argument("--no-outlook", dest="outlook", action="store_false",
+                        help="skip the outlook on withholding (the job's rules run on simulated windows)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -56,6 +69,8 @@ def plan(args) -> dict:
                 from None
     population = _population(args)
     configs = load_configs(args.config)
+    from ldp_marginals.pipelines.plan_kinds import config_specs
+    specs = config_specs(args.config)   # what a candidate channel is pasted into
     n, target, assumed = args.reports_per_window, args.target_half_width, None
     if n is None and target is None and not mean_targets:
         # nothing asked: the precision at an assumed N, said so, and the pick of the mechanism (which does not
@@ -78,7 +93,8 @@ def plan(args) -> dict:
             rows, cells = kind_precision(cfg, n, target, frequencies, _precision)
             out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                        "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
-                                       "means": [], "privacy": _privacy(cfg), "mechanism": mechanism_advice(cfg)})
+                                       "means": [], "privacy": _privacy(cfg), "mechanism": mechanism_advice(
+                                           cfg, specs[name], _outlook_population(args, cfg, n))})
             continue
         labels, chan = cfg.layout.labels, cfg.channels
         published = [list(s) for s in cfg.published_sets]   # as the job's marginal rows
@@ -112,8 +128,31 @@ def plan(args) -> dict:
                           **_precision(per_report, n, mean_targets.get(f.name), cfg.level)})
         out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                    "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
-                                   "means": means, "privacy": _privacy(cfg), "mechanism": mechanism_advice(cfg),
+                                   "means": means, "privacy": _privacy(cfg), "mechanism": mechanism_advice(
+                                       cfg, specs[name], _outlook_population(args, cfg, n)),
                                    "client_rows": _client_rows(cfg, population)})
+    return out
+
+
+def _outlook_population(args, cfg, n) -> dict | None:
+    """The population the recommendation must publish at (``publishing_advice``): ``--devices-per-key``
+    (default: N reports per window and key over R reports a device), ``--reports-per-device`` (default:
+    the most reports of a device in a row, :attr:`repeats_per_window`, under the device unit; else 1),
+    ``--keys`` and ``--outlook-windows``; None with ``--no-outlook``."""
+    if not getattr(args, "outlook", True):
+        return None
+    reports = getattr(args, "reports_per_device", None)
+    if reports is None:
+        reports = cfg.repeats_per_window if cfg.counts_devices else 1
+    devices = getattr(args, "devices_per_key", None)
+    if devices is None:
+        devices = max(1, (n or ASSUMED_REPORTS_PER_WINDOW) // reports)
+    out = {"devices": devices, "reports": reports, "keys": getattr(args, "keys", 1),
+           "windows": getattr(args, "outlook_windows", 3)}
+    for name, option in (("devices", "--devices-per-key"), ("reports", "--reports-per-device"), ("keys", "--keys"),
+                         ("windows", "--outlook-windows")):
+        if not isinstance(out[name], int) or out[name] < 1:
+            raise ValueError(f"{option} must be an integer >= 1, got {option}={out[name]!r}")
     return out
 
 

@@ -28,7 +28,8 @@ def run(tmp_path, spec, **options):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
     args = argparse.Namespace(config=str(tmp_path / "c.yaml"), reports_per_window=options.get("n", 33144),
                               frequency=options.get("frequency", []), target_half_width=0.02,
-                              target_mean_half_width=[], json=True)
+                              target_mean_half_width=[], json=True,
+                              outlook=False)   # the outlook on withholding: tests/pipelines/test_plan_outlook.py
     return plan(args)
 
 
