@@ -220,8 +220,13 @@ def advice_lines(m: dict) -> list:
         return [f"mechanism: {m['reason']}"]
     lines = [f"mechanism for the local promise at whole-report epsilon {m['epsilon']:g} (worst-case summed cell "
              f"variance of a {m['order']}-way table, per report: divide by N):"]
+    # with an outlook the pick is the outlook's: it ranks at one report's epsilon (memoized where the config
+    # is) and drops what withholds rows at the population, so this section's best may not be it
+    deferred = bool(m.get("publishing"))
     for c in m["candidates"]:
-        mark = "  <- best the job accepts" if c["kind"] == m["best"] else ""
+        mark = "" if c["kind"] != m["best"] else (
+            "  <- lowest variance the job accepts (before withholding: the pick is below)" if deferred
+            else "  <- best the job accepts")
         if c.get("refused_batch") and c["kind"] != m["current"]:
             mark = f"  (the job refuses it with this config: {_refusal(c['refused_batch'])})"
         elif c.get("refused_streaming"):
@@ -230,6 +235,8 @@ def advice_lines(m: dict) -> list:
                      f"{_flow(c['channel'])}{mark}")
     if m["best"] is None:
         lines.append("  the job accepts none of the kinds with this config")
+    elif deferred:
+        lines.append("  which channel to use at this population, with the rows each withholds there, is below")
     elif m["current"] == m["best"]:
         lines.append(f"  this collection uses the best kind ({m['current']}) the job accepts with this config; the "
                      f"runner-up's variance is {m['ratio']:,.3g}x")
@@ -264,7 +271,7 @@ def publishing_lines(adv: dict) -> list:
         lines.append("  no candidate the job accepts publishes every kind of row at this population")
     if adv["needed"] is not None:
         need = adv["needed"]
-        lines.append(f"  the best the job accepts, {need['candidate']}, publishes every kind of row at " + (
+        lines.append(f"  the lowest variance above, {need['candidate']}, publishes every kind of row at " + (
                          f"{need['devices_per_key']:,} devices a key" if need["devices_per_key"] else
                          f"more than {need['more_than']:,} devices a key (not found below)") +
                      " (doubling the devices; one simulated window of one key each)")

@@ -230,4 +230,7 @@ def test_plan_without_a_traffic_figure_still_picks_and_states_its_assumption(tmp
     text = capsys.readouterr().out
     assert text.startswith("no --reports-per-window N or --target-half-width H given: assuming N=20,000 reports per "
                            "window and key (at least 10,000, and every collection's min_reports)")
-    assert "<- best the job accepts" in text and "subset would give a" in text
+    # the lowest variance, subset s=6, rests its marginals on 6/7 of the reports: under min_reports 20,000 at
+    # N = 20,000 the outlook withholds them and picks the width that publishes
+    assert "<- lowest variance the job accepts (before withholding: the pick is below)" in text
+    assert "recommended: subset RR (s=7), the lowest variance whose rows publish" in text

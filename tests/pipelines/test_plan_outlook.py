@@ -106,3 +106,19 @@ def test_calibrate_recommends_what_publishes_as_plan_does(tmp_path, capsys):
     assert cli.main(["calibrate", "--config", str(tmp_path / "c.yaml"), "--devices-per-key", str(THIN),
                      "--keys", "3"]) == 0
     assert f"    {adv['recommended']['paste']}" in capsys.readouterr().out
+
+
+def test_plan_does_not_call_best_what_it_then_finds_withheld(tmp_path, capsys):
+    # before: the mechanism section (one report at the whole-report epsilon, not memoized) marked subset s=3
+    # "<- best the job accepts" and told the Hadamard collection to paste it, just above the outlook (memoized,
+    # at one report's epsilon) that found it withheld, recommended subset s=4 and called Hadamard the best
+    from ldp_marginals.pipelines import cli
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(SPEC))
+    assert cli.main(["plan", "--config", str(tmp_path / "c.yaml"), "--devices-per-key", str(THIN), "--keys", "3",
+                     "--outlook-windows", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "this collection uses the best kind" not in text
+    assert "<- lowest variance the job accepts (before withholding: the pick is below)" in text
+    assert "which channel to use at this population, with the rows each withholds there, is below" in text
+    recommended = [line for line in text.splitlines() if line.strip().startswith("recommended: ")]
+    assert len(recommended) == 1 and "Hadamard" not in recommended[0]
