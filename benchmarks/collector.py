@@ -354,7 +354,10 @@ def goals(results: dict, floor: dict) -> tuple:
     bm, sm, b8, s8 = (results[k] for k in ("batch_max", "single_max", "batch_80", "single_80"))
     br, sr = results["batch_relative"], results["single_relative"]
     fs, fb = floor["single"]["requests_s"], floor["batch"]["requests_s"]
-    counted = all(r["on_topic"] == r["accepted_reports"] for r in (bm, sm, b8, s8, br, sr))
+    # a request answered 503 or not at all (these runs do not retry) may have its reports on the topic
+    # all the same: Kafka took them after the collector stopped waiting. Exact where all were 200.
+    counted = all(r["on_topic"] == r["accepted_reports"] if set(r["statuses"]) == {"200"} else
+                  r["on_topic"] >= r["accepted_reports"] for r in (bm, sm, b8, s8, br, sr))
     out = [
         {"goal": "39-5a collector: reports/s in batches of 100", "measured": f"{bm['reports_s']:,} reports/s",
          "baseline": f"bare aiohttp server {fb:,} requests/s", "ratio": bm["requests_s"] / max(fb, 1),
@@ -381,7 +384,7 @@ def goals(results: dict, floor: dict) -> tuple:
     details.update({f"39 collector bare server {k}": v for k, v in floor.items()})
     details["39 collector: machine"] = (f"{os.cpu_count()} cores (the generator on CPU {sorted(cpus()[0])} alone), "
                                         f"load average {load_average()} at the end")
-    details["39 collector: accepted = on the topic in every run"] = counted
+    details["39 collector: accepted = on the topic in every run (>= where some were not answered 200)"] = counted
     return out, details
 
 
