@@ -318,6 +318,48 @@ def test_the_screening_hold_is_validated(bad):
         Run(**bad)
 
 
+def test_over_max_requests_under_way_a_new_request_is_answered_503_at_once():
+    # issue 49, item 9: a machine that cannot carry the load answers at once instead of queueing.
+    # Two batches held by Kafka fill max_requests=2: a third is answered 503 overloaded while they
+    # wait, a retry of a held one waits with it; once Kafka answers, new requests are let in again.
+    stub = StubKafka("hold")
+
+    async def go():
+        async with Run(stub=stub, max_requests=2, batch_reports=10) as c:
+            waits, wait = [], c.collector._wait
+
+            async def counted(entry):
+                waits.append(entry)
+                return await wait(entry)
+            c.collector._wait = counted
+            bodies = [container(GOOD[10 * i:10 * i + 10]) for i in range(3)]
+            held = [asyncio.ensure_future(c.post(bodies[i], request_id=f"held-{i:04d}")) for i in range(2)]
+            while len(stub.held) < 2 and not any(t.done() for t in held):
+                await asyncio.sleep(0.01)
+            under_way = c.collector.under_way
+            refused = await c.post(bodies[2], request_id="third-001")
+            retry = asyncio.ensure_future(c.post(bodies[0], request_id="held-0000"))
+            while len(waits) < 3 and not retry.done():   # the retry waits with the first
+                await asyncio.sleep(0.01)
+            stub.release()
+            answers = await asyncio.gather(*held, retry)
+            stub.mode = "ack"
+            later = await c.post(bodies[2], request_id="third-001")
+            return under_way, refused, answers, later, c.collector.under_way
+    under_way, refused, answers, later, after = run(go())
+    assert under_way == 2
+    assert refused[0] == 503 and refused[1]["error"] == "overloaded" and refused[2]["Retry-After"] == "1"
+    assert [a[0] for a in answers] == [200, 200, 200] and all(a[1]["accepted"] == 10 for a in answers)
+    assert later[0] == 200 and later[1]["accepted"] == 10 and after == 0
+    assert len(acked_reports(stub)) == 30   # the two held batches and the third's retry, each once
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5])
+def test_max_requests_is_validated(bad):
+    with pytest.raises(ValueError, match=f"max_requests={bad!r}"):
+        Run(max_requests=bad)
+
+
 WARM = """
 import sys
 from ldp_marginals.pipelines.admission import screen_body, screen_singles
