@@ -220,7 +220,10 @@ def broker_only(run_dir: str):
     return cluster
 
 
-def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = SECONDS, restart: bool = True) -> tuple:
+def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = SECONDS, restart: bool = True,
+        collector_args: tuple = ()) -> tuple:
+    """Every run above -> ``(goal rows, details)``; ``collector_args``: more options of each collector
+    (``--screen-seconds 0``, to compare)."""
     global GENERATOR_CPUS
     from deploy.local.cluster import free_port
     from tests.cluster import collectors, streams
@@ -243,7 +246,7 @@ def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = S
     results, floor = {}, {}
     # simulated devices post far faster than real ones (a few requests an hour): the bound per device
     # token is raised here, not measured (tests/pipelines/test_collect.py tests it)
-    args = ("--token-per-minute", "1e9", "--token-burst", "1000000000")
+    args = ("--token-per-minute", "1e9", "--token-burst", "1000000000", *collector_args)
     cluster = None
     try:
         cluster = broker_only(os.path.join(run_dir, "cluster"))
@@ -394,9 +397,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="the collector's benchmark (issues 39 and 49)")
     parser.add_argument("--seconds", type=float, default=SECONDS, help="each run's length at most")
     parser.add_argument("--no-restart", dest="restart", action="store_false", help="skip the broker restart run")
+    parser.add_argument("--collector-args", default="", help="more options of each collector, e.g. "
+                                                             "'--screen-seconds 0' (one string)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        g, d = run(tmp, seconds=args.seconds, restart=args.restart)
+        g, d = run(tmp, seconds=args.seconds, restart=args.restart, collector_args=tuple(args.collector_args.split()))
     for row in g:
         print(f"{row['goal']}: {row['measured']} (target {row['target']}, met {row['met']})")
     for k, v in d.items():

@@ -83,17 +83,17 @@ class Collector:
             raise ValueError(f"screen_seconds must be >= 0 and finite, got screen_seconds={screen_seconds!r}")
         if not isinstance(screen_reports, int) or screen_reports < 1:
             raise ValueError(f"screen_reports must be an integer >= 1, got screen_reports={screen_reports!r}")
-        self.configs, self.keys, self.producer, self.rate, self.ledger = configs, keys, producer, rate, ledger
-        self.ack_seconds, self.max_in_flight = ack_seconds, max_in_flight
         if not isinstance(max_requests, int) or max_requests < 0:
             raise ValueError(f"max_requests must be an integer >= 0, got max_requests={max_requests!r}")
+        self.configs, self.keys, self.producer, self.rate, self.ledger = configs, keys, producer, rate, ledger
+        self.ack_seconds, self.max_in_flight = ack_seconds, max_in_flight
         self.screen_seconds, self.screen_reports = screen_seconds, screen_reports
         self.max_requests = max_requests
-        self.under_way = 0    # new requests between their screening and their answer
+        self.under_way = 0    # new requests from their screening to their answer
         self._screen_timer = None
         self.counters = Counters()
         self._sender = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ldp-collector-kafka")
-        self._singles = []    # (body, future) of single-report requests waiting for this loop pass's screening
+        self._singles = []    # (body, future) of single-report requests waiting for their screening (one call)
         self._outbox = []     # submissions waiting for this loop pass's hand-over to the producer's thread
 
     async def _screen(self, body: bytes) -> tuple:
