@@ -8,17 +8,22 @@ made here (the same as before: distinct event times, device d's token ``device-d
 
 - the most reports a second in batches of 100 (Avro containers) and the most single-report
   requests a second, devices posting back to back (a closed loop);
-- p50 and p99 latency at 80% of the goals' rates (40,000 reports/s in batches, 2,400 requests/s),
-  requests launched on a fixed schedule (an open loop: a latency counts from the request's scheduled
-  time, not from its send, so a collector or a generator that falls behind is not flattered);
+- p50 and p99 latency at 80% of the maximum rates this same run measured (issue 49, item 9: the
+  goal relative to the machine, p99 under 100 ms with every request answered 200, batches and
+  single reports apart), and at 80% of the goals' rates (40,000 reports/s in batches, 2,400
+  requests/s: the absolute goal), requests launched on a fixed schedule (an open loop: a latency
+  counts from the request's scheduled time, not from its send, so a collector or a generator that
+  falls behind is not flattered);
 - the broker killed and started again mid-run: devices retry each request with its Idempotency-Key
   until a 200; the topic read back holds every acknowledged report exactly once.
 
 Every run's topic is read back: accepted (the 200s' counts) = reports on the topic. The baseline is
 a bare aiohttp server on the same event loop (uvloop), machine and generator, answering 200 at once:
-the ratio is how much of the HTTP floor the collector keeps. The generator, the collector and the
-broker share the 2 cores (with whatever else runs): each run reports the cores each of them used
-(CPU seconds over wall seconds, from /proc), the server's CPU per request and the load average.
+the ratio is how much of the HTTP floor the collector keeps. The generator runs on a CPU of its own
+(the last; with 2 or more): the collector, the broker and the floor server on the others (with
+whatever else runs there), so that the generator's CPU is not taken from the server it measures.
+Each run reports the cores each of them used (CPU seconds over wall seconds, from /proc), the
+server's CPU per request and the load average.
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ from ldp_marginals.pipelines.produce import encode_container
 
 GOAL_BATCH_REPORTS_S = 50_000
 GOAL_SINGLE_REQUESTS_S = 3_000
+RELATIVE_LOAD = 0.8     # issue 49, item 9: the latency goal at this fraction of the run's own maximum
+GOAL_P99_MS = 100
 DEVICES = 2_000
 SECONDS = 12            # each closed-loop run, at most
 # the streaming benchmark's collection (13 bits, hourly windows, a client extreme)
@@ -97,6 +104,22 @@ def write_key(folder: str, key: str) -> str:
     return path
 
 
+def cpus() -> tuple:
+    """``(the generator's CPUs, everyone else's)``: the last CPU this process may use for the generator,
+    the others for the rest; with one CPU, both share it."""
+    mine = sorted(os.sched_getaffinity(0))
+    return ({mine[-1]}, set(mine[:-1])) if len(mine) > 1 else (set(mine), set(mine))
+
+
+GENERATOR_CPUS = None   # set by run() (cpus()[0]) while the servers are kept off them
+
+
+def on_generator_cpu() -> None:
+    """``preexec_fn`` of the generator: its own CPU (:data:`GENERATOR_CPUS`), when run() set one."""
+    if GENERATOR_CPUS:
+        os.sched_setaffinity(0, GENERATOR_CPUS)
+
+
 def load_command(url: str, key_file: str, bodies_file: str, devices: int, seconds: float, rate: float | None = None,
                  retry: bool = False) -> list:
     cmd = [LOADGEN, "-url", url, "-key-file", key_file, "-bodies", bodies_file, "-devices", str(devices),
@@ -119,7 +142,7 @@ def drive(url: str, key_file: str, bodies_file: str, per: int, devices: int, sec
           rate: float | None = None, retry: bool = False) -> dict:
     """One run of the generator (closed loop, or open at ``rate`` requests/s) -> its summary."""
     cmd = load_command(url, key_file, bodies_file, devices, seconds, rate, retry)
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 300)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 300, preexec_fn=on_generator_cpu)
     if done.returncode:
         raise RuntimeError(f"the load generator failed: {done.stderr[-2000:]}")
     return summary(done.stdout, per)
@@ -181,8 +204,27 @@ def measured(server_pid: int, broker_pid: int | None, go) -> dict:
     return out
 
 
-def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = SECONDS) -> tuple:
+def broker_only(run_dir: str):
+    """The local cluster's broker alone (deploy/local/cluster.py): Flink's job server and the expansion
+    service, which :func:`local_cluster.start` starts too, are of no use to the collector and their JVMs
+    would take CPU from it."""
     from deploy.local import cluster as local_cluster
+    cluster = local_cluster.Cluster(os.path.abspath(run_dir), local_cluster.free_port(), 0, 0, 1,
+                                    jvm_dir=os.path.join(ROOT, local_cluster.JVM_DIR))
+    os.makedirs(cluster.run_dir, exist_ok=True)
+    try:
+        local_cluster._start_kafka(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = SECONDS, restart: bool = True,
+        collector_args: tuple = ()) -> tuple:
+    """Every run above -> ``(goal rows, details)``; ``collector_args``: more options of each collector
+    (``--screen-seconds 0``, to compare)."""
+    global GENERATOR_CPUS
     from deploy.local.cluster import free_port
     from tests.cluster import collectors, streams
     run_dir = os.path.join(tmp, "collector-bench")
@@ -196,13 +238,19 @@ def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = S
     # enough bodies that the closed loops run out of seconds, not of bodies, at twice the goals' rates
     singles = write_bodies(os.path.join(run_dir, "singles.bin"), bodies(reports, int(2 * GOAL_SINGLE_REQUESTS_S * seconds), 1))
     batches = write_bodies(os.path.join(run_dir, "batches.bin"), bodies(reports, int(2 * GOAL_BATCH_REPORTS_S / 100 * seconds), 100))
-    cluster = local_cluster.start(os.path.join(run_dir, "cluster"), os.path.join(ROOT, local_cluster.JVM_DIR))
-    broker = cluster.pids["kafka"]
+    # the generator on a CPU of its own; this thread, and so the broker, the collectors and the floor
+    # server it starts, on the others
+    affinity = os.sched_getaffinity(0)
+    GENERATOR_CPUS, others = cpus()
+    os.sched_setaffinity(0, others)
     results, floor = {}, {}
     # simulated devices post far faster than real ones (a few requests an hour): the bound per device
     # token is raised here, not measured (tests/pipelines/test_collect.py tests it)
-    args = ("--token-per-minute", "1e9", "--token-burst", "1000000000")
+    args = ("--token-per-minute", "1e9", "--token-burst", "1000000000", *collector_args)
+    cluster = None
     try:
+        cluster = broker_only(os.path.join(run_dir, "cluster"))
+        broker = cluster.pids["kafka"]
         port = free_port()
         proc = floor_server(port)
         try:
@@ -212,10 +260,8 @@ def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = S
         finally:
             proc.terminate()
             proc.wait()
-        plan = [("batch_max", batches, 100, None), ("single_max", singles, 1, None),
-                ("batch_80", batches, 100, 0.8 * GOAL_BATCH_REPORTS_S / 100),
-                ("single_80", singles, 1, 0.8 * GOAL_SINGLE_REQUESTS_S)]
-        for name, path, per, rate in plan:
+
+        def one(name: str, path: str, per: int, rate: float | None) -> None:
             topic = f"bench-{name.replace('_', '-')}"
             streams.produce(cluster.bootstrap, topic, [])
             with collectors.running(config, cluster.bootstrap, topic, run_dir, *args) as c:
@@ -223,9 +269,22 @@ def run(tmp: str, full: bool = False, devices: int = DEVICES, seconds: float = S
                                                                            seconds, rate))
             results[name]["on_topic"] = sum(len(rs) for rs, _ in collectors.read_topic(cluster.bootstrap, topic,
                                                                                           timeout_s=300))
-        results["restart"] = restart_run(cluster, config, run_dir, Reports(devices, seed=2), key_file, devices, args)
+            if rate is not None:
+                results[name]["rate_asked"] = round(rate * per)
+        # each mode's maximum, then the same mode at 80% of what was just measured (the relative goal),
+        # then at 80% of the goals' rates (the absolute one)
+        for mode, path, per, goal_rate in (("batch", batches, 100, GOAL_BATCH_REPORTS_S / 100),
+                                           ("single", singles, 1, GOAL_SINGLE_REQUESTS_S)):
+            one(f"{mode}_max", path, per, None)
+            one(f"{mode}_relative", path, per, RELATIVE_LOAD * results[f"{mode}_max"]["requests_s"])
+            one(f"{mode}_80", path, per, RELATIVE_LOAD * goal_rate)
+        if restart:
+            results["restart"] = restart_run(cluster, config, run_dir, Reports(devices, seed=2), key_file, devices, args)
     finally:
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
+        os.sched_setaffinity(0, affinity)
+        GENERATOR_CPUS = None
     return goals(results, floor)
 
 
@@ -245,7 +304,7 @@ def restart_run(cluster, config, run_dir, reports: Reports, key_file: str, devic
         # the devices: two generators (batches, singles) at once; the broker killed and started again
         # from this thread (a broker started from a thread that ends is ended with it)
         gens = [subprocess.Popen(load_command(c.url + PATH, key_file, path, devices, 20, rate, retry=True),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=on_generator_cpu)
                 for path, rate in zip(paths, (50, 300))]
         start = time.perf_counter()
         try:
@@ -276,10 +335,32 @@ def _reports_of(body: bytes) -> list:
     return [schemas.normalize("noisy_report", r) for r in fastavro.reader(io.BytesIO(body))]
 
 
+def answered(r: dict) -> bool:
+    """Every request of an open-loop run answered 200 (a refusal or a timeout would flatter the p99)."""
+    return r["requests"] == r["sent"]
+
+
+def relative(mode: str, unit: str, mx: dict, rel: dict) -> dict:
+    """Issue 49's goal of ``mode`` (batch or single): p99 under 100 ms at 80% of the run's maximum."""
+    key = "reports_s" if mode == "batch" else "requests_s"
+    share = rel[key] / max(mx[key], 1)
+    return {"goal": f"49-9{'a' if mode == 'batch' else 'b'} collector: p99 at {RELATIVE_LOAD:.0%} of this run's "
+                    f"maximum, {'batches of 100' if mode == 'batch' else 'single reports'}",
+            "measured": f"p50 {rel['p50_ms']:,} ms, p99 {rel['p99_ms']:,} ms at {rel[key]:,} {unit}/s = {share:.0%} "
+                        f"of the maximum {mx[key]:,} {unit}/s; {rel['requests']:,} of {rel['sent']:,} answered 200",
+            "baseline": f"{GOAL_P99_MS} ms", "ratio": rel["p99_ms"] / GOAL_P99_MS,
+            "target": f"p99 < {GOAL_P99_MS} ms, every request 200",
+            "met": bool(rel["p99_ms"] < GOAL_P99_MS and answered(rel))}
+
+
 def goals(results: dict, floor: dict) -> tuple:
-    bm, sm, b8, s8, rs = (results[k] for k in ("batch_max", "single_max", "batch_80", "single_80", "restart"))
+    bm, sm, b8, s8 = (results[k] for k in ("batch_max", "single_max", "batch_80", "single_80"))
+    br, sr = results["batch_relative"], results["single_relative"]
     fs, fb = floor["single"]["requests_s"], floor["batch"]["requests_s"]
-    counted = all(r["on_topic"] == r["accepted_reports"] for r in (bm, sm, b8, s8))
+    # a request answered 503 or not at all (these runs do not retry) may have its reports on the topic
+    # all the same: Kafka took them after the collector stopped waiting. Exact where all were 200.
+    counted = all(r["on_topic"] == r["accepted_reports"] if set(r["statuses"]) == {"200"} else
+                  r["on_topic"] >= r["accepted_reports"] for r in (bm, sm, b8, s8, br, sr))
     out = [
         {"goal": "39-5a collector: reports/s in batches of 100", "measured": f"{bm['reports_s']:,} reports/s",
          "baseline": f"bare aiohttp server {fb:,} requests/s", "ratio": bm["requests_s"] / max(fb, 1),
@@ -291,24 +372,36 @@ def goals(results: dict, floor: dict) -> tuple:
          "measured": f"{b8['p99_ms']:,} ms at {b8['reports_s']:,} reports/s; {s8['p99_ms']:,} ms at "
                      f"{s8['requests_s']:,} requests/s",
          "baseline": "100 ms", "ratio": max(b8["p99_ms"], s8["p99_ms"]) / 100, "target": "< 100 ms",
-         "met": bool(max(b8["p99_ms"], s8["p99_ms"]) < 100 and b8["requests"] == b8["sent"]
-                     and s8["requests"] == s8["sent"])},
-        {"goal": "39-5d collector: broker killed and restarted, acknowledged = on the topic, once",
-         "measured": f"{rs['acknowledged']:,} acknowledged, {rs['on_topic']:,} on the topic, {rs['lost']} lost",
-         "baseline": "acknowledged", "ratio": rs["on_topic"] / max(rs["acknowledged"], 1), "target": "1.00x, 0 lost",
-         "met": rs["on_topic"] == rs["distinct_on_topic"] == rs["acknowledged"] and not rs["lost"]},
+         "met": bool(max(b8["p99_ms"], s8["p99_ms"]) < 100 and answered(b8) and answered(s8))},
+        relative("batch", "reports", bm, br),
+        relative("single", "requests", sm, sr),
     ]
+    if "restart" in results:
+        rs = results["restart"]
+        out.append(
+            {"goal": "39-5d collector: broker killed and restarted, acknowledged = on the topic, once",
+             "measured": f"{rs['acknowledged']:,} acknowledged, {rs['on_topic']:,} on the topic, {rs['lost']} lost",
+             "baseline": "acknowledged", "ratio": rs["on_topic"] / max(rs["acknowledged"], 1), "target": "1.00x, 0 lost",
+             "met": rs["on_topic"] == rs["distinct_on_topic"] == rs["acknowledged"] and not rs["lost"]})
     details = {f"39 collector {k}": v for k, v in results.items()}
     details.update({f"39 collector bare server {k}": v for k, v in floor.items()})
-    details["39 collector: machine"] = f"{os.cpu_count()} cores, load average {load_average()} at the end"
-    details["39 collector: accepted = on the topic in every run"] = counted
+    details["39 collector: machine"] = (f"{os.cpu_count()} cores (the generator on CPU {sorted(cpus()[0])} alone), "
+                                        f"load average {load_average()} at the end")
+    details["39 collector: accepted = on the topic in every run (>= where some were not answered 200)"] = counted
     return out, details
 
 
-def main():
+def main(argv=None):
+    import argparse
     import tempfile
+    parser = argparse.ArgumentParser(description="the collector's benchmark (issues 39 and 49)")
+    parser.add_argument("--seconds", type=float, default=SECONDS, help="each run's length at most")
+    parser.add_argument("--no-restart", dest="restart", action="store_false", help="skip the broker restart run")
+    parser.add_argument("--collector-args", default="", help="more options of each collector, e.g. "
+                                                             "'--screen-seconds 0' (one string)")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        g, d = run(tmp)
+        g, d = run(tmp, seconds=args.seconds, restart=args.restart, collector_args=tuple(args.collector_args.split()))
     for row in g:
         print(f"{row['goal']}: {row['measured']} (target {row['target']}, met {row['met']})")
     for k, v in d.items():

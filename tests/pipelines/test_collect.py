@@ -88,12 +88,13 @@ class Run:
     """A collector over a stub, served by aiohttp's test server; ``post`` returns ``(status, json,
     headers)``."""
 
-    def __init__(self, stub=None, ack_seconds=5.0, batch_reports=500, batch_seconds=0.01, rate=None):
+    def __init__(self, stub=None, ack_seconds=5.0, batch_reports=500, batch_seconds=0.01, rate=None, **screen):
         self.stub = stub or StubKafka()
         self.producer = AckingProducer("stub:9092", "t", max_reports=batch_reports, max_seconds=batch_seconds,
                                        kafka_producer=self.stub)
         self.collector = Collector(CONFIGS, AppKeys({"app": KEY, "other": OTHER}), self.producer,
-                                   rate if rate is not None else TokenRate(6, 20), Ledger(3600, 1000), ack_seconds, 100_000)
+                                   rate if rate is not None else TokenRate(6, 20), Ledger(3600, 1000), ack_seconds, 100_000,
+                                   **screen)
 
     async def __aenter__(self):
         from aiohttp.test_utils import TestClient, TestServer
@@ -269,6 +270,94 @@ def test_a_retry_while_kafka_has_not_answered_waits_for_the_first_send():
     first, retry = run(go())
     assert first[0] == 503 and retry[0] == 200
     assert len(stub.records) == 1 and len(acked_reports(stub)) == 50   # sent once
+
+
+def test_single_reports_that_arrive_together_are_screened_in_one_call():
+    # issue 49, item 9: a screening call costs about as much for one report as for fifty, so single
+    # requests wait for each other (screen_seconds, at most screen_reports of them). Each request here
+    # is posted once the one before it has reached the screening and the event loop has turned, so
+    # screening at each turn (before) took 20 calls. The timer is a minute: the 20th request screens
+    # all 20 at once, however slow the machine; a lone request is screened when its (short) timer
+    # fires. No time is asserted.
+    reports = GOOD[:21]
+    many = TokenRate(1e9, 10 ** 9)
+
+    async def go():
+        async with Run(rate=many, screen_seconds=60.0, screen_reports=20) as c:
+            arrived, screen = [], c.collector._screen
+
+            async def counted(body):
+                arrived.append(body)
+                return await screen(body)
+            c.collector._screen = counted
+            posts = []
+            for i, r in enumerate(reports[:20]):
+                posts.append(asyncio.ensure_future(c.post(single(r), request_id=f"one-{i:04d}")))
+                while len(arrived) <= i and not posts[-1].done():
+                    await asyncio.sleep(0.001)
+                for _ in range(3):
+                    await asyncio.sleep(0)
+            together = await asyncio.gather(*posts)
+            together_calls = c.collector.counters.values["single_screenings_total"]
+        async with Run(rate=many, screen_seconds=0.05, screen_reports=20) as c:
+            alone = await c.post(single(reports[20]), request_id="alone-0001")
+            alone_calls = c.collector.counters.values["single_screenings_total"]
+        return together, together_calls, c.stub, alone, alone_calls
+    together, together_calls, stub, alone, alone_calls = run(go())
+    assert [s for s, _, _ in together] == [200] * 20 and all(a["accepted"] == 1 for _, a, _ in together)
+    assert together_calls == 1
+    assert alone[0] == 200 and alone_calls == 1
+    assert [schemas.normalize("noisy_report", r) for r in acked_reports(stub)] == [reports[20]]
+
+
+@pytest.mark.parametrize("bad", [{"screen_seconds": -0.001}, {"screen_seconds": float("inf")}, {"screen_reports": 0},
+                                 {"screen_reports": 2.5}])
+def test_the_screening_hold_is_validated(bad):
+    name, value = next(iter(bad.items()))
+    with pytest.raises(ValueError, match=f"{name}={value!r}"):
+        Run(**bad)
+
+
+def test_over_max_requests_under_way_a_new_request_is_answered_503_at_once():
+    # issue 49, item 9: a machine that cannot carry the load answers at once instead of queueing.
+    # Two batches held by Kafka fill max_requests=2: a third is answered 503 overloaded while they
+    # wait, a retry of a held one waits with it; once Kafka answers, new requests are let in again.
+    stub = StubKafka("hold")
+
+    async def go():
+        async with Run(stub=stub, max_requests=2, batch_reports=10) as c:
+            waits, wait = [], c.collector._wait
+
+            async def counted(entry):
+                waits.append(entry)
+                return await wait(entry)
+            c.collector._wait = counted
+            bodies = [container(GOOD[10 * i:10 * i + 10]) for i in range(3)]
+            held = [asyncio.ensure_future(c.post(bodies[i], request_id=f"held-{i:04d}")) for i in range(2)]
+            while len(stub.held) < 2 and not any(t.done() for t in held):
+                await asyncio.sleep(0.01)
+            under_way = c.collector.under_way
+            refused = await c.post(bodies[2], request_id="third-001")
+            retry = asyncio.ensure_future(c.post(bodies[0], request_id="held-0000"))
+            while len(waits) < 3 and not retry.done():   # the retry waits with the first
+                await asyncio.sleep(0.01)
+            stub.release()
+            answers = await asyncio.gather(*held, retry)
+            stub.mode = "ack"
+            later = await c.post(bodies[2], request_id="third-001")
+            return under_way, refused, answers, later, c.collector.under_way
+    under_way, refused, answers, later, after = run(go())
+    assert under_way == 2
+    assert refused[0] == 503 and refused[1]["error"] == "overloaded" and refused[2]["Retry-After"] == "1"
+    assert [a[0] for a in answers] == [200, 200, 200] and all(a[1]["accepted"] == 10 for a in answers)
+    assert later[0] == 200 and later[1]["accepted"] == 10 and after == 0
+    assert len(acked_reports(stub)) == 30   # the two held batches and the third's retry, each once
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5])
+def test_max_requests_is_validated(bad):
+    with pytest.raises(ValueError, match=f"max_requests={bad!r}"):
+        Run(max_requests=bad)
 
 
 WARM = """
