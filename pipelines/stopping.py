@@ -366,7 +366,8 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
     if resume_from:
         hint = None
     elif ejob is not None:
-        hint = "the job server's embedded Flink resumes nothing (Beam 2.62 applies --savepoint_path only to a remote Flink)"
+        hint = ("the job server's embedded Flink resumes nothing (Beam 2.62 applies --savepoint_path only to a remote "
+                "Flink; `make cluster-up` without FLINK=local starts a session cluster, where a stopped job resumes)")
     elif job is not None:
         hint = "Flink kept no checkpoint of it (run with --checkpointing_interval=MS, or --savepoint-on-stop)"
     elif rest:
