@@ -70,13 +70,15 @@ clients-ts: $(TS_INSTALLED)
 	cd $(TS) && npm run --silent build && node --test test/
 
 # a Kafka broker on 127.0.0.1:9092 and the Flink job server on localhost:8099 (parallelism 2, with the
-# Kafka IO expansion service on localhost:8097); FLINK=session runs Flink as a JobManager and
-# TASKMANAGERS TaskManagers of their own (the 2 slots shared among them; TASKMANAGERS=2: one slot and
-# one Python worker each, as deployed); cluster-down stops them by process id
-FLINK ?= local
+# Kafka IO expansion service on localhost:8097), Flink as a JobManager and TASKMANAGERS TaskManagers of
+# their own (the 2 slots shared among them; TASKMANAGERS=2: one slot and one Python worker each, as
+# deployed), where a job stopped with Ctrl-C resumes; FLINK=local runs Flink inside the job server instead
+# (jobs start quicker; nothing resumes). The default is deploy/local/cluster.py's (DEFAULT_FLINK).
+# cluster-down stops them by process id
+FLINK ?=
 TASKMANAGERS ?= 1
 cluster-up: $(STAMP) jvm
-	$(PY) -m deploy.local.cluster up --flink $(FLINK) --taskmanagers $(TASKMANAGERS)
+	$(PY) -m deploy.local.cluster up $(if $(FLINK),--flink $(FLINK)) --taskmanagers $(TASKMANAGERS)
 
 cluster-down: $(STAMP)
 	$(PY) -m deploy.local.cluster down

@@ -348,6 +348,8 @@ def make_pipeline(argv=None, expansion_service=None):
                          f"got --watermark-delay-seconds={args.watermark_delay_seconds!r}")
     options = PipelineOptions(beam_args)
     options.view_as(StandardOptions).streaming = args.streaming
+    if expansion_service is None:   # before the checks of the Flink options it may supply
+        use_local_cluster(args, options)
     savepoint = options.view_as(FlinkJobOptions).savepoint_path
     if savepoint:
         if not args.streaming:
@@ -379,8 +381,6 @@ def make_pipeline(argv=None, expansion_service=None):
     check_rollups(configs, args.earlier)
     check_unit(configs, args.earlier)
     check_dimensions(configs, args.earlier)
-    if expansion_service is None:
-        use_local_cluster(args, options)
     pipeline = beam.Pipeline(options=options)
     source = make_source(args, configs, expansion_service)
     sink = make_sink(args, needs_stable_input(args, options))
@@ -395,15 +395,21 @@ def make_pipeline(argv=None, expansion_service=None):
 
 
 def use_local_cluster(args, options: PipelineOptions) -> list:
-    """A Kafka job that names no expansion service (nor a Java boot binary), no bootstrap servers or, on the
-    job server's Flink, no ``--flink-rest``: take them from the cluster ``make cluster-up`` recorded
-    (:mod:`~ldp_marginals.pipelines.local_services`), and say on stderr which were taken and from where.
-    Returns the options taken (``["--kafka-expansion-service=localhost:8097", ...]``)."""
-    from ldp_marginals.pipelines.local_services import find_cluster
-    if not args.kafka_topic:
-        return []
-    wanted = not args.kafka_expansion_service and not args.kafka_java_boot
-    if not (wanted or not args.kafka_bootstrap):
+    """Take from the cluster ``make cluster-up`` recorded (:mod:`~ldp_marginals.pipelines.local_services`)
+    what the command does not name, and say on stderr which were taken and from where: for a Kafka job, the
+    expansion service (unless a Java boot binary is named) and the bootstrap servers; for a job sent to the
+    recorded job server, on a session cluster the jar it stages and, streaming, the REST address
+    (``--flink_master``, so that a stop cancels the job there and names its last retained checkpoint) and
+    checkpoints (``--checkpointing_interval``, :data:`~ldp_marginals.pipelines.local_services.CHECKPOINT_MS`:
+    something to resume from), on the job server's embedded Flink, streaming, its REST ports
+    (``--flink-rest``). Returns the options taken (``["--kafka-expansion-service=localhost:8097", ...]``)."""
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions, PortableOptions
+
+    from ldp_marginals.pipelines.local_services import CHECKPOINT_MS, find_cluster
+    expansion_wanted = bool(args.kafka_topic and not args.kafka_expansion_service and not args.kafka_java_boot)
+    kafka_wanted = expansion_wanted or bool(args.kafka_topic and not args.kafka_bootstrap)
+    endpoint = options.view_as(PortableOptions).job_endpoint
+    if not (kafka_wanted or endpoint):
         return []
     cluster, why = find_cluster()
     if cluster is None:
@@ -411,19 +417,29 @@ def use_local_cluster(args, options: PipelineOptions) -> list:
             print(f"ldp-marginals run: {why}", file=sys.stderr)
         return []
     taken = []
-    if wanted:
+    if expansion_wanted:
         args.kafka_expansion_service = cluster.expansion_service
         taken.append(f"--kafka-expansion-service={cluster.expansion_service}")
-    if not args.kafka_bootstrap:
+    if args.kafka_topic and not args.kafka_bootstrap:
         args.kafka_bootstrap = cluster.bootstrap
         taken.append(f"--kafka-bootstrap={cluster.bootstrap}")
-    from apache_beam.options.pipeline_options import PortableOptions
-    endpoint = options.view_as(PortableOptions).job_endpoint
-    if args.streaming and not args.flink_rest and cluster.embedded_rest and endpoint == cluster.job_endpoint:
-        args.flink_rest = cluster.embedded_rest   # so that Ctrl-C cancels the job in the job server's Flink too
-        taken.append(f"--flink-rest={cluster.embedded_rest}")
-    print(f"ldp-marginals run: using the local cluster recorded in {cluster.path} (make cluster-up): "
-          f"{' '.join(taken)}", file=sys.stderr)
+    if endpoint == cluster.job_endpoint:
+        flink, job = options.view_as(FlinkRunnerOptions), options.view_as(FlinkJobOptions)
+        if cluster.staged_jar and not job.files_to_stage:
+            job.files_to_stage = [cluster.staged_jar]   # not the job server's ~190 jars, uploaded with every job
+            taken.append(f"--files_to_stage={cluster.staged_jar}")
+        if args.streaming and cluster.flink_master and flink.flink_master in (None, "", "[auto]"):
+            flink.flink_master = cluster.flink_master   # Ctrl-C cancels the job there, naming its last checkpoint
+            taken.append(f"--flink_master={cluster.flink_master}")
+            if not job.checkpointing_interval:
+                job.checkpointing_interval = CHECKPOINT_MS   # a retained checkpoint to resume from
+                taken.append(f"--checkpointing_interval={CHECKPOINT_MS}")
+        if args.streaming and not args.flink_rest and cluster.embedded_rest:
+            args.flink_rest = cluster.embedded_rest   # so that Ctrl-C cancels the job in the job server's Flink too
+            taken.append(f"--flink-rest={cluster.embedded_rest}")
+    if taken:
+        print(f"ldp-marginals run: using the local cluster recorded in {cluster.path} (make cluster-up): "
+              f"{' '.join(taken)}", file=sys.stderr)
     return taken
 
 

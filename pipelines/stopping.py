@@ -359,14 +359,16 @@ def stop_job(result, args, options, argv, signum: int, job_name: str | None) -> 
             elif _job_service(options):
                 # Beam's cancel ends the job service's wait; a job server's own Flink keeps the job
                 # until its workers are gone (seen RESTARTING a minute later with checkpoints)
-                what += (" in Beam's job service only: a job server's embedded Flink may still run it (give "
-                         "--flink-rest=HOST:FIRST-LAST, the ports `make cluster-up` prints, to stop it there)")
+                what += (" in Beam's job service only: the Flink behind the job server may still run it (give "
+                         "--flink_master=HOST:REST_PORT, the REST address `make cluster-up` prints, or on its "
+                         "FLINK=local --flink-rest=HOST:FIRST-LAST, the ports it prints, to stop it there)")
         if rest and job is not None:
             _beam_cancel(result, timeout_s=30)   # the job server's wait for the job ends too
     if resume_from:
         hint = None
     elif ejob is not None:
-        hint = "the job server's embedded Flink resumes nothing (Beam 2.62 applies --savepoint_path only to a remote Flink)"
+        hint = ("the job server's embedded Flink resumes nothing (Beam 2.62 applies --savepoint_path only to a remote "
+                "Flink; `make cluster-up` without FLINK=local starts a session cluster, where a stopped job resumes)")
     elif job is not None:
         hint = "Flink kept no checkpoint of it (run with --checkpointing_interval=MS, or --savepoint-on-stop)"
     elif rest:

@@ -6,17 +6,20 @@ Flink task manager: no Docker).
 
 Two kinds of Flink (``flink=``):
 
-- ``"local"`` (the default): the job server runs Flink in its own JVM (``--flink-master=[local]``).
-  Quick (a job starts in ~3 s), but nothing survives the process, and Beam 2.62's job server applies
-  ``--savepoint_path`` only with a remote master. Each job gets a Flink of its own, which serves its
-  REST API on the first free port of :attr:`Cluster.embedded_rest` (``run --flink-rest`` cancels
-  the job there on Ctrl-C: Beam's cancel only ends the job server's wait).
-- ``"session"``: a Flink session cluster of its own processes, a JobManager
-  (``StandaloneSessionClusterEntrypoint``) and one or more TaskManagers (``TaskManagerRunner``,
-  ``taskmanagers=``, the slots shared among them), started from the same Maven classpath as the job
-  server, which submits to it over REST. A TaskManager can be killed and another started (a crash
-  the JobManager recovers from the last checkpoint), and a job can be stopped with a savepoint and
-  resubmitted from it. Jobs start in ~20 s (REST submission).
+- ``"session"`` (``make cluster-up``'s default, :data:`DEFAULT_FLINK`): a Flink session cluster of its own processes, a
+  JobManager (``StandaloneSessionClusterEntrypoint``) and one or more TaskManagers
+  (``TaskManagerRunner``, ``taskmanagers=``, the slots shared among them), started from the same Maven
+  classpath as the job server, which submits to it over REST. A TaskManager can be killed and another
+  started (a crash the JobManager recovers from the last checkpoint), and a job stopped (Ctrl-C on
+  ``ldp-marginals run``, which finds its REST address in the cluster's record) resumes from its last
+  retained checkpoint or a savepoint. Jobs start in ~20 s (REST submission).
+- ``"local"`` (``make cluster-up FLINK=local``; :func:`start`'s default, for the tests and benchmarks that
+  need a quick Flink and no resume): the job server runs Flink in its own JVM
+  (``--flink-master=[local]``). Quick (a job starts in ~3 s), but nothing survives the process, and
+  Beam 2.62's job server applies ``--savepoint_path`` only with a remote master: a stopped job cannot
+  be resumed. Each job gets a Flink of its own, which serves its REST API on the first free port of
+  :attr:`Cluster.embedded_rest` (``run --flink-rest`` cancels the job there on Ctrl-C: Beam's cancel
+  only ends the job server's wait).
 
 With a pool of Python workers (``workers=True``) each TaskManager asks the pool for one worker per
 slot (``--sdk_worker_parallelism``) and binds each task's Python stage to one of them in the order
@@ -64,6 +67,9 @@ BROKER_MAIN, STORAGE_MAIN = "kafka.Kafka", "kafka.tools.StorageTool"
 JOBMANAGER_MAIN = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 TASKMANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 FLINK_KINDS = ("local", "session")
+# what `make cluster-up` starts without FLINK=: the Flink a stopped job resumes on (the job server's embedded
+# one cannot: Beam 2.62 applies --savepoint_path only to a remote Flink; issue 49 item 2)
+DEFAULT_FLINK = "session"
 REST_CALL_TIMEOUT_S = 30.0   # one call to the session cluster's REST API
 REST_PATIENCE_S = 300.0      # how long a read of it is asked again while the JobManager does not answer
 # A TaskManager started without Flink's scripts must be given every memory component (the scripts
@@ -105,6 +111,7 @@ class Cluster:
     # Flink of its own, on the first free one), "HOST:FIRST-LAST", for `ldp-marginals run --flink-rest`
     embedded_rest: str = ""
     workers_port: int = 0        # the Python SDK worker pool's port (workers=True), else LOOPBACK
+    staged_jar: str = ""         # flink="session": the one small jar a job stages (`run` reads it from the record)
     metrics_ports: dict = field(default_factory=dict)   # Flink process -> its Prometheus reporter's port
     jvm_dir: str = JVM_DIR
     pids: dict = field(default_factory=dict)   # part -> process id
@@ -497,6 +504,8 @@ def _flink_conf(cluster: Cluster) -> str:
         "state.savepoints.dir": f"file://{cluster.savepoints}",
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
         **PROMETHEUS_REPORTER, "metrics.reporter.prom.port": cluster.metrics_ports["job_server"]}
+    if cluster.flink == "session":
+        cluster.staged_jar = _placeholder_jar(cluster.run_dir)
     if cluster.flink == "local":
         # each job's Flink serves its REST API on the first free port of a known range (Flink's default
         # there is a random one), so that `run --flink-rest` can cancel the job there: Beam's cancel
@@ -686,20 +695,27 @@ def main(argv=None) -> int:
     parser.add_argument("--run-dir", default=CLUSTER_DIR, help="logs, data, process ids")
     parser.add_argument("--jvm-dir", default=JVM_DIR, help="where `make jvm` put the jars")
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--flink", choices=FLINK_KINDS, default="local",
-                        help="local: Flink inside the job server (quick); session: a JobManager and a "
-                             "TaskManager of their own (REST on a free port; survives a TaskManager crash, "
-                             "takes savepoints)")
+    parser.add_argument("--flink", choices=FLINK_KINDS, default=DEFAULT_FLINK,
+                        help=f"session (default {DEFAULT_FLINK}): a JobManager and a TaskManager of their own "
+                             "(REST on a free port; survives a TaskManager crash; a job stopped with Ctrl-C "
+                             "resumes); local: Flink inside the job server (jobs start quicker; a stopped job "
+                             "cannot be resumed)")
+    parser.add_argument("--ports", choices=("fixed", "free"), default="fixed",
+                        help="fixed: Kafka on 9092, the job server on 8099, the expansion service on 8097; "
+                             "free: free ones (the record under --run-dir says which)")
     parser.add_argument("--taskmanagers", type=int, default=1,
                         help="session: the TaskManagers, sharing the slots (one slot each: --taskmanagers "
                              "equal to --parallelism)")
     args = parser.parse_args(argv)
     try:
         if args.action == "up":
-            c = start(args.run_dir, args.jvm_dir, 9092, 8099, 8097, args.parallelism, flink=args.flink,
+            ports = (9092, 8099, 8097) if args.ports == "fixed" else (None, None, None)
+            c = start(args.run_dir, args.jvm_dir, *ports, args.parallelism, flink=args.flink,
                       taskmanagers=args.taskmanagers, detached=True)
-            flink = (f"; Flink's REST API on {c.rest}" if c.flink == "session" else
-                     f"; its Flink's REST API on {c.embedded_rest} (run --flink-rest={c.embedded_rest})")
+            flink = (f"; a Flink session cluster, its REST API on {c.rest} (a streaming job `ldp-marginals run` "
+                     "sends there stops on Ctrl-C with the command that resumes it)" if c.flink == "session" else
+                     f"; its Flink's REST API on {c.embedded_rest} (run --flink-rest={c.embedded_rest}; a job stopped "
+                     "there cannot be resumed: `make cluster-up` without FLINK=local runs a Flink where it can)")
             metrics = ", ".join(f"{part} :{port}" for part, port in sorted(c.metrics_ports.items()))
             print(f"Kafka on {c.bootstrap}, Flink job server on {c.job_endpoint} (parallelism {c.parallelism}), "
                   f"Kafka IO expansion service on {c.expansion_service}{flink}; Prometheus metrics at "

@@ -1,8 +1,9 @@
 """From the device to the outputs: devices made by the JVM client (clients/java, the specification's
 seeded generator) post their reports to ``ldp-marginals collect`` (600 one by one, the others in
 batches of 100), which sends them to Kafka; the streaming job on the local Flink reads the topic and
-publishes the window (early panes every 2 s; the reports are stamped minutes ahead, so none is
-late however long the devices take). Every report the collector accepted is counted, and the window's estimates
+publishes the window (early panes every 2 s; the reports are stamped an hour ago into a window of a
+day's lateness, so none is late however long the devices and the job take: ``streams``; stamped
+5 minutes ahead, they were late once the clock passed the window). Every report the collector accepted is counted, and the window's estimates
 cover the devices' true counts at their nominal rate. About a minute and a half.
 
 Needs the client's test classes (``make clients-java``, which ``make test`` runs first; built here
@@ -35,7 +36,8 @@ FEATURES = [{"name": "dark", "type": "boolean"}, {"name": "os", "type": "categor
 CHANNEL = [{"p": 0.2, "q": 0.8}, {"p": 0.15, "q": 0.85}, {"p": 0.15, "q": 0.85}, {"p": 0.15, "q": 0.85},
            {"p": 0.25, "q": 0.75}]
 CONFIG = {"collection": "app", "features": FEATURES, "channel": CHANNEL, "max_order": 2, "min_reports": 0,
-          "window": {"type": "fixed", "size_seconds": WINDOW_S}, "early_firing_seconds": 2}
+          "window": {"type": "fixed", "size_seconds": WINDOW_S}, "early_firing_seconds": 2,
+          "allowed_lateness_seconds": streams.LONG_LATENESS_S}
 
 
 def java_classpath() -> str:
@@ -79,7 +81,7 @@ def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(clust
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", "devices",
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
             "--kafka-expansion-service", cluster.expansion_service, "--output", out] + cluster.pipeline_args()
-    t0 = streams.next_start_ms(WINDOW_S, 300)   # the window's early panes count the reports as they come
+    t0 = streams.past_start_ms(WINDOW_S)   # the window's panes count the reports as they come
     lines, truth_bits = devices(t0)
     (tmp_path / "devices.txt").write_text("\n".join(lines) + "\n")
     with collectors.running(str(tmp_path / "c.json"), cluster.bootstrap, "devices", str(tmp_path),
@@ -89,11 +91,11 @@ def test_the_jvm_clients_reports_reach_the_estimates_through_the_collector(clust
                                str(tmp_path / "app.key"), str(tmp_path / "client.json"),
                                os.path.join(ROOT, "schemas", "noisy_report.avsc"), str(tmp_path / "devices.txt"),
                                str(SINGLES)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=streams.PATIENCE_S)
         assert sent.returncode == 0, sent.stderr[-2000:]
         assert sent.stdout.split() == ["accepted", str(DEVICES)]
         streams.wait_until("every report in the window's latest pane",
-                           lambda: streams.reports_in_latest_panes(out) >= DEVICES, 150)
+                           lambda: streams.reports_in_latest_panes(out) >= DEVICES)
     assert streams.reports_in_latest_panes(out) == DEVICES   # accepted = counted (nothing dead-lettered)
     assert collectors.KEY not in c.output()
 

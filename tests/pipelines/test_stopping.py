@@ -269,7 +269,8 @@ def test_a_cancel_without_flink_rest_says_the_job_servers_flink_may_still_run_it
     stopped = stop_job(_CancelledJob(), args, PipelineOptions(submitted), [], signal.SIGINT, "job-1")
     line = str(stopped)
     assert "the job was cancelled (CANCELLED)" in line
-    assert ("embedded Flink may still run it" in line and "--flink-rest" in line) == warned
+    assert ("Flink behind the job server may still run it" in line and "--flink_master" in line
+            and "--flink-rest" in line) == warned
 
 
 def test_a_cancel_with_flink_rest_where_no_such_job_runs_says_so_without_the_hint(tmp_path):
