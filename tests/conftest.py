@@ -33,6 +33,9 @@ SLOW_MARKERS = ("flink", "kafka", "browser", "plain_install")
 SESSION_CLUSTER_TESTS = ("tests/cluster/test_flink_recovery.py::",
                          "tests/cluster/test_stop_and_resume.py::test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_")
 CLUSTER_DIR = "tests/cluster/"
+# tests/cluster/ modules that start a cluster of their own (as `make cluster-up` does): their own work unit, so
+# that they run beside the two groups instead of after them on the local cluster's worker
+OWN_CLUSTER_MODULES = ("tests/cluster/test_cluster_up_resume.py",)
 
 
 def _module(nodeid: str) -> str:
@@ -43,7 +46,9 @@ def _work_unit(nodeid: str) -> str:
     """A test's unit of work in a pytest-xdist run: its module, or the cluster group it is in."""
     if nodeid.startswith(SESSION_CLUSTER_TESTS):
         return "the session cluster's tests"
-    return "the local cluster's tests" if nodeid.startswith(CLUSTER_DIR) else _module(nodeid)
+    if nodeid.startswith(CLUSTER_DIR) and _module(nodeid) not in OWN_CLUSTER_MODULES:
+        return "the local cluster's tests"
+    return _module(nodeid)
 
 
 def pytest_xdist_make_scheduler(config, log):
