@@ -76,6 +76,14 @@ def post(tmp_path, client_json, url: str, *args: str) -> int:
     return int(sent.stdout.split()[1])
 
 
+def alive(proc: subprocess.Popen, log) -> bool:
+    """True while ``ldp-marginals run`` runs; a command that ended fails the test with its output (a wait on
+    its job would otherwise last its whole bound)."""
+    if proc.poll() is not None:
+        pytest.fail(f"ldp-marginals run ended ({proc.returncode}): {Path(log).read_text()[-3000:]}")
+    return True
+
+
 def final_counts(out: str) -> dict:
     """``{(window start, region): n_reports}`` of the final marginals rows (closed windows) under ``out``."""
     counts = {}
@@ -136,9 +144,10 @@ def test_the_team_walks_from_its_config_to_the_rows_through_a_ctrl_c(session_clu
         assert accepted == DEVICES * PAST_WINDOWS
         log = tmp_path / "first.log"
         with command(argv, log) as proc:
-            job = streams.wait_until("the job on the session cluster", cluster.running_jobs)[0]
+            job = streams.wait_until("the job on the session cluster",
+                                     lambda: alive(proc, log) and cluster.running_jobs())[0]
             # the past windows close by data: their final rows, from the first run
-            streams.wait_until("the past windows' final rows", lambda: os.path.exists(
+            streams.wait_until("the past windows' final rows", lambda: alive(proc, log) and os.path.exists(
                 os.path.join(out, "manifest.json")) and len(final_counts(out)) == PAST_WINDOWS * len(REGIONS))
             with open(tmp_path / "dashboard.log", "w") as fh:
                 dashboard = subprocess.Popen(CLI + ["dashboard", "--estimates", out, "--serve", str(dashboard_port)],
@@ -160,7 +169,7 @@ def test_the_team_walks_from_its_config_to_the_rows_through_a_ctrl_c(session_clu
                 accepted += post(tmp_path, client_json, collector.url, "--seed", "down")   # stamped now
                 log = tmp_path / "resumed.log"
                 with command(resume[2:], log) as proc:
-                    job = streams.wait_until("the resumed job", cluster.running_jobs)[0]
+                    job = streams.wait_until("the resumed job", lambda: alive(proc, log) and cluster.running_jobs())[0]
                     assert streams.wait_until("its restore", lambda: cluster.restored_checkpoint(job))
                     accepted += post(tmp_path, client_json, collector.url, "--seed", "after")
                     sent = [schemas.normalize("noisy_report", r)
@@ -168,7 +177,8 @@ def test_the_team_walks_from_its_config_to_the_rows_through_a_ctrl_c(session_clu
                     assert len(sent) == accepted == DEVICES * (PAST_WINDOWS + 2)
                     want = expected_counts(sent)
                     # every window closes (the last ones once the clock has passed their end and lateness)
-                    streams.wait_until("every window's final rows", lambda: set(final_counts(out)) >= set(want),
+                    streams.wait_until("every window's final rows",
+                                       lambda: alive(proc, log) and set(final_counts(out)) >= set(want),
                                        LATENESS_S + streams.PATIENCE_S)
                     assert final_counts(out) == want
                     assert served_counts(dashboard_port) == want   # the dashboard serves the same windows
