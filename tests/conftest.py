@@ -31,7 +31,8 @@ SLOW_MARKERS = ("flink", "kafka", "browser", "plain_install")
 # the two groups to one worker (ClusterScheduling), so that each cluster is started once, as in one
 # process. Checked against the tests' fixtures at collection: a test missing here fails the run.
 SESSION_CLUSTER_TESTS = ("tests/cluster/test_flink_recovery.py::",
-                         "tests/cluster/test_stop_and_resume.py::test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_")
+                         "tests/cluster/test_stop_and_resume.py::test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_",
+                         "tests/cluster/test_team_path.py::")
 CLUSTER_DIR = "tests/cluster/"
 # tests/cluster/ modules that start a cluster of their own (as `make cluster-up` does): their own work unit, so
 # that they run beside the two groups instead of after them on the local cluster's worker
