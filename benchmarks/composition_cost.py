@@ -21,9 +21,12 @@ interleaved (old, new, old, new, ...) and the ratios are of medians, so that bot
 a shared machine; the CPU ratio is the figure to read (the wall ratio is given too).
 
     python -m benchmarks.composition_cost [--full] [--repeats 3] [--devices 2000,6000,12000] [--team-only]
+                                          [--against COMMIT]
 
 ``--devices``: the team's population, devices a region (one comparison each, interleaved with the
-others; default 2,000, the issue's); ``--team-only``: (b) alone, without the baseline tree.
+others; default 2,000, the issue's); ``--team-only``: (b) alone, without the baseline tree;
+``--against``: (b) also for the team's job on ``COMMIT``'s tree (extracted as the baseline is),
+interleaved with plain and this tree's, so a change's before and after meet the same load.
 """
 from __future__ import annotations
 
@@ -188,9 +191,9 @@ def _work(runs: list) -> float:
 
 
 def compare(pairs: dict, folder: str, repeats: int) -> dict:
-    """``pairs``: name -> ((label, config, warm, pattern, tree) of the baseline, the same of the job);
-    the runs interleaved, per name ``{label: [runs]}``."""
-    runs = {name: {pair[0][0]: [], pair[1][0]: []} for name, pair in pairs.items()}
+    """``pairs``: name -> ((label, config, warm, pattern, tree) of the baseline, the same of the job,
+    and of any other job compared with the baseline); the runs interleaved, per name ``{label: [runs]}``."""
+    runs = {name: {entry[0]: [] for entry in pair} for name, pair in pairs.items()}
     for i in range(repeats):
         for name, pair in pairs.items():
             for label, config, warm, pattern, tree in pair:
@@ -206,7 +209,7 @@ def _config_file(folder: str, name: str, cfg: dict) -> str:
     return path
 
 
-def run(tmp, full, repeats: int = 3, populations=(2000,), team_only: bool = False):
+def run(tmp, full, repeats: int = 3, populations=(2000,), team_only: bool = False, against: str | None = None):
     folder = os.path.join(tmp, "composition_cost")
     os.makedirs(folder, exist_ok=True)
     if team_only:
@@ -228,9 +231,11 @@ def run(tmp, full, repeats: int = 3, populations=(2000,), team_only: bool = Fals
     sub = os.path.join(folder, "team")
     warm = team_files(sub, 20, seed=1)
     plain, team = _config_file(folder, "plain", PLAIN), _config_file(folder, "team", TEAM)
+    other = base_tree(os.path.join(folder, "against"), against) if against else None
     for devices in populations:   # the issue's population: 2,000 devices a region
         pattern = team_files(sub, devices, seed=48)
-        pairs[f"team {devices}"] = (("plain", plain, warm, pattern, None), ("team", team, warm, pattern, None))
+        pairs[f"team {devices}"] = (("plain", plain, warm, pattern, None), ("team", team, warm, pattern, None)) + (
+            ((against, team, warm, pattern, other),) if other else ())
     runs = compare(pairs, folder, repeats)
     goals, parts = [], []
     for name in KIND_CONFIGS if old else ():
@@ -260,6 +265,11 @@ def run(tmp, full, repeats: int = 3, populations=(2000,), team_only: bool = Fals
         parts.append(f"team at {devices:,} devices a region: CPU {cpu:.2f}x, past the fixed cost {work:.2f}x (team "
                      f"{_work(r['team']):.2f} s, plain {_work(r['plain']):.2f} s), wall {wall:.2f}x (team "
                      f"{_median(r['team'], 'wall'):.1f} s, plain {_median(r['plain'], 'wall'):.1f} s)")
+        if against:
+            parts.append(f"the team's job on {against}'s tree at {devices:,}: CPU "
+                         f"{_median(r[against], 'cpu') / _median(r['plain'], 'cpu'):.2f}x plain "
+                         f"({_median(r[against], 'cpu'):.2f} s; this tree's {_median(r['team'], 'cpu'):.2f} s), "
+                         f"past the fixed cost {_work(r[against]) / _work(r['plain']):.2f}x ({_work(r[against]):.2f} s)")
     details = {"48-7 composition cost": f"median of {repeats} interleaved runs, each job in a fresh process after a "
                                         f"warm-up job, one BLAS thread; " + "; ".join(parts + [missing] * bool(missing))
                                         + "; load "
@@ -273,6 +283,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--devices", default="2000", help="the team's devices a region, comma-separated sizes")
     parser.add_argument("--team-only", action="store_true", help="(b) alone: no baseline tree, no kinds")
+    parser.add_argument("--against", metavar="COMMIT", help="(b) also for the team's job on COMMIT's tree")
     parser.add_argument("--job", nargs=4, metavar=("CONFIG", "WARM", "INPUT", "OUTPUT"),
                         help="internal: one timed job in this process (the benchmark's subprocesses)")
     args = parser.parse_args()
@@ -281,7 +292,7 @@ if __name__ == "__main__":
     else:
         with tempfile.TemporaryDirectory() as tmp:
             goals, details = run(tmp, args.full, args.repeats, [int(d) for d in args.devices.split(",")],
-                                 args.team_only)
+                                 args.team_only, args.against)
         for g in goals:
             print(f"{g['goal']}: {g['measured']} vs {g['baseline']}: {g['ratio']:.2f}x (target {g['target']})")
         print(details)

@@ -55,3 +55,10 @@ def distinct_rows(words, limit: int):
     check :data:`AVAILABLE`)."""
     from ldp_marginals.ldp import _kernels
     return _kernels.distinct_rows(words, limit)
+
+
+def pattern_state_sums(inverse, bits, cols, widths, tables, n_clients: int):
+    """:func:`ldp_marginals.ldp._kernels.pattern_state_sums` (compiled on first use; numba required:
+    callers check :data:`AVAILABLE`)."""
+    from ldp_marginals.ldp import _kernels
+    return _kernels.pattern_state_sums(inverse, bits, cols, widths, tables, n_clients)

@@ -231,3 +231,26 @@ def distinct_rows(words, limit):
                 table = _table_of(hashes, m, bits)
         index[i] = found
     return first[:m].copy(), index
+
+
+@njit(cache=True, nogil=True)
+def pattern_state_sums(inverse, bits, cols, widths, tables, n_clients):
+    """Per client, the sum of its reports' states of each extreme over few bits, read from the extremes'
+    tables of bit patterns (:func:`ldp_marginals.ldp.aggregate._log_states`) without a state per report:
+    ``inverse`` int64[n] each report's client (``< n_clients``), ``bits`` uint8[n, d] (0/1), ``cols``
+    int64[E, m] extreme e's bits (the first ``widths[e]``), ``tables`` float64[E, 2^m, W] its states by
+    pattern (bit j of the pattern is the extreme's j-th bit). Returns float64[n_clients, E, W]: per
+    column, ``np.bincount(inverse, weights=states[:, e, w])`` bit for bit (each client's sum runs over
+    its reports in order, from 0.0)."""
+    n = inverse.size
+    n_ext, _, width = tables.shape
+    out = np.zeros((n_clients, n_ext, width))
+    for i in range(n):
+        c = inverse[i]
+        for e in range(n_ext):
+            code = 0
+            for j in range(widths[e]):
+                code |= np.int64(bits[i, cols[e, j]]) << j
+            for w in range(width):
+                out[c, e, w] += tables[e, code, w]
+    return out

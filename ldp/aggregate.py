@@ -213,10 +213,20 @@ def _log_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.n
     patterns each pattern's state is computed once (by the same operations, row by row) and looked up."""
     n, m = bits.shape
     if m <= _PATTERN_BITS and n > (4 << m):
-        patterns = ((np.arange(1 << m)[:, None] >> np.arange(m)) & 1).astype(np.uint8)
-        code = (bits.astype(np.intp) << np.arange(m)).sum(axis=1)
-        return _pattern_states(op, patterns, p, q)[code]
+        return _pattern_table(op, m, p, q)[_pattern_codes(bits)]
     return _pattern_states(op, bits, p, q)
+
+
+def _pattern_table(op: str, m: int, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``(2^m, 7)``: the state of one extreme over m bits for each pattern of them (bit j of the pattern is
+    the extreme's j-th bit, :func:`_pattern_codes`)."""
+    patterns = ((np.arange(1 << m)[:, None] >> np.arange(m)) & 1).astype(np.uint8)
+    return _pattern_states(op, patterns, p, q)
+
+
+def _pattern_codes(bits: np.ndarray) -> np.ndarray:
+    """intp per report: the pattern of its bits ``(n, m)`` (0/1), bit j its j-th bit."""
+    return (bits.astype(np.intp) << np.arange(bits.shape[1])).sum(axis=1)
 
 
 def _pattern_states(op: str, bits: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -334,7 +344,7 @@ class ReportAggregator:
         out = self.create()
         if table.kept:
             if self.client_extremes:
-                self.add_packed(out, table.bits, table.owner, np.ones(table.kept, dtype=bool), ranks=table.rank)
+                self.add_packed(out, table.bits, table.owner, ranks=table.rank)   # every kept report names its device
             else:
                 self.add_packed(out, table.bits)
         out.device_count, out.over_bound = table.n_devices, table.over_bound
@@ -408,12 +418,41 @@ class ReportAggregator:
             ranks = None if ranks is None else ranks[named]
         if keys.size == 0:
             return
-        per_reports = np.empty((keys.size, len(self.client_extremes), STATE_WIDTH))
         p, q = self.channels.p, self.channels.q
+        widest = max(len(cols) for _, cols in self.client_extremes)
+        if _compiled.AVAILABLE and widest <= _PATTERN_BITS and keys.size > (4 << widest):
+            self._add_client_patterns(acc, bits, keys, ranks, widest)
+            return
+        per_reports = np.empty((keys.size, len(self.client_extremes), STATE_WIDTH))
         for e, (op, cols) in enumerate(self.client_extremes):
             cols = list(cols)
             per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
         self._add_client_states(acc, keys, per_reports, ranks)
+
+    def _add_client_patterns(self, acc, bits, keys, ranks, widest: int) -> None:
+        """:meth:`_add_client_states` of the states :meth:`_add_clients` would make (every extreme over at
+        most ``widest`` <= 12 bits, numba installed), with the same arrays as its result: each client's sums
+        in one compiled pass over the reports' bit patterns (no state per report), and states made only for
+        the reports the client sample keeps (the bottom of a union is the bottom of the parts' bottoms)."""
+        p, q = self.channels.p, self.channels.q
+        n_ext = len(self.client_extremes)
+        cols = np.zeros((n_ext, widest), dtype=np.int64)
+        widths = np.zeros(n_ext, dtype=np.int64)
+        tables = np.zeros((n_ext, 1 << widest, STATE_WIDTH))
+        for e, (op, c) in enumerate(self.client_extremes):
+            c = list(c)
+            cols[e, :len(c)], widths[e] = c, len(c)
+            tables[e, :1 << len(c)] = _pattern_table(op, len(c), p[c], q[c])
+        uniq, inverse = unique_inverse(keys)   # sorted already when settled from a device table
+        states = _compiled.pattern_state_sums(inverse, np.ascontiguousarray(bits, dtype=np.uint8), cols, widths,
+                                              tables, uniq.size)
+        self._merge_clients(acc, uniq, states)
+        if self.client_sample is not None:   # each client's c + 1 reports of smallest rank, one state each
+            keep = bottom_indices(keys, ranks, self.client_sample + 1)
+            kept = np.empty((keep.size, n_ext, STATE_WIDTH))
+            for e in range(n_ext):
+                kept[:, e, :] = tables[e][_pattern_codes(bits[keep][:, cols[e, :widths[e]]])]
+            self._merge_sample(acc, [(keys[keep], ranks[keep], kept)])
 
     def _add_client_states(self, acc, keys, per_reports, ranks=None):
         """Add per-report states ``per_reports`` ``(n, rows, 7)`` of clients ``keys`` (uint64, every

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ldp_marginals.ldp import _compiled, aggregate, devices, versioned
 from ldp_marginals.ldp.aggregate import ReportAggregator, _log_states, _pattern_states
 from ldp_marginals.ldp.channels import Channel, ChannelSet
+from ldp_marginals.ldp.encoding import pack_bits
 from ldp_marginals.ldp.sets import SetFamily
 
 seeds = st.integers(0, 2**32 - 1)
@@ -141,3 +142,77 @@ def test_a_merge_that_keeps_a_sample_whole_shares_nothing_it_later_changes():
     agg2, other = _sampled_accumulator(seed=6)
     agg.merge([merged, other])   # replaces merged's arrays, writes none of them in place
     assert np.array_equal(acc.sample_states.view(np.uint64), states.view(np.uint64))
+
+
+def _per_report_clients(agg, acc, bits, keys, ranks):
+    """main's ``_add_clients`` (ldp/aggregate.py), verbatim: a state per report, then per client a
+    bincount of each column, and the client sample cut from every report's state."""
+    per_reports = np.empty((keys.size, len(agg.client_extremes), aggregate.STATE_WIDTH))
+    p, q = agg.channels.p, agg.channels.q
+    for e, (op, cols) in enumerate(agg.client_extremes):
+        cols = list(cols)
+        per_reports[:, e, :] = _log_states(op, bits[:, cols], p[cols], q[cols])
+    agg._add_client_states(acc, keys, per_reports, ranks)
+
+
+_CLIENT_ARRAYS = ("clients", "client_states", "sample_owner", "sample_rank", "sample_states")
+
+
+@given(seeds, st.integers(0, 400), st.integers(1, 60), st.booleans(), st.sampled_from([None, 1, 2, 5]),
+       st.booleans())
+def test_client_sums_from_bit_patterns_are_the_per_report_bincounts_bit_for_bit(seed, extra, distinct, presorted,
+                                                                                sample, earlier):
+    """The team's settle (issue 48 item 7): per client extreme over few bits, each client's sums from one
+    compiled pass over the reports' bit patterns and states made only for the sampled reports give the
+    accumulator the states per report gave, every array bit for bit; into an empty accumulator (a slice
+    settled) and into one holding clients and a sample already (``earlier``)."""
+    if not _compiled.AVAILABLE:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(seed)
+    d = 7
+    p = rng.uniform(0.0, 0.45, d)
+    q = np.where(rng.random(d) < 0.2, 1.0, rng.uniform(0.55, 1.0, d))   # q = 1: zero factors, counted
+    extremes = [("or", (0, 1, 2)), ("and", (4, 2)), ("or", (6,)), ("and", (0, 1, 2, 3, 4, 5))]
+    agg = ReportAggregator(SetFamily(d, 1), ChannelSet(tuple(Channel(a, b) for a, b in zip(p, q))),
+                           client_extremes=extremes, client_sample=sample)
+    n = (4 << 6) + 1 + extra   # past the widest extreme's threshold: the patterns' path
+    owner, rank = _keys(rng, n, distinct, presorted)
+    bits = (rng.random((n, d)) < rng.random(d)).astype(np.uint8)
+    got, want = agg.create(), agg.create()
+    if earlier:
+        m = 50   # below the threshold: both take the per-report path here
+        before = _keys(rng, m, distinct + 3, False), (rng.random((m, d)) < 0.5).astype(np.uint8)
+        for acc in (got, want):
+            _per_report_clients(agg, acc, before[1], *before[0])
+    agg._add_clients(got, bits, owner, None, rank)
+    _per_report_clients(agg, want, bits, owner, rank)
+    for name in _CLIENT_ARRAYS:
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.shape == b.shape and a.dtype == b.dtype, name
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), name
+
+
+def test_a_settled_device_table_takes_the_patterns_path_and_keeps_its_per_report_result(monkeypatch):
+    """A whole slice settled (every kept report names its device) goes through the compiled pass and
+    gives what the per-report states gave."""
+    if not _compiled.AVAILABLE:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(11)
+    agg = ReportAggregator(SetFamily(5, 2), ChannelSet.uniform(Channel.symmetric(0.25), 5),
+                           client_extremes=[("or", (0, 1, 2)), ("and", (0, 1, 2))], device_bound=4,
+                           client_sample=1)
+    n = 3000
+    packed = pack_bits((rng.random((n, 5)) < 0.4).astype(np.uint8))
+    open_acc = agg.add_devices(agg.create_open(), packed, rng.integers(0, 400, n).astype(np.uint64),
+                               rng.integers(0, 10_000, n).astype(np.int64))
+    calls = []
+    fast = ReportAggregator._add_client_patterns
+    monkeypatch.setattr(ReportAggregator, "_add_client_patterns", lambda *a: calls.append(1) or fast(*a))
+    got = agg.settle(open_acc)
+    monkeypatch.setattr(ReportAggregator, "_add_client_patterns", None)   # forced off: the per-report path
+    monkeypatch.setattr(_compiled, "AVAILABLE", False)
+    want = agg.settle(open_acc)
+    assert calls == [1]
+    for name in _CLIENT_ARRAYS:
+        assert np.array_equal(getattr(got, name).view(np.uint8), getattr(want, name).view(np.uint8)), name
+    assert np.array_equal(got.cooc.counts, want.cooc.counts) and np.array_equal(got.kept, want.kept)
