@@ -583,6 +583,16 @@ def _kind_polys(s: Scenario, bits: tuple, table: bool, reports) -> list:
     return out
 
 
+def _settled(cfg, s: Scenario, reports) -> object:
+    """The settled accumulator of ``reports``: each slice and value's reports settled apart (under the device
+    unit each keeps its devices' bottom M, as the job's slices do), merged."""
+    parts = {}
+    for r in sorted(reports):
+        parts.setdefault(s.reports[r][:2], []).append(r)
+    agg = cfg.aggregator
+    return agg.merge([agg.create()] + [agg.settle(_packed(cfg, s, ids)) for ids in parts.values()])
+
+
 def kind_statistics(s: Scenario, cfg, out: Outcome) -> list:
     """Every published row of a whole-report kind as the polynomials it is a function of (:func:`_kind_polys`
     of its set over the reports its pane and key hold); each row of marginals, tables, consistent tables and
@@ -605,7 +615,7 @@ def kind_statistics(s: Scenario, cfg, out: Outcome) -> list:
             where = f"{f.kind} {f.window} pane {f.pane} {dict(key)}"
             check_pane_fields(row, f, where)
             if (f.window, pane, key) not in wanted:
-                acc = _packed(cfg, s, sorted(reports))
+                acc = _settled(cfg, s, reports)
                 wanted[f.window, pane, key] = {repr(_rounded(r)) for _, r in window_rows(
                     cfg, key, acc, f.window or GLOBAL_WINDOW, final=True)}
             mine = _rounded({k: v for k, v in row.items() if k not in PANE_FIELDS or v is None})
@@ -1166,3 +1176,20 @@ def stream_device_rollup_scenario(rng) -> Scenario:
     return replace(s, window="fixed", reports=reports,
                    events=_events(rng, reports, [int(j) for j in rng.permutation(len(reports))]),
                    lateness=int(rng.choice([0, 60, 300])), delivery=int(rng.integers(0, 1000)))
+
+
+KIND_SHAPES = ("random_scenario", "device_scenario", "report_device_scenario", "device_keys_scenario", "rollup_scenario",
+               "stream_rollup_scenario", "device_rollup_scenario", "stream_device_rollup_scenario")
+
+
+def kind_scenario(rng, shapes=KIND_SHAPES) -> Scenario:
+    """A whole-report kind (hadamard or subset) on one of the per-bit shapes ``shapes``: fixed, sliding and
+    global windows with early and late panes, the device unit (with bounds on reports and keys), the report
+    unit with device bounds, rollups in batch and streaming; each report's draw (coefficient or subset)
+    drawn uniformly, no extremes over clients (the kinds refuse them: rule kind-client-extremes)."""
+    kind = str(rng.choice(["hadamard", "subset"]))
+    s = globals()[shapes[int(rng.integers(0, len(shapes)))]](rng)
+    pool = KIND_DRAWS[kind]
+    reports = s.reports if s.device_bound is not None else [(sl, v, None) for sl, v, _ in s.reports]
+    return replace(s, kind=kind, clients=False, client_sample=None, reports=reports,
+                   draws=[pool[int(rng.integers(0, len(pool)))] for _ in s.reports])
