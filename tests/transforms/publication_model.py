@@ -52,6 +52,7 @@ import numpy as np
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.schemas.collection import ROLLED_UP
+from ldp_marginals.schemas.composition import check_job_composition, composition_faults
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.transforms.publication.engine import (END_OF_TIME_US, PaneFile, batch_bound_keys, batch_window,
@@ -97,8 +98,9 @@ class Scenario:
     client_sample: int | None = None   # reports_per_client: client rows on each client's c reports of smallest rank
     unit: str = "device"      # with device_bound: what min_reports counts ("report": the report unit with device bounds)
     kind: str = "per_bit"     # the channel kind: per_bit, hadamard (one slot) or subset (width 2): KIND_BITS payload bits
-    draws: list = field(default_factory=list)
-    batch: bool = False       # kind_holdings: the twin's run is the batch job   # a whole-report kind's public draw per report: a coefficient or subset
+    draws: list = field(default_factory=list)   # a whole-report kind's public draw per report: a coefficient or subset
+    batch: bool = False       # kind_holdings: the twin's run is the batch job
+    modes: tuple = (False, True)   # the runs (batch?) of a kind scenario: those the job accepts (kind_scenario)
 
     def draw(self, r: int) -> tuple:
         """Report r's draw (a whole-report kind): a coefficient (hadamard) or subset (subset), a sorted tuple
@@ -905,7 +907,10 @@ def over_bound(s: Scenario, cfg, out: Outcome) -> str | None:
 
 def violations(s: Scenario, batch: bool = False) -> tuple:
     """``(isolation, accounting)`` of the scenario's streaming run (or its batch run); accounting
-    includes the device bound."""
+    includes the device bound. A whole-report kind's scenario must be one the job accepts in that mode
+    (the job's check, schemas/composition.py): a ValueError otherwise."""
+    if s.kind != "per_bit":
+        check_job_composition({"g": kind_config_of(s)}, streaming=not batch)
     cfg, out = (run_batch if batch else run)(s)
     if s.kind != "per_bit":
         return isolation(s, kind_statistics(replace(s, batch=batch), cfg, out)), None
@@ -1180,6 +1185,15 @@ def stream_device_rollup_scenario(rng) -> Scenario:
 
 KIND_SHAPES = ("random_scenario", "device_scenario", "report_device_scenario", "device_keys_scenario", "rollup_scenario",
                "stream_rollup_scenario", "device_rollup_scenario", "stream_device_rollup_scenario")
+BATCH_SHAPES = ("rollup_scenario", "device_rollup_scenario")   # their streaming forms are the stream_ shapes
+
+
+def kind_modes(s: Scenario, shape: str) -> tuple:
+    """The runs (``batch`` flags) of a kind scenario of ``shape``: batch, and streaming unless the shape is a
+    batch shape or the job refuses the config in streaming (schemas/composition.py, as the job checks it: a
+    bound on keys on the global window does not stream, rule device-keys-streaming-global)."""
+    streams = shape not in BATCH_SHAPES and not composition_faults(kind_config_of(s), streaming=True)
+    return (False, True) if streams else (True,)
 
 
 def kind_scenario(rng, shapes=KIND_SHAPES) -> Scenario:
@@ -1188,8 +1202,12 @@ def kind_scenario(rng, shapes=KIND_SHAPES) -> Scenario:
     unit with device bounds, rollups in batch and streaming; each report's draw (coefficient or subset)
     drawn uniformly, no extremes over clients (the kinds refuse them: rule kind-client-extremes)."""
     kind = str(rng.choice(["hadamard", "subset"]))
-    s = globals()[shapes[int(rng.integers(0, len(shapes)))]](rng)
+    shape = shapes[int(rng.integers(0, len(shapes)))]
+    s = globals()[shape](rng)
+    while not s.reports:   # a job of no reports publishes nothing (the rollup shapes can draw none)
+        s = globals()[shape](rng)
     pool = KIND_DRAWS[kind]
     reports = s.reports if s.device_bound is not None else [(sl, v, None) for sl, v, _ in s.reports]
-    return replace(s, kind=kind, clients=False, client_sample=None, reports=reports,
-                   draws=[pool[int(rng.integers(0, len(pool)))] for _ in s.reports])
+    s = replace(s, kind=kind, clients=False, client_sample=None, reports=reports,
+                draws=[pool[int(rng.integers(0, len(pool)))] for _ in s.reports])
+    return replace(s, modes=kind_modes(s, shape))
