@@ -2,8 +2,8 @@
 publishes is a function of its released accumulator, and that accumulator is a sum of per-report (per
 slot) contributions, additive over the atoms the rule releases. Exact checks: reports that differ but
 hold the same slots give the same accumulator and identical rows of every kind; atoms merged give the
-accumulator and rows of their union. (The exact-rank model of tests/transforms/publication_model.py
-does not cover this kind; these are the weaker, exact form of its premise.)"""
+accumulator and rows of their union: the premise of the exact-rank model's kind scenarios
+(tests/transforms/publication_model.py, kind_scenario), checked here directly."""
 import numpy as np
 
 from ldp_marginals.ldp.hadamard_reports import encode_reports
