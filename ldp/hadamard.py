@@ -304,7 +304,11 @@ class HadamardEstimate:
         h = hadamard_signs(k)
         th = np.array([self._theta_of(s) if s else 1.0 for s in subsets])
         pi = h @ th / (1 << k)
-        cov = h @ self.coefficient_covariance(subsets, truth) @ h.T / float(1 << (2 * k))
+        coef = self.coefficient_covariance(subsets, truth)
+        if np.isfinite(coef).all():
+            cov = h @ coef @ h.T / float(1 << (2 * k))
+        else:   # a coefficient no slot drew: every cell carries it (signs +-1), so every (co)variance is infinite
+            cov = np.full((1 << k, 1 << k), np.inf)
         n = self.n_reports
         return MarginalTable(cols, tuple(labels or (str(c) for c in cols)), n, n * pi, n * n * cov)
 

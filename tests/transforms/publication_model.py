@@ -52,10 +52,12 @@ import numpy as np
 from ldp_marginals.ldp.aggregate import client_key
 from ldp_marginals.ldp.devices import report_ranks
 from ldp_marginals.schemas.collection import ROLLED_UP
+from ldp_marginals.schemas.composition import check_job_composition, composition_faults
 from ldp_marginals.schemas.config import parse_config
 from ldp_marginals.ldp.windows import GLOBAL_WINDOW
 from ldp_marginals.transforms.publication.engine import (END_OF_TIME_US, PaneFile, batch_bound_keys, batch_window,
                                                          ledger_verdict)
+from ldp_marginals.transforms.publication.hadamard_rows import group_bits
 from ldp_marginals.transforms.publication.rows import window_rows
 from tests.transforms.local_stream import LocalStream
 
@@ -95,13 +97,32 @@ class Scenario:
     rollups: tuple | None = None   # two dimensions k and j (a value "ax" is k=a, j=x) and these rollups
     client_sample: int | None = None   # reports_per_client: client rows on each client's c reports of smallest rank
     unit: str = "device"      # with device_bound: what min_reports counts ("report": the report unit with device bounds)
+    kind: str = "per_bit"     # the channel kind: per_bit, hadamard (one slot) or subset (width 2): KIND_BITS payload bits
+    draws: list = field(default_factory=list)   # a whole-report kind's public draw per report: a coefficient or subset
+    batch: bool = False       # kind_holdings: the twin's run is the batch job
+    modes: tuple = (False, True)   # the runs (batch?) of a kind scenario: those the job accepts (kind_scenario)
+
+    def draw(self, r: int) -> tuple:
+        """Report r's draw (a whole-report kind): a coefficient (hadamard) or subset (subset), a sorted tuple
+        of payload bit indices; given, or the r-th of the kind's draws in turn."""
+        if r < len(self.draws):
+            return tuple(self.draws[r])
+        pool = KIND_DRAWS[self.kind]
+        return pool[r % len(pool)]
 
     def bits(self, r: int) -> tuple:
         given = tuple(self.payload[r]) if r < len(self.payload) else ()
         return (given + (r % 2, (r // 2) % 2, (r // 4) % 2)[len(given):])[:3]
 
 
+KIND_BITS = 3   # a whole-report kind's payload bits (a, b, c), max_order 2
+KIND_DRAWS = {"hadamard": [s for o in (1, 2) for s in itertools.combinations(range(KIND_BITS), o)],
+              "subset": list(itertools.combinations(range(KIND_BITS), 2))}
+
+
 def config_of(s: Scenario, n_tracers: int):
+    if s.kind != "per_bit":
+        return kind_config_of(s)
     window = {"fixed": {"type": "fixed", "size_seconds": 60 * s.periods},
               "sliding": {"type": "sliding", "size_seconds": 180, "period_seconds": 60},
               "global": {"type": "global"}}[s.window]
@@ -134,6 +155,46 @@ def config_of(s: Scenario, n_tracers: int):
     return parse_config(spec)
 
 
+def kind_config_of(s: Scenario):
+    """A whole-report kind's collection: payload bits a, b, c, ``max_order`` 2, one slot (hadamard) or
+    subsets of width 2 (subset), the table of (a, b) and the extremes over reports of (a, b); the
+    scenario's window, guard, dimension and device unit as :func:`config_of` sets them (no tracer bits:
+    whole reports carry one draw; what a row holds comes from the per-bit twin, :func:`kind_holdings`)."""
+    window = {"fixed": {"type": "fixed", "size_seconds": 60 * s.periods},
+              "sliding": {"type": "sliding", "size_seconds": 180, "period_seconds": 60},
+              "global": {"type": "global"}}[s.window]
+    channel = {"kind": s.kind, "epsilon": 2.0} | ({"slots": 1} if s.kind == "hadamard" else {"width": 2})
+    spec = {"collection": "g", "features": [{"name": n, "type": "boolean"} for n in "abc"[:KIND_BITS]],
+            "channel": channel, "max_order": 2, "window": window, "min_reports": s.min_reports,
+            "allowed_lateness_seconds": s.lateness, "early_firing_seconds": 5,
+            "dimensions": {"k": {"max_values": s.max_values}}, "groups": [["a", "b"]],
+            "extremes": [{"name": n, "op": op, "bits": ["a", "b"]} for n, op, _ in REPORT_EXTREMES]}
+    if s.rollups is not None:
+        spec["dimensions"]["j"] = {"max_values": s.max_values}
+        spec["rollups"] = [list(r) for r in s.rollups]
+    if s.device_bound is not None:
+        if s.key_bound is None:
+            del spec["dimensions"]
+            spec.pop("rollups", None)
+        spec["privacy"] = {"unit": s.unit, "max_reports_per_device": s.device_bound}
+        if s.key_bound is not None:
+            spec["privacy"]["max_keys_per_device"] = s.key_bound
+    return parse_config(spec)
+
+
+def _kind_wire(cfg, s: Scenario, ids: list) -> np.ndarray:
+    """The reports ``ids`` encoded by the kind: the draw public, the parity (hadamard: report r's payload
+    bit 0) or pattern (subset: the payload bits on the subset) its randomized variable."""
+    fmt, fam = cfg.aggregator.format, cfg.aggregator.mechanism.family
+    if s.kind == "hadamard":
+        index = {fam[i]: i for i in range(1, len(fam))}
+        return fmt.pack(np.array([[index[s.draw(r)]] for r in ids], dtype=np.int64).reshape(len(ids), 1),
+                        np.array([[s.bits(r)[0]] for r in ids], dtype=np.int64).reshape(len(ids), 1))
+    subsets = np.array([sum(1 << b for b in s.draw(r)) for r in ids], dtype=np.int64)
+    patterns = np.array([sum(1 << b for b in s.draw(r) if s.bits(r)[b]) for r in ids], dtype=np.int64)
+    return fmt.pack(subsets, patterns)
+
+
 def _tracers(cfg, s: Scenario) -> int:
     return cfg.layout.n_bits - (3 if s.derived else 2)
 
@@ -154,11 +215,14 @@ class Outcome:
 
 
 def _packed(cfg, s: Scenario, ids: list) -> tuple:
-    n_tracers = _tracers(cfg, s)
-    packed = np.zeros((len(ids), cfg.layout.n_bytes), dtype=np.uint8)
-    for row, j in enumerate(ids):
-        for bit in [j] + [n_tracers + i for i, v in enumerate(s.bits(j)[:cfg.layout.n_bits - n_tracers]) if v]:
-            packed[row, bit // 8] |= 1 << (bit % 8)
+    if s.kind != "per_bit":
+        packed = _kind_wire(cfg, s, ids)
+    else:
+        n_tracers = _tracers(cfg, s)
+        packed = np.zeros((len(ids), cfg.layout.n_bytes), dtype=np.uint8)
+        for row, j in enumerate(ids):
+            for bit in [j] + [n_tracers + i for i, v in enumerate(s.bits(j)[:cfg.layout.n_bits - n_tracers]) if v]:
+                packed[row, bit // 8] |= 1 << (bit % 8)
     tokens = [s.reports[j][2] for j in ids]
     keys = np.array([client_key(t) if t else 0 for t in tokens], dtype=np.uint64)
     named = np.array([t is not None for t in tokens])
@@ -465,6 +529,108 @@ def statistics(s: Scenario, cfg, out: Outcome, batch: bool = False) -> list:
     return stats
 
 
+# -- whole-report kinds ---------------------------------------------------------------------------
+
+def kind_holdings(s: Scenario) -> dict:
+    """``{(window, pane, key): frozenset of reports}`` of a whole-report kind's scenario: its per-bit twin's
+    (the same reports, events, guard and device unit; which reports a pane releases is a matter of counts,
+    not of the channel), read from the twin's tracer bits. :func:`kind_statistics` checks every row of the
+    kind against an accumulator of exactly those reports, so a twin that differs cannot pass unseen."""
+    twin = replace(s, kind="per_bit")
+    cfg, out = (run_batch if s.batch else run)(twin)
+    return holdings(twin, cfg, out)
+
+
+def _row_set(cfg, kind: str, row) -> tuple:
+    """The payload bits (a sorted tuple) a row of a whole-report kind rests on: a marginal's columns, a
+    table's group, an extreme's bits."""
+    if kind == "marginals":
+        return tuple(sorted(row["columns"]))
+    if kind in ("tables", "consistent_tables"):
+        return tuple(sorted(group_bits(cfg.layout, tuple(row["group"]))))
+    if kind == "extremes":
+        return (0, 1)
+    raise AssertionError(f"a row of kind {kind} is not modelled for channel kind {cfg.channel_kind}: {row}")
+
+
+def _kind_polys(s: Scenario, bits: tuple, table: bool, reports) -> list:
+    """The vectors a row over ``bits`` reads, as polynomials of the reports' randomized variables (module
+    docstring of tests/ldp/test_thin_rows_span.py and test_kind_rollups_span.py): hadamard, each coefficient
+    a within ``bits`` its parity sum over the reports that drew a (monomial ``((r, a),)``: report r's one
+    parity); subset, the all-ones indicator of ``bits`` summed over the reports whose subset holds them, and
+    with a table each cell's indicator (``prod y or (1 - y)`` over ``bits``, monomials ``((r, T),)``: report
+    r's pattern bits T, T within its subset)."""
+    if s.kind == "hadamard":
+        return [{((r, a),): 1.0 for r in reports if s.draw(r) == a}
+                for a in KIND_DRAWS["hadamard"] if set(a) <= set(bits)]
+    held = [r for r in reports if set(bits) <= set(s.draw(r))]
+    cells = [tuple(1 for _ in bits)] + (list(itertools.product((0, 1), repeat=len(bits))) if table else [])
+    out = []
+    for cell in cells:
+        poly = {}
+        for r in held:
+            terms = {(): 1.0}
+            for b, v in zip(bits, cell):
+                nxt = {}
+                for mono, c in terms.items():   # y (v = 1) or 1 - y (v = 0)
+                    if not v:
+                        nxt[mono] = nxt.get(mono, 0.0) + c
+                    grown = tuple(sorted(mono + (b,)))
+                    nxt[grown] = nxt.get(grown, 0.0) + (c if v else -c)
+                terms = nxt
+            for mono, c in terms.items():
+                key = ((r, mono),) if mono else ()
+                poly[key] = poly.get(key, 0.0) + c
+        out.append(poly)
+    return out
+
+
+def _settled(cfg, s: Scenario, reports) -> object:
+    """The settled accumulator of ``reports``: each slice and value's reports settled apart (under the device
+    unit each keeps its devices' bottom M, as the job's slices do), merged."""
+    parts = {}
+    for r in sorted(reports):
+        parts.setdefault(s.reports[r][:2], []).append(r)
+    agg = cfg.aggregator
+    return agg.merge([agg.create()] + [agg.settle(_packed(cfg, s, ids)) for ids in parts.values()])
+
+
+def kind_statistics(s: Scenario, cfg, out: Outcome) -> list:
+    """Every published row of a whole-report kind as the polynomials it is a function of (:func:`_kind_polys`
+    of its set over the reports its pane and key hold); each row of marginals, tables, consistent tables and
+    extremes cross-checked against the rows of an accumulator of exactly those reports (their fields are
+    functions of its counts; a row the engine publishes that such an accumulator does not give fails)."""
+    held = kind_holdings(s)
+    latest = {}
+    for (w, pane, key), reports in held.items():
+        latest.setdefault((w, key), []).append((pane, reports))
+    stats, done, wanted = [], set(), {}
+    for f in out.panes:
+        if f.kind == "withheld":
+            continue
+        for row in f.rows:
+            key = _key(row)
+            before = [x for x in latest.get((f.window, key), []) if x[0] <= f.pane]
+            if not before:
+                raise AssertionError(f"a row of a pane and key the twin released nothing of: {f.kind} {row}")
+            pane, reports = max(before)
+            where = f"{f.kind} {f.window} pane {f.pane} {dict(key)}"
+            check_pane_fields(row, f, where)
+            if (f.window, pane, key) not in wanted:
+                acc = _settled(cfg, s, reports)
+                wanted[f.window, pane, key] = {repr(_rounded(r)) for _, r in window_rows(
+                    cfg, key, acc, f.window or GLOBAL_WINDOW, final=True)}
+            mine = _rounded({k: v for k, v in row.items() if k not in PANE_FIELDS or v is None})
+            if repr(mine) not in wanted[f.window, pane, key]:
+                raise AssertionError(f"{where}: row {mine} is no row of an accumulator of its reports {sorted(reports)}")
+            bits = _row_set(cfg, f.kind, row)
+            table = f.kind in ("tables", "consistent_tables")
+            if (f.window, f.pane, key, bits, table) not in done:
+                done.add((f.window, f.pane, key, bits, table))
+                stats += [Stat(poly, False, where) for poly in _kind_polys(s, bits, table, reports)]
+    return stats
+
+
 LINEAR_KINDS = ("tables", "consistent_tables", "conditionals", "means")
 
 
@@ -741,8 +907,13 @@ def over_bound(s: Scenario, cfg, out: Outcome) -> str | None:
 
 def violations(s: Scenario, batch: bool = False) -> tuple:
     """``(isolation, accounting)`` of the scenario's streaming run (or its batch run); accounting
-    includes the device bound."""
+    includes the device bound. A whole-report kind's scenario must be one the job accepts in that mode
+    (the job's check, schemas/composition.py): a ValueError otherwise."""
+    if s.kind != "per_bit":
+        check_job_composition({"g": kind_config_of(s)}, streaming=not batch)
     cfg, out = (run_batch if batch else run)(s)
+    if s.kind != "per_bit":
+        return isolation(s, kind_statistics(replace(s, batch=batch), cfg, out)), None
     return isolation(s, statistics(s, cfg, out, batch)), accounting(s, cfg, out) or over_bound(s, cfg, out)
 
 
@@ -1010,3 +1181,33 @@ def stream_device_rollup_scenario(rng) -> Scenario:
     return replace(s, window="fixed", reports=reports,
                    events=_events(rng, reports, [int(j) for j in rng.permutation(len(reports))]),
                    lateness=int(rng.choice([0, 60, 300])), delivery=int(rng.integers(0, 1000)))
+
+
+KIND_SHAPES = ("random_scenario", "device_scenario", "report_device_scenario", "device_keys_scenario", "rollup_scenario",
+               "stream_rollup_scenario", "device_rollup_scenario", "stream_device_rollup_scenario")
+BATCH_SHAPES = ("rollup_scenario", "device_rollup_scenario")   # their streaming forms are the stream_ shapes
+
+
+def kind_modes(s: Scenario, shape: str) -> tuple:
+    """The runs (``batch`` flags) of a kind scenario of ``shape``: batch, and streaming unless the shape is a
+    batch shape or the job refuses the config in streaming (schemas/composition.py, as the job checks it: a
+    bound on keys on the global window does not stream, rule device-keys-streaming-global)."""
+    streams = shape not in BATCH_SHAPES and not composition_faults(kind_config_of(s), streaming=True)
+    return (False, True) if streams else (True,)
+
+
+def kind_scenario(rng, shapes=KIND_SHAPES) -> Scenario:
+    """A whole-report kind (hadamard or subset) on one of the per-bit shapes ``shapes``: fixed, sliding and
+    global windows with early and late panes, the device unit (with bounds on reports and keys), the report
+    unit with device bounds, rollups in batch and streaming; each report's draw (coefficient or subset)
+    drawn uniformly, no extremes over clients (the kinds refuse them: rule kind-client-extremes)."""
+    kind = str(rng.choice(["hadamard", "subset"]))
+    shape = shapes[int(rng.integers(0, len(shapes)))]
+    s = globals()[shape](rng)
+    while not s.reports:   # a job of no reports publishes nothing (the rollup shapes can draw none)
+        s = globals()[shape](rng)
+    pool = KIND_DRAWS[kind]
+    reports = s.reports if s.device_bound is not None else [(sl, v, None) for sl, v, _ in s.reports]
+    s = replace(s, kind=kind, clients=False, client_sample=None, reports=reports,
+                draws=[pool[int(rng.integers(0, len(pool)))] for _ in s.reports])
+    return replace(s, modes=kind_modes(s, shape))

@@ -48,8 +48,12 @@ def hadamard_group_tables(config, marginals) -> list:
                 if all(z >> j & 1 for j, c in enumerate(cols) if c in ones) and \
                         not any(z >> j & 1 for j, c in enumerate(cols) if c in zeros):
                     pick[i, z] = 1.0
+        # a table no report informs (a coefficient no slot drew, a set no subset held) has an infinite
+        # covariance: so have its cells' sums (pick's zeros would make 0 * inf a NaN)
+        cov = pick @ table.covariance @ pick.T if np.isfinite(table.covariance).all() else \
+            np.full((len(cells), len(cells)), np.inf)
         group_table = GroupTable(tuple(group), tuple(v for v, _, _ in cells), (cols,) * len(cells), table.n,
-                                 pick @ table.estimate, pick @ table.covariance @ pick.T)
+                                 pick @ table.estimate, cov)
         level = sidak_level(config.level, len(cells)) if interval == "simultaneous" else config.level
         out.append((group, interval, group_table, *group_table.intervals(level)))
     return out
