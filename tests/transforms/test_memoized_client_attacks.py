@@ -1,29 +1,30 @@
 """An exact rank test of the rows a job publishes with extremes over clients on MEMOIZED channels at
 ``reports_per_client: 1`` under the device unit (rule memoize-client-extremes, schemas/composition.py;
-docs/design.md, "Extremes over clients and memoized channels"), for per-bit rappor and the kind ``hadamard``.
+docs/design.md, "Extremes over clients and memoized channels"), for per-bit rappor and the kinds ``hadamard``
+and ``subset``.
 
-A memoized device repeats its permanent response: the attacker's best case is an instantaneous stage that
-adds nothing, so every report of a device carries the same bit (per bit: q0; hadamard, one slot: the same
-coefficient drawn and the same parity). The variables are then one per DEVICE (its permanent q0 bit, or its
-permanent parity), and a device's several reports enter the rows as the same variable several times: the
-linear rows count it once per report, the client rows (one report a client, by rank) once.
+A memoized device repeats its permanent response: the attacker's best case is an instantaneous stage that adds
+nothing, so every report of a device carries the same bit (per bit: q0; hadamard, one slot: the same coefficient
+drawn and the same parity; subset: the same subset and pattern). The variables are then one per DEVICE (its
+permanent q0 bit, or its permanent parity), and a device's several reports enter the rows as the same variable
+several times: the linear rows count it once per report, the client rows (one report a client, by rank) once.
 
-The rows are those the real publication engine publishes for the window (``batch_window``: the release rule,
-the thin-row rule, the client sample and the kinds' reads rule), recomputed at chosen values of the variables.
-Every estimate and variance field of every published row is affine in the variables here (one-bit extremes,
-one report a client; a kind's marginal variance is not affine in the parities, a plug-in variance: the kind's
-marginals enter by their estimates only, a gap stated in the report), which the test checks at random points; so the published fields are a matrix ``J``
-(field x device) and an offset, and the attacker's combinations are its row space. A leak: a group of fewer
-than ``min_reports`` devices on whose columns alone a nonzero combination is supported
-(``rank J - rank J[:, not group] > 0``). Which rows publish must not depend on the variables either (it reads
-only metadata): asserted at every point.
+The rows are those the real publication engine publishes for the window (``batch_window``: the release rule, the
+thin-row rule, the client sample and the kinds' reads rule), recomputed at chosen values of the variables. Every
+estimate and variance field of every published row is affine in the variables here (one-bit extremes, one report a
+client), which the test checks at random points; a kind's marginal variance is not affine in the parities (a
+plug-in variance), so the kinds' marginals enter by their estimates only (a gap). The published fields are then a
+matrix ``J`` (field x device) and an offset, and the attacker's combinations its row space. A leak: a group of
+fewer than ``min_reports`` devices on whose columns alone a nonzero combination is supported (``rank J - rank J[:,
+not group] > 0``). Which rows publish must not depend on the variables either (it reads only metadata): asserted at
+every point.
 
 The test found a leak on main (2 of 6 random populations at each seed): devices that sent another number of
-memoized reports than most are singled out by ``marginal - k x client row``; the rule now groups the devices
-by their reports per atom (``release.memoized_groups_fault``). With it, no leak; four mutations are caught:
-that grouping off (main), the client sample's left-out check off (per bit), ``min_reports`` counting reports
-instead of devices (a device's repeated reports pass the release threshold), and the kinds' reads rule off
-with the grouping (hadamard)."""
+memoized reports than most are singled out by ``marginal - k x client row``; the rule now groups the devices by
+their reports per atom (``release.memoized_groups_fault``). With it, no leak; four mutations are caught: that
+grouping off (main), the client sample's left-out check off (per bit), ``min_reports`` counting reports instead of
+devices (a device's repeated reports pass the release threshold), and the kinds' reads rule off with the grouping
+(hadamard)."""
 import itertools
 
 import numpy as np
@@ -40,7 +41,8 @@ AFFINE = ("estimate", "variance")   # the fields the others (intervals, errors) 
 # marginal variance is not affine in the parities (a plug-in): the kind's marginals give their estimates only
 # (the client rows both fields)
 CHANNELS = {"per_bit": {"mechanism": "rappor", "f": 0.5, "p": 0.25, "q": 0.75, "memoize": True},
-            "hadamard": {"kind": "hadamard", "epsilon": 4.0, "slots": 1, "memoize": True, "epsilon_1": 1.0}}
+            "hadamard": {"kind": "hadamard", "epsilon": 4.0, "slots": 1, "memoize": True, "epsilon_1": 1.0},
+            "subset": {"kind": "subset", "epsilon": 4.0, "width": 2, "memoize": True, "epsilon_1": 1.0}}
 
 
 def config(kind: str, m: int, per_device: int):
@@ -65,11 +67,15 @@ def publish(cfg, kind: str, reports: list, draws: list, x) -> dict:
         if not np.isin(bits, (0.0, 1.0)).all():
             raise ValueError(f"per-bit variables must be 0/1, got x={x}")
         packed[:, 0] = bits.astype(np.uint8)   # q0 is bit 0: the permanent response repeated
-    else:
+    elif kind == "hadamard":
         fam = agg.mechanism.family
         index = np.array([fam.index(draws[d]) for d in owner], dtype=np.int64)[:, None]
         parity = np.asarray(x)[owner][:, None]
         packed = agg.format.pack(index, parity.astype(np.int64))
+    else:   # subset: the memoized subset and the q0 bit of its pattern (when the subset holds q0)
+        subsets = np.array([sum(1 << b for b in draws[d]) for d in owner], dtype=np.int64)
+        patterns = np.asarray(x, dtype=np.int64)[owner] * (subsets & 1)
+        packed = agg.format.pack(subsets, patterns)
     keys = np.array([client_key(f"dev-{d}") for d in owner], dtype=np.uint64)
     times = T0 + np.arange(owner.size, dtype=np.int64) * (HOUR // 4)   # distinct stamps: ranks never tie
     acc = agg.settle(agg.add_devices(agg.create_open(), packed, keys, times))
@@ -264,27 +270,30 @@ def test_hadamard_few_devices_read_by_the_extremes_are_not_singled_out(monkeypat
     assert (0, 1) in isolated(jac, 3)
 
 
-def test_hadamard_client_rows_publish_and_isolate_nobody():
-    """Eight devices memoize q0, six q1, six (q0, q1); two reports each, min_reports 3: the client rows publish
-    (two groups read alike, of 8 and 6 devices: the coefficient (q0, q1) is not read by an extreme over q0)
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
+def test_kind_client_rows_publish_and_isolate_nobody(kind):
+    """Hadamard: eight devices memoize q0, six q1, six (q0, q1); two reports each, min_reports 3: the client rows
+    publish (two groups read alike, of 8 and 6 devices: the coefficient (q0, q1) is not read by an extreme over q0)
+    (subset: (q0, q1), (q1, q2), (q0, q2): 14 devices read alike, 6 not)
     and no combination of published fields isolates fewer than 3 devices."""
-    draws = [(0,)] * 8 + [(1,)] * 6 + [(0, 1)] * 6
-    jac, published = fields_matrix("hadamard", 3, [2] * 20, draws)
+    draws = [(0,)] * 8 + [(1,)] * 6 + [(0, 1)] * 6 if kind == "hadamard" else [(0, 1)] * 8 + [(1, 2)] * 6 + [(0, 2)] * 6
+    jac, published = fields_matrix(kind, 3, [2] * 20, draws)
     assert {"marginals", "extremes"} <= published
     assert isolated(jac, 3) == []
 
 
+@pytest.mark.parametrize("kind", ["hadamard", "subset"])
 @pytest.mark.parametrize("mutated", [False, True])
-def test_hadamard_a_device_that_sent_one_more_report_is_not_singled_out(monkeypatch, mutated):
-    """Eight devices memoize q0 and send 2 reports, one memoizes q0 and sends 3, eight memoize q1 (min_reports
-    3, at most 3 reports a device). The reads rule passes (9 clients read alike; the reads past the sample,
-    10, reach 3 x 3), but the marginal of q0 counts device 8's parity three times and the others' twice:
-    marginal - 2 x (client row) isolates device 8. Withheld by the memoized groups; on main (the mutation)
-    published."""
+def test_a_kind_device_that_sent_one_more_report_is_not_singled_out(monkeypatch, mutated, kind):
+    """Eight devices memoize q0 (hadamard: the coefficient q0; subset: the subset (q0, q1)) and send 2 reports,
+    one memoizes it and sends 3, eight memoize q1 (subset: (q1, q2)); min_reports 3, at most 3 reports a
+    device. The reads rule passes (9 clients read alike; the reads past the sample, 10, reach 3 x 3), but the
+    marginal of q0 counts device 8's value three times and the others' twice: marginal - 2 x (client row)
+    isolates device 8. Withheld by the memoized groups; on main (the mutation) published."""
     if mutated:
         _no_memoized_groups(monkeypatch)
-    draws = [(0,)] * 9 + [(1,)] * 8
-    jac, published = fields_matrix("hadamard", 3, [2] * 8 + [3] + [2] * 8, draws)
+    draws = [(0,) if kind == "hadamard" else (0, 1)] * 9 + [(1,) if kind == "hadamard" else (1, 2)] * 8
+    jac, published = fields_matrix(kind, 3, [2] * 8 + [3] + [2] * 8, draws)
     assert "marginals" in published
     if not mutated:
         assert "extremes" not in published and isolated(jac, 3) == []
