@@ -116,4 +116,50 @@ def sample_rule(config, atoms) -> str | None:
         return (f"client extremes withheld: a released increment holds reports of between 1 and {m - 1} clients (or "
                 f"reports without a client) that the client rows leave out (past a client's {c} sampled reports, or "
                 "of a client left out): the client rows minus the per-report rows would single them out")
+    if shares_permanent(config):
+        reason = memoized_groups_fault(config, atoms, sample)
+        if reason:
+            return reason
     return kind_client_rule(config, atoms, sample)
+
+
+def shares_permanent(config) -> bool:
+    """Whether a client extreme reads bits that memoize (every bit of a memoized kind; a rappor bit with
+    ``memoize: true``): then the reports of a device repeat its permanent response."""
+    if getattr(config, "kind_memo", None) is not None:
+        return True
+    perm = getattr(config, "permanent", None) or ()
+    return any(b < len(perm) and perm[b] is not None for e in config.client_extremes for b in e.bits)
+
+
+def memoized_groups_fault(config, atoms, sample) -> str | None:
+    """Under a client sample with memoized bits (:func:`shares_permanent`): the devices that every published row
+    treats alike must be groups of 0 or at least ``min_reports``. A device repeats its permanent response, so
+    the linear rows count it once per report it sent in each atom and the client rows once per kept report:
+    with the marginal ``sum_d M_d x_d`` and the client row ``sum_d x_d``, ``marginal - k * client`` is
+    supported on the devices that did not send ``k`` reports (docs/design.md, "Extremes over clients and
+    memoized channels", tests/transforms/test_memoized_client_attacks.py). The group of a device: its reports
+    per atom, whether the sample keeps it, and (a kind) its reports' profile hashes per atom and its kept
+    reports' (what its reads are)."""
+    m = config.min_reports
+    keys = np.unique(np.concatenate([a.clients for a in atoms]))
+    kind = getattr(config, "sampling", None) is not None
+    table = np.zeros((keys.size, (2 if kind else 1) * len(atoms) + (2 if kind else 1)))
+    wrap = float(1 << PROFILE_BITS)
+    for i, a in enumerate(atoms):
+        at = np.searchsorted(keys, a.clients)
+        table[at, i] = np.rint(a.client_reports)
+        if kind:
+            row = config.aggregator.profile_row
+            table[at, len(atoms) + i] = np.mod(a.client_states[:, row, LOG_F], wrap)
+    kept = np.searchsorted(keys, sample.keys)
+    table[kept, -1] = 1.0
+    if kind:
+        table[kept, -2] = sample.states[:, config.aggregator.profile_row, LOG_F]
+    _, sizes = np.unique(table, axis=0, return_counts=True)
+    if (sizes < m).any():
+        return (f"client extremes withheld: {int((sizes < m).sum())} group(s) of devices that sent the same numbers "
+                f"of memoized reports (in each released increment, kept alike by the sample) hold fewer than "
+                f"min_reports={m} devices: a device repeats its permanent response, so the per-report rows minus a "
+                "multiple of the client rows would single them out")
+    return None
