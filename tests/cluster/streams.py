@@ -21,7 +21,10 @@ partition that has read everything it holds (and at least one record) to the clo
 - a partition that has read no record holds the watermark at the start of time: a topic made with a
   ``held`` partition that no report goes to keeps every window open, on time, whatever the job has
   read and whenever the test produces, until ``close_windows`` sends that partition one message
-  (the crash and upgrade tests, which produce while the job is down).
+  (the crash and upgrade tests, which produce while the job is down). While it holds, an output is
+  no sign of what the job has read: the outputs of a bundle that a checkpoint finished wait in the
+  operator's state for its next element or a rise of its watermark (test_flink_recovery's docstring),
+  so such a test waits for the source's count of records read instead.
 
 Waits have liveness bounds only (``wait_until`` returns as soon as its condition holds): a long
 bound costs nothing when the machine is healthy, and no test asserts a pace."""
