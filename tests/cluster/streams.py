@@ -17,7 +17,14 @@ partition that has read everything it holds (and at least one record) to the clo
   machine's pace. A test produces the reports that must count before it submits the job (a
   partition the job catches up with while the producer still writes to it would jump to the
   clock), gives the windows that take reports produced later a lateness longer than the test can
-  run (``LONG_LATENESS_S``), and closes a window of short lateness by the job having read all.
+  run (``LONG_LATENESS_S``), and closes a window of short lateness by the job having read all;
+- a partition that has read no record holds the watermark at the start of time: a topic made with a
+  ``held`` partition that no report goes to keeps every window open, on time, whatever the job has
+  read and whenever the test produces, until ``close_windows`` sends that partition one message
+  (the crash and upgrade tests, which produce while the job is down). While it holds, an output is
+  no sign of what the job has read: the outputs of a bundle that a checkpoint finished wait in the
+  operator's state for its next element or a rise of its watermark (test_flink_recovery's docstring),
+  so such a test waits for the source's count of records read instead.
 
 Waits have liveness bounds only (``wait_until`` returns as soon as its condition holds): a long
 bound costs nothing when the machine is healthy, and no test asserts a pace."""
@@ -42,18 +49,38 @@ HOUR_MS = 3_600_000
 CANCELLED_WORKER_THREADS = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
 
-def produce(bootstrap: str, topic: str, messages, partitions: int = 2, create: bool = True) -> None:
+def produce(bootstrap: str, topic: str, messages, partitions: int = 2, create: bool = True,
+            held: bool = False) -> None:
     """``(value, timestamp_ms)`` messages to ``topic`` (made with ``partitions`` partitions when
-    ``create``), message i to partition i % partitions, in the given order."""
-    from kafka import KafkaProducer
+    ``create``, and one more, :data:`HELD`, when ``held``), message i to partition i % partitions, in
+    the given order."""
     from kafka.admin import KafkaAdminClient, NewTopic
     if create:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        admin.create_topics([NewTopic(topic, num_partitions=partitions + held, replication_factor=1)])
         admin.close()
+    _send(bootstrap, topic, [(value, ts, i % partitions) for i, (value, ts) in enumerate(messages)])
+
+
+# The partition of a topic made with ``held``: no report goes there, so the watermark stays before every
+# window (Kafka IO holds an empty partition's watermark at the start of time) until ``close_windows``
+# sends it one message, a dead letter: then every window closes (see the module docstring).
+HELD = 2
+CLOSER = b"\x00\x01not avro: closes the windows"
+
+
+def close_windows(bootstrap: str, topic: str, t0_ms: int) -> None:
+    """Close every window of ``topic`` (made with ``held``): one undecodable message, stamped ``t0_ms``
+    (in the past), to its held partition; once the job has read it, that partition has caught up and
+    its watermark moves to the clock, past every window (one more ``undecodable`` dead letter)."""
+    _send(bootstrap, topic, [(CLOSER, t0_ms, HELD)])
+
+
+def _send(bootstrap: str, topic: str, messages) -> None:
+    from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 << 20)
-    for i, (value, ts) in enumerate(messages):
-        producer.send(topic, value=value, timestamp_ms=ts, partition=i % partitions)
+    for value, ts, partition in messages:
+        producer.send(topic, value=value, timestamp_ms=ts, partition=partition)
     producer.flush()
     producer.close()
 
@@ -99,13 +126,6 @@ def in_window_order(messages: list, t0_ms: int, window_s: int) -> list:
     order, so no report is late for a report read before it in its partition."""
     size = window_s * 1000
     return sorted(messages, key=lambda m: (m[1] - t0_ms) // size)
-
-
-def next_start_ms(window_s: int, ahead_s: float) -> int:
-    """The first window start at least ``ahead_s`` seconds from now (the tests not yet made pace-free:
-    their windows close by the clock; see the module docstring)."""
-    size = window_s * 1000
-    return -(-int((time.time() + ahead_s) * 1000) // size) * size
 
 
 def wait_until(what: str, predicate, timeout_s: float = PATIENCE_S, poll_s: float = 0.5):

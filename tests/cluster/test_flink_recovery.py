@@ -2,8 +2,9 @@
 each, of their own processes, and a pool of Python workers, one per TaskManager).
 
 A crash: with checkpoints every second, a TaskManager (a process that runs half the job's operators
-and holds their state) is killed mid-stream, right after the first window's on-time pane was
-written and before the last reports were sent; a new TaskManager starts and the JobManager restarts
+and holds their state) is killed mid-stream, once the job has read the stream's first part and a
+checkpoint taken since has completed, and before the last reports were sent (they are sent while it
+is down); a new TaskManager starts and the JobManager restarts
 the job from its last complete checkpoint (the Kafka offsets and the panes step's state with it).
 When every window has closed, the outputs equal the batch path's on every report sent: no report
 lost, none counted twice, each dead letter once, and no pane file half-written or left over from
@@ -13,14 +14,21 @@ An upgrade: the job is stopped with a savepoint mid-stream and submitted again f
 equal the batch path's. A config that would give the state another shape is refused before the job
 is submitted, naming what changed.
 
-Pace. The stream's watermark is the newest report time Kafka IO has read from each partition, or the
-clock once it has read all a partition holds (``streams``), so whether a report is on time must not
-depend on how fast the job reads: the first part goes out a window at a time (each window's reports
-shuffled), so no window can close before the job has read all of that part's reports of it, and the
-held-back reports go out while the job is down (the TaskManager killed, the job stopped), so that the
-job, restarted, reads them before it has caught up with the topic. (Sent once the restore was seen,
-and with every window's reports mixed in the first part, a parallel run at load 12-27, the job well
-behind the clock, counted 9 reports as late.)"""
+Pace. The stream's watermark is Kafka IO's (``streams``): the topic has a held partition, empty, so
+that no window closes, and no report is late, however fast or slow the job, the producer and the
+restarts run, until the test sends that partition its one message once every report has been
+produced (``streams.close_windows``): then every window closes. The reports are from an hour ago.
+(Stamped 20 s ahead, with the watermark the clock, a run at load 20 timed out waiting 90 s for the
+first window's on-time pane, and counted reports as late: the job read them after the clock had closed
+their window.) What the job has read is Flink's count of the records its Kafka source emitted, not an
+output: at a checkpoint, Beam's Flink runner finishes the open bundle of each operator and holds its
+outputs in the operator's state until the operator's next element or the next rise of its watermark,
+and the held partition keeps the watermark of the source subtask that reads it from rising, so the
+last bundle's outputs (the damaged message's dead letter among them) stay there until the test sends
+more. (Waiting for that dead letter instead, the upgrade test stalled whenever a checkpoint, not the
+bundle's timer, finished that bundle: the job had read all 803 messages, checkpoints kept completing,
+and the only dead letters out were the faults', written as the bundle ran.) The final pane then checks that
+those held outputs were restored, from the checkpoint or the savepoint, once."""
 import json
 import os
 import random
@@ -64,28 +72,26 @@ DAMAGED = [(b"\x00\x01not avro", 0)]
 
 
 def start_stream(cluster, tmp_path, topic: str, seed: int, configs: tuple = (CRASH,)):
-    """``topic``, empty, and the job's arguments (one collection a config) -> ``(argv, output, begin)``.
-    ``begin()``, called once the job runs: reports of a few 10 s windows from the near future, each
-    collection's the same population, a window at a time, shuffled within each (in time order under
-    privacy.unit: device); all but the second half of the last window's (returned, to be sent later)
-    produced with one damaged message -> ``(t0, last window index, records, held back)``. (Produced
-    before the job was submitted, the first window's reports were late once: a busy machine took 33 s
-    to build and submit the job, and the window had closed, its end plus 5 s, by the time the job read
-    them.)"""
+    """``topic``, empty (with a held partition: ``streams.close_windows``), and the job's arguments (one
+    collection a config) -> ``(argv, output, begin)``. ``begin()``, called once the job runs: reports
+    of a few 10 s windows from an hour ago, each collection's the same population, a window at a time,
+    shuffled within each (in time order under privacy.unit: device); all but the second half of the
+    last window's (returned, to be sent later) produced with one damaged message -> ``(t0, last window
+    index, records, held back, messages produced)``."""
     (tmp_path / "c.json").write_text(json.dumps(list(configs)))
-    streams.produce(cluster.bootstrap, topic, [])
+    streams.produce(cluster.bootstrap, topic, [], held=True)
     out = str(tmp_path / "stream")
     argv = ["--config", str(tmp_path / "c.json"), "--streaming", "--kafka-topic", topic,
             "--kafka-bootstrap", cluster.bootstrap, "--kafka-consumer-config", "auto.offset.reset=earliest",
             "--kafka-expansion-service", cluster.expansion_service, "--dead-letter-seconds", "1",
-            # reports stamped ahead of the clock (streams): no batching delay to wait for
+            # the windows close when the test says (streams): no batching delay to wait for
             "--watermark-delay-seconds", "0",
             "--output", out] + cluster.pipeline_args(checkpoint_ms=1000)
     return argv, out, lambda: _begin(cluster, topic, seed, configs)
 
 
 def _begin(cluster, topic: str, seed: int, configs: tuple) -> tuple:
-    t0 = streams.next_start_ms(WINDOW_S, ahead_s=20)
+    t0 = streams.past_start_ms(WINDOW_S)
     population = reports(parse_config(CRASH))   # collection app, and the faults (one of them of no collection)
     records, in_time_order = [], set()
     for config in configs:
@@ -112,26 +118,55 @@ def _begin(cluster, topic: str, seed: int, configs: tuple) -> tuple:
         (container(now[i:i + 300]), max(t0, min(r["event_time"] for r in now[i:i + 300])))
         for i in range(800, len(now), 300)] + [(value, t0) for value, _ in DAMAGED]
     streams.produce(cluster.bootstrap, topic, first, create=False)
-    return t0, last_window, records, later
+    return t0, last_window, records, later, len(first)
 
 
-def first_pane(cluster, out: str, begin) -> tuple:
-    """Wait for the submitted job on the session cluster, produce the stream's first part
-    (``begin``) and wait for its first window's on-time pane -> ``(the job's Flink id, what begin
-    returned)``."""
-    job = streams.wait_until("the job on the session cluster", cluster.running_jobs, 120)[0]
-    begun = begin()
-    streams.wait_until("the first window's on-time pane",
-                       lambda: streams.panes_of(out, MARGINALS, "app", window_of(0, begun[0])), 90)
-    return job, begun
+def kafka_records_read(cluster, job: str) -> int:
+    """The records ``job``'s Kafka source has emitted, over its subtasks (Flink's ``numRecordsOut`` of
+    the source operator, from each TaskManager's Prometheus endpoint; since the job's last start; a
+    TaskManager that does not answer yet counts none)."""
+    import urllib.request
+    total = 0.0
+    for part in cluster.taskmanager_parts:
+        try:
+            with urllib.request.urlopen(f"http://localhost:{cluster.metrics_ports[part]}/metrics", timeout=10) as resp:
+                text = resp.read().decode()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("flink_taskmanager_job_task_operator_numRecordsOut{") and f'job_id="{job}"' in line \
+                    and 'operator_name="Source:_ReadReports_ReadKafka' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return int(total)
 
 
-def wait_for_all_windows(out: str, t0: int, last_window: int, collections: tuple = ("app",)) -> None:
+def first_part(cluster, out: str, begin) -> tuple:
+    """Wait for the submitted job on the session cluster, produce the stream's first part (``begin``),
+    and wait until the job's Kafka source has read all of it and a checkpoint triggered after that has
+    completed (two more complete: one at a time, so the second began after the read) -> ``(the job's
+    Flink id, what begin returned, the checkpoints completed)``. That checkpoint holds the whole first
+    part, read and processed (the module docstring says why not wait for an output). No window has
+    closed: the held partition holds them open."""
+    job = streams.wait_until("the job on the session cluster", cluster.running_jobs)[0]
+    *begun, produced = begin()
+    streams.wait_until(f"the job's read of the first part's {produced} messages",
+                       lambda: kafka_records_read(cluster, job) >= produced)
+    read = cluster.completed_checkpoints(job)
+    checkpoints = streams.wait_until("a checkpoint begun after the read",
+                                     lambda: (n := cluster.completed_checkpoints(job)) >= read + 2 and n)
+    assert not streams.panes_of(out, MARGINALS, "app", window_of(0, begun[0])), "a window closed before the test said"
+    return job, tuple(begun), checkpoints
+
+
+def close_all_windows(cluster, topic: str, out: str, t0: int, last_window: int, collections: tuple = ("app",)) -> None:
+    """Send the held partition its message and wait until every window has closed and both undecodable
+    messages' dead letters are written."""
+    streams.close_windows(cluster.bootstrap, topic, t0)
     for c in collections:
         for i in range(last_window + 1):
-            streams.wait_until(f"the close of {c}'s window {i}", lambda i=i: closed(out, c, window_of(i, t0)), 120)
-    streams.wait_until("the undecodable message's dead letter", lambda: any(
-        d["reason"] == "undecodable" for d in read_rows(out, DEAD_LETTERS)), 30)
+            streams.wait_until(f"the close of {c}'s window {i}", lambda i=i: closed(out, c, window_of(i, t0)))
+    streams.wait_until("the undecodable messages' dead letters", lambda: sum(
+        d["reports"] for d in read_rows(out, DEAD_LETTERS) if d["reason"] == "undecodable") >= len(DAMAGED) + 1)
 
 
 def dead_letters_by_reason(output: str, keep=lambda collection: True) -> dict:
@@ -149,7 +184,7 @@ def assert_batch_rows_once(out: str, batch: str, collection: str = "app", others
     file set's panes are 0..n-1 and no temporary file is left."""
     streams.assert_same_estimates(out, batch, collection=collection)
     by_reason = dead_letters_by_reason(out, lambda c: c not in others)
-    assert by_reason.pop("undecodable") == len(DAMAGED)
+    assert by_reason.pop("undecodable") == len(DAMAGED) + 1   # and the held partition's message
     assert by_reason == dead_letters_by_reason(batch, lambda c: c not in others)
     # every file set's panes are 0..n-1: none of a rolled-back timeline, none written twice under two names
     for key, panes in pane_files(out).items():
@@ -164,18 +199,16 @@ def crash_and_restore(cluster, tmp_path, topic: str, seed: int, configs: tuple) 
     argv, out, begin = start_stream(cluster, tmp_path, topic, seed, configs)
     collections = tuple(c["collection"] for c in configs)
     with streams.running_job(argv, cluster):
-        job, (t0, last_window, records, after) = first_pane(cluster, out, begin)
+        job, (t0, last_window, records, after), checkpoints = first_part(cluster, out, begin)
         for c in collections:
             assert not closed(out, c, window_of(last_window, t0)), f"{c}'s stream ended before the crash"
-        checkpoints = cluster.completed_checkpoints(job)
-        assert checkpoints >= 1
         cluster.kill("taskmanager")
         streams.produce(cluster.bootstrap, topic, streams.singles(after), create=False)   # while the job is down
         cluster.start_taskmanager()
         restored = streams.wait_until("the job's restart from a checkpoint",
-                                      lambda: cluster.restored_checkpoint(job), 60)
+                                      lambda: cluster.restored_checkpoint(job))
         assert not restored["is_savepoint"] and restored["id"] >= checkpoints
-        wait_for_all_windows(out, t0, last_window, collections)
+        close_all_windows(cluster, topic, out, t0, last_window, collections)
     return out, t0, records
 
 
@@ -251,9 +284,9 @@ def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is
     cluster = session_cluster
     argv, out, begin = start_stream(cluster, tmp_path, "upgrade", seed=6)
     with streams.running_job(argv, cluster):
-        job, (t0, last_window, records, later) = first_pane(cluster, out, begin)
+        job, (t0, last_window, records, later), _ = first_part(cluster, out, begin)
         savepoint = cluster.stop_with_savepoint(job)
-        streams.wait_until("the job's end", lambda: job not in cluster.running_jobs(), 60)
+        streams.wait_until("the job's end", lambda: job not in cluster.running_jobs())
     assert not closed(out, "app", window_of(last_window, t0)), "the stream ended before the savepoint"
     streams.produce(cluster.bootstrap, "upgrade", streams.singles(later), create=False)   # while the job is down
 
@@ -264,8 +297,8 @@ def test_a_job_stopped_with_a_savepoint_resumes_from_it_and_a_new_state_shape_is
         make_pipeline(["--config", str(tmp_path / "changed.json")] + argv[2:] + [f"--savepoint_path={savepoint}"])
 
     with streams.running_job(argv + [f"--savepoint_path={savepoint}"], cluster):
-        job = streams.wait_until("the resumed job", cluster.running_jobs, 120)[0]
-        restored = streams.wait_until("the resumed job's restore", lambda: cluster.restored_checkpoint(job), 60)
+        job = streams.wait_until("the resumed job", cluster.running_jobs)[0]
+        restored = streams.wait_until("the resumed job's restore", lambda: cluster.restored_checkpoint(job))
         assert restored["is_savepoint"] and restored["external_path"].endswith(os.path.basename(savepoint))
-        wait_for_all_windows(out, t0, last_window)
+        close_all_windows(cluster, "upgrade", out, t0, last_window)
     assert_batch_rows_once(out, streams.batch_of(tmp_path, records)[0])
