@@ -64,11 +64,11 @@ def from_config(args) -> list:
             raise ValueError(f"--config gives the bits and channels: drop --{name}, got --{name}={getattr(args, name)}")
     out = []
     from ldp_marginals.pipelines.plan_kinds import calibrate_kind, config_specs, mechanism_advice
-    from ldp_marginals.pipelines.plan import _outlook_population
+    from ldp_marginals.pipelines.plan_outlook import outlook_population
     specs = config_specs(args.config)   # what a candidate channel is pasted into
     for cfg in load_configs(args.config, check_promise=False).values():
         # plan's outlook on withholding, asked for with --devices-per-key (calibrate has no N to default from)
-        population = _outlook_population(args, cfg, None) if getattr(args, "devices_per_key", None) else None
+        population = outlook_population(args, cfg, None) if getattr(args, "devices_per_key", None) else None
         if cfg.sampling is not None:   # a channel kind: no per-bit channels (pipelines/plan_kinds.py)
             out.append(calibrate_kind(cfg, args.epsilon, specs[cfg.name], population))
             continue

@@ -19,6 +19,7 @@ from ldp_marginals.ldp.planning import (
 )
 from ldp_marginals.ldp.tables import group_cells
 from ldp_marginals.pipelines.plan_kinds import advice_lines, kind_precision, mechanism_advice
+from ldp_marginals.pipelines.plan_outlook import ASSUMED_REPORTS_PER_WINDOW, outlook_population
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +55,6 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-ASSUMED_REPORTS_PER_WINDOW = 10_000   # plan's N when none is given (it says so)
 
 
 def plan(args) -> dict:
@@ -94,7 +94,7 @@ def plan(args) -> dict:
             out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                        "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
                                        "means": [], "privacy": _privacy(cfg), "mechanism": mechanism_advice(
-                                           cfg, specs[name], _outlook_population(args, cfg, n))})
+                                           cfg, specs[name], outlook_population(args, cfg, n))})
             continue
         labels, chan = cfg.layout.labels, cfg.channels
         published = [list(s) for s in cfg.published_sets]   # as the job's marginal rows
@@ -129,30 +129,8 @@ def plan(args) -> dict:
         out["collections"].append({"collection": name, "level": cfg.level, "min_reports": cfg.min_reports,
                                    "marginal_interval": cfg.marginal_interval, "sets": rows, "cells": cells,
                                    "means": means, "privacy": _privacy(cfg), "mechanism": mechanism_advice(
-                                       cfg, specs[name], _outlook_population(args, cfg, n)),
+                                       cfg, specs[name], outlook_population(args, cfg, n)),
                                    "client_rows": _client_rows(cfg, population)})
-    return out
-
-
-def _outlook_population(args, cfg, n) -> dict | None:
-    """The population the recommendation must publish at (``publishing_advice``): ``--devices-per-key``
-    (default: N reports per window and key over R reports a device), ``--reports-per-device`` (default:
-    the most reports of a device in a row, :attr:`repeats_per_window`, under the device unit; else 1),
-    ``--keys`` and ``--outlook-windows``; None with ``--no-outlook``."""
-    if not getattr(args, "outlook", True):
-        return None
-    reports = getattr(args, "reports_per_device", None)
-    if reports is None:
-        reports = cfg.repeats_per_window if cfg.counts_devices else 1
-    devices = getattr(args, "devices_per_key", None)
-    if devices is None:
-        devices = max(1, (n or ASSUMED_REPORTS_PER_WINDOW) // reports)
-    out = {"devices": devices, "reports": reports, "keys": getattr(args, "keys", 1),
-           "windows": getattr(args, "outlook_windows", 3)}
-    for name, option in (("devices", "--devices-per-key"), ("reports", "--reports-per-device"), ("keys", "--keys"),
-                         ("windows", "--outlook-windows")):
-        if not isinstance(out[name], int) or out[name] < 1:
-            raise ValueError(f"{option} must be an integer >= 1, got {option}={out[name]!r}")
     return out
 
 

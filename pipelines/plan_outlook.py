@@ -152,3 +152,28 @@ def publication_outlook(cfg, devices: int, reports: int, keys: int = 1, windows:
             "precision": any(at.startswith("precision/") for at in withheld),
             "population": {"devices_per_key": devices, "reports_per_device": reports, "keys": keys,
                            "windows": windows}}
+
+
+ASSUMED_REPORTS_PER_WINDOW = 10_000   # plan's N when none is given (it says so)
+
+
+def outlook_population(args, cfg, n) -> dict | None:
+    """The population the recommendation must publish at (``publishing_advice``): ``--devices-per-key``
+    (default: N reports per window and key over R reports a device), ``--reports-per-device`` (default:
+    the most reports of a device in a row, :attr:`repeats_per_window`, under the device unit; else 1),
+    ``--keys`` and ``--outlook-windows``; None with ``--no-outlook``."""
+    if not getattr(args, "outlook", True):
+        return None
+    reports = getattr(args, "reports_per_device", None)
+    if reports is None:
+        reports = cfg.repeats_per_window if cfg.counts_devices else 1
+    devices = getattr(args, "devices_per_key", None)
+    if devices is None:
+        devices = max(1, (n or ASSUMED_REPORTS_PER_WINDOW) // reports)
+    out = {"devices": devices, "reports": reports, "keys": getattr(args, "keys", 1),
+           "windows": getattr(args, "outlook_windows", 3)}
+    for name, option in (("devices", "--devices-per-key"), ("reports", "--reports-per-device"), ("keys", "--keys"),
+                         ("windows", "--outlook-windows")):
+        if not isinstance(out[name], int) or out[name] < 1:
+            raise ValueError(f"{option} must be an integer >= 1, got {option}={out[name]!r}")
+    return out

@@ -33,6 +33,7 @@ import contextlib
 import json
 import shlex
 import signal
+import sys
 import threading
 import time
 import urllib.request
@@ -272,6 +273,26 @@ def quiet_the_runner() -> None:
     logging.disable(logging.CRITICAL)
     if not getattr(threading.excepthook, "quiet_lost_runner", False):
         threading.excepthook = _quiet_lost_runner(threading.excepthook)
+    # Beam's SDK worker prints a failed instruction's traceback straight to stderr from its own thread
+    # (sdk_worker._execute: "Channel closed prematurely", "Unknown process bundle instruction id" as the
+    # cancelled job lets go of it), past logging: from the signal on, only the main thread writes there
+    if not isinstance(sys.stderr, _MainThreadOnly):
+        sys.stderr = _MainThreadOnly(sys.stderr)
+
+
+class _MainThreadOnly:
+    """A stream that passes on what the main thread writes and drops the other threads' writes."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        if threading.current_thread() is threading.main_thread():
+            return self._stream.write(text)
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _quiet_lost_runner(hook):

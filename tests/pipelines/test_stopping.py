@@ -289,3 +289,24 @@ def test_a_cancel_with_flink_rest_where_no_such_job_runs_says_so_without_the_hin
     line = str(stop_job(_CancelledJob(), args, options, [], signal.SIGINT, "job-1"))
     assert f"the job server's Flink at --flink-rest=127.0.0.1:{port} ran no active job named job-1" in line
     assert "may still run it" not in line and "give --flink-rest" not in line
+
+
+def test_from_the_signal_on_only_the_main_thread_writes_to_stderr(monkeypatch, capsys):
+    # a fresh-clone make test failed both Ctrl-C tests on the cluster: Beam's SDK worker printed
+    # "Channel closed prematurely" tracebacks to stderr from its own thread, past the disabled logging
+    import logging
+    import sys
+    import threading
+
+    from ldp_marginals.pipelines import stopping
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    try:
+        stopping.quiet_the_runner()
+        worker = threading.Thread(target=lambda: print("Traceback (most recent call last)", file=sys.stderr))
+        worker.start()
+        worker.join()
+        print("ldp-marginals run: stopped by SIGINT", file=sys.stderr)
+    finally:
+        logging.disable(logging.NOTSET)
+    err = capsys.readouterr().err
+    assert "stopped by SIGINT" in err and "Traceback" not in err
