@@ -26,8 +26,8 @@ from ldp_marginals.pipelines.local_services import CLUSTER_FILE, ENV
 from ldp_marginals.pipelines.read import read_rows
 from ldp_marginals.schemas.outputs import DEAD_LETTERS, MARGINALS
 from tests.cluster import streams
-from tests.cluster.test_flink_recovery import DAMAGED, window_of
-from tests.cluster.test_stop_and_resume import command, stream_in_three, stopped
+from tests.cluster.test_flink_recovery import window_of
+from tests.cluster.test_stop_and_resume import assert_dead_letters, command, stream_in_three, stopped
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
@@ -91,8 +91,4 @@ def test_ctrl_c_on_the_default_cluster_up_prints_a_command_that_resumes_the_job_
     # every report counted once across the stop: the latest panes are the batch rows on all of them
     assert streams.reports_in_latest_panes(out) == expected["reports_counted"]
     streams.assert_same_estimates(out, batch, every_kind=False)
-    dead = {}
-    for d in read_rows(out, DEAD_LETTERS):
-        dead[d["reason"]] = dead.get(d["reason"], 0) + d["reports"]
-    assert dead.pop("undecodable") == len(DAMAGED)
-    assert dead == expected["dead_letters_by_reason"]
+    assert_dead_letters(out, expected)

@@ -174,11 +174,7 @@ def test_ctrl_c_and_sigterm_stop_the_flink_job_and_it_resumes_without_a_loss(ses
     # every report counted once, whatever the stops: the latest panes are the batch rows on all of them
     assert streams.reports_in_latest_panes(out) == expected["reports_counted"]
     streams.assert_same_estimates(out, batch, every_kind=False)
-    dead = {}
-    for d in read_rows(out, DEAD_LETTERS):
-        dead[d["reason"]] = dead.get(d["reason"], 0) + d["reports"]
-    assert dead.pop("undecodable") == len(DAMAGED)
-    assert dead == expected["dead_letters_by_reason"]
+    assert_dead_letters(out, expected)
 
 
 def jobs_on(job_server: str) -> list:
@@ -232,3 +228,12 @@ def test_ctrl_c_cancels_the_job_in_the_job_servers_flink(cluster, tmp_path):
     while time.monotonic() < deadline:
         assert not [j for j in embedded_jobs(cluster) if j[1] not in ("CANCELED", "FAILED", "FINISHED")]
         time.sleep(0.5)
+
+
+def assert_dead_letters(out: str, expected: dict) -> None:
+    """The run's dead letters are the batch's by reason, and the damaged messages' one each (undecodable)."""
+    dead = {}
+    for d in read_rows(out, DEAD_LETTERS):
+        dead[d["reason"]] = dead.get(d["reason"], 0) + d["reports"]
+    assert dead.pop("undecodable") == len(DAMAGED)
+    assert dead == expected["dead_letters_by_reason"]
