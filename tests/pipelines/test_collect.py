@@ -117,6 +117,17 @@ class Run:
         return resp.status, await resp.json(), resp.headers
 
 
+def spy(collector, method: str) -> list:
+    """Wrap ``collector``'s coroutine ``method`` -> the list of the argument of each call it gets."""
+    calls, real = [], getattr(collector, method)
+
+    async def counted(arg):
+        calls.append(arg)
+        return await real(arg)
+    setattr(collector, method, counted)
+    return calls
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -284,12 +295,7 @@ def test_single_reports_that_arrive_together_are_screened_in_one_call():
 
     async def go():
         async with Run(rate=many, screen_seconds=60.0, screen_reports=20) as c:
-            arrived, screen = [], c.collector._screen
-
-            async def counted(body):
-                arrived.append(body)
-                return await screen(body)
-            c.collector._screen = counted
+            arrived = spy(c.collector, "_screen")
             posts = []
             for i, r in enumerate(reports[:20]):
                 posts.append(asyncio.ensure_future(c.post(single(r), request_id=f"one-{i:04d}")))
@@ -326,12 +332,7 @@ def test_over_max_requests_under_way_a_new_request_is_answered_503_at_once():
 
     async def go():
         async with Run(stub=stub, max_requests=2, batch_reports=10) as c:
-            waits, wait = [], c.collector._wait
-
-            async def counted(entry):
-                waits.append(entry)
-                return await wait(entry)
-            c.collector._wait = counted
+            waits = spy(c.collector, "_wait")
             bodies = [container(GOOD[10 * i:10 * i + 10]) for i in range(3)]
             held = [asyncio.ensure_future(c.post(bodies[i], request_id=f"held-{i:04d}")) for i in range(2)]
             while len(stub.held) < 2 and not any(t.done() for t in held):
